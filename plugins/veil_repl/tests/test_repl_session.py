@@ -1,0 +1,90 @@
+"""The REPL driven through prompt-toolkit's pipe input: streaming, tool lines, slash commands."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from rich.console import Console
+
+import veil_repl
+from veil.core.app import open_veil
+from veil.core.llm import LLM
+from veil.core.settings import load_config
+from veil.core.testing import ScriptedModel
+from veil.core.types import RenderEvent
+from veil_repl import display
+from veil_repl.repl import Repl
+
+
+@pytest.fixture
+def repl_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "hello.py").write_text("print('hi')\n")
+    config = load_config(project)
+    model = ScriptedModel([])
+    veil = open_veil(project, config=config, llm=LLM(config, models={"main": model}),
+                     use_entry_points=False, extra_plugins=(("veil_repl", veil_repl),))
+    yield veil, model, project
+    veil.close()
+
+
+def run_repl(veil, session, keys: str) -> str:
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=False, width=200, highlight=False)
+    with create_pipe_input() as pipe:
+        pipe.send_text(keys)
+        Repl(veil, session, input=pipe, output=DummyOutput(), console=console).run()
+    return buf.getvalue()
+
+
+def test_turn_streams_answer_and_shows_tool_call_with_arguments(repl_env):
+    veil, model, project = repl_env
+    model.add({"tool_calls": [{"name": "read", "arguments": {"path": "hello.py"}}]},
+              "It prints hi.")
+    session = veil.new_session()
+    out = run_repl(veil, session, "what does hello.py do?\r/exit\r")
+    assert 'read(path="hello.py")' in out
+    assert "print('hi')" in out  # the short result line
+    assert "It prints hi." in out
+    assert session.messages[-1]["content"] == "It prints hi."
+    assert (project / ".veil" / "history").exists()
+
+
+def test_multiline_input_with_escape_enter(repl_env):
+    veil, model, _ = repl_env
+    model.add("ok")
+    session = veil.new_session()
+    run_repl(veil, session, "line one\x1b\rline two\r/exit\r")
+    assert session.messages[0]["content"] == "line one\nline two"
+
+
+def test_slash_commands_help_sessions_model_and_unknown(repl_env):
+    veil, model, _ = repl_env
+    session = veil.new_session()
+    out = run_repl(veil, session, "/help\r/model\r/sessions\r/nosuch\r/exit\r")
+    assert "/sessions" in out and "/context" in out
+    assert "model: scripted (scripted), context window 8192 tokens" in out
+    assert session.id in out
+    assert "unknown command /nosuch" in out
+
+
+def test_eviction_dims_the_tool_call_line():
+    buf = io.StringIO()
+    d = display.Display(Console(file=buf, force_terminal=False, width=200))
+    d.show(RenderEvent("tool_call", {"name": "read", "arguments": {"path": "a.py"}, "toolCallId": "c1"}))
+    d.show(RenderEvent("eviction", {"items": [{"id": "item_1", "toolCallId": "c1", "tier": "warm",
+                                               "reason": "low score"}], "report": []}))
+    lines = buf.getvalue().splitlines()
+    assert lines[-1].startswith('⏺ read(path="a.py")') and "→ warm (low score)" in lines[-1]
+    assert "c1" in d.evicted
+
+
+def test_render_is_silent_when_no_repl_runs(capsys):
+    display.active = None
+    veil_repl.render(RenderEvent("token", {"text": "zzz"}))
+    assert capsys.readouterr().out == ""

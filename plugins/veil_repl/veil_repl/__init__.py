@@ -1,0 +1,34 @@
+"""veil's REPL plugin: hooks only; prompt-toolkit loads when the REPL starts (see repl.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veil.core.types import SlashCommand
+from veil.hookspecs import hookimpl
+
+from veil_repl import display
+
+
+@hookimpl
+def run_interactive(veil: Any, session: Any) -> bool:
+    """Run the REPL on ``session`` until /exit or Ctrl-D."""
+    from veil_repl.repl import Repl
+
+    Repl(veil, session).run()
+    return True
+
+
+@hookimpl
+def render(event: Any) -> None:
+    """Show events while a REPL is running (silent otherwise, e.g. under ``veil -p``)."""
+    if display.active is not None:
+        display.active.show(event)
+
+
+@hookimpl
+def register_slash_commands(veil: Any) -> list[SlashCommand]:
+    """/model, /sessions and /context (the REPL itself handles /help and /exit)."""
+    from veil_repl import commands
+
+    return commands.slash_commands(veil)

@@ -1,0 +1,102 @@
+"""The ``veil`` command line: print mode, plugins, sessions, blocking, lazy imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from veil import cli as cli_mod
+from veil.core import app as app_mod
+from veil.core.llm import LLM
+from veil.core.testing import ScriptedModel
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    """Make every Veil the CLI opens use one ScriptedModel; return it."""
+    model = ScriptedModel([])
+    real_open = app_mod.open_veil
+
+    def fake_open(project_dir=None, **kw):
+        from veil.core.settings import load_config
+
+        config = load_config(project_dir)
+        kw.setdefault("llm", LLM(config, models={"main": model, "compact": model}))
+        return real_open(project_dir, config=config, **kw)
+
+    monkeypatch.setattr(app_mod, "open_veil", fake_open)
+    return model
+
+
+def invoke(project, *args):
+    argv = ["--project", str(project), *args]
+    group = cli_mod.build_cli(argv)
+    return CliRunner().invoke(group, argv, obj=cli_mod.VeilContext(str(project), cli_mod._prescan_disabled(argv)))
+
+
+def test_print_mode_runs_a_tool_and_prints_only_the_answer(project, scripted):
+    (project / "x.py").write_text("")
+    scripted.add({"tool_calls": [{"name": "ls", "arguments": {}}]}, "1 Python file.")
+    result = invoke(project, "-p", "How many Python files?")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip().splitlines()[-1] == "1 Python file."
+
+
+def test_print_mode_json_and_continue(project, scripted):
+    scripted.add("first", "second")
+    out = json.loads(invoke(project, "-p", "hi", "--json").stdout)
+    assert (out["status"], out["final"]) == ("done", "first")
+    again = json.loads(invoke(project, "-c", "-p", "more", "--json").stdout)
+    assert again["sessionId"] == out["sessionId"]
+    # the resumed session sent the earlier exchange to the model
+    assert [m["content"] for m in scripted.calls[1][1:]] == ["hi", "first", "more"]
+
+
+def test_resume_unknown_session_is_a_clean_error(project, scripted):
+    result = invoke(project, "--resume", "sess_nope", "-p", "x")
+    assert result.exit_code == 1 and "no session with id 'sess_nope'" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_bad_settings_fail_at_start_naming_file_and_field(project, scripted):
+    (project / ".veil").mkdir()
+    (project / ".veil/settings.json").write_text('{"compaction": {"threshold": 1.5}}')
+    result = invoke(project, "-p", "x")
+    assert result.exit_code == 1
+    assert "settings.json: compaction.threshold" in result.output
+
+
+def test_sessions_and_plugins_listing(project, scripted):
+    scripted.add("ok")
+    invoke(project, "-p", "list me")
+    listing = json.loads(invoke(project, "sessions", "--json").stdout)
+    assert len(listing) == 1 and listing[0]["title"] == "list me"
+    info = json.loads(invoke(project, "plugins", "--json").stdout)
+    core = next(p for p in info["plugins"] if p["name"] == "veil.core")
+    assert core["hooks"] == ["register_tools"]
+    assert set(info["tools"]) >= {"read", "write", "edit", "bash", "grep", "ls"}
+
+
+def test_disable_plugin_flag_blocks_it(project, scripted):
+    info = json.loads(invoke(project, "--disable-plugin", "veil_repl", "plugins", "--json").stdout)
+    assert "veil_repl" not in [p["name"] for p in info["plugins"]]
+    assert "veil_repl" in info["blocked"]
+
+
+def test_help_imports_no_heavy_module():
+    code = (
+        "import sys; from veil.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('litellm', 'torch', 'llama_cpp', 'prompt_toolkit',"
+        " 'sentence_transformers', 'starlette') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert "HEAVY []" in out.stdout, out.stdout + out.stderr

@@ -1,0 +1,270 @@
+"""The agent loop with a scripted model: tool round trips, pairing, hooks, limits, interrupts."""
+
+from __future__ import annotations
+
+import json
+
+from veil.core.context import pairing_problems, repair_pairing
+from veil.core.types import EvictionPlan, PromptSection, Tool, ToolResult
+from veil.hookspecs import hookimpl
+
+
+class Recorder:
+    """A plugin that records every hook call the loop makes, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    @hookimpl
+    def capture(self, session, event):
+        self.calls.append(("capture", event.phase, event.tool_name, event.tool_call_id))
+
+    @hookimpl
+    def render(self, event):
+        if event.kind != "token":
+            self.calls.append(("render", event.kind))
+
+    @hookimpl
+    def compact(self, session, request):
+        self.calls.append(("compact", request.mode))
+
+    @hookimpl
+    def after_iteration(self, session, iteration):
+        self.calls.append(("after_iteration", iteration))
+
+    @hookimpl
+    def turn_end(self, session, final_message):
+        self.calls.append(("turn_end", final_message["role"]))
+
+    @hookimpl
+    def system_prompt_sections(self, session):
+        return PromptSection("probe", "PROBE-SECTION", order=50)
+
+
+def test_tool_round_trip_runs_the_tool_and_returns_its_result_to_the_model(make_veil, project):
+    (project / "a.py").write_text("x = 1\n")
+    (project / "b.py").write_text("y = 2\n")
+    veil = make_veil(
+        [{"tool_calls": [{"name": "ls", "arguments": {"path": "."}}]}, "There are 2 Python files."]
+    )
+    session = veil.new_session()
+    result = veil.run_turn(session, "How many Python files?")
+
+    assert result.status == "done"
+    assert result.final == "There are 2 Python files."
+    assert result.iterations == 2
+    roles = [m["role"] for m in session.messages]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    tool_msg = session.messages[2]
+    assert tool_msg["tool_call_id"] == session.messages[1]["tool_calls"][0]["id"]
+    assert "a.py" in tool_msg["content"] and "b.py" in tool_msg["content"]
+    # the second model call saw the tool result, right after its call
+    second = veil.model.calls[1]
+    assert second[-1]["role"] == "tool" and "a.py" in second[-1]["content"]
+    assert second[0]["role"] == "system" and str(project) in second[0]["content"]
+
+
+def test_parallel_tool_calls_each_get_their_own_result_in_order(make_veil, project):
+    (project / "one.txt").write_text("ONE\n")
+    (project / "two.txt").write_text("TWO\n")
+    veil = make_veil(
+        [
+            {
+                "tool_calls": [
+                    {"name": "read", "arguments": {"path": "two.txt"}, "id": "c2"},
+                    {"name": "read", "arguments": {"path": "one.txt"}, "id": "c1"},
+                ]
+            },
+            "done",
+        ]
+    )
+    session = veil.new_session()
+    veil.run_turn(session, "read both")
+    results = {m["tool_call_id"]: m["content"] for m in session.messages if m["role"] == "tool"}
+    assert "TWO" in results["c2"] and "ONE" in results["c1"]
+    assert [m.get("tool_call_id") for m in session.messages[2:4]] == ["c2", "c1"]
+    assert pairing_problems(veil.model.calls[1][1:]) == []
+
+
+def test_hooks_are_called_in_and_out_of_every_tool_call_in_data_flow_order(make_veil, project):
+    rec = Recorder()
+    veil = make_veil(
+        [{"tool_calls": [{"name": "ls", "arguments": {}, "id": "t1"}]}, "ok"],
+        plugins=[("recorder", rec)],
+    )
+    session = veil.new_session()
+    veil.run_turn(session, "list")
+    seq = [c for c in rec.calls if c[0] != "render"]
+    assert seq == [
+        ("capture", "user", None, None),
+        ("compact", "masking"),
+        ("capture", "assistant", None, None),
+        ("capture", "tool_call", "ls", "t1"),
+        ("capture", "tool_result", "ls", "t1"),
+        ("after_iteration", 1),
+        ("compact", "masking"),
+        ("capture", "assistant", None, None),
+        ("turn_end", "assistant"),
+    ]
+    kinds = [c[1] for c in rec.calls if c[0] == "render"]
+    assert kinds == ["assistant", "tool_call", "tool_result", "assistant"]
+    assert "PROBE-SECTION" in veil.model.calls[0][0]["content"]
+
+
+def test_max_iterations_stops_a_model_that_never_answers(make_veil):
+    loop_forever = {"tool_calls": [{"name": "ls", "arguments": {}}]}
+    veil = make_veil([loop_forever] * 3)
+    session = veil.new_session()
+    result = veil.run_turn(session, "go", max_iterations=3)
+    assert result.status == "max_iterations"
+    assert result.iterations == 3
+    assert pairing_problems(session.messages[1:]) == []
+
+
+def test_bad_json_arguments_and_unknown_tools_are_reported_to_the_model(make_veil):
+    veil = make_veil(
+        [
+            {
+                "tool_calls": [
+                    {"name": "ls", "arguments": "{not json", "id": "bad"},
+                    {"name": "nope", "arguments": {}, "id": "unk"},
+                ]
+            },
+            "sorry",
+        ]
+    )
+    session = veil.new_session()
+    veil.run_turn(session, "x")
+    results = {m["tool_call_id"]: m["content"] for m in session.messages if m["role"] == "tool"}
+    assert "invalid JSON arguments" in results["bad"]
+    assert "unknown tool 'nope'" in results["unk"] and "read" in results["unk"]
+
+
+def test_ctrl_c_during_a_tool_keeps_the_session_consistent(make_veil):
+    def interrupting(ctx, args):
+        raise KeyboardInterrupt
+
+    class Plug:
+        @hookimpl
+        def register_tools(self, veil):
+            return [Tool("stall", "waits", {"type": "object", "properties": {}}, interrupting)]
+
+    veil = make_veil(
+        [{"tool_calls": [{"name": "stall", "arguments": {}, "id": "s1"},
+                         {"name": "ls", "arguments": {}, "id": "s2"}]}],
+        plugins=[("staller", Plug())],
+    )
+    session = veil.new_session()
+    result = veil.run_turn(session, "wait")
+    assert result.status == "interrupted"
+    assert pairing_problems(session.messages[1:]) == []
+    assert [m.get("content") for m in session.messages if m["role"] == "tool"] == [
+        "[interrupted by the user]",
+        "[interrupted by the user]",
+    ]
+    # the stored history matches, and the session can continue
+    reloaded = veil.load_session(session.id)
+    assert reloaded.messages == session.messages
+    veil.model.add("back")
+    assert veil.run_turn(reloaded, "again").final == "back"
+
+
+def test_halt_requested_by_a_plugin_ends_the_run_with_the_reason(make_veil):
+    class Halter:
+        @hookimpl
+        def capture(self, session, event):
+            if event.phase == "tool_result":
+                session.request_halt("same failure 3 times")
+
+    veil = make_veil([{"tool_calls": [{"name": "ls", "arguments": {}}]}], plugins=[("h", Halter())])
+    session = veil.new_session()
+    result = veil.run_turn(session, "go")
+    assert (result.status, result.reason) == ("halted", "same failure 3 times")
+
+
+def test_eviction_replaces_content_by_a_pointer_and_keeps_the_call(make_veil, project):
+    (project / "big.txt").write_text("SECRET-CONTENT\n" * 50)
+
+    class Capture:
+        @hookimpl
+        def capture(self, session, event):
+            from veil.core.types import ContextItem
+
+            if event.phase == "tool_result":
+                return [ContextItem(content=event.message["content"], kind="episodic")]
+
+    class EvictAll:
+        @hookimpl
+        def score(self, session, items, task_tags, now):
+            return [0.0] * len(items)
+
+        @hookimpl
+        def evict(self, session, items, scores, budget_tokens, used_tokens):
+            return EvictionPlan(to_warm=[i.id for i in items], reasons={i.id: "test" for i in items})
+
+    veil = make_veil(
+        [{"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}, "id": "r1"}]}, "done"],
+        plugins=[("cap", Capture()), ("ev", EvictAll())],
+    )
+    session = veil.new_session()
+    veil.run_turn(session, "read it")
+    sent = veil.model.calls[1]
+    tool_msgs = [m for m in sent if m["role"] == "tool"]
+    assert len(tool_msgs) == 1 and tool_msgs[0]["tool_call_id"] == "r1"
+    assert len(tool_msgs[0]["content"]) < 400  # a stub, not the 750-character result
+    assert tool_msgs[0]["content"].startswith("[evicted to warm: item_")
+    assert "veil_hydrate" in tool_msgs[0]["content"]
+    # stored history is untouched and the event log recorded the eviction
+    assert "SECRET-CONTENT" in session.messages[2]["content"]
+    events = veil.store.events(session.id, ("evict",))
+    assert len(events) == 1 and events[0]["tool_call_id"] == "r1"
+    assert veil.store.tier_counts(session.id) == {"live": 0, "warm": 1, "cold": 0}
+    # a resumed session still sends the stub
+    assert veil.load_session(session.id).stubs.keys() == {2}
+
+
+def test_repair_pairing_drops_orphan_results_and_answers_dangling_calls():
+    call = {"role": "assistant", "content": None,
+            "tool_calls": [{"id": "a", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+                           {"id": "b", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}
+    msgs = [
+        {"role": "tool", "tool_call_id": "zz", "content": "orphan"},
+        {"role": "user", "content": "hi"},
+        call,
+        {"role": "tool", "tool_call_id": "b", "content": "B"},
+    ]
+    fixed = repair_pairing(msgs)
+    assert [m.get("tool_call_id") for m in fixed] == [None, None, "a", "b"]
+    assert fixed[2]["content"] == "[no result: interrupted]" and fixed[3]["content"] == "B"
+    assert pairing_problems(fixed) == []
+    assert len(pairing_problems(msgs)) == 2
+
+
+def test_usage_is_recorded_per_model_call(make_veil):
+    veil = make_veil(["hello there"])
+    session = veil.new_session()
+    result = veil.run_turn(session, "hi")
+    rows = veil.store.conn.execute("SELECT * FROM usage WHERE session_id = ?", (session.id,)).fetchall()
+    assert len(rows) == 1
+    assert rows[0]["prompt_tokens"] == result.usage["prompt_tokens"] > 0
+    assert rows[0]["completion_tokens"] == result.usage["completion_tokens"] > 0
+
+
+def test_tool_handler_result_outcome_reaches_capture(make_veil):
+    seen = []
+
+    class Plug:
+        @hookimpl
+        def register_tools(self, veil):
+            return [Tool("probe", "p", {"type": "object", "properties": {}},
+                         lambda ctx, args: ToolResult("fine", outcome="pass"))]
+
+        @hookimpl
+        def capture(self, session, event):
+            if event.phase == "tool_result":
+                seen.append((event.result.outcome, json.dumps(event.arguments)))
+
+    veil = make_veil([{"tool_calls": [{"name": "probe", "arguments": {}}]}, "ok"],
+                     plugins=[("p", Plug())])
+    veil.run_turn(veil.new_session(), "x")
+    assert seen == [("pass", "{}")]

@@ -1,0 +1,113 @@
+"""Plugin manager: hookspecs, blocking, selective loading, describing what answers each hook."""
+
+from __future__ import annotations
+
+import inspect
+
+import pluggy
+import pytest
+
+from veil import hookspecs
+from veil.core import plugins
+from veil.hookspecs import hookimpl
+
+DESIGN_HOOKS = {"capture", "score", "evict", "compact", "recall", "render"}
+FIRSTRESULT = {"score", "evict", "compact", "run_interactive"}
+
+
+def test_every_design_hook_is_declared_and_documented():
+    pm = plugins.new_plugin_manager()
+    names = {n for n in dir(pm.hook) if not n.startswith("_")}
+    assert DESIGN_HOOKS <= names
+    assert {"register_tools", "register_commands", "register_routes", "system_prompt_sections",
+            "session_start", "session_end", "turn_end", "before_compaction",
+            "attempt_recorded"} <= names
+    for name in names:
+        spec = getattr(hookspecs, name)
+        assert inspect.getdoc(spec), f"hook {name} has no docstring"
+        opts = getattr(pm.hook, name).spec.opts
+        assert bool(opts.get("firstresult")) == (name in FIRSTRESULT), name
+
+
+class ScorerA:
+    @hookimpl
+    def score(self, session, items, task_tags, now):
+        return "A"
+
+
+class ScorerB:
+    @hookimpl(tryfirst=True)
+    def score(self, session, items, task_tags, now):
+        return "B"
+
+
+def test_firstresult_order_and_description():
+    pm = plugins.new_plugin_manager()
+    plugins.load_plugins(pm, use_entry_points=False, extra=[("a", ScorerA()), ("b", ScorerB())])
+    assert pm.hook.score(session=None, items=[], task_tags=frozenset(), now=0.0) == "B"
+    info = plugins.describe_plugins(pm)
+    assert info["hooks"]["score"] == ["b", "a"]
+    assert info["context_layer"] is False  # a scorer without an eviction policy
+    assert "register_tools" in next(p for p in info["plugins"] if p["name"] == "veil.core")["hooks"]
+
+
+def test_blocked_plugin_is_not_registered_even_when_passed_explicitly():
+    pm = plugins.new_plugin_manager()
+    sel = plugins.PluginSelection(disabled=frozenset({"a"}))
+    plugins.load_plugins(pm, sel, use_entry_points=False, extra=[("a", ScorerA())])
+    assert pm.hook.score(session=None, items=[], task_tags=frozenset(), now=0.0) is None
+    assert plugins.describe_plugins(pm)["blocked"] == ["a"]
+
+
+def test_selection_adds_settings_env_and_cli(monkeypatch):
+    monkeypatch.setenv("VEIL_DISABLE_PLUGINS", "x, y")
+    sel = plugins.plugin_selection(["s"], None, ["c"])
+    assert sel.disabled == {"x", "y", "s", "c"} and sel.load is None
+    monkeypatch.setenv("VEIL_LOAD_PLUGINS", "veil_http")
+    assert plugins.plugin_selection([], ["other"], []).load == {"veil_http"}
+    monkeypatch.delenv("VEIL_LOAD_PLUGINS")
+    assert plugins.plugin_selection([], ["other"], []).load == {"other"}
+
+
+class _EP:
+    def __init__(self, name, obj):
+        self.name, self.value, self._obj, self.dist = name, f"mod:{name}", obj, None
+
+    def load(self):
+        return self._obj
+
+
+def test_entry_points_respect_load_and_disable(monkeypatch):
+    eps = [_EP("a", ScorerA()), _EP("b", ScorerB())]
+    monkeypatch.setattr(plugins, "entry_points", lambda group: eps)
+    pm = plugins.load_plugins(plugins.new_plugin_manager(), plugins.PluginSelection(load=frozenset({"a"})))
+    assert pm.has_plugin("a") and not pm.has_plugin("b")
+    pm = plugins.load_plugins(plugins.new_plugin_manager(), plugins.PluginSelection(disabled=frozenset({"b"})))
+    assert pm.has_plugin("a") and not pm.has_plugin("b")
+
+
+def test_a_plugin_that_fails_to_import_is_named(monkeypatch):
+    class Broken(_EP):
+        def load(self):
+            raise RuntimeError("boom")
+
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [Broken("bad", None)])
+    with pytest.raises(ImportError, match="plugin 'bad'.*boom"):
+        plugins.load_plugins(plugins.new_plugin_manager())
+
+
+def test_duplicate_tool_names_are_a_start_error(make_veil):
+    from veil.core.errors import ConfigError
+    from veil.core.types import Tool
+
+    class Dup:
+        @hookimpl
+        def register_tools(self, veil):
+            return [Tool("read", "again", {"type": "object"}, lambda c, a: "x")]
+
+    with pytest.raises(ConfigError, match="'read' is registered by both"):
+        make_veil([], plugins=[("dup", Dup())])
+
+
+def test_hookimpl_marker_is_veils():
+    assert isinstance(hookimpl, pluggy.HookimplMarker) and hookimpl.project_name == "veil"

@@ -1,0 +1,144 @@
+"""Configuration: seed defaults, errors that name the file and field, precedence, secrets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from veil.core.errors import ConfigError, UnsafePath
+from veil.core.settings import load_config, validate_agent_name
+
+
+def write(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data, encoding="utf-8")
+
+
+def test_defaults_are_the_seeds(project):
+    config = load_config(project)
+    s = config.settings
+    # seed 000: compaction threshold 0.85, observationMaskingTurns 10; memory enabled, maxLines 500
+    assert (s.compaction.threshold, s.compaction.observation_masking_turns) == (0.85, 10)
+    assert (s.memory.enabled, s.memory.max_lines) == (True, 500)
+    dc = config.agent("default").default_compaction
+    assert (dc.enabled, dc.compaction_count, dc.auto_threshold, dc.model) == (True, 50, None, "default")
+    assert dc.custom_instructions is None
+    # DESIGN.md reference defaults
+    w = s.context.weights
+    assert (w.recency, w.frequency, w.relevance, w.structure, w.cognitive) == (0.25, 0.15, 0.30, 0.15, 0.15)
+    assert s.context.controller.threshold == 0.7 and s.context.protected_turns == 12
+    assert (s.http.host, s.http.port) == ("127.0.0.1", 5051)
+
+
+def test_seed_example_files_load_with_camel_case_keys(project):
+    write(project / ".veil/settings.json", {"memory": {"enabled": True, "maxLines": 500},
+                                            "compaction": {"threshold": 0.8, "observationMaskingTurns": 10}})
+    write(project / ".veil/agents/default/agent.json", {
+        "memory": {"enabled": True, "maxLines": 300},
+        "defaultCompaction": {"enabled": True, "compactionCount": 50, "autoThreshold": 80,
+                              "model": "default", "customInstructions": "Keep the task list."}})
+    config = load_config(project)
+    assert config.settings.compaction.threshold == 0.8
+    assert config.memory_for("default").max_lines == 300  # agent.json overrides settings.json
+    assert config.memory_for("other").max_lines == 500
+    assert config.agent("default").default_compaction.auto_threshold == 80
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"compaction": {"threshold": 1.5}}, "compaction.threshold"),
+        ({"compaction": {"threshold": 0.05}}, "compaction.threshold"),
+        ({"memory": {"maxLines": 0}}, "memory.maxLines"),
+        ({"compaction": {"treshold": 0.5}}, "compaction.treshold"),
+    ],
+)
+def test_wrong_settings_values_name_the_file_and_the_field(project, data, field):
+    write(project / ".veil/settings.json", data)
+    with pytest.raises(ConfigError) as err:
+        load_config(project)
+    assert str(project / ".veil/settings.json") in err.value.message
+    assert field in err.value.message
+
+
+@pytest.mark.parametrize("count", [0, 100, -1])
+def test_compaction_count_out_of_range_names_agent_json(project, count):
+    path = project / ".veil/agents/default/agent.json"
+    write(path, {"defaultCompaction": {"compactionCount": count}})
+    with pytest.raises(ConfigError) as err:
+        load_config(project).agent("default")
+    assert str(path) in err.value.message and "defaultCompaction.compactionCount" in err.value.message
+
+
+def test_unknown_provider_in_routing_names_auth_json(project):
+    path = project / ".veil/auth.json"
+    write(path, {"providers": {"openrouter": {"type": "openai", "api_key": "sk-secret-123"}},
+                 "routing": {"default": "openrouter", "fallback": ["nosuch"]}})
+    with pytest.raises(ConfigError) as err:
+        load_config(project)
+    msg = err.value.message
+    assert str(path) in msg and "routing.fallback.0" in msg and "nosuch" in msg
+    assert "sk-secret-123" not in msg
+
+
+def test_unknown_provider_type_is_refused_without_echoing_the_key(project):
+    write(project / ".veil/auth.json", {"providers": {"x": {"type": "notaprovider", "api_key": "sk-zzz"}}})
+    with pytest.raises(ConfigError) as err:
+        load_config(project)
+    assert "providers.x.type" in err.value.message and "sk-zzz" not in err.value.message
+
+
+def test_api_key_is_secret_in_repr_and_dumps(project):
+    write(project / ".veil/auth.json", {"providers": {"o": {"type": "openai", "api_key": "sk-abc"}}})
+    config = load_config(project)
+    assert "sk-abc" not in repr(config) and "sk-abc" not in config.auth.model_dump_json()
+    assert config.auth.providers["o"].api_key.get_secret_value() == "sk-abc"
+
+
+def test_invalid_json_names_the_file_and_line(project):
+    write(project / ".veil/settings.json", '{\n  "memory": {,\n}')
+    with pytest.raises(ConfigError) as err:
+        load_config(project)
+    assert "settings.json" in err.value.message and "line 2" in err.value.message
+
+
+def test_environment_overrides_settings_json(project, monkeypatch):
+    write(project / ".veil/settings.json", {"compaction": {"threshold": 0.8}})
+    monkeypatch.setenv("VEIL_COMPACTION__THRESHOLD", "0.9")
+    assert load_config(project).settings.compaction.threshold == 0.9
+    monkeypatch.setenv("VEIL_COMPACTION__THRESHOLD", "7")
+    with pytest.raises(ConfigError) as err:
+        load_config(project)
+    assert "VEIL_" in err.value.message and "compaction.threshold" in err.value.message
+
+
+def test_project_auth_overrides_user_auth_field_by_field(project, monkeypatch, tmp_path):
+    home = tmp_path / "home"
+    monkeypatch.setenv("VEIL_HOME", str(home))
+    write(home / "auth.json", {"providers": {"a": {"type": "openai", "base_url": "http://127.0.0.1:1"}},
+                               "routing": {"default": "a"}})
+    write(project / ".veil/auth.json", {"providers": {"b": {"type": "ollama"}},
+                                        "routing": {"fallback": ["b"]}})
+    auth = load_config(project).auth
+    assert sorted(auth.providers) == ["a", "b"]
+    assert (auth.routing.default, auth.routing.fallback) == ("a", ["b"])
+
+
+def test_models_in_settings_win_over_auth(project):
+    write(project / ".veil/auth.json", {"models": {"main": {"model": "from-auth"},
+                                                   "compact": {"model": "cheap"}}})
+    write(project / ".veil/settings.json", {"models": {"main": {"model": "from-settings"}}})
+    models = load_config(project).models
+    assert (models.main.model, models.compact.model) == ("from-settings", "cheap")
+
+
+@pytest.mark.parametrize("name", ["..", "../x", "a/b", "/abs", "a\x00b", "", ".hidden", "a\\b"])
+def test_agent_names_that_escape_are_refused(name):
+    with pytest.raises(UnsafePath):
+        validate_agent_name(name)
+
+
+def test_normal_agent_names_pass():
+    assert validate_agent_name("reviewer-2.v1_x") == "reviewer-2.v1_x"

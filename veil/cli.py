@@ -1,0 +1,236 @@
+"""The ``veil`` command line (click).
+
+``veil`` starts the interactive front end (the REPL plugin); ``veil -p TASK`` runs one task and
+prints the final answer; subcommands come from the core (``plugins``, ``sessions``) and from
+plugins through ``register_commands``. Plugins load before the command line is parsed, so
+``--disable-plugin`` and ``VEIL_DISABLE_PLUGINS`` also remove the commands of blocked plugins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import click
+
+from veil import __version__
+from veil.core.errors import ConfigError, VeilError
+
+EXIT_HALTED = 3
+EXIT_INTERRUPTED = 130
+
+
+def _prescan_disabled(argv: list[str]) -> list[str]:
+    """``--disable-plugin NAME`` values, read before click parses (commands depend on them)."""
+    out = []
+    for i, arg in enumerate(argv):
+        if arg == "--disable-plugin" and i + 1 < len(argv):
+            out.append(argv[i + 1])
+        elif arg.startswith("--disable-plugin="):
+            out.append(arg.split("=", 1)[1])
+    return out
+
+
+def _prescan_project(argv: list[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == "--project" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--project="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+class VeilContext:
+    """Shared state of one CLI invocation: options and the lazily opened :class:`Veil`."""
+
+    def __init__(self, project: str | None, disabled: list[str]) -> None:
+        self.project = project
+        self.disabled = disabled
+        self._veil: Any = None
+        self.json = False
+
+    def open(self) -> Any:
+        """Open the project (config, plugins, store); config errors become clean CLI errors."""
+        if self._veil is None:
+            from veil.core.app import open_veil
+
+            try:
+                self._veil = open_veil(self.project, disable=self.disabled)
+            except (ConfigError, ImportError) as exc:
+                raise click.ClickException(str(exc)) from exc
+        return self._veil
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-p", "--print", "task", metavar="TASK", help="Run one task non-interactively and print the final answer.")
+@click.option("-c", "--continue", "cont", is_flag=True, help="Resume the most recent session.")
+@click.option("--resume", "resume_id", metavar="ID", help="Resume the session with this id.")
+@click.option("--agent", metavar="NAME", help="Agent to run (default: settings defaultAgent).")
+@click.option("--model", metavar="MODEL", help="Model for a new session (overrides agent.json).")
+@click.option("--disable-plugin", "disabled", multiple=True, metavar="NAME", help="Block a plugin (repeatable).")
+@click.option("--project", type=click.Path(file_okay=False), help="Project root (default: current directory).")
+@click.option("--json", "as_json", is_flag=True, help="With -p: print the result as JSON.")
+@click.version_option(__version__, prog_name="veil")
+@click.pass_context
+def cli(ctx: click.Context, task: str | None, cont: bool, resume_id: str | None, agent: str | None,
+        model: str | None, disabled: tuple[str, ...], project: str | None, as_json: bool) -> None:
+    """veil: a coding agent whose context is scored, evicted, recalled and compacted.
+
+    Run it inside a project. With no provider configured it uses a small bundled offline model.
+    """
+    state = ctx.ensure_object(VeilContext)
+    state.project = project or state.project
+    state.disabled = list(dict.fromkeys([*state.disabled, *disabled]))
+    state.json = as_json
+    if ctx.invoked_subcommand is not None:
+        return
+    veil = state.open()
+    try:
+        session = _pick_session(veil, cont, resume_id, agent, model)
+    except VeilError as exc:
+        raise click.ClickException(exc.message) from exc
+    if task is not None:
+        sys.exit(_print_mode(veil, session, task, as_json))
+    runner = veil.pm.hook.run_interactive
+    if not runner.get_hookimpls():
+        raise click.ClickException(
+            "no interactive front end is loaded (plugin veil_repl); use veil -p TASK"
+        )
+    _warn_context_layer(veil)
+    runner(veil=veil, session=session)
+
+
+def _pick_session(veil: Any, cont: bool, resume_id: str | None, agent: str | None, model: str | None) -> Any:
+    if resume_id:
+        return veil.load_session(resume_id)
+    if cont:
+        last = veil.last_session_id()
+        if last is None:
+            click.echo("veil: no session to continue; starting a new one", err=True)
+        else:
+            return veil.load_session(last)
+    return veil.new_session(agent=agent, model=model)
+
+
+def _warn_context_layer(veil: Any) -> None:
+    if not veil.context_layer_on:
+        click.echo(
+            "veil: context layer off (no scorer or eviction plugin loaded): nothing will be evicted",
+            err=True,
+        )
+
+
+def _print_mode(veil: Any, session: Any, task: str, as_json: bool) -> int:
+    """Run one task; print the final answer (or JSON); return the exit code."""
+    from veil.hookspecs import hookimpl
+
+    class _Stderr:
+        """Shows notices and tool activity on stderr so stdout holds only the answer."""
+
+        @hookimpl
+        def render(self, event: Any) -> None:
+            if as_json:
+                return
+            if event.kind in ("info", "warning", "halt", "error"):
+                click.echo(f"veil: {event.data.get('text') or event.data.get('message', '')}", err=True)
+
+    printer = _Stderr()
+    veil.pm.register(printer, name="veil.print")
+    if not as_json:
+        _warn_context_layer(veil)
+    try:
+        result = veil.run_turn(session, task, stream=False)
+    except VeilError as exc:
+        if as_json:
+            click.echo(json.dumps({"error": {"code": exc.code, "message": exc.message}}))
+        else:
+            click.echo(f"veil: {exc.message}", err=True)
+        return 1
+    finally:
+        veil.pm.unregister(printer)
+    if as_json:
+        click.echo(json.dumps({
+            "sessionId": session.id, "status": result.status, "final": result.final,
+            "reason": result.reason, "iterations": result.iterations, "usage": result.usage,
+            "seconds": round(result.seconds, 3),
+        }))
+    else:
+        if result.final:
+            click.echo(result.final)
+        if result.status != "done":
+            click.echo(f"veil: {result.status}: {result.reason}", err=True)
+    return {"done": 0, "halted": EXIT_HALTED, "interrupted": EXIT_INTERRUPTED}.get(result.status, 2)
+
+
+@cli.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def plugins_cmd(state: VeilContext, as_json: bool) -> None:
+    """List loaded plugins, their versions and the hooks each implements (in call order)."""
+    info = state.open().describe()
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    for p in info["plugins"]:
+        click.echo(f"{p['name']} {p['version']}".rstrip())
+        for hook in p["hooks"]:
+            click.echo(f"  {hook}")
+    click.echo("\nhooks, in call order (for score / evict / compact the first answers):")
+    for hook, names in info["hooks"].items():
+        click.echo(f"  {hook}: {', '.join(names)}")
+    if info["blocked"]:
+        click.echo(f"\nblocked: {', '.join(info['blocked'])}")
+    click.echo("\ncontext layer: " + ("on" if info["context_layer"] else
+               "off (no scorer or eviction plugin loaded; nothing is evicted)"))
+
+
+@cli.command("sessions")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--limit", default=20, show_default=True, help="How many sessions.")
+@click.pass_obj
+def sessions_cmd(state: VeilContext, as_json: bool, limit: int) -> None:
+    """List stored sessions, most recent first."""
+    rows = state.open().list_sessions(limit)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no sessions yet")
+    import datetime as dt
+
+    for r in rows:
+        when = dt.datetime.fromtimestamp(r["updated_at"]).strftime("%Y-%m-%d %H:%M")
+        closed = " (closed)" if r["closed_at"] else ""
+        click.echo(f"{r['id']}  {when}  {r['agent']:<10} {r['message_count']:>4} msgs  "
+                   f"{(r['title'] or '')[:60]}{closed}")
+
+
+def build_cli(argv: list[str] | None = None) -> click.Group:
+    """Return the ``veil`` group with plugin commands added (plugins chosen from ``argv``)."""
+    argv = sys.argv[1:] if argv is None else argv
+    from veil.core.plugins import load_plugins, new_plugin_manager, plugin_selection
+    from veil.core.settings import load_config
+
+    disabled = _prescan_disabled(argv)
+    try:
+        config = load_config(_prescan_project(argv))
+        selection = plugin_selection(config.settings.plugins.disable, config.settings.plugins.load, disabled)
+    except ConfigError:
+        selection = plugin_selection((), None, disabled)  # reported when the project opens
+    pm = load_plugins(new_plugin_manager(), selection)
+    pm.hook.register_commands(cli=cli)
+    return cli
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point (``veil``)."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    argv = sys.argv[1:] if argv is None else argv
+    group = build_cli(argv)
+    group.main(args=argv, prog_name="veil", obj=VeilContext(_prescan_project(argv), _prescan_disabled(argv)))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

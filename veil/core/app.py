@@ -1,0 +1,268 @@
+"""The :class:`Veil` object: one open project (config, plugins, store, models, tools).
+
+Front ends (REPL, ``veil -p``, HTTP) call this object, never a plugin directly.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+from veil.core import plugins as plugin_mod
+from veil.core.errors import (
+    CompactionDisabled,
+    ConfigError,
+    NotAvailable,
+    SessionNotFound,
+)
+from veil.core.settings import Config, load_config, validate_agent_name
+from veil.core.store import Store
+from veil.core.types import CompactRequest, RecallHit, RenderEvent, Tool, new_id
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.llm import LLM
+    from veil.core.loop import TurnResult
+    from veil.core.session import Session
+
+VEIL_GITIGNORE = "context.db\ncontext.db-*\nauth.json\n*.lock\n"
+
+
+class Veil:
+    """An open project.
+
+    Args:
+        config: the validated configuration.
+        pm: a plugin manager with plugins loaded (see :func:`open_veil`).
+        llm: model access; default :class:`veil.core.llm.LLM` over ``config`` (created lazily).
+        db_path: the store; default ``<project>/.veil/context.db``.
+
+    Raises:
+        ConfigError: an agent.json is invalid, or two plugins register the same tool name.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        pm: pluggy.PluginManager,
+        *,
+        llm: LLM | None = None,
+        db_path: str | Path | None = None,
+    ) -> None:
+        self.config = config
+        self.pm = pm
+        self._llm = llm
+        self._llm_lock = threading.Lock()
+        if db_path is None:
+            config.veil_dir.mkdir(parents=True, exist_ok=True)
+            gitignore = config.veil_dir / ".gitignore"
+            if not gitignore.exists():
+                gitignore.write_text(VEIL_GITIGNORE, encoding="utf-8")
+            db_path = config.veil_dir / "context.db"
+        self.store = Store(db_path)
+        self.tools: dict[str, Tool] = self._collect_tools()
+        self._session_locks: dict[str, threading.Lock] = {}
+
+    # -- set-up -----------------------------------------------------------------------------
+
+    def _collect_tools(self) -> dict[str, Tool]:
+        tools: dict[str, Tool] = {}
+        for impl in reversed(self.pm.hook.register_tools.get_hookimpls()):
+            plugin_name = self.pm.get_name(impl.plugin)
+            result = impl.function(**{a: self for a in impl.argnames if a == "veil"})
+            for tool in result or []:
+                if tool.name in tools:
+                    raise ConfigError(
+                        f"tool {tool.name!r} is registered by both {tools[tool.name].plugin!r} "
+                        f"and {plugin_name!r}; disable one of the plugins"
+                    )
+                tool.plugin = plugin_name
+                tools[tool.name] = tool
+        return tools
+
+    @property
+    def llm(self) -> LLM:
+        """Model access (litellm or the bundled model), created on first use."""
+        if self._llm is None:
+            with self._llm_lock:
+                if self._llm is None:
+                    from veil.core.llm import LLM
+
+                    self._llm = LLM(self.config)
+        return self._llm
+
+    @property
+    def context_layer_on(self) -> bool:
+        """Whether a scorer and an eviction policy are loaded (else nothing is evicted)."""
+        return plugin_mod.has_impl(self.pm, "score") and plugin_mod.has_impl(self.pm, "evict")
+
+    def describe(self) -> dict[str, Any]:
+        """What is loaded: see :func:`veil.core.plugins.describe_plugins`, plus the tools."""
+        out = plugin_mod.describe_plugins(self.pm)
+        out["tools"] = {name: tool.plugin for name, tool in sorted(self.tools.items())}
+        return out
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def new_session(self, agent: str | None = None, model: str | None = None) -> Session:
+        """Create a session for ``agent`` (default: settings ``defaultAgent``), snapshotting the
+        agent's config (seed 000). ``model`` overrides agent.json's model for this session.
+
+        Raises:
+            ConfigError: the agent's agent.json is invalid; UnsafePath: bad agent name.
+        """
+        from veil.core.session import Session
+
+        agent = validate_agent_name(agent or self.config.settings.default_agent)
+        agent_cfg = self.config.agent(agent)
+        snapshot = agent_cfg.model_dump(mode="json", by_alias=True)
+        snapshot["memory"] = self.config.memory_for(agent).model_dump(mode="json", by_alias=True)
+        row = self.store.create_session(new_id("sess"), agent, model or agent_cfg.model, snapshot)
+        session = Session(self, row, resumed=False)
+        self.pm.hook.session_start(session=session)
+        return session
+
+    def load_session(self, session_id: str) -> Session:
+        """Resume a stored session. Raises :class:`SessionNotFound`."""
+        from veil.core.session import Session
+
+        session = Session(self, self.store.get_session(session_id), resumed=True)
+        self.pm.hook.session_start(session=session)
+        return session
+
+    def last_session_id(self) -> str | None:
+        """Id of the most recently updated open session, or None."""
+        for row in self.store.list_sessions(limit=50):
+            if row["closed_at"] is None:
+                return row["id"]
+        return None
+
+    def list_sessions(self, limit: int = 50) -> list[dict[str, Any]]:
+        """Stored sessions, most recent first (rows without the snapshot)."""
+        return [{k: v for k, v in r.items() if k != "snapshot"} for r in self.store.list_sessions(limit)]
+
+    def close_session(self, session: Session) -> None:
+        """Close a session (kept in the store, read-only from now on)."""
+        import time
+
+        if not session.closed:
+            self.pm.hook.session_end(session=session)
+            session.closed_at = time.time()
+            self.store.update_session(session.id, closed_at=session.closed_at)
+
+    def session_lock(self, session_id: str) -> threading.Lock:
+        """A lock serialising turns on one session (front ends that serve many callers)."""
+        return self._session_locks.setdefault(session_id, threading.Lock())
+
+    # -- turns ------------------------------------------------------------------------------
+
+    def run_turn(self, session: Session, text: str, **kwargs: Any) -> TurnResult:
+        """Answer one user message with the agent loop (see :func:`veil.core.loop.run_turn`)."""
+        from veil.core.loop import run_turn
+
+        return run_turn(session, text, **kwargs)
+
+    def compact(self, session_id: str, instructions: str | None = None) -> dict[str, Any]:
+        """Run seed 000's defaultCompaction on a session through the ``compact`` hook.
+
+        Returns:
+            ``{"sessionId", "compactedCount", "newSize", "alreadyUpToDate", "session"}``.
+
+        Raises:
+            SessionNotFound, SessionClosed, CompactionDisabled (seed 000's error codes);
+            NotAvailable: no plugin implements ``compact``.
+        """
+        try:
+            session = self.load_session(session_id)
+        except SessionNotFound:
+            raise
+        session.ensure_open()
+        if not session.snapshot.get("defaultCompaction", {}).get("enabled", True):
+            raise CompactionDisabled(f"defaultCompaction is disabled for agent {session.agent!r}")
+        result = self.pm.hook.compact(
+            session=session, request=CompactRequest(mode="default", instructions=instructions)
+        )
+        if result is None:
+            raise NotAvailable("no loaded plugin implements compaction (veil_compaction)")
+        return {
+            "sessionId": session.id,
+            "compactedCount": result.compacted_count,
+            "newSize": result.new_size,
+            "alreadyUpToDate": result.already_up_to_date,
+            "session": session.to_dict(),
+        }
+
+    def recall(
+        self, query: str, limit: int = 10, tags: list[str] | None = None, session: Session | None = None
+    ) -> list[RecallHit]:
+        """Merge candidates from every ``recall`` implementation, best first (at most ``limit``).
+
+        Duplicates (same id) keep their best score.
+        """
+        best: dict[str, RecallHit] = {}
+        for hits in self.pm.hook.recall(session=session, query=query, limit=limit, tags=tags):
+            for hit in hits or []:
+                if hit.id not in best or hit.score > best[hit.id].score:
+                    best[hit.id] = hit
+        return sorted(best.values(), key=lambda h: (-h.score, h.id))[:limit]
+
+    def render(self, event: RenderEvent) -> None:
+        """Hand an event to every front end's ``render``; a failing front end never breaks a turn."""
+        try:
+            self.pm.hook.render(event=event)
+        except Exception:  # noqa: BLE001 - display problems must not stop the agent
+            pass
+
+    def slash_commands(self) -> dict[str, Any]:
+        """``{name: SlashCommand}`` from every plugin's ``register_slash_commands``."""
+        out = {}
+        for impl in reversed(self.pm.hook.register_slash_commands.get_hookimpls()):
+            for cmd in impl.function(**{a: self for a in impl.argnames if a == "veil"}) or []:
+                cmd.plugin = self.pm.get_name(impl.plugin)
+                out.setdefault(cmd.name, cmd)
+        return out
+
+    def close(self) -> None:
+        """Release the store's connection."""
+        self.store.close()
+
+
+def open_veil(
+    project_dir: str | Path | None = None,
+    *,
+    disable: tuple[str, ...] | list[str] = (),
+    load: list[str] | None = None,
+    llm: LLM | None = None,
+    use_entry_points: bool = True,
+    extra_plugins: tuple[tuple[str, Any], ...] = (),
+    db_path: str | Path | None = None,
+    config: Config | None = None,
+) -> Veil:
+    """Load config, plugins and the store of a project and return the :class:`Veil`.
+
+    Args:
+        project_dir: project root (default: current directory).
+        disable: plugin names blocked from the command line (``--disable-plugin``).
+        load: only these entry points load (as ``VEIL_LOAD_PLUGINS``).
+        llm: model access to use instead of the configured one (tests: a scripted model).
+        use_entry_points: False gives an isolated manager (tests).
+        extra_plugins: ``(name, plugin)`` pairs registered after the entry points.
+
+    Raises:
+        ConfigError: naming the file and field.
+    """
+    config = config or load_config(project_dir)
+    selection = plugin_mod.plugin_selection(
+        config.settings.plugins.disable,
+        load if load is not None else config.settings.plugins.load,
+        disable,
+    )
+    pm = plugin_mod.load_plugins(
+        plugin_mod.new_plugin_manager(),
+        selection,
+        use_entry_points=use_entry_points,
+        extra=extra_plugins,
+    )
+    return Veil(config, pm, llm=llm, db_path=db_path)

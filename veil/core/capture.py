@@ -1,0 +1,95 @@
+"""The core's default ``capture``: every turn and every tool result becomes a context item.
+
+Rules (no model involved, deterministic):
+
+* a user message -> kind ``correction`` when it opens like a correction ("no,", "actually",
+  "that's wrong", "don't"...), else ``intent`` (the task). Both weigh zero for eviction.
+* an assistant message -> its turn kind: ``decision`` (says it decided / will use / chose),
+  ``action`` (calls write / edit / bash), ``exploration`` (calls read / grep / ls / recall), else
+  ``status``. The model can relabel the current turn with ``veil_turn_meta``.
+* a tool result -> ``procedural`` for a command that passed (how to do something), else
+  ``episodic``; targets = the path argument plus paths and symbols found in the text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from veil.core.tags import extract_tags, extract_targets
+from veil.core.types import CaptureEvent, ContextItem
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.session import Session
+
+_CORRECTION = re.compile(
+    r"^\s*(no\b|nope\b|actually\b|wrong\b|that'?s (not|wrong)|don'?t\b|do not\b|stop\b|instead\b|"
+    r"not that\b|you (broke|missed|forgot)\b)",
+    re.IGNORECASE,
+)
+_DECISION = re.compile(
+    r"\b(i (will|'ll) use|i decided|decided to|let'?s go with|we should use|the fix is|"
+    r"i chose|going with|plan:)\b",
+    re.IGNORECASE,
+)
+ACTION_TOOLS = frozenset({"write", "edit", "bash", "memory_write"})
+EXPLORATION_TOOLS = frozenset({"read", "grep", "ls", "veil_recall", "veil_history", "memory_search"})
+
+
+def user_kind(text: str) -> str:
+    """``correction`` or ``intent`` for a user message (see module docstring)."""
+    return "correction" if _CORRECTION.match(text or "") else "intent"
+
+
+def assistant_kind(content: str, tool_names: list[str]) -> str:
+    """Turn kind of an assistant message from its text and the tools it calls."""
+    if _DECISION.search(content or ""):
+        return "decision"
+    if any(n in ACTION_TOOLS for n in tool_names):
+        return "action"
+    if any(n in EXPLORATION_TOOLS for n in tool_names):
+        return "exploration"
+    return "status"
+
+
+def capture_event(session: Session, event: CaptureEvent) -> list[ContextItem]:
+    """Items for one capture event (none for the ``tool_call`` phase: the call's arguments
+    stay in the assistant message, which is its own item)."""
+    stab = session.config.settings.context.initial_stability
+    msg = event.message
+    if event.phase == "user":
+        text = msg.get("content") or ""
+        return [ContextItem(content=text, kind=user_kind(text), source="user",
+                            tags=extract_tags(text), targets=extract_targets(text),
+                            stability=stab.decision)]
+    if event.phase == "assistant":
+        text = msg.get("content") or ""
+        names = [tc["function"]["name"] for tc in msg.get("tool_calls") or []]
+        rendered = text + "".join(
+            f"\n{tc['function']['name']}({tc['function'].get('arguments', '')})"
+            for tc in msg.get("tool_calls") or []
+        )
+        if not rendered.strip():
+            return []
+        kind = assistant_kind(text, names)
+        return [ContextItem(content=rendered, kind=kind, source="assistant",
+                            tags=extract_tags(rendered), targets=extract_targets(rendered),
+                            stability=getattr(stab, kind, stab.episodic))]
+    if event.phase == "tool_result":
+        text = msg.get("content") or ""
+        args = event.arguments or {}
+        targets = []
+        path = args.get("path") or (event.result.meta.get("path") if event.result else None)
+        if isinstance(path, str) and path:
+            targets.append(path)
+        targets += [t for t in extract_targets(text) if t not in targets]
+        outcome = event.result.outcome if event.result else None
+        procedural = event.tool_name == "bash" and outcome == "pass"
+        kind = "procedural" if procedural else "episodic"
+        command = args.get("command") if isinstance(args.get("command"), str) else ""
+        return [ContextItem(content=text, kind=kind, source="tool_result",
+                            tags=extract_tags(f"{event.tool_name} {command} {path or ''} {text[:4000]}"),
+                            targets=targets[:32],
+                            stability=stab.procedural if procedural else stab.episodic,
+                            outcome=outcome)]
+    return []

@@ -1,0 +1,236 @@
+"""Assembling the prompt sent to the model before every model call.
+
+Order inside every loop iteration (DESIGN.md "Thresholds, in order"): score and evict live items
+under pressure -> observation masking -> full compaction if the prompt still exceeds
+``compaction.threshold`` x the context window -> system prompt (base + plugin sections) +
+defaultCompaction summary + the kept messages (from ``compact_size`` on, evicted content replaced
+by pointer stubs). Nothing here changes the stored history.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from veil.core.types import CompactRequest, ContextItem, Message, PromptSection
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.session import Session
+
+BASE_PROMPT = """You are veil, a coding agent working in the project at {cwd}.
+Use the tools to read, search, edit and run code; do not guess file contents. Keep answers short.
+When you are done, answer the user plainly. Today is {date}."""
+
+SUMMARY_PREFIX = "Summary of the earlier part of this conversation (compacted):\n"
+
+
+@dataclass
+class Prompt:
+    """What one model call receives.
+
+    Attributes:
+        messages: system message, optional summary message, then the kept messages.
+        tokens: estimated prompt tokens of ``messages`` (the model's tokenizer).
+        sections: the system-prompt sections used.
+        notes: what was done to fit (evictions, masking, compaction), for front ends.
+    """
+
+    messages: list[Message]
+    tokens: int
+    sections: list[PromptSection] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def pointer_stub(item: ContextItem, preview_chars: int = 160) -> str:
+    """The short stub that stands for an evicted item in the prompt (id + preview + how to load).
+
+    Example: ``[evicted to warm: item_ab12… "def parse(...": call veil_hydrate(pointer="item_ab12")]``.
+    """
+    preview = " ".join(item.content.split())[:preview_chars]
+    more = "…" if len(item.content) > preview_chars else ""
+    return (
+        f'[evicted to {item.tier}: {item.id} ({item.tokens} tokens) "{preview}{more}" '
+        f'— call veil_hydrate(pointer="{item.id}") to load it back]'
+    )
+
+
+def system_sections(session: Session) -> list[PromptSection]:
+    """The base prompt plus every plugin's ``system_prompt_sections``, sorted by ``order``."""
+    loop = session.config.settings.loop
+    base = session.snapshot.get("systemPrompt") or loop.system_prompt or BASE_PROMPT
+    date = _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+    sections = [PromptSection("base", base.format(cwd=session.cwd, date=date), order=0)]
+    for result in session.veil.pm.hook.system_prompt_sections(session=session):
+        if result is None:
+            continue
+        for section in result if isinstance(result, list) else [result]:
+            if section is not None and section.text.strip():
+                sections.append(section)
+    sections.sort(key=lambda s: s.order)
+    return sections
+
+
+def kept_messages(session: Session) -> list[Message]:
+    """Messages from ``compact_size`` on, with evicted items' content replaced by stubs.
+
+    A tool message whose result item was evicted keeps its ``tool_call_id`` (the call and its
+    result stay paired); only its content becomes the pointer stub.
+    """
+    stubs = session.stubs
+    out: list[Message] = []
+    for idx in range(session.compact_size, len(session.messages)):
+        msg = session.messages[idx]
+        if idx in stubs:
+            msg = {**msg, "content": stubs[idx]}
+        out.append(msg)
+    return repair_pairing(out)
+
+
+def repair_pairing(messages: list[Message]) -> list[Message]:
+    """Make tool calls and results pair up in what is sent (providers reject orphans).
+
+    A tool result whose call is not directly before it (cut off by compaction) is dropped from
+    what is sent (it stays in the store and in the summary); a call without a result (an
+    interrupted turn) gets a result saying so; results are put in the order of their calls.
+    Well-formed input comes back equal (as a new list).
+    """
+    out: list[Message] = []
+    i, n = 0, len(messages)
+    while i < n:
+        msg = messages[i]
+        i += 1
+        if msg.get("role") == "tool":
+            continue  # orphan result: its call is not in what is sent
+        out.append(msg)
+        calls = msg.get("tool_calls") if msg.get("role") == "assistant" else None
+        if not calls:
+            continue
+        ids = [tc.get("id") for tc in calls]
+        results: dict[str, Message] = {}
+        while i < n and messages[i].get("role") == "tool":
+            tid = messages[i].get("tool_call_id")
+            if tid in ids and tid not in results:
+                results[tid] = messages[i]
+            i += 1
+        for tid in ids:
+            out.append(
+                results.get(tid)
+                or {"role": "tool", "tool_call_id": tid, "content": "[no result: interrupted]"}
+            )
+    return out
+
+
+def pairing_problems(messages: list[Message]) -> list[str]:
+    """Describe every unpaired tool call or result in ``messages`` (empty list = well paired).
+
+    A call must be answered by tool messages directly after its assistant message.
+    """
+    problems: list[str] = []
+    i = 0
+    while i < len(messages):
+        msg = messages[i]
+        if msg.get("role") == "tool":
+            problems.append(f"message {i}: tool result {msg.get('tool_call_id')} without its call")
+            i += 1
+            continue
+        if msg.get("role") == "assistant" and msg.get("tool_calls"):
+            ids = [tc.get("id") for tc in msg["tool_calls"]]
+            j = i + 1
+            seen = []
+            while j < len(messages) and messages[j].get("role") == "tool":
+                seen.append(messages[j].get("tool_call_id"))
+                j += 1
+            for tid in ids:
+                if tid not in seen:
+                    problems.append(f"message {i}: tool call {tid} without its result")
+            for tid in seen:
+                if tid not in ids:
+                    problems.append(f"message {i}: tool result {tid} without its call")
+            i = j
+            continue
+        i += 1
+    return problems
+
+
+def _message_tokens(session: Session, messages: list[Message]) -> int:
+    return session.count_tokens(messages)
+
+
+def manage_pressure(session: Session, budget_tokens: int) -> list[str]:
+    """Score live items and apply the eviction plan (``score`` then ``evict`` hooks).
+
+    Does nothing when the context layer is off (no scorer or no eviction policy loaded).
+    Returns notes for front ends.
+    """
+    veil = session.veil
+    if not veil.context_layer_on or not session.live_items:
+        return []
+    now = session.clock()
+    scores = veil.pm.hook.score(
+        session=session, items=session.live_items, task_tags=session.task_tags, now=now
+    )
+    if scores is None:
+        return []
+    used = _message_tokens(session, kept_messages(session))
+    plan = veil.pm.hook.evict(
+        session=session,
+        items=session.live_items,
+        scores=scores,
+        budget_tokens=budget_tokens,
+        used_tokens=used,
+    )
+    if plan is None or not (plan.to_warm or plan.to_cold):
+        return list(plan.report) if plan else []
+    return session.apply_eviction(plan)
+
+
+def build_prompt(session: Session) -> Prompt:
+    """Run the per-iteration context management and return the prompt to send."""
+    veil = session.veil
+    settings = session.config.settings
+    window = session.context_window
+    notes: list[str] = []
+
+    sections = system_sections(session)
+    system_text = "\n\n".join(s.text for s in sections)
+    system_msg: Message = {"role": "system", "content": system_text}
+    summary_msgs: list[Message] = []
+    if session.compact_summary:
+        summary_msgs = [{"role": "system", "content": SUMMARY_PREFIX + session.compact_summary}]
+    fixed_tokens = _message_tokens(session, [system_msg, *summary_msgs])
+    budget = settings.context.budget_tokens or max(
+        256, window - settings.loop.completion_reserve - fixed_tokens
+    )
+
+    notes += manage_pressure(session, budget)
+    messages = kept_messages(session)
+
+    masked = veil.pm.hook.compact(session=session, request=CompactRequest("masking", messages))
+    if masked is not None and masked.messages is not None:
+        messages = masked.messages
+
+    total = fixed_tokens + _message_tokens(session, messages)
+    if total > settings.compaction.threshold * window and not session.state.get(
+        "_just_compacted"
+    ):
+        result = veil.pm.hook.compact(session=session, request=CompactRequest("full", messages))
+        if result is not None and result.messages is not None:
+            messages = result.messages
+            session.state["_just_compacted"] = True  # never compact twice in a row
+            notes.append(f"compacted: {result.tokens_before} -> {result.tokens_after} tokens")
+            if session.compact_summary:
+                summary_msgs = [
+                    {"role": "system", "content": SUMMARY_PREFIX + session.compact_summary}
+                ]
+    else:
+        session.state.pop("_just_compacted", None)
+
+    final = [system_msg, *summary_msgs, *repair_pairing(messages)]
+    return Prompt(final, _message_tokens(session, final), sections, notes)
+
+
+def context_report(session: Session) -> dict[str, Any]:
+    """Counts for front ends: live / warm / cold items and the tokens of the last prompt."""
+    counts = session.veil.store.tier_counts(session.id)
+    return {"tiers": counts, "lastPromptTokens": session.last_prompt_tokens}

@@ -1,0 +1,225 @@
+"""Operations on a session's context items: hydrate, promote, demote, pin, remember, forget,
+relabel a turn, search history, beliefs and conflicts. Used by the memory tools, the HTTP API,
+the REPL and the library harness, so each behaves the same everywhere.
+
+Every change is stored at once and logged in the append-only event log.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import TYPE_CHECKING, Any
+
+from veil.core.errors import BadRequest
+from veil.core.items import ItemBatch
+from veil.core.tags import extract_tags, extract_targets
+from veil.core.types import ContextItem
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.session import Session
+
+GRADE_GOOD = 3
+GRADE_EASY = 4
+
+
+def find_item(session: Session, item_id: str) -> ContextItem:
+    """The item with ``item_id`` (a pointer may be given with brackets or quotes around it).
+
+    Raises:
+        BadRequest: no such item in this project's store.
+    """
+    item_id = item_id.strip().strip('[]"\' ')
+    for item in session.live_items:
+        if item.id == item_id:
+            return item
+    item = session.veil.store.get_item(item_id)
+    if item is None:
+        raise BadRequest(f"id: no item {item_id!r} (ids look like item_0123456789ab)")
+    return item
+
+
+def _log(session: Session, kind: str, item: ContextItem, **payload: Any) -> None:
+    session.veil.store.log_event(kind, {"item": item.id, **payload}, session_id=session.id,
+                                 step=session.step, tool_call_id=item.tool_call_id,
+                                 ts=session.clock())
+
+
+def _accessed(session: Session, item: ContextItem, grade: int, previous_tier: str) -> None:
+    now = session.clock()
+    session.veil.pm.hook.item_accessed(session=session, item=item, grade=grade, now=now,
+                                       previous_tier=previous_tier)
+    item.access_count += 1
+    item.last_access = now
+    session.veil.store.update_item(item.id, stability=item.stability, difficulty=item.difficulty,
+                                   access_count=item.access_count, last_access=now)
+
+
+def _make_live(session: Session, item: ContextItem) -> None:
+    if item.tier == "live" and any(i.id == item.id for i in session.live_items):
+        return
+    previous = item.tier
+    item.tier = "live"
+    session.veil.store.update_item(item.id, tier="live")
+    if item.session_id == session.id and item.message_index is not None:
+        session.stubs.pop(item.message_index, None)
+    elif item.session_id != session.id:
+        # an item from another session comes back as a copy owned by this session
+        item.session_id = session.id
+        item.message_index = None
+    session.live_items.append(item)
+    session.veil.tiers.on_hydrated(item, previous)
+    session.live_items.invalidate()
+
+
+def hydrate(session: Session, pointer: str) -> ContextItem:
+    """Follow a pointer: bring the item back into the prompt (FSRS recall, grade Good).
+
+    When the item's message is in the kept history, its stub is removed and the original content
+    is sent again in place; otherwise (another session, a memory) the tool result carries it.
+    """
+    item = find_item(session, pointer)
+    previous = item.tier
+    _make_live(session, item)
+    _accessed(session, item, GRADE_GOOD, previous)
+    _log(session, "hydrate", item, previous_tier=previous)
+    return item
+
+
+def promote(session: Session, item_id: str) -> ContextItem:
+    """Make an item live, loaded by hand (x1.5 when scored), with an Easy recall."""
+    item = find_item(session, item_id)
+    previous = item.tier
+    _make_live(session, item)
+    item.loaded_by_hand = True
+    session.veil.store.update_item(item.id, loaded_by_hand=True)
+    _accessed(session, item, GRADE_EASY, previous)
+    _log(session, "promote", item, previous_tier=previous)
+    session.live_items.invalidate()
+    return item
+
+
+def demote(session: Session, item_id: str, tier: str = "warm") -> ContextItem:
+    """Move an item out of the prompt now (to ``warm`` or ``cold``); pinned items refuse.
+
+    Raises:
+        BadRequest: the item is pinned, or is a correction / intent (never evicted).
+    """
+    from veil.core.types import EvictionPlan
+
+    item = find_item(session, item_id)
+    if item.pinned:
+        raise BadRequest(f"id: {item.id} is pinned; unpin it first")
+    if item.kind in ("correction", "intent"):
+        raise BadRequest(f"id: {item.id} is a {item.kind}; those stay in the prompt")
+    if item.tier == "live":
+        plan = EvictionPlan(reasons={item.id: "demoted by the model"})
+        (plan.to_cold if tier == "cold" else plan.to_warm).append(item.id)
+        session.apply_eviction(plan)
+    elif item.tier != tier:
+        session.veil.store.update_item(item.id, tier=tier)
+        session.veil.tiers.on_moved([item], tier)
+        item.tier = tier
+    return item
+
+
+def set_pinned(session: Session, item_id: str, pinned: bool) -> ContextItem:
+    """Pin (bring live and protect from eviction) or unpin an item."""
+    item = find_item(session, item_id)
+    if pinned and item.tier != "live":
+        previous = item.tier
+        _make_live(session, item)
+        _accessed(session, item, GRADE_GOOD, previous)
+    item.pinned = pinned
+    session.veil.store.update_item(item.id, pinned=pinned)
+    session.live_items.invalidate()
+    _log(session, "pin" if pinned else "unpin", item)
+    return item
+
+
+def remember(session: Session, content: str, kind: str, tags: list[str],
+             tool_call_id: str | None = None) -> ContextItem:
+    """Store a new item made by the model (loaded by hand; facts also become beliefs)."""
+    stab = session.config.settings.context.initial_stability
+    item = ContextItem(
+        content=content, kind=kind, source="memory", step=session.step,
+        tool_call_id=tool_call_id, tags=sorted(set(tags) | set(extract_tags(content))),
+        targets=extract_targets(content), stability=getattr(stab, kind, stab.fact),
+        loaded_by_hand=True,
+    )
+    model = session.veil.llm.model_for("main", session.model)
+    item.tokens = model.count_tokens(content)
+    item.created_at = item.last_access = session.clock()
+    session.add_items([item])
+    _log(session, "remember", item, kind=kind)
+    if kind == "fact":
+        session.veil.beliefs.assert_fact(session, content, tool_call_id=tool_call_id,
+                                         source="veil_remember")
+    return item
+
+
+def forget(session: Session, item_id: str) -> ContextItem:
+    """Take an item out of the prompt and out of recall; its content stays in the store and the
+    event log (nothing is lost). Pinned items refuse."""
+    item = find_item(session, item_id)
+    if item.pinned:
+        raise BadRequest(f"id: {item.id} is pinned; unpin it first")
+    if item.tier == "live":
+        demote(session, item.id, "cold")
+    session.veil.tiers.forget(item.id)
+    session.veil.store.update_item(item.id, tier="cold", kind=item.kind)
+    _log(session, "forget", item)
+    return item
+
+
+def set_turn_kind(session: Session, kind: str) -> int:
+    """Relabel the items of the current step's assistant turn; return how many changed."""
+    changed = 0
+    for item in session.live_items:
+        if item.step == session.step and item.source == "assistant":
+            item.kind = kind
+            session.veil.store.update_item(item.id, kind=kind)
+            changed += 1
+    session.live_items.invalidate()
+    session.state.setdefault("veil.core", {})["turn_kind"] = {str(session.step): kind}
+    return changed
+
+
+def search_history(session: Session, query: str, days: float, limit: int = 10) -> list[dict]:
+    """Messages of this project's sessions from the last ``days`` days whose text contains every
+    word of ``query`` (case-insensitive), newest first."""
+    words = [w.lower() for w in query.split() if w.strip()]
+    since = time.time() - days * 86400
+    sql = ("SELECT session_id, idx, message, created_at FROM messages WHERE created_at >= ?"
+           + "".join(" AND lower(message) LIKE ?" for _ in words)
+           + " ORDER BY created_at DESC, idx DESC LIMIT ?")
+    args: list[Any] = [since, *[f"%{w}%" for w in words], limit]
+    import json
+
+    out = []
+    for row in session.veil.store.conn.execute(sql, args):
+        msg = json.loads(row["message"])
+        text = msg.get("content") or ""
+        low = text.lower()
+        pos = max(0, low.find(words[0]) - 80) if words and words[0] in low else 0
+        out.append({
+            "session_id": row["session_id"], "idx": row["idx"], "role": msg.get("role"),
+            "when": dt.datetime.fromtimestamp(row["created_at"]).strftime("%Y-%m-%d %H:%M"),
+            "preview": " ".join(text[pos:pos + 240].split()),
+        })
+    return out
+
+
+def open_conflicts(session: Session) -> list[dict[str, Any]]:
+    """Open conflicts between beliefs (see :mod:`veil.core.beliefs`)."""
+    return session.veil.beliefs.open_conflicts()
+
+
+def resolve_conflict(session: Session, conflict_id: str, keep: str) -> str:
+    """Keep belief ``keep`` in conflict ``conflict_id``; retract the others (not deleted)."""
+    return session.veil.beliefs.resolve(session, conflict_id, keep)
+
+
+def live_batch(items: list[ContextItem]) -> ItemBatch:
+    """Wrap items in an :class:`ItemBatch`."""
+    return ItemBatch(items)

@@ -1,0 +1,90 @@
+"""Exception types the core raises and front ends map (HTTP status, CLI exit code).
+
+Every error carries a stable ``code`` string; the HTTP plugin maps ``http_status`` and renders
+``{"error": {"code", "message"}}``. Codes COMPACTION_DISABLED, SESSION_CLOSED and SESSION_NOT_FOUND
+come from seed 000 ("Default Compaction", error responses).
+"""
+
+from __future__ import annotations
+
+
+class VeilError(Exception):
+    """Base class of veil's own errors.
+
+    Attributes:
+        code: stable upper-case identifier of the error (e.g. ``"SESSION_NOT_FOUND"``).
+        http_status: status code a front end over HTTP answers with.
+    """
+
+    code = "VEIL_ERROR"
+    http_status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigError(VeilError):
+    """A settings, agent or auth file (or a ``VEIL_*`` variable) holds a wrong value.
+
+    The message always names the file (or variable) and the field, e.g.
+    ``.veil/settings.json: compaction.threshold: Input should be less than or equal to 1``.
+    """
+
+    code = "CONFIG_INVALID"
+    http_status = 400
+
+
+class BadRequest(VeilError):
+    """Input from a caller (tool arguments, HTTP body, file name) is malformed."""
+
+    code = "BAD_REQUEST"
+    http_status = 400
+
+
+class UnsafePath(BadRequest):
+    """A file or agent name would escape the folder it must stay in (``..``, ``/``, NUL...)."""
+
+    code = "INVALID_PATH"
+
+
+class SessionNotFound(VeilError):
+    """No session with that id exists (seed 000: ``404 SESSION_NOT_FOUND``)."""
+
+    code = "SESSION_NOT_FOUND"
+    http_status = 404
+
+
+class SessionClosed(VeilError):
+    """The session was closed; it can be read but not changed (seed 000: ``400 SESSION_CLOSED``)."""
+
+    code = "SESSION_CLOSED"
+    http_status = 400
+
+
+class CompactionDisabled(VeilError):
+    """``defaultCompaction.enabled`` is false for the session's agent (seed 000: ``400``)."""
+
+    code = "COMPACTION_DISABLED"
+    http_status = 400
+
+
+class NotAvailable(VeilError):
+    """A capability was asked for but no loaded plugin provides it (e.g. no ``compact`` hook)."""
+
+    code = "NOT_AVAILABLE"
+    http_status = 501
+
+
+class ProviderError(VeilError):
+    """Every provider in the routing list failed (connection error, rate limit, timeout...)."""
+
+    code = "PROVIDER_ERROR"
+    http_status = 502
+
+
+class TurnInterrupted(VeilError):
+    """The user interrupted the turn (Ctrl-C); the session is kept and stays consistent."""
+
+    code = "INTERRUPTED"
+    http_status = 499

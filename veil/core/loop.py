@@ -1,0 +1,247 @@
+"""The agent loop: one user message in, model calls and tool calls until a final answer.
+
+Where the hooks are called (DESIGN.md "One turn, as data flows"):
+1. user message -> ``capture`` (phase ``user``); task tags updated.
+2. before every model call -> :func:`veil.core.context.build_prompt` (``score``, ``evict``,
+   ``compact`` masking / full, ``system_prompt_sections``).
+3. the reply -> ``capture`` (``assistant``); each tool call -> ``capture`` (``tool_call``) -> run
+   -> ``capture`` (``tool_result``) -> ``render``.
+4. after each iteration -> ``after_iteration`` (autoThreshold, pressure); a halt requested by a
+   plugin (convergence) stops the run here.
+5. turn end -> ``turn_end``; everything is already persisted message by message.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from veil.core.context import build_prompt
+from veil.core.errors import BadRequest
+from veil.core.tags import extract_tags
+from veil.core.types import CaptureEvent, ContextItem, Message, ToolContext, ToolResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.session import Session
+
+_notice_shown = False
+
+
+@dataclass
+class TurnResult:
+    """What one user message produced.
+
+    Attributes:
+        status: ``"done"`` (final answer), ``"halted"`` (a plugin stopped the run, see
+            ``reason``), ``"interrupted"`` (Ctrl-C) or ``"max_iterations"``.
+        final: the final assistant text ('' when there is none).
+        reason: why the run stopped when not ``done``.
+        iterations: model calls made.
+        usage: summed ``prompt_tokens`` / ``completion_tokens`` reported for this turn.
+        seconds: wall time.
+    """
+
+    status: str
+    final: str = ""
+    reason: str | None = None
+    iterations: int = 0
+    usage: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
+    seconds: float = 0.0
+
+
+def capture(session: Session, event: CaptureEvent) -> list[ContextItem]:
+    """Call ``capture`` and store what it returns, filling provenance and token counts."""
+    items: list[ContextItem] = []
+    for result in session.veil.pm.hook.capture(session=session, event=event):
+        items.extend(result or [])
+    if not items:
+        return []
+    model = session.veil.llm.model_for("main", session.model)
+    now = session.clock()
+    for item in items:
+        item.session_id = session.id
+        item.step = item.step or event.step
+        if item.message_index is None:
+            item.message_index = event.message_index
+        if item.tool_call_id is None:
+            item.tool_call_id = event.tool_call_id
+        if not item.tokens:
+            item.tokens = model.count_tokens(item.content) if item.content else 0
+        item.created_at = item.last_access = now
+    session.add_items(items)
+    return items
+
+
+def run_turn(
+    session: Session,
+    text: str,
+    *,
+    max_iterations: int | None = None,
+    stream: bool = True,
+) -> TurnResult:
+    """Answer ``text`` in ``session``.
+
+    Args:
+        session: an open session.
+        text: the user's message.
+        max_iterations: model calls allowed (default settings ``loop.maxIterations``).
+        stream: stream tokens to front ends (``token`` render events).
+
+    Returns:
+        A :class:`TurnResult`. Ctrl-C (KeyboardInterrupt) ends the turn with status
+        ``interrupted``; the session stays consistent (every tool call keeps a result).
+
+    Raises:
+        SessionClosed: the session is closed. ProviderError: every provider failed.
+    """
+    global _notice_shown
+    session.ensure_open()
+    veil = session.veil
+    started = time.monotonic()
+    limit = max_iterations or session.config.settings.loop.max_iterations
+    result = TurnResult(status="done")
+    model = veil.llm.model_for("main", session.model)
+    if veil.llm.notice and not _notice_shown:
+        _notice_shown = True
+        session.emit("info", text=veil.llm.notice)
+
+    if session.title is None:
+        session.title = " ".join(text.split())[:80]
+        veil.store.update_session(session.id, title=session.title)
+    session.task_tags = frozenset(extract_tags(text))
+    user_msg: Message = {"role": "user", "content": text}
+    idx = session.append(user_msg)
+    capture(session, CaptureEvent("user", user_msg, session.step, message_index=idx))
+
+    pending_calls: list[str] = []
+    try:
+        for iteration in range(1, limit + 1):
+            session.step += 1
+            result.iterations = iteration
+            prompt = build_prompt(session)
+            session.last_prompt_tokens = prompt.tokens
+            for note in prompt.notes:
+                session.emit("info", text=note)
+            tools = [t.schema() for t in veil.tools.values()]
+            call_started = time.monotonic()
+            completion = model.complete(
+                prompt.messages,
+                tools=tools or None,
+                on_token=(lambda tok: session.emit("token", text=tok)) if stream else None,
+            )
+            usage = dict(completion.usage or {})
+            for key in ("prompt_tokens", "completion_tokens"):
+                result.usage[key] += int(usage.get(key) or 0)
+            veil.store.record_usage(
+                session.id,
+                {"role": "main", "model": completion.model, "provider": completion.provider,
+                 **usage, "seconds": time.monotonic() - call_started},
+            )
+            reply = _clean_assistant(completion.message)
+            pending_calls = [tc["id"] for tc in reply.get("tool_calls") or []]
+            idx = session.append(reply, usage=usage)
+            capture(session, CaptureEvent("assistant", reply, session.step, message_index=idx))
+            session.emit("assistant", text=reply.get("content") or "", toolCalls=len(pending_calls))
+
+            if not pending_calls:
+                result.final = reply.get("content") or ""
+                break
+            for call in reply["tool_calls"]:
+                _run_tool_call(session, reply, call)
+                pending_calls.remove(call["id"])
+
+            veil.pm.hook.after_iteration(session=session, iteration=iteration)
+            reason = session.take_halt()
+            if reason:
+                result.status, result.reason = "halted", reason
+                break
+        else:
+            result.status = "max_iterations"
+            result.reason = f"stopped after {limit} model calls (loop.maxIterations)"
+    except KeyboardInterrupt:
+        for call_id in pending_calls:  # keep every call paired with a result
+            session.append(
+                {"role": "tool", "tool_call_id": call_id, "content": "[interrupted by the user]"}
+            )
+        result.status, result.reason = "interrupted", "interrupted by the user (Ctrl-C)"
+    finally:
+        session.save_state()
+    veil.pm.hook.turn_end(
+        session=session, final_message=session.messages[-1] if session.messages else None
+    )
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _clean_assistant(message: Message) -> Message:
+    """Keep only the OpenAI fields of an assistant message; give every tool call an id."""
+    out: Message = {"role": "assistant", "content": message.get("content")}
+    calls = []
+    for n, tc in enumerate(message.get("tool_calls") or []):
+        fn = tc.get("function") or {}
+        args = fn.get("arguments")
+        if not isinstance(args, str):
+            args = json.dumps(args if args is not None else {})
+        calls.append(
+            {
+                "id": tc.get("id") or f"call_{int(time.time() * 1000)}_{n}",
+                "type": "function",
+                "function": {"name": fn.get("name", ""), "arguments": args},
+            }
+        )
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+def _run_tool_call(session: Session, reply: Message, call: dict[str, Any]) -> None:
+    """Run one tool call with capture on the way in and out; append its result message."""
+    veil = session.veil
+    name = call["function"]["name"]
+    call_id = call["id"]
+    try:
+        arguments = json.loads(call["function"].get("arguments") or "{}")
+        if not isinstance(arguments, dict):
+            raise ValueError("arguments must be a JSON object")
+    except ValueError as exc:
+        arguments = None
+        outcome = ToolResult(f"{name}: invalid JSON arguments: {exc}", is_error=True)
+    capture(
+        session,
+        CaptureEvent("tool_call", reply, session.step, tool_name=name, tool_call_id=call_id,
+                     arguments=arguments),
+    )
+    session.emit("tool_call", name=name, arguments=arguments, toolCallId=call_id)
+    if arguments is not None:
+        tool = veil.tools.get(name)
+        if tool is None:
+            known = ", ".join(sorted(veil.tools))
+            outcome = ToolResult(f"unknown tool {name!r}; available: {known}", is_error=True)
+        else:
+            try:
+                out = tool.handler(ToolContext(session=session, tool_call_id=call_id), arguments)
+                outcome = out if isinstance(out, ToolResult) else ToolResult(str(out))
+            except BadRequest as exc:
+                outcome = ToolResult(f"{name}: {exc.message}", is_error=True)
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a tool bug must not kill the session
+                outcome = ToolResult(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
+    tool_msg: Message = {"role": "tool", "tool_call_id": call_id, "content": outcome.content}
+    idx = session.append(tool_msg)
+    capture(
+        session,
+        CaptureEvent("tool_result", tool_msg, session.step, message_index=idx, tool_name=name,
+                     tool_call_id=call_id, arguments=arguments, result=outcome),
+    )
+    session.emit(
+        "tool_result",
+        name=name,
+        toolCallId=call_id,
+        content=outcome.content,
+        isError=outcome.is_error,
+        outcome=outcome.outcome,
+        messageIndex=idx,
+    )

@@ -1,0 +1,152 @@
+"""The plugin manager: pluggy, plugins found through the ``veil`` entry-point group.
+
+Which plugins load, in order of precedence:
+
+1. ``VEIL_LOAD_PLUGINS=a,b`` (or settings ``plugins.load``): only these entry points load.
+2. Blocked, never loaded: ``plugins.disable`` in settings.json, ``VEIL_DISABLE_PLUGINS=a,b`` and
+   ``veil --disable-plugin NAME`` (repeatable) add up.
+
+The core's own built-in plugin (``veil.core``: the coding tools) is always registered.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+import pluggy
+
+from veil import hookspecs
+
+ENTRY_POINT_GROUP = "veil"
+CORE_PLUGIN_NAME = "veil.core"
+
+
+@dataclass(frozen=True)
+class PluginSelection:
+    """Which plugins to load: ``load`` (None = all installed) minus ``disabled``."""
+
+    disabled: frozenset[str] = frozenset()
+    load: frozenset[str] | None = None
+
+
+def _split_env(name: str) -> list[str]:
+    return [p.strip() for p in os.environ.get(name, "").split(",") if p.strip()]
+
+
+def plugin_selection(
+    settings_disable: Iterable[str] = (),
+    settings_load: Iterable[str] | None = None,
+    cli_disable: Iterable[str] = (),
+) -> PluginSelection:
+    """Combine settings, ``VEIL_DISABLE_PLUGINS`` / ``VEIL_LOAD_PLUGINS`` and CLI flags."""
+    disabled = set(settings_disable) | set(cli_disable) | set(_split_env("VEIL_DISABLE_PLUGINS"))
+    env_load = _split_env("VEIL_LOAD_PLUGINS")
+    load: set[str] | None = set(env_load) if env_load else (
+        set(settings_load) if settings_load is not None else None
+    )
+    return PluginSelection(frozenset(disabled), frozenset(load) if load is not None else None)
+
+
+def new_plugin_manager() -> pluggy.PluginManager:
+    """A fresh :class:`pluggy.PluginManager` for project ``"veil"`` with every hookspec added."""
+    pm = pluggy.PluginManager("veil")
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+def load_plugins(
+    pm: pluggy.PluginManager,
+    selection: PluginSelection = PluginSelection(),
+    *,
+    use_entry_points: bool = True,
+    extra: Iterable[tuple[str, Any]] = (),
+) -> pluggy.PluginManager:
+    """Register the core plugin, then installed entry points as ``selection`` allows, then
+    ``extra`` ``(name, plugin)`` pairs (tests pass plugin objects here).
+
+    Blocked names are also blocked in pluggy (``set_blocked``) so a later registration under that
+    name is refused too. Returns ``pm``.
+
+    Raises:
+        ImportError: an entry point's module fails to import (message names the entry point).
+    """
+    from veil.core import builtin_plugin
+
+    if not pm.has_plugin(CORE_PLUGIN_NAME):
+        pm.register(builtin_plugin, name=CORE_PLUGIN_NAME)
+    for name in selection.disabled:
+        pm.set_blocked(name)
+    if use_entry_points:
+        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            if pm.is_blocked(ep.name) or pm.has_plugin(ep.name):
+                continue
+            if selection.load is not None and ep.name not in selection.load:
+                continue
+            try:
+                plugin = ep.load()
+            except Exception as exc:
+                raise ImportError(f"plugin {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
+            pm.register(plugin, name=ep.name)
+            if ep.dist is not None:
+                _versions[ep.name] = ep.dist.version
+    for name, plugin in extra:
+        if not pm.is_blocked(name):
+            pm.register(plugin, name=name)
+    return pm
+
+
+_versions: dict[str, str] = {}
+
+
+def plugin_version(name: str) -> str:
+    """Installed version of a plugin's distribution (the core's version for ``veil.core``)."""
+    if name == CORE_PLUGIN_NAME:
+        from veil import __version__
+
+        return __version__
+    return _versions.get(name, "")
+
+
+def has_impl(pm: pluggy.PluginManager, hook: str) -> bool:
+    """Whether any loaded plugin implements ``hook``."""
+    return bool(getattr(pm.hook, hook).get_hookimpls())
+
+
+def describe_plugins(pm: pluggy.PluginManager) -> dict[str, Any]:
+    """What is loaded, for ``veil plugins`` and ``GET /plugins``.
+
+    Returns:
+        ``{"plugins": [{"name", "version", "hooks": [...]}], "hooks": {hook: [plugin names in
+        call order]}, "context_layer": bool, "blocked": [...]}``. For firstresult hooks the first
+        name in the list is the implementation that answers.
+    """
+    hooks: dict[str, list[str]] = {}
+    per_plugin: dict[str, list[str]] = {}
+    for hook_name in sorted(n for n in dir(pm.hook) if not n.startswith("_")):
+        caller = getattr(pm.hook, hook_name)
+        # pluggy calls implementations from the end of get_hookimpls() to the start.
+        names = [pm.get_name(impl.plugin) for impl in reversed(caller.get_hookimpls())]
+        if names:
+            hooks[hook_name] = names
+        for name in names:
+            per_plugin.setdefault(name, []).append(hook_name)
+    plugins = [
+        {"name": name, "version": plugin_version(name), "hooks": per_plugin.get(name, [])}
+        for name, plugin in pm.list_name_plugin()
+        if name is not None and plugin is not None
+    ]
+    blocked = sorted(n for n in _blocked_names(pm))
+    return {
+        "plugins": plugins,
+        "hooks": hooks,
+        "context_layer": has_impl(pm, "score") and has_impl(pm, "evict"),
+        "blocked": blocked,
+    }
+
+
+def _blocked_names(pm: pluggy.PluginManager) -> list[str]:
+    return [name for name, plugin in pm._name2plugin.items() if plugin is None]  # noqa: SLF001

@@ -1,0 +1,227 @@
+"""A conversation with the agent: its full history, its snapshot of config, its live items."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from veil.core.errors import SessionClosed
+from veil.core.items import ItemBatch
+from veil.core.types import ContextItem, Message, RenderEvent
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.app import Veil
+    from veil.core.settings import Config
+
+
+class Session:
+    """One session, loaded from or created in the store.
+
+    Attributes:
+        id: ``sess_...``.
+        agent: agent name (``default`` unless told).
+        model: model name snapshotted at creation (None: the configured main model).
+        snapshot: the agent's config at creation (seed 000: ``defaultCompaction`` and the rest are
+            snapshotted; changing agent.json later does not affect the session).
+        messages: the full history (OpenAI messages), never shortened.
+        message_steps: the step of each message (same length as ``messages``).
+        compact_summary, compact_size: seed 000 defaultCompaction state.
+        step: number of model calls so far (a *step*: DESIGN.md "Turn and step").
+        live_items: context items currently in the prompt (an :class:`ItemBatch`).
+        task_tags: tags of the current task (from the latest user message).
+        state: per-plugin scratch space (``state.setdefault("veil_x", {})``), persisted as JSON
+            when its values are JSON-serialisable.
+        resumed: True when loaded from the store rather than created.
+    """
+
+    def __init__(self, veil: Veil, row: dict[str, Any], *, resumed: bool) -> None:
+        self.veil = veil
+        self.id: str = row["id"]
+        self.agent: str = row["agent"]
+        self.model: str | None = row["model"]
+        self.title: str | None = row.get("title")
+        self.snapshot: dict[str, Any] = row["snapshot"]
+        self.created_at: float = row["created_at"]
+        self.closed_at: float | None = row.get("closed_at")
+        self.compact_summary: str | None = row.get("compact_summary")
+        self.compact_size: int = int(row.get("compact_size") or 0)
+        self.state: dict[str, Any] = dict(row.get("state") or {})
+        self.resumed = resumed
+        history = veil.store.messages(self.id) if resumed else []
+        self.messages: list[Message] = [m for _, m in history]
+        self.message_steps: list[int] = [s for s, _ in history]
+        self.step: int = max(self.message_steps, default=0)
+        self.live_items = ItemBatch(veil.store.items(self.id, ("live",)) if resumed else [])
+        self.task_tags: frozenset[str] = frozenset()
+        self._halt_reason: str | None = None
+        self.last_prompt_tokens: int = 0
+        self.clock_override: float | None = None
+        self._token_cache: dict[tuple[str, str], int] = {}
+        # message index -> pointer stub, for items that left the prompt
+        self.stubs: dict[int, str] = {}
+        if resumed:
+            for item in veil.store.items(self.id, ("warm", "cold")):
+                self._stub_item(item)
+
+    # -- shortcuts --------------------------------------------------------------------------
+
+    @property
+    def config(self) -> Config:
+        """The project's :class:`~veil.core.settings.Config`."""
+        return self.veil.config
+
+    @property
+    def cwd(self) -> Path:
+        """The project root the tools work in."""
+        return self.veil.config.project_dir
+
+    @property
+    def closed(self) -> bool:
+        """Whether the session was closed (it can be read, not changed)."""
+        return self.closed_at is not None
+
+    @property
+    def context_window(self) -> int:
+        """Context window of the session's main model, in tokens."""
+        return self.veil.llm.model_for("main", self.model).context_window
+
+    # -- changes ----------------------------------------------------------------------------
+
+    def ensure_open(self) -> None:
+        """Raise :class:`SessionClosed` when the session is closed."""
+        if self.closed:
+            raise SessionClosed(f"session {self.id} is closed")
+
+    def append(self, message: Message, usage: dict | None = None) -> int:
+        """Append a message to the full history (stored at once); return its index."""
+        idx = len(self.messages)
+        self.veil.store.append_message(self.id, idx, self.step, message, usage)
+        self.messages.append(message)
+        self.message_steps.append(self.step)
+        return idx
+
+    def add_items(self, items: list[ContextItem]) -> None:
+        """Store items and make them live."""
+        for item in items:
+            item.session_id = self.id
+        self.veil.store.add_items(items)
+        self.live_items.extend(items)
+
+    def save_state(self) -> None:
+        """Persist ``compact_summary``, ``compact_size`` and the JSON-safe part of ``state``."""
+        safe = {}
+        for key, value in self.state.items():
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError):
+                continue
+            safe[key] = value
+        self.veil.store.update_session(
+            self.id,
+            compact_summary=self.compact_summary,
+            compact_size=self.compact_size,
+            state=safe,
+        )
+
+    def emit(self, kind: str, **data: Any) -> None:
+        """Send a :class:`RenderEvent` of ``kind`` to every front end (``render`` hook)."""
+        self.veil.render(RenderEvent(kind=kind, data=data, session_id=self.id))
+
+    def request_halt(self, reason: str) -> None:
+        """Ask the loop to stop after the current tool batch (convergence halt)."""
+        self._halt_reason = reason
+
+    def take_halt(self) -> str | None:
+        """Return and clear a pending halt reason."""
+        reason, self._halt_reason = self._halt_reason, None
+        return reason
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe summary for front ends (no API keys: the snapshot holds none)."""
+        return {
+            "id": self.id,
+            "agent": self.agent,
+            "model": self.model,
+            "title": self.title,
+            "createdAt": self.created_at,
+            "closed": self.closed,
+            "messageCount": len(self.messages),
+            "compactSize": self.compact_size,
+            "compactSummary": self.compact_summary,
+            "snapshot": self.snapshot,
+        }
+
+    def clock(self) -> float:
+        """Current time in Unix seconds (replay sets ``clock_override`` to recorded time)."""
+        return self.clock_override if self.clock_override is not None else time.time()
+
+    def count_tokens(self, messages: list[Message]) -> int:
+        """Prompt tokens of ``messages`` with the main model's tokenizer (content only, cached
+        per message text; a small per-message overhead of 4 tokens is added)."""
+        model = self.veil.llm.model_for("main", self.model)
+        total = 0
+        for msg in messages:
+            text = msg.get("content") or ""
+            if msg.get("tool_calls"):
+                text += "".join(
+                    tc["function"]["name"] + tc["function"].get("arguments", "")
+                    for tc in msg["tool_calls"]
+                )
+            key = (model.name, text)
+            if key not in self._token_cache:
+                self._token_cache[key] = model.count_tokens(text) if text else 0
+            total += self._token_cache[key] + 4
+        return total
+
+    def _stub_item(self, item: ContextItem) -> None:
+        from veil.core.context import pointer_stub
+
+        if item.message_index is not None and item.source in ("tool_result", "user", "assistant"):
+            self.stubs[item.message_index] = pointer_stub(item)
+
+    def apply_eviction(self, plan: Any) -> list[str]:
+        """Move the items of an :class:`~veil.core.types.EvictionPlan` out of the prompt.
+
+        Tiers change in one transaction, each eviction is logged in the event log, and an
+        ``eviction`` render event names the items (front ends dim their tool calls).
+        Returns notes for front ends.
+        """
+        by_id = {item.id: item for item in self.live_items}
+        moves = [(i, "warm") for i in plan.to_warm] + [(i, "cold") for i in plan.to_cold]
+        moved = [(by_id[i], tier) for i, tier in moves if i in by_id]
+        if not moved:
+            return list(plan.report)
+        store = self.veil.store
+        with store.transaction() as conn:
+            for item, tier in moved:
+                conn.execute("UPDATE items SET tier = ? WHERE id = ?", (tier, item.id))
+                conn.execute(
+                    "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
+                    " VALUES (?, ?, ?, ?, 'evict', ?)",
+                    (
+                        self.clock(),
+                        self.id,
+                        self.step,
+                        item.tool_call_id,
+                        json.dumps({"item": item.id, "tier": tier,
+                                    "reason": plan.reasons.get(item.id, "")}),
+                    ),
+                )
+        gone = {item.id for item, _ in moved}
+        for item, tier in moved:
+            item.tier = tier
+            self._stub_item(item)
+        self.live_items = ItemBatch(i for i in self.live_items if i.id not in gone)
+        self.emit(
+            "eviction",
+            items=[
+                {"id": item.id, "tier": tier, "toolCallId": item.tool_call_id,
+                 "messageIndex": item.message_index, "reason": plan.reasons.get(item.id, "")}
+                for item, tier in moved
+            ],
+            threshold=plan.threshold,
+            report=list(plan.report),
+        )
+        return [f"evicted {len(moved)} item(s)"] + list(plan.report)

@@ -1,0 +1,498 @@
+"""Configuration: ``.veil/settings.json``, ``.veil/agents/<name>/agent.json``, ``auth.json`` and
+``VEIL_*`` environment variables, validated with pydantic / pydantic-settings.
+
+Field names and defaults follow seed 000 (``memory``, ``compaction``, ``models``, ``providers``,
+``routing``, ``defaultCompaction``) and DESIGN.md's reference defaults (``context``,
+``convergence``). JSON keys are the seed's camelCase names; Python attributes are snake_case.
+
+Each file is validated on its own so that an error names the file and the field, e.g.
+``.veil/settings.json: compaction.threshold: Input should be less than or equal to 1``.
+Environment variables override settings.json: ``VEIL_COMPACTION__THRESHOLD=0.9`` (nested fields
+joined by ``__``, snake_case names). ``auth.json`` is read from ``~/.veil/auth.json`` (or
+``$VEIL_HOME/auth.json``) and then ``.veil/auth.json``, the project's file winning field by field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from veil.core.errors import ConfigError, UnsafePath
+
+DEFAULT_AGENT = "default"
+AGENT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+class _Model(BaseModel):
+    """Base for every config section: camelCase JSON keys, snake_case attributes, no unknown keys."""
+
+    model_config = ConfigDict(alias_generator=_camel, populate_by_name=True, extra="forbid")
+
+
+class ModelRole(_Model):
+    """One model role (``models.main`` / ``models.compact``, seed 000).
+
+    ``model`` is the provider's model name (``anthropic/claude-4-6-sonnet``); ``context_window``
+    (tokens) overrides what litellm knows; ``options`` are passed to the completion call
+    (``temperature``, ``max_tokens``...).
+    """
+
+    model: str = Field(min_length=1)
+    context_window: int | None = Field(default=None, gt=0)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class Models(_Model):
+    """Model roles: ``main`` answers the user; ``compact`` summarises (falls back to ``main``)."""
+
+    main: ModelRole | None = None
+    compact: ModelRole | None = None
+
+
+class Provider(_Model):
+    """A provider in auth.json (seed 000): ``type`` is a litellm provider name (``openai``,
+    ``anthropic``, ``ollama``, ``openrouter``...), ``base_url`` its endpoint, ``api_key`` its key
+    (never printed: it is a :class:`~pydantic.SecretStr`)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    type: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, value: str) -> str:
+        from veil.core.providers import KNOWN_PROVIDER_TYPES
+
+        if value not in KNOWN_PROVIDER_TYPES:
+            raise ValueError(
+                f"unknown provider type {value!r}; use a litellm provider such as "
+                "openai, anthropic, ollama, openrouter, gemini, mistral, groq"
+            )
+        return value
+
+
+class Routing(_Model):
+    """Which provider answers (``default``) and which are tried next, in order (``fallback``)."""
+
+    default: str | None = None
+    fallback: list[str] = Field(default_factory=list)
+
+
+class MemorySettings(_Model):
+    """``memory`` (seed 000 "Configuring memory"): ``enabled`` true, ``maxLines`` 500.
+
+    ``instruction_files``: project files read (never written) into the memory section, so users
+    of other agents keep their context. ``injection_share``: the cap of the injected section, as a
+    share of the model's context window (default 10%).
+    """
+
+    enabled: bool = True
+    max_lines: int = Field(default=500, ge=1)
+    instruction_files: list[str] = Field(default_factory=lambda: ["AGENTS.md", "CLAUDE.md"])
+    injection_share: float = Field(default=0.10, gt=0.0, le=1.0)
+
+
+class AgentMemory(_Model):
+    """``memory`` in agent.json: overrides settings.json for that agent (None = inherit)."""
+
+    enabled: bool | None = None
+    max_lines: int | None = Field(default=None, ge=1)
+
+
+class CompactionSettings(_Model):
+    """``compaction`` (seed 000): ``threshold`` 0.85 in [0.1, 1.0] x the context window triggers
+    full compaction; tool results older than ``observationMaskingTurns`` (10; 0 = off) steps are
+    masked."""
+
+    threshold: float = Field(default=0.85, ge=0.1, le=1.0)
+    observation_masking_turns: int = Field(default=10, ge=0)
+    keep_recent_turns: int = Field(default=4, ge=1)
+
+
+class DefaultCompaction(_Model):
+    """``defaultCompaction`` in agent.json (seed 000): snapshotted into each session at creation."""
+
+    enabled: bool = True
+    compaction_count: int = Field(default=50, ge=1, le=99)
+    auto_threshold: int | None = Field(default=None, ge=1, le=99)
+    model: str = "default"
+    custom_instructions: str | None = None
+
+
+class PluginSettings(_Model):
+    """``plugins``: names to block (``disable``) or, when ``load`` is set, the only ones loaded."""
+
+    disable: list[str] = Field(default_factory=list)
+    load: list[str] | None = None
+
+
+class LoopSettings(_Model):
+    """``loop``: the agent loop's limits.
+
+    ``max_iterations``: model calls per user message (25). ``bash_timeout``: seconds (120).
+    ``tool_output_chars``: cap of one tool result sent to the model, in characters (30,000).
+    ``read_lines``: lines the read tool returns when no range is given (2,000).
+    ``completion_reserve``: tokens of the window kept free for the reply (1,024).
+    """
+
+    max_iterations: int = Field(default=25, ge=1, le=1000)
+    bash_timeout: float = Field(default=120.0, gt=0)
+    tool_output_chars: int = Field(default=30_000, ge=200)
+    read_lines: int = Field(default=2000, ge=1)
+    completion_reserve: int = Field(default=1024, ge=0)
+    system_prompt: str | None = None
+
+
+class ScoreWeights(_Model):
+    """Weights of the five signals (DESIGN.md reference defaults; they sum to 1)."""
+
+    recency: float = Field(default=0.25, ge=0)
+    frequency: float = Field(default=0.15, ge=0)
+    relevance: float = Field(default=0.30, ge=0)
+    structure: float = Field(default=0.15, ge=0)
+    cognitive: float = Field(default=0.15, ge=0)
+
+
+class InitialStability(_Model):
+    """Initial FSRS stability per item kind, in days (DESIGN.md reference defaults)."""
+
+    episodic: float = Field(default=0.02, gt=0)
+    fact: float = Field(default=0.083, gt=0)
+    procedural: float = Field(default=0.25, gt=0)
+    decision: float = Field(default=0.5, gt=0)
+
+
+class ControllerSettings(_Model):
+    """Pressure-threshold controller (DESIGN.md): start 0.7 within [0.6, 0.85], step 0.05; down
+    on >= 3 evictions within 60 s; up after 300 s without eviction or when an evicted item is asked
+    for again within 1,800 s."""
+
+    threshold: float = Field(default=0.7, gt=0, le=1)
+    min: float = Field(default=0.6, gt=0, le=1)
+    max: float = Field(default=0.85, gt=0, le=1)
+    step: float = Field(default=0.05, gt=0, le=0.5)
+    burst_count: int = Field(default=3, ge=1)
+    burst_window: float = Field(default=60.0, gt=0)
+    calm_period: float = Field(default=300.0, gt=0)
+    rerequest_window: float = Field(default=1800.0, gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ControllerSettings:
+        if not self.min <= self.threshold <= self.max:
+            raise ValueError("controller: need min <= threshold <= max")
+        return self
+
+
+class TurnWeights(_Model):
+    """Eviction weight per turn kind (DESIGN.md); 0 = never an eviction candidate."""
+
+    intent: float = Field(default=0.0, ge=0)
+    correction: float = Field(default=0.0, ge=0)
+    decision: float = Field(default=0.1, ge=0)
+    action: float = Field(default=0.6, ge=0)
+    status: float = Field(default=0.7, ge=0)
+    exploration: float = Field(default=0.8, ge=0)
+
+
+class ContextSettings(_Model):
+    """``context``: scoring and eviction (seed 002; DESIGN.md reference defaults).
+
+    ``budget_tokens``: tokens the kept messages may take (None: the model's window minus the
+    completion reserve and the system prompt). ``decay`` is FSRS-6's w20 (0.1542).
+    """
+
+    weights: ScoreWeights = Field(default_factory=ScoreWeights)
+    pinned_boost: float = Field(default=0.5, ge=0)
+    procedural_factor: float = Field(default=1.2, ge=0)
+    by_hand_factor: float = Field(default=1.5, ge=0)
+    decay: float = Field(default=0.1542, gt=0, le=1)
+    initial_stability: InitialStability = Field(default_factory=InitialStability)
+    live_cap_days: float = Field(default=7.0, gt=0)
+    durable_cap_days: float = Field(default=365.0, gt=0)
+    controller: ControllerSettings = Field(default_factory=ControllerSettings)
+    turn_weights: TurnWeights = Field(default_factory=TurnWeights)
+    protected_turns: int = Field(default=12, ge=0)
+    rescue_cosine: float = Field(default=0.7, ge=0, le=1)
+    budget_tokens: int | None = Field(default=None, gt=0)
+
+
+class ConvergenceSettings(_Model):
+    """``convergence`` thresholds (DESIGN.md): soft warning when one fingerprint repeats 3 times,
+    stronger at 5 consecutive failures, halt at 15 attempts without progress."""
+
+    soft_repeats: int = Field(default=3, ge=1)
+    strong_failures: int = Field(default=5, ge=1)
+    halt_without_progress: int = Field(default=15, ge=1)
+
+
+class HttpSettings(_Model):
+    """``http``: ``veil serve`` binds ``host``:``port`` (127.0.0.1:5051); any other address needs
+    ``token`` (or ``VEIL_HTTP_TOKEN``); bodies over ``max_body_bytes`` (1 MiB) get 413."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=5051, ge=1, le=65535)
+    token: SecretStr | None = None
+    max_body_bytes: int = Field(default=1_048_576, ge=1)
+
+
+class EmbeddingSettings(_Model):
+    """``embeddings``: ``local`` (all-MiniLM-L6-v2 in-process) or ``ollama`` on 127.0.0.1."""
+
+    provider: Literal["local", "ollama"] = "local"
+    ollama_model: str = "nomic-embed-text"
+    ollama_url: str = "http://127.0.0.1:11434"
+
+
+class Settings(BaseSettings):
+    """Everything in ``.veil/settings.json`` (all sections optional), with ``VEIL_*`` overrides."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="VEIL_",
+        env_nested_delimiter="__",
+        alias_generator=_camel,
+        populate_by_name=True,
+        extra="forbid",
+        case_sensitive=False,
+    )
+
+    models: Models = Field(default_factory=Models)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    plugins: PluginSettings = Field(default_factory=PluginSettings)
+    loop: LoopSettings = Field(default_factory=LoopSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    convergence: ConvergenceSettings = Field(default_factory=ConvergenceSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    default_agent: str = Field(
+        default=DEFAULT_AGENT, validation_alias=AliasChoices("defaultAgent", "default_agent")
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Environment first: VEIL_* variables override what settings.json says.
+        return (env_settings, init_settings)
+
+
+# The same fields as a plain model: validating settings.json alone (no environment) lets an error
+# name the file; pydantic-settings would otherwise mix VEIL_* variables into the same validation.
+SettingsFile = create_model(
+    "SettingsFile",
+    __base__=_Model,
+    **{name: (f.annotation, f) for name, f in Settings.model_fields.items()},
+)
+
+
+class AgentConfig(_Model):
+    """``.veil/agents/<name>/agent.json``: the agent's model, prompt, memory and defaultCompaction."""
+
+    model: str | None = None
+    system_prompt: str | None = None
+    memory: AgentMemory = Field(default_factory=AgentMemory)
+    default_compaction: DefaultCompaction = Field(default_factory=DefaultCompaction)
+
+
+class AuthConfig(_Model):
+    """``auth.json`` (seed 000): providers with credentials, routing, optional model roles."""
+
+    providers: dict[str, Provider] = Field(default_factory=dict)
+    routing: Routing = Field(default_factory=Routing)
+    models: Models = Field(default_factory=Models)
+
+    @model_validator(mode="after")
+    def _routing_names_known(self) -> AuthConfig:
+        names = [self.routing.default] if self.routing.default else []
+        for where, name in [("routing.default", n) for n in names] + [
+            (f"routing.fallback.{i}", n) for i, n in enumerate(self.routing.fallback)
+        ]:
+            if name not in self.providers:
+                known = ", ".join(sorted(self.providers)) or "none"
+                raise ValueError(f"{where}: unknown provider {name!r} (providers: {known})")
+        return self
+
+
+def _format_errors(source: str, err: ValidationError) -> str:
+    parts = []
+    for e in err.errors(include_url=False, include_input=False):
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        parts.append(f"{source}: {loc}: {e['msg']}")
+    return "; ".join(parts)
+
+
+def read_json_file(path: Path) -> dict[str, Any]:
+    """Read a JSON object from ``path``; a missing file is ``{}``.
+
+    Raises:
+        ConfigError: the file is not UTF-8 JSON or not an object (message names the file).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object at the top level")
+    return data
+
+
+def validate_agent_name(name: str) -> str:
+    """Return ``name`` if it is a safe agent name (letters, digits, ``_ . -``; no ``..``).
+
+    Raises:
+        UnsafePath: the name could leave ``.veil/agents/`` or ``.veil/memory/agents/``.
+    """
+    if not isinstance(name, str) or not AGENT_NAME_RE.match(name) or ".." in name:
+        raise UnsafePath(
+            f"agent name {name!r} is not allowed: use letters, digits, '_', '.', '-' "
+            "(no path separators, '..' or NUL)"
+        )
+    return name
+
+
+def user_config_dir() -> Path:
+    """``$VEIL_HOME`` or ``~/.veil``: where the user's ``auth.json`` lives."""
+    return Path(os.environ.get("VEIL_HOME") or Path.home() / ".veil")
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+@dataclass
+class Config:
+    """All configuration of one project, loaded and validated.
+
+    Attributes:
+        project_dir: the project root (where ``.veil/`` lives).
+        settings: the merged :class:`Settings` (settings.json + ``VEIL_*``).
+        auth: the merged :class:`AuthConfig`.
+        settings_file: path of settings.json (may not exist).
+    """
+
+    project_dir: Path
+    settings: Settings
+    auth: AuthConfig
+    settings_file: Path
+    _agents: dict[str, AgentConfig] = field(default_factory=dict, repr=False)
+
+    @property
+    def veil_dir(self) -> Path:
+        """``<project>/.veil``."""
+        return self.project_dir / ".veil"
+
+    @property
+    def models(self) -> Models:
+        """Model roles; settings.json wins over auth.json role by role."""
+        return Models(
+            main=self.settings.models.main or self.auth.models.main,
+            compact=self.settings.models.compact or self.auth.models.compact,
+        )
+
+    def agent_file(self, name: str) -> Path:
+        """Path of ``.veil/agents/<name>/agent.json`` (name validated)."""
+        return self.veil_dir / "agents" / validate_agent_name(name) / "agent.json"
+
+    def agent(self, name: str) -> AgentConfig:
+        """Load and validate an agent's agent.json (defaults when it does not exist).
+
+        Raises:
+            ConfigError: naming the file and field; UnsafePath: a bad agent name.
+        """
+        if name not in self._agents:
+            path = self.agent_file(name)
+            data = read_json_file(path)
+            try:
+                self._agents[name] = AgentConfig.model_validate(data)
+            except ValidationError as exc:
+                raise ConfigError(_format_errors(str(path), exc)) from exc
+        return self._agents[name]
+
+    def memory_for(self, agent: str) -> MemorySettings:
+        """Memory settings for ``agent``: agent.json's ``memory`` overrides settings.json."""
+        base = self.settings.memory
+        over = self.agent(agent).memory
+        return base.model_copy(
+            update={
+                "enabled": base.enabled if over.enabled is None else over.enabled,
+                "max_lines": base.max_lines if over.max_lines is None else over.max_lines,
+            }
+        )
+
+    def memory_enabled(self, agent: str) -> bool:
+        """Whether memory (memory_write and the pre-compaction extractor) is on for ``agent``."""
+        return self.memory_for(agent).enabled
+
+
+def load_config(project_dir: str | Path | None = None) -> Config:
+    """Load ``.veil/settings.json``, ``VEIL_*`` variables and the auth files of a project.
+
+    Args:
+        project_dir: the project root; default the current directory.
+
+    Raises:
+        ConfigError: a file is unreadable or a field is wrong; the message names file and field.
+    """
+    root = Path(project_dir or os.getcwd()).resolve()
+    settings_file = root / ".veil" / "settings.json"
+    data = read_json_file(settings_file)
+    try:
+        SettingsFile.model_validate(data)  # the file alone, so errors name the file
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(str(settings_file), exc)) from exc
+    try:
+        settings = Settings(**data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors("environment (VEIL_* variables)", exc)) from exc
+    token = os.environ.get("VEIL_HTTP_TOKEN")
+    if token:
+        settings.http.token = SecretStr(token)
+
+    merged: dict[str, Any] = {}
+    for path in (user_config_dir() / "auth.json", root / ".veil" / "auth.json"):
+        part = read_json_file(path)
+        try:
+            AuthConfig.model_validate(_deep_merge(merged, part))
+        except ValidationError as exc:
+            raise ConfigError(_format_errors(str(path), exc)) from exc
+        merged = _deep_merge(merged, part)
+    auth = AuthConfig.model_validate(merged)
+    return Config(project_dir=root, settings=settings, auth=auth, settings_file=settings_file)

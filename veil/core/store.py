@@ -1,0 +1,326 @@
+"""The session store in ``.veil/context.db``: sessions, their full message history, context
+items and the append-only event log.
+
+The full message history is never deleted or rewritten (compaction and eviction change what is
+*sent*, not what is *stored*). Every change that must land together runs in one
+``BEGIN IMMEDIATE`` transaction. One connection per thread (WAL lets readers run beside a writer).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from veil.core import db
+from veil.core.errors import ConfigError, SessionNotFound
+from veil.core.types import ContextItem, Message
+
+ITEM_COLUMNS = (
+    "id",
+    "session_id",
+    "message_index",
+    "step",
+    "tool_call_id",
+    "kind",
+    "source",
+    "tier",
+    "content",
+    "tags",
+    "targets",
+    "tokens",
+    "access_count",
+    "stability",
+    "difficulty",
+    "created_at",
+    "last_access",
+    "cognitive_weight",
+    "pinned",
+    "loaded_by_hand",
+    "outcome",
+)
+
+
+class Store:
+    """SQLite-backed persistence for sessions, messages, items and events.
+
+    Args:
+        path: database file (``.veil/context.db``) or ``":memory:"``.
+
+    Raises:
+        ConfigError: the file exists but is not a SQLite database (names the file).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._local = threading.local()
+        self._memory_conn: Any = None
+        self._write_lock = threading.RLock()
+        self.conn  # open now so a broken file fails at start, naming the file  # noqa: B018
+
+    # -- connections ------------------------------------------------------------------------
+
+    @property
+    def conn(self) -> Any:
+        """This thread's connection (one shared connection for ``:memory:``)."""
+        if self.path == ":memory:":
+            if self._memory_conn is None:
+                self._memory_conn = db.connect(":memory:")
+            return self._memory_conn
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = db.connect(self.path)
+            except db.sqlite3.DatabaseError as exc:
+                raise ConfigError(f"{self.path}: not a veil database ({exc})") from exc
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """Run a block in one ``BEGIN IMMEDIATE`` transaction (rolled back on any exception)."""
+        with self._write_lock:
+            conn = self.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        conn = getattr(self._local, "conn", None) or self._memory_conn
+        if conn is not None:
+            conn.close()
+        self._local.conn = None
+        self._memory_conn = None
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def create_session(
+        self, session_id: str, agent: str, model: str | None, snapshot: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Insert a new session row and return it as a dict (see :meth:`get_session`)."""
+        now = time.time()
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO sessions (id, agent, model, created_at, updated_at, snapshot)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (session_id, agent, model, now, now, db.dumps(snapshot)),
+            )
+        return self.get_session(session_id)
+
+    def get_session(self, session_id: str) -> dict[str, Any]:
+        """Return a session row: id, agent, model, title, created_at, updated_at, closed_at,
+        snapshot (dict), compact_summary, compact_size, state (dict), message_count.
+
+        Raises:
+            SessionNotFound: no session with that id.
+        """
+        row = self.conn.execute(
+            "SELECT s.*, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)"
+            " AS message_count FROM sessions s WHERE id = ?",
+            (session_id,),
+        ).fetchone()
+        if row is None:
+            raise SessionNotFound(f"no session with id {session_id!r}")
+        return _session_row(row)
+
+    def list_sessions(self, limit: int = 50) -> list[dict[str, Any]]:
+        """Sessions, most recently updated first (at most ``limit``)."""
+        rows = self.conn.execute(
+            "SELECT s.*, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)"
+            " AS message_count FROM sessions s ORDER BY updated_at DESC, rowid DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [_session_row(r) for r in rows]
+
+    def update_session(self, session_id: str, **fields: Any) -> None:
+        """Set columns of a session (title, model, closed_at, compact_summary, compact_size,
+        state); dict values are stored as JSON. Raises SessionNotFound."""
+        allowed = {"title", "model", "closed_at", "compact_summary", "compact_size", "state"}
+        bad = set(fields) - allowed
+        if bad:
+            raise ValueError(f"cannot update session fields {sorted(bad)}")
+        fields["updated_at"] = time.time()
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        values = [db.dumps(v) if isinstance(v, dict) else v for v in fields.values()]
+        with self.transaction() as conn:
+            cur = conn.execute(f"UPDATE sessions SET {cols} WHERE id = ?", (*values, session_id))
+            if cur.rowcount == 0:
+                raise SessionNotFound(f"no session with id {session_id!r}")
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete a session with its messages and items (events stay: the log is append-only)."""
+        with self.transaction() as conn:
+            cur = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            if cur.rowcount == 0:
+                raise SessionNotFound(f"no session with id {session_id!r}")
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def append_message(
+        self, session_id: str, idx: int, step: int, message: Message, usage: dict | None = None
+    ) -> None:
+        """Store message number ``idx`` (0-based) of a session's full history."""
+        now = time.time()
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO messages (session_id, idx, step, message, created_at, usage)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (session_id, idx, step, db.dumps(message), now, db.dumps(usage) if usage else None),
+            )
+            conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+
+    def messages(self, session_id: str) -> list[tuple[int, Message]]:
+        """The full history as ``[(step, message), ...]`` in order."""
+        rows = self.conn.execute(
+            "SELECT step, message FROM messages WHERE session_id = ? ORDER BY idx", (session_id,)
+        ).fetchall()
+        return [(int(r["step"]), json.loads(r["message"])) for r in rows]
+
+    # -- items ------------------------------------------------------------------------------
+
+    def add_items(self, items: list[ContextItem]) -> None:
+        """Insert context items (tags and targets stored as JSON lists)."""
+        if not items:
+            return
+        rows = [_item_values(i) for i in items]
+        marks = ", ".join("?" for _ in ITEM_COLUMNS)
+        with self.transaction() as conn:
+            conn.executemany(
+                f"INSERT OR REPLACE INTO items ({', '.join(ITEM_COLUMNS)}) VALUES ({marks})", rows
+            )
+
+    def set_tier(self, item_ids: list[str], tier: str) -> None:
+        """Move items to ``tier`` (``live``, ``warm`` or ``cold``) in one transaction."""
+        if not item_ids:
+            return
+        with self.transaction() as conn:
+            conn.executemany("UPDATE items SET tier = ? WHERE id = ?", [(tier, i) for i in item_ids])
+
+    def update_item(self, item_id: str, **fields: Any) -> None:
+        """Set fields of one item (tags / targets as lists; flags as bools).
+
+        Raises:
+            KeyError: no item with that id; ValueError: an unknown field.
+        """
+        bad = set(fields) - set(ITEM_COLUMNS[1:])
+        if bad:
+            raise ValueError(f"cannot update item fields {sorted(bad)}")
+        values = [
+            db.dumps(v) if isinstance(v, list) else int(v) if isinstance(v, bool) else v
+            for v in fields.values()
+        ]
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        with self.transaction() as conn:
+            cur = conn.execute(f"UPDATE items SET {cols} WHERE id = ?", (*values, item_id))
+            if cur.rowcount == 0:
+                raise KeyError(item_id)
+
+    def items(self, session_id: str, tiers: tuple[str, ...] = ("live",)) -> list[ContextItem]:
+        """A session's items in the given tiers, in insertion order."""
+        marks = ", ".join("?" for _ in tiers)
+        rows = self.conn.execute(
+            f"SELECT * FROM items WHERE session_id = ? AND tier IN ({marks}) ORDER BY rowid",
+            (session_id, *tiers),
+        ).fetchall()
+        return [_row_item(r) for r in rows]
+
+    def get_item(self, item_id: str) -> ContextItem | None:
+        """One item by id, or None."""
+        row = self.conn.execute("SELECT * FROM items WHERE id = ?", (item_id,)).fetchone()
+        return _row_item(row) if row else None
+
+    def tier_counts(self, session_id: str) -> dict[str, int]:
+        """``{"live": n, "warm": n, "cold": n}`` for a session."""
+        counts = {"live": 0, "warm": 0, "cold": 0}
+        for row in self.conn.execute(
+            "SELECT tier, COUNT(*) AS n FROM items WHERE session_id = ? GROUP BY tier",
+            (session_id,),
+        ):
+            counts[row["tier"]] = int(row["n"])
+        return counts
+
+    # -- event log and usage ----------------------------------------------------------------
+
+    def log_event(
+        self,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        session_id: str | None = None,
+        step: int | None = None,
+        tool_call_id: str | None = None,
+        ts: float | None = None,
+    ) -> int:
+        """Append an event to the append-only log; return its sequence number."""
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (ts or time.time(), session_id, step, tool_call_id, kind, db.dumps(payload)),
+            )
+            return int(cur.lastrowid)
+
+    def events(self, session_id: str | None = None, kinds: tuple[str, ...] = ()) -> list[dict]:
+        """Events in log order, optionally for one session and some kinds."""
+        sql, args = "SELECT * FROM events WHERE 1=1", []
+        if session_id is not None:
+            sql += " AND session_id = ?"
+            args.append(session_id)
+        if kinds:
+            sql += f" AND kind IN ({', '.join('?' for _ in kinds)})"
+            args.extend(kinds)
+        rows = self.conn.execute(sql + " ORDER BY seq", args).fetchall()
+        return [{**dict(r), "payload": json.loads(r["payload"])} for r in rows]
+
+    def record_usage(self, session_id: str | None, entry: dict[str, Any]) -> None:
+        """Record one model call's usage (role, model, provider, prompt/completion tokens, s)."""
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO usage (ts, session_id, role, model, provider, prompt_tokens,"
+                " completion_tokens, seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    time.time(),
+                    session_id,
+                    entry.get("role"),
+                    entry.get("model"),
+                    entry.get("provider"),
+                    entry.get("prompt_tokens"),
+                    entry.get("completion_tokens"),
+                    entry.get("seconds"),
+                ),
+            )
+
+
+def _session_row(row: Any) -> dict[str, Any]:
+    out = dict(row)
+    out["snapshot"] = json.loads(out["snapshot"])
+    out["state"] = json.loads(out["state"] or "{}")
+    return out
+
+
+def _item_values(item: ContextItem) -> tuple:
+    d = asdict(item)
+    d["tags"] = db.dumps(d["tags"])
+    d["targets"] = db.dumps(d["targets"])
+    d["pinned"] = int(d["pinned"])
+    d["loaded_by_hand"] = int(d["loaded_by_hand"])
+    return tuple(d[c] for c in ITEM_COLUMNS)
+
+
+def _row_item(row: Any) -> ContextItem:
+    d = {c: row[c] for c in ITEM_COLUMNS}
+    d["tags"] = json.loads(d["tags"])
+    d["targets"] = json.loads(d["targets"])
+    d["pinned"] = bool(d["pinned"])
+    d["loaded_by_hand"] = bool(d["loaded_by_hand"])
+    return ContextItem(**d)

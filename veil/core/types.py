@@ -1,0 +1,366 @@
+"""Plain data types shared by the core and the plugins (the hooks' arguments and results).
+
+Messages are OpenAI chat messages (``{"role", "content", "tool_calls", "tool_call_id"}`` dicts);
+everything here is a dataclass so plugins need nothing but the standard library to build them.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # pragma: no cover - imports for type checkers only
+    from veil.core.session import Session
+
+Message = dict[str, Any]
+"""An OpenAI chat message: ``role`` (system/user/assistant/tool), ``content`` (str or None),
+optional ``tool_calls`` (assistant) and ``tool_call_id`` (tool)."""
+
+Outcome = Literal["pass", "fail", "partial", "uncertain"]
+
+ITEM_KINDS = (
+    "episodic",
+    "fact",
+    "procedural",
+    "decision",
+    "intent",
+    "correction",
+    "action",
+    "exploration",
+    "status",
+)
+"""Kinds a context item or turn can have (seed 002; DESIGN.md "Context layer")."""
+
+TIERS = ("live", "warm", "cold")
+
+
+def new_id(prefix: str) -> str:
+    """Return a fresh identifier such as ``item_3f2a9c0e1b7d`` (12 hex characters after the prefix)."""
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+@dataclass
+class ContextItem:
+    """One scored unit of context: a message, a tool call's result, a remembered fact.
+
+    Attributes:
+        id: unique id (``item_...``).
+        session_id: session that produced it (provenance).
+        content: the text the item stands for.
+        kind: one of :data:`ITEM_KINDS`.
+        source: ``"user"``, ``"assistant"``, ``"tool_call"``, ``"tool_result"`` or ``"memory"``.
+        message_index: index in the session's full history of the message it came from, or None.
+        step: the step (one model call with its tool calls) it belongs to.
+        tool_call_id: id of the tool call it came from (provenance), or None.
+        tags: lower-case words describing it (Jaccard relevance against the task's tags).
+        targets: files and symbols it points at (the "structure" signal).
+        tokens: size in tokens of ``content``.
+        access_count: how often it was used or recalled.
+        stability: FSRS stability in days.
+        difficulty: FSRS difficulty in [1, 10].
+        created_at, last_access: Unix time in seconds.
+        cognitive_weight: in [-1, 1]: > 0 present when things went well, < 0 when they went badly.
+        pinned, loaded_by_hand: flags that protect and boost the item.
+        tier: ``"live"`` (in the prompt), ``"warm"`` (context.db, searchable) or ``"cold"``.
+        outcome: for tool results, the outcome of the call when known.
+    """
+
+    content: str
+    kind: str = "episodic"
+    source: str = "tool_result"
+    id: str = field(default_factory=lambda: new_id("item"))
+    session_id: str | None = None
+    message_index: int | None = None
+    step: int = 0
+    tool_call_id: str | None = None
+    tags: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    tokens: int = 0
+    access_count: int = 0
+    stability: float = 0.02
+    difficulty: float = 5.0
+    created_at: float = field(default_factory=time.time)
+    last_access: float = field(default_factory=time.time)
+    cognitive_weight: float = 0.0
+    pinned: bool = False
+    loaded_by_hand: bool = False
+    tier: str = "live"
+    outcome: str | None = None
+
+
+@dataclass
+class CaptureEvent:
+    """What the core hands to ``capture``.
+
+    Attributes:
+        phase: ``"user"`` (a user message arrived), ``"assistant"`` (the model replied),
+            ``"tool_call"`` (a tool is about to run) or ``"tool_result"`` (it ran).
+        message: the OpenAI message concerned (for tool_call: the assistant message).
+        message_index: its index in the session's full history (None before it is stored).
+        step: current step number.
+        tool_name, tool_call_id, arguments: for tool phases.
+        result: for ``"tool_result"``, the tool's output.
+    """
+
+    phase: Literal["user", "assistant", "tool_call", "tool_result"]
+    message: Message
+    step: int
+    message_index: int | None = None
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    arguments: dict[str, Any] | None = None
+    result: ToolResult | None = None
+
+
+@dataclass
+class ToolResult:
+    """What a tool handler returns.
+
+    Attributes:
+        content: text sent back to the model as the tool message's content.
+        is_error: the call failed (bad arguments, command error...).
+        outcome: ``pass`` / ``fail`` / ``partial`` / ``uncertain`` when the tool can tell.
+        meta: free-form details for front ends and plugins (exit code, path, truncated...).
+    """
+
+    content: str
+    is_error: bool = False
+    outcome: Outcome | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ToolContext:
+    """What a tool handler receives besides its arguments.
+
+    Attributes:
+        session: the running session (``session.cwd`` is the project root).
+        tool_call_id: id of this call.
+    """
+
+    session: Session
+    tool_call_id: str
+
+
+ToolHandler = Callable[[ToolContext, dict[str, Any]], "ToolResult | str"]
+
+
+@dataclass
+class Tool:
+    """A tool the model can call.
+
+    Attributes:
+        name: function name sent to the model (``^[a-zA-Z0-9_-]{1,64}$``).
+        description: one paragraph the model reads.
+        parameters: JSON Schema (``{"type": "object", "properties": ..., "required": [...]}``).
+        handler: ``handler(ctx, arguments) -> ToolResult | str``; may raise
+            :class:`veil.core.errors.BadRequest` for bad arguments (reported to the model).
+        plugin: name of the plugin that registered it (filled in by the core).
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: ToolHandler
+    plugin: str = "veil.core"
+
+    def schema(self) -> dict[str, Any]:
+        """Return the OpenAI ``tools`` entry: ``{"type": "function", "function": {...}}``."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+@dataclass
+class PromptSection:
+    """A part of the system prompt contributed by a plugin.
+
+    Attributes:
+        name: short heading (``"memory"``, ``"manifest"``, ``"convergence"``).
+        text: the section's text (Markdown).
+        order: lower comes first; the core's base prompt is 0, memory 100, manifest 900.
+    """
+
+    name: str
+    text: str
+    order: int = 500
+
+
+@dataclass
+class RenderEvent:
+    """An event for front ends to show.
+
+    Attributes:
+        kind: ``"token"``, ``"assistant"``, ``"tool_call"``, ``"tool_result"``, ``"eviction"``,
+            ``"compaction"``, ``"warning"``, ``"halt"``, ``"info"`` or ``"error"``.
+        session_id: the session it concerns (None for global events).
+        data: kind-specific fields (``text``, ``name``, ``arguments``, ``items``, ``level``...).
+    """
+
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)
+    session_id: str | None = None
+
+
+@dataclass
+class RouteRequest:
+    """A framework-neutral HTTP request handed to a route handler a plugin registers.
+
+    Attributes:
+        method: ``GET``, ``PUT``...
+        path_params: values of ``{name}`` parts of the route path.
+        query: query-string parameters (last value wins).
+        body: the raw request body in bytes.
+        json: the body parsed as JSON when it was JSON, else None.
+        veil: the :class:`veil.core.app.Veil` the server runs on.
+    """
+
+    method: str
+    path_params: dict[str, str]
+    query: dict[str, str]
+    body: bytes
+    veil: Any
+    json: Any = None
+
+
+@dataclass
+class RouteResponse:
+    """What a route handler returns: ``body`` is JSON-encoded unless it is ``str``/``bytes``."""
+
+    body: Any
+    status: int = 200
+    content_type: str = "application/json"
+
+
+RouteHandler = Callable[[RouteRequest], "RouteResponse | Awaitable[RouteResponse]"]
+
+
+@dataclass
+class Route:
+    """An HTTP route a plugin contributes (mounted by the HTTP plugin, described in OpenAPI).
+
+    Attributes:
+        path: Starlette-style path, e.g. ``/memory/{file}``.
+        method: one HTTP method.
+        handler: called with a :class:`RouteRequest`; may raise :class:`VeilError` subclasses.
+        summary: one line for the OpenAPI document.
+        request_schema: JSON Schema of the body (None: no body; ``{"type": "string"}``: raw text).
+        response_schema: JSON Schema of a 2xx body.
+        errors: status codes (4xx) the route can answer besides 2xx.
+        plugin: filled in by the core.
+    """
+
+    path: str
+    method: str
+    handler: RouteHandler
+    summary: str = ""
+    request_schema: dict[str, Any] | None = None
+    response_schema: dict[str, Any] | None = None
+    errors: tuple[int, ...] = ()
+    plugin: str = ""
+
+
+@dataclass
+class SlashCommand:
+    """A ``/command`` for interactive front ends.
+
+    Attributes:
+        name: without the slash (``"memory"``).
+        help: one line.
+        handler: ``handler(session, argument_text) -> str | None``; the text is shown to the user.
+    """
+
+    name: str
+    help: str
+    handler: Callable[[Session, str], str | None]
+    plugin: str = ""
+
+
+@dataclass
+class Attempt:
+    """One attempt against the current goal (seed 002, convergence).
+
+    Attributes:
+        step: step number; tool: tool name; action: command or short description;
+        target: file or test concerned; outcome: pass/fail/partial/uncertain;
+        fingerprint: normalised error fingerprint, or None when there was no error.
+    """
+
+    step: int
+    tool: str
+    action: str
+    target: str | None
+    outcome: str
+    fingerprint: str | None = None
+
+
+@dataclass
+class CompactRequest:
+    """What the core passes to ``compact``.
+
+    Attributes:
+        mode: ``"masking"`` (return the messages to send with old observations masked),
+            ``"full"`` (automatic full compaction at the threshold) or ``"default"``
+            (seed 000 defaultCompaction, manual or at ``autoThreshold``).
+        messages: for masking, the messages about to be sent (without the system prompt).
+        instructions: extra summary instructions (``/compact TEXT``, ``customInstructions``).
+    """
+
+    mode: Literal["masking", "full", "default"]
+    messages: list[Message] = field(default_factory=list)
+    instructions: str | None = None
+
+
+@dataclass
+class CompactResult:
+    """The answer of ``compact``.
+
+    For ``"masking"`` only ``messages`` is used. For ``"default"`` the fields follow seed 000's
+    response: ``compacted_count``, ``new_size``, ``already_up_to_date``.
+    """
+
+    messages: list[Message] | None = None
+    compacted_count: int = 0
+    new_size: int = 0
+    already_up_to_date: bool = False
+    summary: str | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+
+
+@dataclass
+class RecallHit:
+    """A candidate returned by ``recall``: ``score`` in [0, 1], higher is better."""
+
+    id: str
+    content: str
+    score: float
+    source: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EvictionPlan:
+    """The answer of ``evict``: which item ids leave the prompt, and to which tier.
+
+    Attributes:
+        to_warm: ids moved from live to the warm cache (content replaced by a pointer).
+        to_cold: ids moved to cold storage.
+        reasons: id -> short reason (``"stale"``, ``"low score"``, ``"over budget"``...).
+        threshold: the pressure threshold the policy used, in [0, 1].
+        report: human-readable notes (e.g. protected items replaced because of the hard budget).
+    """
+
+    to_warm: list[str] = field(default_factory=list)
+    to_cold: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)
+    threshold: float | None = None
+    report: list[str] = field(default_factory=list)

@@ -1,0 +1,226 @@
+"""Every hook veil's core calls, and what it means (pluggy project name ``"veil"``).
+
+A plugin is a module or object with functions marked ``@veil.hookimpl`` whose names are the hook
+names below; it may accept any subset of a hook's arguments (pluggy passes them by name). Plugins
+are found through the ``veil`` entry-point group (see :mod:`veil.core.plugins`).
+
+Kinds of hook (pluggy's terms):
+
+* *collected*: every implementation runs and the core receives a list of their non-None results,
+  in call order (last registered first; ``tryfirst`` / ``trylast`` move an implementation).
+* *firstresult*: implementations run in call order until one returns something other than None;
+  that value is the answer. Returning None means "not mine, ask the next one". This is how a
+  third-party scorer replaces the default one: block ``veil_fsrs`` (``plugins.disable``) or mark
+  its own ``score`` with ``tryfirst=True``.
+
+With no ``score`` or no ``evict`` implementation loaded, the context layer is off: nothing is
+evicted; veil says so at start, in ``veil plugins`` and in the HTTP health answer.
+
+The order below follows one turn (DESIGN.md "One turn, as data flows").
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:  # pragma: no cover
+    import click
+
+    from veil.core.app import Veil
+    from veil.core.items import ItemBatch
+    from veil.core.session import Session
+    from veil.core.types import (
+        Attempt,
+        CaptureEvent,
+        CompactRequest,
+        CompactResult,
+        ContextItem,
+        EvictionPlan,
+        Message,
+        PromptSection,
+        RecallHit,
+        RenderEvent,
+        Route,
+        SlashCommand,
+        Tool,
+    )
+
+hookspec = pluggy.HookspecMarker("veil")
+hookimpl = pluggy.HookimplMarker("veil")
+
+
+# -- registration ----------------------------------------------------------------------------
+
+
+@hookspec
+def register_tools(veil: Veil) -> list[Tool] | None:
+    """Return the tools this plugin offers the model (collected).
+
+    Called once when a :class:`~veil.core.app.Veil` is opened. Tool names must be unique across
+    plugins; a clash is a start-up error naming both plugins.
+    """
+
+
+@hookspec
+def register_commands(cli: click.Group) -> None:
+    """Add subcommands to the ``veil`` command line (collected; simonw/llm's pattern).
+
+    ``cli`` is the top-level :class:`click.Group`; add with ``@cli.command()``.
+    """
+
+
+@hookspec
+def register_routes(veil: Veil) -> list[Route] | None:
+    """Return HTTP routes this plugin contributes (collected).
+
+    The HTTP plugin mounts them and builds ``/openapi.json`` from their declared schemas; without
+    the HTTP plugin nothing calls this hook.
+    """
+
+
+@hookspec
+def register_slash_commands(veil: Veil) -> list[SlashCommand] | None:
+    """Return ``/commands`` for interactive front ends (collected), e.g. ``/memory``."""
+
+
+@hookspec(firstresult=True)
+def run_interactive(veil: Veil, session: Session) -> bool | None:
+    """Run the interactive front end on ``session`` until the user leaves (firstresult).
+
+    ``veil`` with no task calls this; the REPL plugin answers it. Return True when handled.
+    """
+
+
+# -- session lifecycle -----------------------------------------------------------------------
+
+
+@hookspec
+def session_start(session: Session) -> None:
+    """A session was created or resumed (collected). ``session.resumed`` tells which."""
+
+
+@hookspec
+def session_end(session: Session) -> None:
+    """A session is being closed or the front end is leaving it (collected)."""
+
+
+@hookspec
+def system_prompt_sections(session: Session) -> list[PromptSection] | PromptSection | None:
+    """Contribute sections of the system prompt (collected), rebuilt before every model call.
+
+    Memory files, the manifest of loaded context and convergence warnings arrive here. Sections
+    are sorted by ``order``; keep them short: they cost prompt tokens on every call.
+    """
+
+
+# -- the context layer -----------------------------------------------------------------------
+
+
+@hookspec
+def capture(session: Session, event: CaptureEvent) -> list[ContextItem] | None:
+    """Turn a message, tool call or tool result into context items (collected).
+
+    Called when the user's message arrives, when the model replies, and on the way in and out of
+    every tool call (``event.phase``). Returned items are stored by the core and become live.
+    """
+
+
+@hookspec(firstresult=True)
+def score(session: Session, items: ItemBatch, task_tags: frozenset[str], now: float) -> Any:
+    """Score live items for retention (firstresult).
+
+    Args:
+        items: the live items; ``items.columns()`` gives cached numpy arrays of their fields.
+        task_tags: lower-case tags of the current task (Jaccard relevance).
+        now: Unix time in seconds (replay passes recorded time).
+
+    Returns:
+        A sequence (numpy array preferred) of ``len(items)`` floats in [0, 1], higher = keep.
+        Must be deterministic: the same items, tags and time give the same scores. No LLM.
+    """
+
+
+@hookspec(firstresult=True)
+def evict(
+    session: Session, items: ItemBatch, scores: Any, budget_tokens: int, used_tokens: int
+) -> EvictionPlan | None:
+    """Choose which live items leave the prompt and to which tier (firstresult).
+
+    Args:
+        items: the live items, aligned with ``scores``.
+        scores: the answer of ``score``.
+        budget_tokens: tokens the messages may take in the prompt.
+        used_tokens: tokens they take now.
+
+    Returns:
+        An :class:`~veil.core.types.EvictionPlan` (possibly empty), or None to let the next
+        implementation decide. A tool call and its result must leave together.
+    """
+
+
+@hookspec(firstresult=True)
+def compact(session: Session, request: CompactRequest) -> CompactResult | None:
+    """Compress what is sent to the model (firstresult): observation masking, automatic full
+    compaction or seed 000's defaultCompaction, by ``request.mode``.
+
+    Raise :class:`~veil.core.errors.CompactionDisabled` when the agent's
+    ``defaultCompaction.enabled`` is false. The full history in the store is never changed.
+    """
+
+
+@hookspec
+def before_compaction(session: Session, messages: list[Message]) -> None:
+    """Messages are about to be summarised (collected): extract what must outlive them (e.g.
+    write facts to the agent's memory file). Runs before the compaction transaction, so what it
+    writes stays even if compaction then fails."""
+
+
+@hookspec
+def recall(
+    session: Session | None, query: str, limit: int, tags: list[str] | None
+) -> list[RecallHit] | None:
+    """Return candidates for a query from a store (collected); the core merges and ranks them."""
+
+
+@hookspec
+def item_accessed(
+    session: Session, item: ContextItem, grade: int, now: float, previous_tier: str
+) -> None:
+    """An item was used again: recalled, hydrated, promoted (collected).
+
+    Args:
+        item: the item; implementations may update ``stability``, ``difficulty`` (FSRS-6 recall
+            with ``grade`` 1 Again .. 4 Easy; 3 Good by default); the core then stores
+            ``stability``, ``difficulty``, ``access_count`` and ``last_access``.
+        now: Unix time in seconds.
+        previous_tier: ``"live"``, ``"warm"`` or ``"cold"`` before the access; an eviction
+            controller treats a warm / cold item asked for again as a sign it evicted too eagerly.
+    """
+
+
+# -- events ----------------------------------------------------------------------------------
+
+
+@hookspec
+def render(event: RenderEvent) -> None:
+    """Show an event to the user (collected): streamed tokens, tool calls and results,
+    evictions (dim the call), compactions, warnings. Front ends implement it; it must not block."""
+
+
+@hookspec
+def after_iteration(session: Session, iteration: int) -> None:
+    """One loop iteration (a model call and its tool batch) finished (collected). Thresholds such
+    as defaultCompaction's ``autoThreshold`` are checked here, between tool batches."""
+
+
+@hookspec
+def attempt_recorded(session: Session, attempt: Attempt) -> None:
+    """An attempt against the current goal was recorded (collected): convergence monitoring,
+    cognitive weight of the items in context."""
+
+
+@hookspec
+def turn_end(session: Session, final_message: Message | None) -> None:
+    """The agent finished answering a user message (collected); everything is persisted."""
