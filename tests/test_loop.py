@@ -185,14 +185,6 @@ def test_halt_requested_by_a_plugin_ends_the_run_with_the_reason(make_veil):
 def test_eviction_replaces_content_by_a_pointer_and_keeps_the_call(make_veil, project):
     (project / "big.txt").write_text("SECRET-CONTENT\n" * 50)
 
-    class Capture:
-        @hookimpl
-        def capture(self, session, event):
-            from veil.core.types import ContextItem
-
-            if event.phase == "tool_result":
-                return [ContextItem(content=event.message["content"], kind="episodic")]
-
     class EvictAll:
         @hookimpl
         def score(self, session, items, task_tags, now):
@@ -200,11 +192,12 @@ def test_eviction_replaces_content_by_a_pointer_and_keeps_the_call(make_veil, pr
 
         @hookimpl
         def evict(self, session, items, scores, budget_tokens, used_tokens):
-            return EvictionPlan(to_warm=[i.id for i in items], reasons={i.id: "test" for i in items})
+            ids = [i.id for i in items if i.source == "tool_result"]
+            return EvictionPlan(to_warm=ids, reasons={i: "test" for i in ids})
 
     veil = make_veil(
         [{"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}, "id": "r1"}]}, "done"],
-        plugins=[("cap", Capture()), ("ev", EvictAll())],
+        plugins=[("ev", EvictAll())],
     )
     session = veil.new_session()
     veil.run_turn(session, "read it")
@@ -218,7 +211,7 @@ def test_eviction_replaces_content_by_a_pointer_and_keeps_the_call(make_veil, pr
     assert "SECRET-CONTENT" in session.messages[2]["content"]
     events = veil.store.events(session.id, ("evict",))
     assert len(events) == 1 and events[0]["tool_call_id"] == "r1"
-    assert veil.store.tier_counts(session.id) == {"live": 0, "warm": 1, "cold": 0}
+    assert veil.store.tier_counts(session.id) == {"live": 3, "warm": 1, "cold": 0}
     # a resumed session still sends the stub
     assert veil.load_session(session.id).stubs.keys() == {2}
 

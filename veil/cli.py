@@ -207,6 +207,33 @@ def sessions_cmd(state: VeilContext, as_json: bool, limit: int) -> None:
                    f"{(r['title'] or '')[:60]}{closed}")
 
 
+@cli.command("replay")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--budget", default=8000, show_default=True, type=click.IntRange(min=1),
+              help="Prompt budget in tokens (cl100k_base).")
+@click.option("--compaction", type=click.Choice(["none", "masking", "full", "both"]),
+              default=None, help="Compaction during the replay (default: what settings say).")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON result only.")
+@click.pass_obj
+def replay_cmd(state: VeilContext, files: tuple[str, ...], budget: int, compaction: str | None,
+               as_json: bool) -> None:
+    """Replay recorded agent sessions (mini-swe-agent, SWE-agent, OpenHands) through veil and
+    three baselines; report prompt tokens, peaks, references, misses and evictions."""
+    from veil.core.replay.report import run_replay
+
+    try:
+        result = run_replay(list(files), budget, project_dir=state.project, compaction=compaction,
+                            disable=tuple(state.disabled), progress=not as_json)
+    except VeilError as exc:
+        raise click.ClickException(exc.message) from exc
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        from veil.core.replay.report import render_table
+
+        click.echo(render_table(result))
+
+
 def build_cli(argv: list[str] | None = None) -> click.Group:
     """Return the ``veil`` group with plugin commands added (plugins chosen from ``argv``)."""
     argv = sys.argv[1:] if argv is None else argv

@@ -222,5 +222,11 @@ def attempt_recorded(session: Session, attempt: Attempt) -> None:
 
 
 @hookspec
+def replay_report(session: Session) -> dict[str, Any] | None:
+    """Add keys to one file's entry in ``veil replay``'s result (collected), e.g.
+    ``{"convergence": {"fingerprints": 3, "levels": [...]}}``; ``session`` is the replayed one."""
+
+
+@hookspec
 def turn_end(session: Session, final_message: Message | None) -> None:
     """The agent finished answering a user message (collected); everything is persisted."""

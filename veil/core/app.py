@@ -64,6 +64,7 @@ class Veil:
         self.store = Store(db_path)
         self.tools: dict[str, Tool] = self._collect_tools()
         self._session_locks: dict[str, threading.Lock] = {}
+        self._beliefs: Any = None
 
     # -- set-up -----------------------------------------------------------------------------
 
@@ -92,6 +93,15 @@ class Veil:
 
                     self._llm = LLM(self.config)
         return self._llm
+
+    @property
+    def beliefs(self) -> Any:
+        """The :class:`~veil.core.beliefs.BeliefStore` over this project's event log."""
+        if self._beliefs is None:
+            from veil.core.beliefs import BeliefStore
+
+            self._beliefs = BeliefStore(self.store)
+        return self._beliefs
 
     @property
     def context_layer_on(self) -> bool:

@@ -60,7 +60,9 @@ def system_sections(session: Session) -> list[PromptSection]:
     loop = session.config.settings.loop
     base = session.snapshot.get("systemPrompt") or loop.system_prompt or BASE_PROMPT
     date = _dt.datetime.now(_dt.timezone.utc).date().isoformat()
-    sections = [PromptSection("base", base.format(cwd=session.cwd, date=date), order=0)]
+    # plain replacement, not str.format: a user's prompt may hold braces of its own
+    text = base.replace("{cwd}", str(session.cwd)).replace("{date}", date)
+    sections = [PromptSection("base", text, order=0)]
     for result in session.veil.pm.hook.system_prompt_sections(session=session):
         if result is None:
             continue

@@ -39,8 +39,8 @@ def find_item(session: Session, item_id: str) -> ContextItem:
     return item
 
 
-def _log(session: Session, kind: str, item: ContextItem, **payload: Any) -> None:
-    session.veil.store.log_event(kind, {"item": item.id, **payload}, session_id=session.id,
+def _log(session: Session, event_kind: str, item: ContextItem, **payload: Any) -> None:
+    session.veil.store.log_event(event_kind, {"item": item.id, **payload}, session_id=session.id,
                                  step=session.step, tool_call_id=item.tool_call_id,
                                  ts=session.clock())
 

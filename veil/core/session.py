@@ -58,6 +58,9 @@ class Session:
         self._halt_reason: str | None = None
         self.last_prompt_tokens: int = 0
         self.clock_override: float | None = None
+        # prompt-size accounting; replay sets both off to match its content-only measure
+        self.message_overhead_tokens = 4
+        self.count_tool_arguments = True
         self._token_cache: dict[tuple[str, str], int] = {}
         # message index -> pointer stub, for items that left the prompt
         self.stubs: dict[int, str] = {}
@@ -158,13 +161,14 @@ class Session:
         return self.clock_override if self.clock_override is not None else time.time()
 
     def count_tokens(self, messages: list[Message]) -> int:
-        """Prompt tokens of ``messages`` with the main model's tokenizer (content only, cached
-        per message text; a small per-message overhead of 4 tokens is added)."""
+        """Prompt tokens of ``messages`` with the main model's tokenizer, cached per message text:
+        content plus tool-call names and arguments (``count_tool_arguments``), plus
+        ``message_overhead_tokens`` (4) per message."""
         model = self.veil.llm.model_for("main", self.model)
         total = 0
         for msg in messages:
             text = msg.get("content") or ""
-            if msg.get("tool_calls"):
+            if msg.get("tool_calls") and self.count_tool_arguments:
                 text += "".join(
                     tc["function"]["name"] + tc["function"].get("arguments", "")
                     for tc in msg["tool_calls"]
@@ -172,7 +176,7 @@ class Session:
             key = (model.name, text)
             if key not in self._token_cache:
                 self._token_cache[key] = model.count_tokens(text) if text else 0
-            total += self._token_cache[key] + 4
+            total += self._token_cache[key] + self.message_overhead_tokens
         return total
 
     def _stub_item(self, item: ContextItem) -> None:

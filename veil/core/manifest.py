@@ -1,0 +1,86 @@
+"""The manifest: a short, bounded system-prompt section saying what context is loaded and what
+is stored outside the prompt (seed 002: "a manifest of what is currently loaded gets appended to
+the system prompt"). It is capped at ``MANIFEST_SHARE`` (5%, DESIGN.md "Measures") of the token
+budget: lines are added most useful first until the cap would be crossed."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from veil.core.types import ContextItem, PromptSection
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.session import Session
+
+MANIFEST_SHARE = 0.05
+MANIFEST_ORDER = 900
+MAX_LISTED = 12
+
+
+def _label(item: ContextItem) -> str:
+    first = " ".join(item.content.split())[:60]
+    where = f" {item.targets[0]}" if item.targets else ""
+    return f"{item.id} {item.kind}{where}: {first}"
+
+
+def build_manifest(session: Session, live: list[ContextItem], counts: dict[str, int],
+                   budget_tokens: int, count_tokens) -> str:
+    """Render the manifest text within ``MANIFEST_SHARE`` x ``budget_tokens`` tokens.
+
+    Args:
+        live: the live items; counts: ``{"warm": n, "cold": n}`` for the session;
+        count_tokens: ``str -> int`` with the model's tokenizer.
+
+    Returns:
+        Markdown text; always at least the one-line summary (its cost is counted by the caller).
+    """
+    cap = max(40, int(budget_tokens * MANIFEST_SHARE))
+    total = sum(i.tokens for i in live)
+    kinds = Counter(i.kind for i in live)
+    kinds_text = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+    lines = [
+        "## Context manifest",
+        f"Loaded: {len(live)} items, {total} tokens ({kinds_text or 'none'}). "
+        f"Stored outside the prompt: {counts.get('warm', 0)} warm, {counts.get('cold', 0)} cold.",
+    ]
+    if counts.get("warm", 0) or counts.get("cold", 0):
+        lines.append("Evicted content appears as [evicted to …] pointers: veil_hydrate(pointer) "
+                     "loads one back, veil_recall(query) searches what is stored.")
+    text = "\n".join(lines)
+    pinned = [i for i in live if i.pinned]
+    by_hand = [i for i in live if i.loaded_by_hand and not i.pinned]
+    listed = 0
+    for title, group in (("Pinned", pinned), ("Loaded by hand", by_hand)):
+        for item in group:
+            if listed >= MAX_LISTED:
+                break
+            line = f"- {title.lower()}: {_label(item)}"
+            if count_tokens(text + "\n" + line) > cap:
+                return text
+            text += "\n" + line
+            listed += 1
+    return text
+
+
+def manifest_section(session: Session) -> PromptSection | None:
+    """The manifest section for ``session`` (None when the context layer is off)."""
+    if not session.veil.context_layer_on:
+        return None
+    model = session.veil.llm.model_for("main", session.model)
+    counts = session.veil.store.tier_counts(session.id)
+    budget = session.config.settings.context.budget_tokens or session.context_window
+    text = build_manifest(session, list(session.live_items), counts, budget, model.count_tokens)
+    return PromptSection("manifest", text, order=MANIFEST_ORDER)
+
+
+def conflicts_section(session: Session) -> PromptSection | None:
+    """Open belief conflicts for the model to settle (None when there are none)."""
+    conflicts = session.veil.beliefs.open_conflicts()
+    if not conflicts:
+        return None
+    lines = ["## Conflicting beliefs (settle with veil_conflicts / veil_resolve_conflict)"]
+    for c in conflicts[:5]:
+        values = "; ".join(f"{b['id']}: {b['statement']}" for b in c["beliefs"][:4])
+        lines.append(f"- {c['id']}: {values}")
+    return PromptSection("conflicts", "\n".join(lines), order=850)

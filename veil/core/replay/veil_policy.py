@@ -1,0 +1,216 @@
+"""veil as a replay policy: recorded sessions fed step by step through a real veil session.
+
+The recorded assistant messages stand in for the model and the recorded observations for the
+tools; everything else is veil's own machinery, unchanged: ``capture``, ``score``, ``evict``
+(tiers, pointer stubs), the manifest and system sections, observation masking and compaction
+as configured (``--compaction``). The prompt for step t is what :func:`build_prompt` returns
+after steps 0..t-1 were ingested, so it cannot depend on later messages.
+
+Token accounting matches DESIGN.md "Measures": cl100k_base over message contents, no
+per-message overhead, tool schemas and tool-call arguments not counted (the command text is in
+the assistant content already). The window veil manages is the budget itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from veil.core.context import build_prompt
+from veil.core.llm import LLM, Completion
+from veil.core.loop import capture
+from veil.core.replay.formats import Trajectory
+from veil.core.replay.measures import SEPARATOR, identifier_tokens
+from veil.core.tokens import cl100k_count
+from veil.core.types import CaptureEvent, ToolResult
+
+CompactionMode = Literal["none", "masking", "full", "both"]
+STEP_SECONDS = 30.0  # DESIGN.md: 30 s per step when a format records no time
+REPLAY_EPOCH = 1_700_000_000.0
+_STUB = re.compile(r"^\[evicted to (warm|cold): item_")
+_EXIT_CODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+
+
+class ReplayModel:
+    """The ChatModel of a replay: counts cl100k_base tokens; as a summariser (full compaction)
+    it answers with a deterministic extractive summary, since no model runs during a replay.
+
+    Args:
+        budget: the context window it reports, in tokens.
+    """
+
+    name = "replay-cl100k"
+    provider = "replay"
+
+    def __init__(self, budget: int) -> None:
+        self.context_window = budget
+        self.calls = 0
+
+    def count_tokens(self, messages: list[dict] | str) -> int:
+        """cl100k_base tokens of a text, or of the contents of messages."""
+        if isinstance(messages, str):
+            return cl100k_count(messages)
+        return sum(cl100k_count(m.get("content") or "") for m in messages)
+
+    def complete(self, messages: list[dict], tools: Any = None,
+                 on_token: Callable[[str], None] | None = None) -> Completion:
+        """An extractive summary: the identifiers the messages mention, newest first, within
+        ~300 tokens (a stand-in summariser so compaction can be measured offline)."""
+        self.calls += 1
+        seen: dict[str, None] = {}
+        for m in reversed(messages):
+            for tok in sorted(identifier_tokens(m.get("content") or "")):
+                seen.setdefault(tok, None)
+        text, out = "Earlier steps mentioned: ", []
+        for tok in seen:
+            if cl100k_count(text + " ".join(out + [tok])) > 300:
+                break
+            out.append(tok)
+        content = text + " ".join(out)
+        return Completion(message={"role": "assistant", "content": content},
+                          usage={"prompt_tokens": self.count_tokens(messages),
+                                 "completion_tokens": cl100k_count(content)},
+                          model=self.name, provider=self.provider)
+
+
+def _outcome(observation: str) -> str | None:
+    m = _EXIT_CODE.search(observation[:200])
+    if m:
+        return "pass" if m.group(1) == "0" else "fail"
+    return None
+
+
+class VeilReplayPolicy:
+    """The ``veil`` policy of :func:`veil.core.replay.runner.replay`.
+
+    Args:
+        traj: the trajectory (one policy per trajectory).
+        budget: the token budget (cl100k_base); veil manages a window of exactly this size.
+        project_dir: the project whose settings and plugins are used (default: current dir).
+        compaction: ``none`` (no masking, no full compaction), ``masking``, ``full`` or ``both``;
+            None keeps what the settings say.
+        disable: plugins to block for the replay.
+
+    Attributes:
+        evictions: items evicted so far. over_budget: ``[(step, tokens, reason)]`` of steps whose
+            prompt exceeded the budget.
+    """
+
+    name = "veil"
+
+    def __init__(self, traj: Trajectory, budget: int, *, project_dir: str | Path | None = None,
+                 compaction: CompactionMode | None = None, disable: tuple[str, ...] = ()) -> None:
+        from veil.core.app import open_veil
+        from veil.core.settings import load_config
+
+        config = load_config(project_dir)
+        settings = config.settings
+        settings.loop.completion_reserve = 0
+        settings.context.budget_tokens = None
+        if traj.system:
+            settings.loop.system_prompt = traj.system
+        if compaction is not None:
+            masking = compaction in ("masking", "both")
+            settings.compaction.observation_masking_turns = 10 if masking else 0
+            self._full = compaction in ("full", "both")
+        else:
+            self._full = True
+        if not self._full:
+            settings.compaction.threshold = 1.0  # never reached below: see prompt_for_step
+        self.model = ReplayModel(budget)
+        self.veil = open_veil(config.project_dir, config=config, disable=disable,
+                              llm=LLM(config, models={"main": self.model, "compact": self.model}),
+                              db_path=":memory:")
+        self.session = self.veil.new_session()
+        if not self._full:
+            self.session.snapshot.setdefault("defaultCompaction", {})["enabled"] = False
+        self.session.message_overhead_tokens = 0
+        self.session.count_tool_arguments = False
+        self.budget = budget
+        self.ingested = 0
+        self.over_budget: list[tuple[int, int, str]] = []
+        self._start = next((s.timestamp for s in traj.steps if s.timestamp is not None), None)
+        self._task_sent = False
+        self.traj = traj
+
+    @property
+    def evictions(self) -> int:
+        """Items evicted so far in this trajectory (from the event log)."""
+        return len(self.veil.store.events(self.session.id, ("evict",)))
+
+    def _time(self, t: int) -> float:
+        step = self.traj.steps[t] if t < len(self.traj.steps) else None
+        if step is not None and step.timestamp is not None:
+            return step.timestamp
+        base = self._start if self._start is not None else REPLAY_EPOCH
+        return base + STEP_SECONDS * t
+
+    def _ingest(self, t: int) -> None:
+        """Feed recorded step ``t`` (its assistant message and observation) through capture."""
+        session, step = self.session, self.traj.steps[t]
+        session.step = t + 1
+        session.clock_override = self._time(t)
+        msg: dict[str, Any] = {"role": "assistant", "content": step.assistant}
+        call_id = f"call_{t}"
+        if step.observation is not None:
+            msg["tool_calls"] = [{"id": call_id, "type": "function", "function": {
+                "name": "bash", "arguments": json.dumps({"command": step.action})}}]
+        idx = session.append(msg)
+        capture(session, CaptureEvent("assistant", msg, session.step, message_index=idx))
+        if step.observation is None:
+            return
+        args = {"command": step.action}
+        capture(session, CaptureEvent("tool_call", msg, session.step, tool_name="bash",
+                                      tool_call_id=call_id, arguments=args))
+        tool_msg = {"role": "tool", "tool_call_id": call_id, "content": step.observation}
+        idx = session.append(tool_msg)
+        result = ToolResult(step.observation, outcome=_outcome(step.observation))
+        capture(session, CaptureEvent("tool_result", tool_msg, session.step, message_index=idx,
+                                      tool_name="bash", tool_call_id=call_id, arguments=args,
+                                      result=result))
+        self.veil.pm.hook.after_iteration(session=session, iteration=t + 1)
+
+    def prompt_for_step(self, traj: Trajectory, t: int) -> tuple[list[dict[str, Any]], str]:
+        """The prompt veil would send for step ``t`` and the text references may match."""
+        session = self.session
+        if not self._task_sent:
+            session.clock_override = self._time(0)
+            from veil.core.tags import extract_tags
+
+            session.task_tags = frozenset(extract_tags(traj.task))
+            idx = session.append({"role": "user", "content": traj.task})
+            capture(session, CaptureEvent("user", session.messages[idx], 0, message_index=idx))
+            self._task_sent = True
+        while self.ingested < t:
+            self._ingest(self.ingested)
+            self.ingested += 1
+        session.step = t + 1
+        session.clock_override = self._time(t)
+        prompt = build_prompt(session)
+        messages = prompt.messages
+        tokens = self.model.count_tokens(messages)
+        if tokens > self.budget:
+            self.over_budget.append((t, tokens, "protected context alone exceeds the budget"))
+        kept = [s.text for s in prompt.sections if s.name != "manifest"]
+        kept += [m.get("content") or "" for m in messages[1:]
+                 if not _STUB.match(m.get("content") or "")]
+        return messages, SEPARATOR.join(kept)
+
+    def close(self) -> None:
+        """Release the in-memory store."""
+        self.veil.close()
+
+
+def veil_policy_factory(project_dir: str | Path | None = None,
+                        compaction: CompactionMode | None = None,
+                        disable: tuple[str, ...] = ()) -> Callable[[Trajectory, int], VeilReplayPolicy]:
+    """A factory for :func:`veil.core.replay.runner.replay`: one fresh veil session per file."""
+
+    def make(traj: Trajectory, budget: int) -> VeilReplayPolicy:
+        return VeilReplayPolicy(traj, budget, project_dir=project_dir, compaction=compaction,
+                                disable=disable)
+
+    return make
