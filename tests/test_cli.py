@@ -78,7 +78,7 @@ def test_sessions_and_plugins_listing(project, scripted):
     assert len(listing) == 1 and listing[0]["title"] == "list me"
     info = json.loads(invoke(project, "plugins", "--json").stdout)
     core = next(p for p in info["plugins"] if p["name"] == "veil.core")
-    assert core["hooks"] == ["capture", "register_tools", "system_prompt_sections"]
+    assert core["hooks"] == ["capture", "recall", "register_tools", "system_prompt_sections"]
     assert set(info["tools"]) >= {"read", "write", "edit", "bash", "grep", "ls"}
 
 

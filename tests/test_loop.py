@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from veil.core.context import pairing_problems, repair_pairing
 from veil.core.types import EvictionPlan, PromptSection, Tool, ToolResult
@@ -205,7 +206,7 @@ def test_eviction_replaces_content_by_a_pointer_and_keeps_the_call(make_veil, pr
     tool_msgs = [m for m in sent if m["role"] == "tool"]
     assert len(tool_msgs) == 1 and tool_msgs[0]["tool_call_id"] == "r1"
     assert len(tool_msgs[0]["content"]) < 400  # a stub, not the 750-character result
-    assert tool_msgs[0]["content"].startswith("[evicted to warm: item_")
+    assert re.fullmatch(r"\[evicted \d+ tokens: veil_hydrate item_[0-9a-f]{12}\]", tool_msgs[0]["content"])
     assert "veil_hydrate" in tool_msgs[0]["content"]
     # stored history is untouched and the event log recorded the eviction
     assert "SECRET-CONTENT" in session.messages[2]["content"]

@@ -6,6 +6,7 @@ Front ends (REPL, ``veil -p``, HTTP) call this object, never a plugin directly.
 from __future__ import annotations
 
 import threading
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,8 @@ class Veil:
         self.tools: dict[str, Tool] = self._collect_tools()
         self._session_locks: dict[str, threading.Lock] = {}
         self._beliefs: Any = None
+        # sessions front ends hold open, so core operations (compact) act on the same object
+        self._live: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
 
     # -- set-up -----------------------------------------------------------------------------
 
@@ -104,6 +107,17 @@ class Veil:
         return self._beliefs
 
     @property
+    def tiers(self) -> Any:
+        """The warm and cold tiers with hybrid recall (:class:`veil.core.tiers.Tiers`), created
+        on first use (no embedding model is loaded until a search needs one)."""
+        with self._llm_lock:
+            if getattr(self, "_tiers", None) is None:
+                from veil.core.tiers import Tiers
+
+                self._tiers = Tiers(self)
+        return self._tiers
+
+    @property
     def context_layer_on(self) -> bool:
         """Whether a scorer and an eviction policy are loaded (else nothing is evicted)."""
         return plugin_mod.has_impl(self.pm, "score") and plugin_mod.has_impl(self.pm, "evict")
@@ -131,6 +145,7 @@ class Veil:
         snapshot["memory"] = self.config.memory_for(agent).model_dump(mode="json", by_alias=True)
         row = self.store.create_session(new_id("sess"), agent, model or agent_cfg.model, snapshot)
         session = Session(self, row, resumed=False)
+        self._live[session.id] = session
         self.pm.hook.session_start(session=session)
         return session
 
@@ -139,8 +154,18 @@ class Veil:
         from veil.core.session import Session
 
         session = Session(self, self.store.get_session(session_id), resumed=True)
+        self._live[session.id] = session
         self.pm.hook.session_start(session=session)
         return session
+
+    def live_session(self, session_id: str) -> Session:
+        """The session object a front end already holds for ``session_id``, else a fresh load.
+
+        Raises:
+            SessionNotFound: no such session.
+        """
+        session = self._live.get(session_id)
+        return session if session is not None else self.load_session(session_id)
 
     def last_session_id(self) -> str | None:
         """Id of the most recently updated open session, or None."""
@@ -184,10 +209,7 @@ class Veil:
             SessionNotFound, SessionClosed, CompactionDisabled (seed 000's error codes);
             NotAvailable: no plugin implements ``compact``.
         """
-        try:
-            session = self.load_session(session_id)
-        except SessionNotFound:
-            raise
+        session = self.live_session(session_id)
         session.ensure_open()
         if not session.snapshot.get("defaultCompaction", {}).get("enabled", True):
             raise CompactionDisabled(f"defaultCompaction is disabled for agent {session.agent!r}")

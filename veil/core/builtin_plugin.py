@@ -41,3 +41,13 @@ def system_prompt_sections(session: Any) -> list:
     from veil.core.manifest import conflicts_section, manifest_section
 
     return [s for s in (manifest_section(session), conflicts_section(session)) if s is not None]
+
+
+@hookimpl
+def recall(session: Any, query: str, limit: int, tags: list[str] | None) -> list | None:
+    """Hybrid (vector + keyword) search over this project's warm and cold items, every session
+    (:meth:`veil.core.tiers.Tiers.search`); hits have source ``"warm"`` or ``"cold"``. Without a
+    session there is no project to search here, so it answers nothing."""
+    if session is None:
+        return None
+    return session.veil.tiers.search(query, limit, tags, None)

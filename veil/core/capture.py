@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from veil.core.context_ops import touch_related
 from veil.core.tags import extract_tags, extract_targets
 from veil.core.types import CaptureEvent, ContextItem
 
@@ -72,9 +73,12 @@ def capture_event(session: Session, event: CaptureEvent) -> list[ContextItem]:
         if not rendered.strip():
             return []
         kind = assistant_kind(text, names)
-        return [ContextItem(content=rendered, kind=kind, source="assistant",
-                            tags=extract_tags(rendered), targets=extract_targets(rendered),
-                            stability=getattr(stab, kind, stab.episodic))]
+        tags = extract_tags(rendered)
+        targets = extract_targets(rendered)
+        session.note_turn(tags)
+        touch_related(session, targets)
+        return [ContextItem(content=rendered, kind=kind, source="assistant", tags=tags,
+                            targets=targets, stability=getattr(stab, kind, stab.episodic))]
     if event.phase == "tool_result":
         text = msg.get("content") or ""
         args = event.arguments or {}

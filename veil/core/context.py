@@ -42,17 +42,18 @@ class Prompt:
     notes: list[str] = field(default_factory=list)
 
 
-def pointer_stub(item: ContextItem, preview_chars: int = 160) -> str:
-    """The short stub that stands for an evicted item in the prompt (id + preview + how to load).
+def pointer_stub(item: ContextItem, preview_chars: int = 48) -> str:
+    """The short stub that stands for an evicted item in the prompt (~15-30 tokens).
 
-    Example: ``[evicted to warm: item_ab12… "def parse(...": call veil_hydrate(pointer="item_ab12")]``.
+    A tool result's call stays visible next to it, so its stub holds only the id and size; an
+    evicted turn keeps a short preview. Examples: ``[evicted 812 tokens: veil_hydrate
+    item_ab12cd34ef56]``, ``[evicted turn "I will patch parse()…": veil_hydrate item_…]``.
     """
+    if item.source == "tool_result":
+        return f"[evicted {item.tokens} tokens: veil_hydrate {item.id}]"
     preview = " ".join(item.content.split())[:preview_chars]
     more = "…" if len(item.content) > preview_chars else ""
-    return (
-        f'[evicted to {item.tier}: {item.id} ({item.tokens} tokens) "{preview}{more}" '
-        f'— call veil_hydrate(pointer="{item.id}") to load it back]'
-    )
+    return f'[evicted turn "{preview}{more}": veil_hydrate {item.id}]'
 
 
 def system_sections(session: Session) -> list[PromptSection]:
@@ -79,14 +80,17 @@ def kept_messages(session: Session) -> list[Message]:
     A tool message whose result item was evicted keeps its ``tool_call_id`` (the call and its
     result stay paired); only its content becomes the pointer stub.
     """
+    return repair_pairing(_stubbed(session)[1])
+
+
+def _stubbed(session: Session) -> tuple[list[int], list[Message]]:
     stubs = session.stubs
-    out: list[Message] = []
-    for idx in range(session.compact_size, len(session.messages)):
-        msg = session.messages[idx]
-        if idx in stubs:
-            msg = {**msg, "content": stubs[idx]}
-        out.append(msg)
-    return repair_pairing(out)
+    idxs = list(range(session.compact_size, len(session.messages)))
+    msgs = [
+        {**session.messages[i], "content": stubs[i]} if i in stubs else session.messages[i]
+        for i in idxs
+    ]
+    return idxs, msgs
 
 
 def repair_pairing(messages: list[Message]) -> list[Message]:
@@ -159,7 +163,57 @@ def _message_tokens(session: Session, messages: list[Message]) -> int:
     return session.count_tokens(messages)
 
 
-def manage_pressure(session: Session, budget_tokens: int) -> list[str]:
+MASK_TEXT = "[observation masked]"
+MAX_EVICTION_ROUNDS = 3
+
+
+def _masked(session: Session) -> list[Message]:
+    """Kept messages after the ``compact`` hook's observation masking. Items whose tool result
+    the masking hides leave the live set for the warm tier (reason ``masked``): what the model
+    sees of them is the mask, so eviction must not count them again."""
+    idxs, msgs = _stubbed(session)
+    result = session.veil.pm.hook.compact(
+        session=session, request=CompactRequest("masking", list(msgs))
+    )
+    if result is None or result.messages is None or len(result.messages) != len(msgs):
+        return repair_pairing(msgs)
+    masked = result.messages
+    hidden = {
+        idx
+        for idx, before, after in zip(idxs, msgs, masked)
+        if after.get("content") == MASK_TEXT and before.get("content") != MASK_TEXT
+    }
+    if hidden:
+        session.mask_items(hidden)
+    return repair_pairing(_collapse(session, idxs, masked))
+
+
+def _collapse(session: Session, idxs: list[int], messages: list[Message]) -> list[Message]:
+    """Drop whole steps that left the prompt: an assistant turn that was evicted together with
+    every result of its tool calls (evicted or masked) is not sent at all, call and results
+    alike, so stubs do not pile up (each would cost ~15 tokens forever). The manifest counts
+    them; ``veil_recall`` / ``veil_history`` find them; nothing leaves the store."""
+    stubs = session.stubs
+    out: list[Message] = []
+    collapsed = 0
+    i, n = 0, len(messages)
+    while i < n:
+        msg, idx = messages[i], idxs[i]
+        j = i + 1
+        while j < n and messages[j].get("role") == "tool":
+            j += 1
+        if msg.get("role") == "assistant" and idx in stubs and all(
+            idxs[k] in stubs or messages[k].get("content") == MASK_TEXT for k in range(i + 1, j)
+        ):
+            collapsed += 1
+        else:
+            out.extend(messages[i:j])
+        i = j
+    session.collapsed_steps = collapsed
+    return out
+
+
+def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> list[str]:
     """Score live items and apply the eviction plan (``score`` then ``evict`` hooks).
 
     Does nothing when the context layer is off (no scorer or no eviction policy loaded).
@@ -174,13 +228,12 @@ def manage_pressure(session: Session, budget_tokens: int) -> list[str]:
     )
     if scores is None:
         return []
-    used = _message_tokens(session, kept_messages(session))
     plan = veil.pm.hook.evict(
         session=session,
         items=session.live_items,
         scores=scores,
         budget_tokens=budget_tokens,
-        used_tokens=used,
+        used_tokens=used_tokens,
     )
     if plan is None or not (plan.to_warm or plan.to_cold):
         return list(plan.report) if plan else []
@@ -188,7 +241,13 @@ def manage_pressure(session: Session, budget_tokens: int) -> list[str]:
 
 
 def build_prompt(session: Session) -> Prompt:
-    """Run the per-iteration context management and return the prompt to send."""
+    """Run the per-iteration context management and return the prompt to send.
+
+    Order (DESIGN.md): observation masking, then eviction under pressure (repeated, at most
+    :data:`MAX_EVICTION_ROUNDS` times, while the kept messages still exceed the budget and the
+    policy still finds something to move), then full compaction if the prompt exceeds
+    ``compaction.threshold`` x the window.
+    """
     veil = session.veil
     settings = session.config.settings
     window = session.context_window
@@ -201,16 +260,20 @@ def build_prompt(session: Session) -> Prompt:
     if session.compact_summary:
         summary_msgs = [{"role": "system", "content": SUMMARY_PREFIX + session.compact_summary}]
     fixed_tokens = _message_tokens(session, [system_msg, *summary_msgs])
-    budget = settings.context.budget_tokens or max(
-        256, window - settings.loop.completion_reserve - fixed_tokens
-    )
+    budget = max(256, window - settings.loop.completion_reserve - fixed_tokens)
+    if settings.context.budget_tokens:
+        budget = min(budget, settings.context.budget_tokens)
 
-    notes += manage_pressure(session, budget)
-    messages = kept_messages(session)
-
-    masked = veil.pm.hook.compact(session=session, request=CompactRequest("masking", messages))
-    if masked is not None and masked.messages is not None:
-        messages = masked.messages
+    messages = _masked(session)
+    for _ in range(MAX_EVICTION_ROUNDS):
+        used = _message_tokens(session, messages)
+        moved = manage_pressure(session, budget, used)
+        notes += moved
+        if not moved or not any(n.startswith("evicted") for n in moved):
+            break
+        messages = _masked(session)
+        if _message_tokens(session, messages) <= budget:
+            break
 
     total = fixed_tokens + _message_tokens(session, messages)
     if total > settings.compaction.threshold * window and not session.state.get(

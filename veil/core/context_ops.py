@@ -72,6 +72,23 @@ def _make_live(session: Session, item: ContextItem) -> None:
     session.live_items.invalidate()
 
 
+def touch_related(session: Session, targets: list[str]) -> int:
+    """A turn that names files or symbols uses the live items pointing at them: each such item
+    counts an access (FSRS review, grade Good), which keeps what the agent works on from
+    decaying. Returns how many items were touched."""
+    wanted = set(targets)
+    if not wanted:
+        return 0
+    touched = 0
+    for item in session.live_items:
+        if item.targets and not wanted.isdisjoint(item.targets):
+            _accessed(session, item, GRADE_GOOD, "live")
+            touched += 1
+    if touched:
+        session.live_items.invalidate()
+    return touched
+
+
 def hydrate(session: Session, pointer: str) -> ContextItem:
     """Follow a pointer: bring the item back into the prompt (FSRS recall, grade Good).
 

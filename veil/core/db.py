@@ -90,6 +90,37 @@ MIGRATIONS: list[str] = [
         seconds REAL
     );
     """,
+    # Warm and cold tiers with recall (veil/core/tiers.py, veil/core/embedder.py).
+    """
+    CREATE TABLE embeddings (
+        key TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        dim INTEGER NOT NULL,
+        vector BLOB NOT NULL
+    );
+    CREATE TABLE recall_index (
+        row INTEGER PRIMARY KEY,
+        item_id TEXT NOT NULL UNIQUE REFERENCES items(id) ON DELETE CASCADE,
+        session_id TEXT,
+        seq INTEGER NOT NULL,
+        tier TEXT NOT NULL,
+        tags TEXT NOT NULL DEFAULT '[]',
+        embed_key TEXT,
+        forgotten INTEGER NOT NULL DEFAULT 0,
+        rev INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX recall_index_rev ON recall_index(rev);
+    CREATE INDEX recall_index_session ON recall_index(session_id, seq);
+    CREATE VIRTUAL TABLE recall_fts USING fts5(
+        content, meta, content='', contentless_delete=1, tokenize='porter unicode61'
+    );
+    CREATE TABLE cold_content (
+        item_id TEXT PRIMARY KEY REFERENCES items(id) ON DELETE CASCADE,
+        zcontent BLOB NOT NULL,
+        sha256 TEXT NOT NULL,
+        chars INTEGER NOT NULL
+    );
+    """,
 ]
 
 

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from veil.core.context import build_prompt
 from veil.core.errors import BadRequest
-from veil.core.tags import extract_tags
 from veil.core.types import CaptureEvent, ContextItem, Message, ToolContext, ToolResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -110,7 +109,7 @@ def run_turn(
     if session.title is None:
         session.title = " ".join(text.split())[:80]
         veil.store.update_session(session.id, title=session.title)
-    session.task_tags = frozenset(extract_tags(text))
+    session.set_task(text)
     user_msg: Message = {"role": "user", "content": text}
     idx = session.append(user_msg)
     capture(session, CaptureEvent("user", user_msg, session.step, message_index=idx))

@@ -45,8 +45,10 @@ def build_manifest(session: Session, live: list[ContextItem], counts: dict[str, 
         f"Stored outside the prompt: {counts.get('warm', 0)} warm, {counts.get('cold', 0)} cold.",
     ]
     if counts.get("warm", 0) or counts.get("cold", 0):
-        lines.append("Evicted content appears as [evicted to …] pointers: veil_hydrate(pointer) "
-                     "loads one back, veil_recall(query) searches what is stored.")
+        collapsed = getattr(session, "collapsed_steps", 0)
+        gone = f" {collapsed} earlier steps left whole (turn and results)." if collapsed else ""
+        lines.append("Evicted content appears as [evicted …] stubs: veil_hydrate(id) loads one "
+                     f"back; veil_recall(query) and veil_history(query) search the rest.{gone}")
     text = "\n".join(lines)
     pinned = [i for i in live if i.pinned]
     by_hand = [i for i in live if i.loaded_by_hand and not i.pinned]

@@ -55,8 +55,11 @@ class Session:
         self.step: int = max(self.message_steps, default=0)
         self.live_items = ItemBatch(veil.store.items(self.id, ("live",)) if resumed else [])
         self.task_tags: frozenset[str] = frozenset()
+        self._task_base: frozenset[str] = frozenset()
+        self._recent_turn_tags: list[frozenset[str]] = []
         self._halt_reason: str | None = None
         self.last_prompt_tokens: int = 0
+        self.collapsed_steps: int = 0  # steps whose turn and results all left the prompt
         self.clock_override: float | None = None
         # prompt-size accounting; replay sets both off to match its content-only measure
         self.message_overhead_tokens = 4
@@ -185,6 +188,44 @@ class Session:
         if item.message_index is not None and item.source in ("tool_result", "user", "assistant"):
             self.stubs[item.message_index] = pointer_stub(item)
 
+    WORKING_SET_TURNS = 3
+
+    def set_task(self, text: str) -> None:
+        """A user message sets the task: its tags become the base of ``task_tags``."""
+        from veil.core.tags import extract_tags
+
+        self._task_base = frozenset(extract_tags(text))
+        self._recent_turn_tags = []
+        self.task_tags = self._task_base
+
+    def note_turn(self, tags: list[str]) -> None:
+        """An assistant turn joins the working set: ``task_tags`` = the task's tags plus those of
+        the last :attr:`WORKING_SET_TURNS` (3) turns, so relevance follows what the agent is
+        doing now, not only what it was asked at the start."""
+        self._recent_turn_tags = [*self._recent_turn_tags, frozenset(tags)][-self.WORKING_SET_TURNS:]
+        self.task_tags = self._task_base.union(*self._recent_turn_tags)
+
+    def mask_items(self, message_indices: set[int]) -> None:
+        """Live items whose messages observation masking now hides leave for the warm tier
+        (logged as ``mask`` events; no stub: the mask is what the model sees)."""
+        gone = [i for i in self.live_items if i.message_index in message_indices
+                and i.source == "tool_result" and not i.pinned]
+        if not gone:
+            return
+        with self.veil.store.transaction() as conn:
+            for item in gone:
+                conn.execute("UPDATE items SET tier = 'warm' WHERE id = ?", (item.id,))
+                conn.execute(
+                    "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
+                    " VALUES (?, ?, ?, ?, 'mask', ?)",
+                    (self.clock(), self.id, self.step, item.tool_call_id,
+                     json.dumps({"item": item.id, "tier": "warm", "reason": "masked"})),
+                )
+                item.tier = "warm"
+        ids = {i.id for i in gone}
+        self.live_items = ItemBatch(i for i in self.live_items if i.id not in ids)
+        self.veil.tiers.on_moved(gone, "warm")
+
     def apply_eviction(self, plan: Any) -> list[str]:
         """Move the items of an :class:`~veil.core.types.EvictionPlan` out of the prompt.
 
@@ -217,6 +258,8 @@ class Session:
         for item, tier in moved:
             item.tier = tier
             self._stub_item(item)
+        for tier in ("warm", "cold"):  # index / compress; embedding waits for the next search
+            self.veil.tiers.on_moved([item for item, t in moved if t == tier], tier)
         self.live_items = ItemBatch(i for i in self.live_items if i.id not in gone)
         self.emit(
             "eviction",

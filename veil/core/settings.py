@@ -223,6 +223,9 @@ class ContextSettings(_Model):
 
     ``budget_tokens``: tokens the kept messages may take (None: the model's window minus the
     completion reserve and the system prompt). ``decay`` is FSRS-6's w20 (0.1542).
+    ``stale_recency``: eviction stage 1 takes single-use items whose retrievability fell below
+    it (0.9 = older than their own stability). ``pointer_tokens``: what the stub left for an
+    evicted item costs, in tokens (about 20 for veil's stubs), so eviction counts what it frees.
     """
 
     weights: ScoreWeights = Field(default_factory=ScoreWeights)
@@ -237,6 +240,8 @@ class ContextSettings(_Model):
     turn_weights: TurnWeights = Field(default_factory=TurnWeights)
     protected_turns: int = Field(default=12, ge=0)
     rescue_cosine: float = Field(default=0.7, ge=0, le=1)
+    stale_recency: float = Field(default=0.9, gt=0, le=1)
+    pointer_tokens: int = Field(default=20, ge=0)
     budget_tokens: int | None = Field(default=None, gt=0)
 
 

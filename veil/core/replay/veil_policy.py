@@ -178,9 +178,7 @@ class VeilReplayPolicy:
         session = self.session
         if not self._task_sent:
             session.clock_override = self._time(0)
-            from veil.core.tags import extract_tags
-
-            session.task_tags = frozenset(extract_tags(traj.task))
+            session.set_task(traj.task)
             idx = session.append({"role": "user", "content": traj.task})
             capture(session, CaptureEvent("user", session.messages[idx], 0, message_index=idx))
             self._task_sent = True

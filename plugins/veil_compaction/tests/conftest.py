@@ -1,0 +1,110 @@
+"""Fixtures for the compaction plugin's tests: an isolated project opened with this plugin and
+scripted models, and builders of synthetic histories."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import veil_compaction
+
+from veil.core.app import open_veil
+from veil.core.llm import LLM
+from veil.core.settings import load_config
+from veil.core.testing import ScriptedModel
+from veil.hookspecs import hookimpl
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No test reads the user's ~/.veil or inherits VEIL_* variables."""
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path_factory.mktemp("veil_home")))
+    for name in list(os.environ):
+        if name.startswith("VEIL_") and name != "VEIL_HOME":
+            monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """An empty project folder."""
+    root = tmp_path / "project"
+    root.mkdir()
+    return root
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+@pytest.fixture
+def open_project(project: Path):
+    """Factory: ``open_project(main=None, compact=None, settings=None, agent=None, plugins=(),
+    llm=None)`` opens an isolated Veil (no entry points) with this plugin and scripted models
+    (``main`` a ScriptedModel by default; ``compact`` unset = main answers the compact role)."""
+    opened = []
+
+    def factory(
+        main: Any = None,
+        compact: Any = None,
+        settings: dict | None = None,
+        agent: dict | None = None,
+        plugins: tuple = (),
+        llm: Any = None,
+        with_plugin: bool = True,
+    ):
+        if settings is not None:
+            write_json(project / ".veil" / "settings.json", settings)
+        if agent is not None:
+            write_json(project / ".veil" / "agents" / "default" / "agent.json", agent)
+        config = load_config(project)
+        if llm is None:
+            main = main if main is not None else ScriptedModel([])
+            models = {"main": main}
+            if compact is not None:
+                models["compact"] = compact
+            llm = LLM(config, models=models)
+        extra = (("veil_compaction", veil_compaction),) if with_plugin else ()
+        veil = open_veil(
+            project,
+            config=config,
+            llm=llm,
+            use_entry_points=False,
+            extra_plugins=(*extra, *plugins),
+        )
+        opened.append(veil)
+        return veil
+
+    yield factory
+    for veil in opened:
+        veil.close()
+
+
+class Events:
+    """A plugin recording render events (and before_compaction calls)."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+        self.extracted: list[list[dict]] = []
+
+    @hookimpl
+    def render(self, event: Any) -> None:
+        if event.kind != "token":
+            self.events.append(event)
+
+    @hookimpl
+    def before_compaction(self, session: Any, messages: list[dict]) -> None:
+        self.extracted.append([dict(m) for m in messages])
+
+    def of_kind(self, kind: str) -> list[Any]:
+        return [e for e in self.events if e.kind == kind]
+
+
+@pytest.fixture
+def events() -> Events:
+    return Events()

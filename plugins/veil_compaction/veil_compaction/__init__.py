@@ -1,0 +1,71 @@
+"""veil's compaction plugin (seed 000 "Context Compaction" and "Default Compaction").
+
+Hooks implemented:
+
+- ``compact``: mode ``masking`` (observation masking), ``full`` (automatic full compaction at
+  ``compaction.threshold``), ``default`` (defaultCompaction, manual through ``Veil.compact``).
+- ``after_iteration`` and ``turn_end``: defaultCompaction's ``autoThreshold``.
+- ``register_slash_commands``: ``/compact [instructions]``.
+- ``register_commands``: ``veil compact [--session ID] [--instructions TEXT] [--json]``.
+
+The logic lives in sibling modules; this module only wires hooks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veil.core.types import CompactRequest, CompactResult, SlashCommand
+from veil.hookspecs import hookimpl
+from veil_compaction import auto, commands
+from veil_compaction.default import run_default_compaction
+from veil_compaction.full import run_full_compaction
+from veil_compaction.masking import mask_observations
+
+__all__ = ["compact", "after_iteration", "turn_end", "register_slash_commands", "register_commands"]
+
+
+@hookimpl
+def compact(session: Any, request: CompactRequest) -> CompactResult | None:
+    """Answer the core's compaction request by mode (see the module docstring).
+
+    Mode ``full`` never raises: a failed summary is reported as a ``warning`` event, nothing is
+    changed, and None lets the turn go on. Mode ``default`` raises SessionClosed,
+    CompactionDisabled, ConfigError or the model's error, leaving the session unchanged.
+    """
+    if request.mode == "masking":
+        turns = session.config.settings.compaction.observation_masking_turns
+        return CompactResult(messages=mask_observations(request.messages, turns))
+    if request.mode == "full":
+        try:
+            return run_full_compaction(session, request.messages)
+        except Exception as exc:  # noqa: BLE001 - the turn must go on; nothing was changed
+            session.emit("warning", text=f"full compaction failed, context unchanged: {exc}")
+            return None
+    if request.mode == "default":
+        return run_default_compaction(session, request.instructions)
+    return None
+
+
+@hookimpl
+def after_iteration(session: Any, iteration: int) -> None:
+    """Check ``autoThreshold`` between tool batches."""
+    auto.check(session)
+
+
+@hookimpl
+def turn_end(session: Any, final_message: Any) -> None:
+    """Check ``autoThreshold`` after the final answer (no ``after_iteration`` follows it)."""
+    auto.check(session)
+
+
+@hookimpl
+def register_slash_commands(veil: Any) -> list[SlashCommand]:
+    """``/compact [instructions]``."""
+    return commands.slash_commands()
+
+
+@hookimpl
+def register_commands(cli: Any) -> None:
+    """``veil compact``."""
+    commands.add_cli_commands(cli)

@@ -1,0 +1,571 @@
+"""Eviction of veil_fsrs: the three stages, protection, pairing, the hard budget, the
+controller, the hook, and a property over random batches."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pluggy
+import pytest
+import veil_fsrs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from veil_fsrs import evict_plugin
+from veil_fsrs.eviction import Controller, evict_pass, plan_eviction
+
+import veil.hookspecs
+from veil.core.items import ItemBatch
+from veil.core.settings import ContextSettings, ControllerSettings
+from veil.core.types import ITEM_KINDS, ContextItem
+
+NOW = 1_750_000_000.0
+STEP = 100  # current step: the protected window is steps 89..100
+PROTECTED = "over budget: protected"
+
+
+def item(name: str, **fields) -> ContextItem:
+    base = {
+        "id": name,
+        "content": name,
+        "source": "memory",
+        "step": 10,
+        "tokens": 100,
+        "access_count": 2,
+        "created_at": NOW,
+        "last_access": NOW,
+    }
+    base.update(fields)
+    return ContextItem(**base)
+
+
+def plan(items, scores, budget, used, threshold=0.7, **kwargs):
+    kwargs.setdefault("settings", ContextSettings())
+    kwargs.setdefault("current_step", STEP)
+    kwargs.setdefault("now", NOW)
+    return plan_eviction(ItemBatch(items), scores, budget, used, threshold=threshold, **kwargs)
+
+
+# --- stages -----------------------------------------------------------------------------------
+
+
+def test_stage1_takes_stale_single_use_items_without_pressure():
+    stale = {"access_count": 0, "stability": 0.02, "last_access": NOW - 2000}  # 2000 s > S
+    items = [
+        item("stale", **stale),
+        item("used_twice", **{**stale, "access_count": 2}),
+        item("fresh", access_count=1, stability=0.02, last_access=NOW - 1000),  # R > 0.9
+        item("pinned", pinned=True, **stale),
+        item("recent_step", step=95, **stale),
+        item("once", **{**stale, "access_count": 1}),
+    ]
+    result = plan(items, [0.9] * 6, budget=10_000, used=600)
+    assert result.to_warm == ["stale", "once"]
+    assert result.reasons == {"stale": "stale", "once": "stale"}
+    assert result.threshold == 0.7 and result.to_cold == [] and result.report == []
+
+
+def test_stage2_evicts_low_scorers_down_to_the_threshold():
+    items = [item(f"s{k}", tokens=60) for k in range(5)]
+    scores = [0.3, 0.1, 0.9, 0.2, 0.65]
+    # used 800 > 0.7 x 1000: evict the lowest (0.1 -> 740, 0.2 -> 680 <= 700) and stop.
+    result = plan(items, scores, budget=1000, used=800)
+    assert result.to_warm == ["s1", "s3"]
+    assert set(result.reasons.values()) == {"low score"}
+
+
+def test_stage2_never_takes_items_scoring_at_or_above_the_threshold():
+    items = [item(f"s{k}") for k in range(4)]
+    assert plan(items, [0.7, 0.75, 0.9, 1.0], budget=1000, used=950).to_warm == []
+    # No pressure (used <= 0.7 x budget): low scorers stay.
+    assert plan(items, [0.0, 0.1, 0.2, 0.3], budget=1000, used=700).to_warm == []
+
+
+def test_stage3_forces_the_lowest_out_while_over_budget():
+    items = [item(f"s{k}") for k in range(4)]
+    # Nothing below 0.7; used 1150 > 1000: 0.8 (-> 1050), then 0.85 (-> 950).
+    result = plan(items, [0.9, 0.8, 0.95, 0.85], budget=1000, used=1150)
+    assert result.to_warm == ["s1", "s3"]
+    assert set(result.reasons.values()) == {"over budget"}
+
+
+def test_stages_chain_and_ties_go_to_the_older_item():
+    items = [item(f"s{k}") for k in range(5)]
+    # stage 2 takes s1, s3 (0.5 each; target 700 from 950 needs 250 -> three 100-token items,
+    # but only two score below 0.7), then stage 3 is not needed (750 <= 1000).
+    result = plan(items, [0.8, 0.5, 0.9, 0.5, 0.75], budget=1000, used=950)
+    assert result.to_warm == ["s1", "s3"]
+    # equal scores: the older (earlier in the batch) goes first
+    result = plan(items, [0.5] * 5, budget=1000, used=780)
+    assert result.to_warm == ["s0"]
+
+
+def test_pointer_tokens_are_counted_against_what_an_eviction_frees():
+    items = [item(f"s{k}") for k in range(5)] + [item("tiny", tokens=30)]
+    scores = [0.9] * 5 + [0.0]
+    assert plan(items, scores, 1000, 1100, pointer_tokens=0).to_warm == ["tiny", "s0"]
+    # each 100-token item frees 60; the 30-token item frees nothing and stays
+    assert plan(items, scores, 1000, 1100, pointer_tokens=40).to_warm == ["s0", "s1"]
+
+
+# --- protection and pairing -----------------------------------------------------------------
+
+
+def test_protected_items_are_never_picked_by_stages_1_to_3():
+    items = [
+        item("pinned", pinned=True),
+        item("correction", kind="correction"),
+        item("intent", kind="intent"),
+        item("step89", step=89),  # first step of the protected window (100 - 12 + 1)
+        item("step88", step=88),  # just outside it
+    ]
+    result = plan(items, [0.0, 0.0, 0.0, 0.0, 0.99], budget=1000, used=2000)
+    assert result.to_warm == ["step88"]
+    assert PROTECTED not in result.reasons.values()
+    assert any(line.startswith("still over budget by 900 tokens") for line in result.report)
+
+
+def test_protected_window_follows_the_setting():
+    items = [item("step95", step=95), item("step96", step=96)]
+    narrow = ContextSettings.model_validate({"protectedTurns": 5})  # steps 96..100
+    assert plan(items, [0.0, 0.0], 1000, 2000, settings=narrow).to_warm == ["step95"]
+    off = ContextSettings.model_validate({"protectedTurns": 0})
+    assert plan(items, [0.0, 0.0], 1000, 2000, settings=off).to_warm == ["step95", "step96"]
+
+
+def test_a_call_and_its_result_leave_together_or_not_at_all():
+    call = {"source": "tool_call", "tool_call_id": "c1", "tokens": 20}
+    result_ = {"source": "tool_result", "tool_call_id": "c1", "tokens": 300}
+    # The call scores 0 but its result 0.9: the group keeps the better score and stays.
+    items = [item("call", **call), item("result", **result_), item("other", tokens=150)]
+    result = plan(items, [0.0, 0.9, 0.3], budget=1000, used=800)
+    assert result.to_warm == ["other"]
+    # Over budget, the pair leaves whole (320 tokens) in stage 3.
+    result = plan(items, [0.0, 0.9, 0.95], budget=1000, used=1100)
+    assert result.to_warm == ["call", "result"]
+    # One pinned member protects its partner too.
+    items[1] = item("result", pinned=True, **result_)
+    result = plan(items, [0.0, 0.9, 0.95], budget=1000, used=1100)
+    assert result.to_warm == ["other"]
+
+
+def test_turns_score_by_kind():
+    turn = {"source": "assistant"}
+    items = [
+        item("exploration", kind="exploration", **turn),  # e = 0.8 x 0.8 = 0.64
+        item("decision", kind="decision", **turn),  # e = 0.8 x 0.1 = 0.08
+        item("correction", kind="correction", **turn),  # weight 0: never
+        item("status", kind="status", **turn),  # e = 0.5 x 0.7 = 0.35
+    ]
+    scores = [0.2, 0.2, 0.0, 0.5]
+    assert plan(items, scores, budget=1000, used=900).to_warm == ["exploration", "status"]
+    result = plan(items, scores, budget=1000, used=1250)
+    assert result.to_warm == ["exploration", "status", "decision"]
+    assert result.reasons["decision"] == "over budget"
+    # A zero turn weight set by configuration protects that kind of turn.
+    no_status = ContextSettings.model_validate({"turnWeights": {"status": 0}})
+    result = plan(items, scores, budget=1000, used=1250, settings=no_status)
+    assert result.to_warm == ["exploration", "decision"]
+
+
+def test_old_turn_similar_to_a_recent_one_is_rescued():
+    old = item("old", source="assistant", kind="exploration")
+    recent = item("recent", source="user", kind="intent", step=99)
+    items = [old, recent]
+    assert plan(items, [0.2, 0.5], budget=1000, used=800).to_warm == ["old"]
+    # cosine 0.8 > 0.7: e = 0.64 x (1 - 0.8) = 0.128 -> keep 0.872, above the threshold
+    near = {"old": [1.0, 0.0], "recent": [0.8, 0.6]}
+    assert plan(items, [0.2, 0.5], budget=1000, used=800, embeddings=near).to_warm == []
+    # vectors need not be unit length; cosine 0.6 is no rescue
+    far = {"old": [2.0, 0.0], "recent": [0.6, 0.8]}
+    assert plan(items, [0.2, 0.5], budget=1000, used=800, embeddings=far).to_warm == ["old"]
+    # a rescued turn is not stale either
+    stale_old = item(
+        "old", source="assistant", kind="exploration", access_count=0, last_access=NOW - 5000
+    )
+    assert plan([stale_old, recent], [0.9, 0.5], 10_000, 100).to_warm == ["old"]
+    assert plan([stale_old, recent], [0.9, 0.5], 10_000, 100, embeddings=near).to_warm == []
+
+
+# --- the hard budget ---------------------------------------------------------------------------
+
+
+def _protected_batch():
+    return [
+        item("user", source="user", kind="intent", step=95, tokens=300),
+        item("call1", source="tool_call", tool_call_id="c1", step=96, tokens=50),
+        item("result1", source="tool_result", tool_call_id="c1", step=96, tokens=1500),
+        item("call2", source="tool_call", tool_call_id="c2", step=97, tokens=50),
+        item("result2", source="tool_result", tool_call_id="c2", step=97, tokens=800),
+        item("pinned3", source="tool_result", tool_call_id="c3", pinned=True, tokens=2000),
+    ]
+
+
+def test_hard_budget_moves_the_largest_protected_tool_results_and_reports_it():
+    items = _protected_batch()
+    used = sum(i.tokens for i in items)  # 4700
+    result = plan(items, [0.5] * 6, budget=3500, used=used)
+    assert result.to_warm == ["call1", "result1"]  # 1550 tokens: 3150 <= 3500
+    assert result.reasons == {"call1": PROTECTED, "result1": PROTECTED}
+    assert len(result.report) == 1 and result.report[0].startswith(PROTECTED)
+    # A tighter budget: the window-protected groups first (largest first), then the pinned one.
+    result = plan(items, [0.5] * 6, budget=1000, used=used)
+    assert result.to_warm == ["call1", "result1", "call2", "result2", "pinned3"]
+    assert "user" not in result.to_warm  # turns are never forced out
+    assert result.report[0].startswith(PROTECTED) and len(result.report) == 1
+
+
+def test_budget_that_cannot_be_met_is_reported_not_hidden():
+    items = [
+        item("t1", source="user", step=99, tokens=800),
+        item("t2", source="assistant", step=100, tokens=800),
+    ]
+    result = plan(items, [0.0, 0.0], budget=1000, used=1600)
+    assert result.to_warm == []
+    assert result.report == [
+        "still over budget by 600 tokens: what remains cannot be evicted (turns in the "
+        "protected window, pinned items, corrections, intents)"
+    ]
+
+
+def test_bad_arguments_are_named():
+    items = [item("a")]
+    with pytest.raises(ValueError, match="scores: expected 1"):
+        plan(items, [0.1, 0.2], 100, 10)
+    with pytest.raises(ValueError, match="scores"):
+        plan(items, [float("nan")], 100, 10)
+    with pytest.raises(ValueError, match="budget_tokens"):
+        plan(items, [0.1], 0, 10)
+    with pytest.raises(ValueError, match="embeddings"):
+        plan(
+            [item("o", source="user"), item("r", source="user", step=99)],
+            [0.1, 0.1],
+            100,
+            90,
+            embeddings={"o": [1.0, 0.0], "r": [1.0, 0.0, 0.0]},
+        )
+
+
+# --- the controller ----------------------------------------------------------------------------
+
+
+def controller(state=None) -> Controller:
+    return Controller({} if state is None else state, ControllerSettings())
+
+
+def test_controller_lowers_on_a_burst_of_pressure_evictions():
+    c = controller()
+    for t in (0.0, 30.0):
+        c.record_pass(t, ["x"], pressure=True)
+    assert c.threshold == 0.7
+    c.record_pass(60.0, ["x"], pressure=True)  # 3 within 60 s (inclusive)
+    assert c.threshold == 0.65
+    c.record_pass(61.0, [], pressure=True)  # the burst restarts after a move
+    assert c.threshold == 0.65
+    c.record_pass(90.0, [], pressure=True)
+    c.record_pass(120.0, [], pressure=True)
+    assert c.threshold == 0.6
+    for t in (121.0, 122.0, 123.0):
+        c.record_pass(t, [], pressure=True)
+    assert c.threshold == 0.6  # clamped at min
+    assert [m["to"] for m in c.state["moves"]] == [0.65, 0.6]
+
+
+def test_controller_ignores_spaced_or_stale_only_evictions():
+    c = controller()
+    for t in (0.0, 61.0, 122.0):
+        c.record_pass(t, ["x"], pressure=True)
+    assert c.threshold == 0.7
+    for t in (200.0, 201.0, 202.0, 203.0):
+        c.record_pass(t, ["y"], pressure=False)
+    assert c.threshold == 0.7
+
+
+def test_controller_raises_after_calm_periods():
+    c = controller()
+    c.tick(1000.0)
+    c.tick(1299.0)
+    assert c.threshold == 0.7
+    c.tick(1300.0)
+    assert c.threshold == 0.75
+    c.tick(1900.0)  # two more full periods
+    assert c.threshold == 0.85
+    c.tick(99_999.0)
+    assert c.threshold == 0.85  # clamped at max
+    # a pressure eviction restarts the calm period
+    d = controller()
+    d.tick(0.0)
+    d.record_pass(200.0, ["x"], pressure=True)
+    d.tick(450.0)
+    assert d.threshold == 0.7
+    d.tick(500.0)
+    assert d.threshold == 0.75
+
+
+def test_controller_raises_when_an_evicted_item_is_requested_again():
+    c = controller()
+    c.record_pass(100.0, ["a", "b"], pressure=False)
+    assert c.on_rerequest("a", 1900.0) is True  # 1800 s later: inside the window
+    assert c.threshold == 0.75
+    assert c.on_rerequest("a", 1901.0) is False  # counted once
+    assert c.on_rerequest("b", 1901.0) is False  # 1801 s: too late
+    assert c.on_rerequest("never-evicted", 2000.0) is False
+    assert c.threshold == 0.75
+
+
+def test_controller_is_deterministic_and_json_safe():
+    def run() -> dict:
+        c = controller()
+        for t, ids, pressure in [
+            (0, ["a"], True),
+            (10, ["b"], True),
+            (20, [], True),
+            (400, ["c"], False),
+            (900, [], True),
+        ]:
+            c.tick(float(t))
+            c.record_pass(float(t), ids, pressure)
+        c.on_rerequest("c", 950.0)
+        return c.state
+
+    first, second = run(), run()
+    assert first == second
+    assert json.loads(json.dumps(first)) == first
+    # 0.65 at t=20 (burst), 0.7 at 400 (calm since 20), 0.75 at 900 (calm since 320),
+    # 0.8 at 950 (re-request of "c", evicted at 400)
+    assert [m["to"] for m in first["moves"]] == [0.65, 0.7, 0.75, 0.8]
+    assert first["threshold"] == 0.8
+
+
+def test_controller_state_is_clamped_to_new_bounds():
+    c = Controller({"threshold": 0.95}, ControllerSettings())
+    assert c.threshold == 0.85
+
+
+def test_evict_pass_detects_evicted_items_coming_back():
+    c = controller()
+    stale = item("stale", access_count=0, last_access=NOW - 5000)
+    first = evict_pass(
+        ItemBatch([stale, item("b")]),
+        [0.9, 0.9],
+        10_000,
+        200,
+        settings=ContextSettings(),
+        controller=c,
+        current_step=STEP,
+        now=NOW,
+    )
+    assert first.to_warm == ["stale"] and c.state["evicted"] == {"stale": NOW}
+    back = item("stale", access_count=1, last_access=NOW + 50)  # hydrated: live again
+    evict_pass(
+        ItemBatch([back, item("b")]),
+        [0.9, 0.9],
+        10_000,
+        200,
+        settings=ContextSettings(),
+        controller=c,
+        current_step=STEP,
+        now=NOW + 60,
+    )
+    assert c.threshold == 0.75 and "stale" not in c.state["evicted"]
+
+
+# --- hooks and packaging -------------------------------------------------------------------
+
+
+def _session(**extra):
+    config = SimpleNamespace(settings=SimpleNamespace(context=ContextSettings()))
+    return SimpleNamespace(config=config, state={}, **extra)
+
+
+def test_evict_hook_keeps_controller_state_in_the_session():
+    session = _session(step=STEP, clock=lambda: NOW)
+    items = [item(f"s{k}", tokens=300) for k in range(4)]
+    result = evict_plugin.evict(
+        session=session,
+        items=ItemBatch(items),
+        scores=np.array([0.9, 0.8, 0.95, 0.85]),
+        budget_tokens=1000,
+        used_tokens=1150,
+    )
+    # A 300-token item frees 300 - 96 (its pointer stub): one leaves (1150 - 204 = 946).
+    assert evict_plugin.DEFAULT_POINTER_TOKENS == 96
+    assert result.to_warm == ["s1"] and result.report == []
+    state = session.state["veil_fsrs"]["controller"]
+    assert state["evicted"] == {"s1": NOW}
+    assert state["burst"] == [NOW]
+    json.dumps(session.state)
+
+
+def test_evict_hook_without_clock_or_step_uses_the_items():
+    session = _session()
+    items = ItemBatch([item("old", step=1, last_access=NOW - 10), item("new", step=40)])
+    result = evict_plugin.evict(
+        session=session, items=items, scores=[0.1, 0.1], budget_tokens=100, used_tokens=200
+    )
+    assert result.to_warm == ["old"]  # "new" is in the window of the newest step (40)
+    assert session.state["veil_fsrs"]["controller"]["burst"] == [NOW]
+    empty = evict_plugin.evict(
+        session=session, items=[], scores=[], budget_tokens=100, used_tokens=0
+    )
+    assert empty.to_warm == [] and empty.threshold == 0.7
+
+
+class OtherScorer:
+    """A third-party scorer: everything scores 0.1."""
+
+    @veil.hookspecs.hookimpl
+    def score(self, session, items, task_tags, now):
+        return [0.1] * len(items)
+
+
+def test_scorer_can_be_blocked_while_eviction_keeps_working():
+    pm = pluggy.PluginManager("veil")
+    pm.add_hookspecs(veil.hookspecs)
+    pm.set_blocked("veil_fsrs")  # plugins.disable: ["veil_fsrs"]
+    assert pm.register(veil_fsrs, name="veil_fsrs") is None
+    pm.register(evict_plugin, name="veil_fsrs_evict")
+    pm.register(OtherScorer(), name="other")
+    session = _session(step=STEP, clock=lambda: NOW)
+    items = ItemBatch([item("a"), item("b")])
+    scores = pm.hook.score(session=session, items=items, task_tags=frozenset(), now=NOW)
+    assert scores == [0.1, 0.1]
+    result = pm.hook.evict(
+        session=session, items=items, scores=scores, budget_tokens=1000, used_tokens=800
+    )
+    assert result.to_warm == ["a", "b"]
+    # and the other way round: our scorer alone answers score, no evict implementation
+    pm2 = pluggy.PluginManager("veil")
+    pm2.add_hookspecs(veil.hookspecs)
+    pm2.register(veil_fsrs, name="veil_fsrs")
+    assert (
+        pm2.hook.evict(session=session, items=items, scores=scores, budget_tokens=1, used_tokens=1)
+        is None
+    )
+    assert len(pm2.hook.score(session=session, items=items, task_tags=frozenset(), now=NOW)) == 2
+
+
+def test_distribution_declares_both_entry_points():
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        tomllib = pytest.importorskip("tomli")
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    assert data["project"]["entry-points"]["veil"] == {
+        "veil_fsrs": "veil_fsrs",
+        "veil_fsrs_evict": "veil_fsrs.evict_plugin",
+    }
+
+
+# --- property ------------------------------------------------------------------------------
+
+TURN_SOURCES = ("user", "assistant")
+SOURCES = ("user", "assistant", "tool_call", "tool_result", "memory")
+
+
+@st.composite
+def batches(draw):
+    count = draw(st.integers(1, 30))
+    items = []
+    for k in range(count):
+        source = draw(st.sampled_from(SOURCES))
+        call_id = None
+        if source in ("tool_call", "tool_result"):
+            call_id = draw(st.sampled_from([None, "c0", "c1", "c2", "c3", "c4"]))
+        items.append(
+            item(
+                f"i{k}",
+                source=source,
+                kind=draw(st.sampled_from(ITEM_KINDS)),
+                step=draw(st.integers(0, 30)),
+                tokens=draw(st.integers(0, 600)),
+                tool_call_id=call_id,
+                pinned=draw(st.integers(0, 3)) == 0,
+                access_count=draw(st.integers(0, 3)),
+                stability=draw(st.sampled_from([0.02, 0.5, 9.0])),
+                last_access=NOW - draw(st.floats(0, 5 * 86_400)),
+            )
+        )
+    scores = draw(st.lists(st.floats(0, 1), min_size=count, max_size=count))
+    return items, scores
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    batch=batches(),
+    budget=st.integers(1, 6000),
+    extra=st.integers(0, 400),
+    threshold=st.sampled_from([0.6, 0.7, 0.85]),
+    current_step=st.integers(0, 30),
+    pointer_tokens=st.sampled_from([0, 20]),
+)
+def test_plan_invariants(batch, budget, extra, threshold, current_step, pointer_tokens):
+    items, scores = batch
+    used = sum(i.tokens for i in items) + extra
+    result = plan(
+        items,
+        scores,
+        budget,
+        used,
+        threshold=threshold,
+        current_step=current_step,
+        pointer_tokens=pointer_tokens,
+    )
+    chosen = set(result.to_warm)
+    assert len(chosen) == len(result.to_warm) and chosen <= {i.id for i in items}
+    assert set(result.reasons) == chosen
+
+    groups: dict[str, list[ContextItem]] = {}
+    for it in items:
+        groups.setdefault(it.tool_call_id or f"own:{it.id}", []).append(it)
+    weights = ContextSettings().turn_weights.model_dump()
+
+    def protected(it: ContextItem) -> bool:
+        return (
+            it.pinned
+            or it.kind in ("correction", "intent")
+            or it.step > current_step - 12
+            or (it.source in TURN_SOURCES and weights.get(it.kind, 1.0) == 0)
+        )
+
+    max_freeable = 0
+    for members in groups.values():
+        taken = [m.id in chosen for m in members]
+        assert all(taken) or not any(taken), "a tool call was split from its result"
+        freed = sum(max(m.tokens - pointer_tokens, 0) for m in members)
+        is_protected = any(protected(m) for m in members)
+        has_turn = any(m.source in TURN_SOURCES for m in members)
+        has_tool = any(m.source in ("tool_call", "tool_result") for m in members)
+        if freed > 0 and (not is_protected or (has_tool and not has_turn)):
+            max_freeable += freed
+        if all(taken) and is_protected:
+            assert has_tool and not has_turn
+            assert all(result.reasons[m.id] == PROTECTED for m in members)
+            assert any(line.startswith(PROTECTED) for line in result.report)
+    freed_now = sum(max(i.tokens - pointer_tokens, 0) for i in items if i.id in chosen)
+    if used - max_freeable <= budget:
+        assert used - freed_now <= budget
+    else:
+        assert any(line.startswith("still over budget") for line in result.report)
+
+
+def test_rescue_reads_vectors_that_arrive_later_and_many_rows():
+    old = item("old", source="assistant", kind="exploration")
+    recent = item("recent", source="user", kind="intent", step=99)
+    embeddings = {"recent": [0.8, 0.6]}
+    assert plan([old, recent], [0.2, 0.5], 1000, 800, embeddings=embeddings).to_warm == ["old"]
+    embeddings["old"] = [1.0, 0.0]  # embedded after the first pass
+    assert plan([old, recent], [0.2, 0.5], 1000, 800, embeddings=embeddings).to_warm == []
+    # Many old turns (the row store grows); only the one close to the recent turn is rescued.
+    olds = [item(f"o{k}", source="assistant", kind="exploration", tokens=10) for k in range(300)]
+    for k in range(300):
+        embeddings[f"o{k}"] = [0.0, 1.0] if k != 123 else [0.8, 0.6]
+    # used 3100 > 0.7 x 150: stage 2 takes all 299 unrescued turns (3100 - 2990 = 110 <= 150)
+    result = plan(
+        [*olds, recent], [0.2] * 300 + [0.5], budget=150, used=3100, embeddings=embeddings
+    )
+    assert "o123" not in result.to_warm and len(result.to_warm) == 299

@@ -1,0 +1,46 @@
+"""veil_fsrs: the default scorer (FSRS-6 recency + four metadata signals, seed 002).
+
+This module is the ``veil_fsrs`` plugin: it implements ``score`` only. The eviction policy is a
+second plugin in the same distribution, :mod:`veil_fsrs.evict_plugin` (entry point
+``veil_fsrs_evict``), so blocking ``veil_fsrs`` swaps the scorer while eviction keeps working,
+and the other way round (DESIGN.md: "the scorer and the eviction policy are separately
+replaceable").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veil.hookspecs import hookimpl
+from veil_fsrs import scoring as _scoring
+from veil_fsrs.batch_index import as_batch as _as_batch
+from veil_fsrs.fsrs import DEFAULT_PARAMETERS as _W
+from veil_fsrs.fsrs import review as _review
+
+SECONDS_PER_DAY = 86_400.0
+
+
+@hookimpl
+def score(session: Any, items: Any, task_tags: frozenset[str], now: float) -> Any:
+    """Retention scores in [0, 1] of the live items (float64 array aligned with ``items``).
+
+    Reads ``session.config.settings.context`` (weights, modifiers, decay, live cap). See
+    :func:`veil_fsrs.scoring.score_items`.
+    """
+    settings = session.config.settings.context
+    return _scoring.score_items(_as_batch(items), task_tags, now, settings)
+
+
+@hookimpl
+def item_accessed(session: Any, item: Any, grade: int, now: float, previous_tier: str) -> None:
+    """An access is an FSRS-6 review (grade Good unless told): stability and difficulty move by
+    the long-term recall formulas with the configured decay; stability caps at ``liveCapDays``
+    while the item is live and at ``durableCapDays`` once it was stored (seed 002: "the same
+    curve runs twice at different horizons")."""
+    settings = session.config.settings.context
+    w = list(_W)
+    w[20] = settings.decay
+    elapsed = max(0.0, (now - item.last_access) / SECONDS_PER_DAY)
+    cap = settings.live_cap_days if previous_tier == "live" else settings.durable_cap_days
+    stability, difficulty = _review(item.stability, item.difficulty, elapsed, grade, w, cap)
+    item.stability, item.difficulty = float(stability), float(difficulty)

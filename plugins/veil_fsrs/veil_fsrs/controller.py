@@ -1,0 +1,117 @@
+"""The pressure-threshold controller (seed 002; DESIGN.md reference defaults).
+
+The eviction policy evicts low scorers once the prompt fills past ``threshold`` x budget. The
+controller moves that threshold within ``[min, max]`` (``context.controller``):
+
+* down by ``step`` when ``burst_count`` (3) pressure evictions happen within ``burst_window``
+  (60 s, inclusive): evictions repeat quickly, so each pass should free more room;
+* up by ``step`` for every ``calm_period`` (300 s) without a pressure eviction;
+* up by ``step`` when an item it evicted is asked for again within ``rerequest_window``
+  (1,800 s): it evicted too eagerly.
+
+A *pressure eviction* is a pass that evicted something in stage 2, 3 or the hard-budget stage;
+stage 1 (stale single-use items) does not depend on the threshold, so it neither counts toward a
+burst nor breaks a calm period. Re-requests count every evicted item, whatever its stage.
+
+The state is a plain JSON-serialisable dict (``session.state["veil_fsrs"]["controller"]``), and
+every change depends only on the event times passed in, so the same events give the same
+thresholds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from veil.core.settings import ControllerSettings
+
+MAX_MOVES_KEPT = 50
+"""How many threshold moves ``state["moves"]`` keeps (for ``/context`` and tests)."""
+
+
+class Controller:
+    """Moves the pressure threshold; all state lives in the dict it is given.
+
+    Args:
+        state: the dict to keep state in (created keys: ``threshold``, ``burst`` (times, s),
+            ``calm_since`` (s or None), ``evicted`` (item id -> eviction time, s), ``moves``).
+        settings: ``context.controller``.
+    """
+
+    def __init__(self, state: dict[str, Any], settings: ControllerSettings) -> None:
+        self.settings = settings
+        self.state = state
+        state.setdefault("threshold", settings.threshold)
+        state.setdefault("burst", [])
+        state.setdefault("calm_since", None)
+        state.setdefault("evicted", {})
+        state.setdefault("moves", [])
+        # Settings may have changed since the state was written: keep it inside the bounds.
+        state["threshold"] = min(max(float(state["threshold"]), settings.min), settings.max)
+
+    @property
+    def threshold(self) -> float:
+        """The current pressure threshold, in [min, max]."""
+        return self.state["threshold"]
+
+    def _move(self, direction: int, times: int, now: float, why: str) -> None:
+        s = self.settings
+        before = self.state["threshold"]
+        after = min(max(before + direction * times * s.step, s.min), s.max)
+        after = round(after, 10)  # no float drift from repeated steps
+        self.state["threshold"] = after
+        if after != before:
+            moves = self.state["moves"]
+            moves.append({"time": now, "from": before, "to": after, "why": why})
+            del moves[:-MAX_MOVES_KEPT]
+
+    def tick(self, now: float) -> None:
+        """Raise the threshold once per full ``calm_period`` elapsed since the last pressure
+        eviction (or the last calm raise, or the first tick). ``now`` in seconds."""
+        since = self.state["calm_since"]
+        if since is None or now < since:
+            self.state["calm_since"] = now
+            return
+        periods = math.floor((now - since) / self.settings.calm_period)
+        if periods > 0:
+            self._move(+1, periods, now, f"calm for {periods * self.settings.calm_period:g} s")
+            self.state["calm_since"] = since + periods * self.settings.calm_period
+
+    def record_pass(self, now: float, evicted_ids: Iterable[str], pressure: bool) -> None:
+        """Record an eviction pass at ``now`` (seconds).
+
+        Args:
+            evicted_ids: every id the pass evicted (remembered for re-requests).
+            pressure: the pass evicted something in a pressure stage (2, 3 or hard budget).
+        """
+        s = self.settings
+        evicted = self.state["evicted"]
+        for item_id in evicted_ids:
+            evicted[item_id] = now
+        # Forget evictions too old to count as re-requested.
+        for item_id in [i for i, t in evicted.items() if now - t > s.rerequest_window]:
+            del evicted[item_id]
+        if not pressure:
+            return
+        burst = [t for t in self.state["burst"] if now - t <= s.burst_window] + [now]
+        if len(burst) >= s.burst_count:
+            self._move(-1, 1, now, f"{len(burst)} evictions within {s.burst_window:g} s")
+            burst = []  # the next lowering needs a new burst
+        self.state["burst"] = burst
+        self.state["calm_since"] = now
+
+    def on_rerequest(self, item_id: str, now: float) -> bool:
+        """An evicted item was asked for again (hydrated, recalled, promoted) at ``now``.
+
+        Raises the threshold by one step when the item was evicted at most
+        ``rerequest_window`` seconds ago; each eviction counts once.
+
+        Returns:
+            True when the threshold was raised (or would have been, at the maximum).
+        """
+        evicted_at = self.state["evicted"].pop(item_id, None)
+        if evicted_at is None or not 0 <= now - evicted_at <= self.settings.rerequest_window:
+            return False
+        self._move(+1, 1, now, f"evicted item {item_id} requested again")
+        return True

@@ -1,0 +1,343 @@
+"""Three-stage eviction policy (seed 002; DESIGN.md "Context layer" and "Protection vs budget").
+
+Terms (all sizes in tokens, times in seconds, steps as ``ContextItem.step``):
+
+* **Group**: items sharing a ``tool_call_id`` (a call and its result); an item without one is a
+  group of its own. A group leaves whole or not at all; its size is the sum of its members'.
+* **Protected window**: items with ``step > current_step - protected_turns``, i.e. the last
+  ``protected_turns`` (12) steps ``current_step - 11 .. current_step`` (DESIGN.md: a turn is a
+  step). ``protected_turns = 0`` protects nothing by step.
+* **Blocked**: a group with a member that is pinned, of kind ``correction`` or ``intent``, a
+  turn whose kind weighs 0 (``context.turnWeights``), or inside the protected window. Stages 1-3
+  never pick a blocked group.
+* **Eviction score** ``e`` (higher = leave first): ``1 - score`` for an item; for a turn (source
+  ``user``/``assistant``) outside the window, ``(1 - score) x turn weight of its kind`` (kinds
+  without a turn weight count 1), then ``x (1 - c)`` when its embedding's largest cosine ``c``
+  with a turn inside the window exceeds ``context.rescueCosine`` (0.7): the rescue of a turn the
+  current one still refers to. A group's ``e`` is its members' minimum (the most useful member
+  decides). Ties go to the older group (batch order).
+
+Stages, run in order on the groups left by the previous ones; ``used`` falls by each evicted
+item's tokens less ``pointer_tokens`` (the stub that replaces it), and a group that would free
+nothing that way is never evicted:
+
+1. **stale**: under pressure (``used > threshold x budget``), every unblocked tool call/result
+   group whose members were all used at most once (``access_count <= 1``) and are past their
+   stability (R(t, S) < ``stale_recency`` = 0.9, i.e. t > S). Turns are left to stages 2-3, where
+   their kind weighs them: they are small and hold the names the agent keeps using. Stale items
+   go to the warm tier, still retrievable.
+2. **low score**: while ``used > threshold x budget`` (the controller's pressure threshold),
+   unblocked groups with ``1 - e < threshold``, highest ``e`` first, until ``used`` is at most
+   ``threshold x budget``.
+3. **over budget**: while ``used > budget``, the remaining unblocked groups, highest ``e``
+   first, until ``used <= budget``.
+4. **hard budget**: while still ``used > budget``, protected groups are moved: first tool
+   calls/results blocked only by the window, largest first; then turns in the window, oldest
+   first; then pinned tool results (and those of corrections/intents). Each such eviction has
+   reason ``"over budget: protected"`` and the plan's report says so. Intents, corrections and
+   pinned turns are never forced out; if the budget still cannot be met, the report says by how
+   much. Nothing is dropped: every evicted item goes to the warm tier (``to_warm``).
+
+Stages 2-4 sort once and take a prefix of the order (a cumulative sum and a binary search), with
+no re-ranking after each pick. Everything is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from veil.core.items import ItemBatch
+from veil.core.settings import ContextSettings
+from veil.core.types import ITEM_KINDS, EvictionPlan
+from veil_fsrs.batch_index import BatchIndex, index_for
+from veil_fsrs.controller import Controller
+from veil_fsrs.fsrs import retrievability
+from veil_fsrs.rescue import max_cosine
+from veil_fsrs.scoring import SECONDS_PER_DAY
+
+__all__ = ["Controller", "evict_pass", "plan_eviction", "STALE_RECENCY", "REASONS"]
+
+STALE_RECENCY = 0.9
+"""Stage 1 takes single-use items whose retrievability fell below this (0.9 = R(S, S): the
+item is older than its own stability). Read from ``context.staleRecency`` when that exists."""
+
+REASONS = {1: "stale", 2: "low score", 3: "over budget", 4: "over budget: protected"}
+"""Reason recorded in ``EvictionPlan.reasons`` for each stage."""
+
+
+def _turn_weight_table(settings: ContextSettings) -> np.ndarray:
+    """Weight per kind code; the extra last slot (index -1) is for unknown kinds."""
+    weights = settings.turn_weights.model_dump()
+    return np.array([weights.get(kind, 1.0) for kind in ITEM_KINDS] + [1.0], dtype=np.float64)
+
+
+def _take_prefix(
+    order: np.ndarray, freed: np.ndarray, used: float, target: float
+) -> tuple[np.ndarray, float]:
+    """Take the shortest prefix of ``order`` whose freed tokens bring ``used`` to ``target``
+    (all of it when even that is not enough). Returns ``(taken group numbers, new used)``."""
+    if used <= target or len(order) == 0:
+        return order[:0], used
+    cumulative = np.cumsum(freed[order])
+    count = int(np.searchsorted(cumulative, used - target, side="left")) + 1
+    count = min(count, len(order))
+    return order[:count], used - float(cumulative[count - 1])
+
+
+def plan_eviction(
+    items: ItemBatch,
+    scores: Any,
+    budget_tokens: int,
+    used_tokens: int,
+    *,
+    settings: ContextSettings,
+    threshold: float,
+    current_step: int,
+    now: float,
+    embeddings: Mapping[str, Any] | None = None,
+    stale_recency: float = STALE_RECENCY,
+    pointer_tokens: int = 0,
+) -> EvictionPlan:
+    """Choose the items that leave the prompt (see the module docstring for the stages).
+
+    Args:
+        items: the live items.
+        scores: retention scores in [0, 1] aligned with ``items`` (any scorer's).
+        budget_tokens: tokens the messages may take (> 0).
+        used_tokens: tokens they take now (>= 0).
+        settings: ``session.config.settings.context``.
+        threshold: the pressure threshold in (0, 1] (the controller's).
+        current_step: the session's current step (protected window).
+        now: Unix time, seconds (staleness).
+        embeddings: optional item id -> vector (unit or not; normalised here) for the rescue.
+        stale_recency: stage 1's retrievability bound.
+        pointer_tokens: tokens of the stub that replaces an evicted item.
+
+    Returns:
+        An :class:`EvictionPlan` with ``to_warm`` (stage order), ``reasons``, ``threshold`` and
+        ``report`` (hard-budget moves, budget that cannot be met).
+
+    Raises:
+        ValueError: ``scores`` has the wrong length or non-finite values; ``budget_tokens`` <= 0
+            or ``used_tokens`` < 0; embeddings of different sizes.
+    """
+    n = len(items)
+    score = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if score.shape[0] != n:
+        raise ValueError(f"scores: expected {n} values (one per item), got {score.shape[0]}")
+    if not np.isfinite(score).all():
+        raise ValueError("scores: every score must be a finite number in [0, 1]")
+    if budget_tokens <= 0:
+        raise ValueError(f"budget_tokens must be > 0, got {budget_tokens!r}")
+    if used_tokens < 0:
+        raise ValueError(f"used_tokens must be >= 0, got {used_tokens!r}")
+    plan = EvictionPlan(threshold=threshold)
+    if n == 0:
+        return plan
+
+    cols = items.columns()
+    index = index_for(items)
+    group, n_groups = index.group, index.n_groups
+    static = _static_arrays(index, settings, pointer_tokens)
+    freed = static["freed"]
+
+    # Protection: the static part (pinned, kinds) plus the window of recent steps.
+    in_window = cols["step"] > current_step - settings.protected_turns
+    blocked = static["always_blocked"] | in_window
+    group_blocked = (np.bincount(group, weights=blocked, minlength=n_groups) > 0) | static[
+        "frees_nothing"
+    ]
+    cosine = None
+    if embeddings:
+        turn = index.is_turn
+        cosine = max_cosine(index, turn & ~in_window, turn & in_window, embeddings)
+        cosine[cosine <= settings.rescue_cosine] = 0.0  # only rescued turns keep a cosine
+
+    # Stage 1: stale single-use groups, all of them. Recency only where it can matter.
+    # Stage 1 runs only under pressure and only on tool results: a stale turn costs little and
+    # holds the names the agent keeps using (replay: evicting turns early doubled the misses).
+    used0 = float(used_tokens)
+    under_pressure = used0 > threshold * float(budget_tokens)
+    may_be_stale = static["single_use"] & ~blocked & index.is_tool & under_pressure
+    if cosine is not None:
+        may_be_stale &= cosine == 0.0
+    stale = np.zeros(len(items), dtype=bool)
+    where = np.flatnonzero(may_be_stale)
+    if len(where):
+        elapsed_days = (now - cols["last_access"][where]) / SECONDS_PER_DAY
+        stability = np.minimum(cols["stability"][where], settings.live_cap_days)
+        stale[where] = retrievability(elapsed_days, stability, settings.decay) < stale_recency
+    first = ~group_blocked & (np.bincount(group, weights=~stale, minlength=n_groups) == 0)
+    stage = np.zeros(n_groups, dtype=np.int8)  # 0 = stays
+    stage[first] = 1
+
+    used = float(used_tokens) - float(freed[first].sum())
+    budget = float(budget_tokens)
+    soft_target = threshold * budget
+
+    # Stages 2 and 3 share one ranking, sorted once and only under pressure: highest eviction
+    # score first, then the older group.
+    if used > soft_target:
+        evict_score = (1.0 - np.minimum(np.maximum(score, 0.0), 1.0)) * static["turn_weight"]
+        if cosine is not None:
+            evict_score *= 1.0 - cosine
+        group_e = np.full(n_groups, np.inf)
+        np.minimum.at(group_e, group, evict_score)
+        ranking = np.argsort(-group_e, kind="stable")
+        low = ~group_blocked & (stage == 0) & (1.0 - group_e < threshold)
+        taken, used = _take_prefix(ranking[low[ranking]], freed, used, soft_target)
+        stage[taken] = 2
+        if used > budget:
+            rest = ~group_blocked & (stage == 0)
+            taken, used = _take_prefix(ranking[rest[ranking]], freed, used, budget)
+            stage[taken] = 3
+
+    # Hard budget: protected tool results, largest first (window-protected before pinned).
+    if used > budget:
+        used = _hard_budget(plan, index, blocked, in_window, freed, stage, used, budget)
+
+    if stage.any():
+        _fill_plan(plan, index, group, stage)
+    return plan
+
+
+def _static_arrays(
+    index: BatchIndex, settings: ContextSettings, pointer_tokens: int
+) -> dict[str, np.ndarray]:
+    """What does not change between passes on one batch (cached per turn weights and pointer
+    size): per item ``turn_weight``, ``always_blocked`` (pinned, correction, intent, turn of a
+    zero-weight kind), ``single_use``; per group ``freed`` tokens and ``frees_nothing``."""
+    weights = settings.turn_weights.model_dump()
+    key = ("eviction", tuple(sorted(weights.items())), pointer_tokens)
+
+    def build() -> dict[str, np.ndarray]:
+        cols = index.cols
+        is_turn = index.is_turn
+        table = _turn_weight_table(settings)
+        turn_weight = np.where(is_turn, table[index.kind_code], 1.0)
+        freed_item = np.maximum(cols["tokens"] - pointer_tokens, 0.0)
+        freed = np.bincount(index.group, weights=freed_item, minlength=index.n_groups)
+        return {
+            "turn_weight": turn_weight,
+            "always_blocked": cols["pinned"]
+            | index.kind_mask("correction")
+            | index.kind_mask("intent")
+            | (is_turn & (turn_weight == 0)),
+            "single_use": cols["access_count"] <= 1,
+            "freed": freed,
+            # A group that frees nothing (its stub costs as much as it) is pointless to evict.
+            "frees_nothing": freed <= 0,
+        }
+
+    return index.memo(key, build)
+
+
+def _hard_budget(
+    plan: EvictionPlan,
+    index: BatchIndex,
+    blocked: np.ndarray,
+    in_window: np.ndarray,
+    freed: np.ndarray,
+    stage: np.ndarray,
+    used: float,
+    budget: float,
+) -> float:
+    """Stage 4 (see the module docstring); writes report lines; returns the new ``used``."""
+    group, n_groups = index.group, index.n_groups
+    over_before = used - budget
+    tool_group = np.bincount(group, weights=index.is_tool, minlength=n_groups) > 0
+    has_turn = np.bincount(group, weights=index.is_turn, minlength=n_groups) > 0
+    strong = blocked & ~in_window  # pinned, correction, intent, zero-weight turn
+    strongly_blocked = np.bincount(group, weights=strong, minlength=n_groups) > 0
+    open_groups = (stage == 0) & tool_group & ~has_turn & (freed > 0)
+    window_turns = (stage == 0) & has_turn & ~strongly_blocked & (freed > 0)
+    taken_total = taken_turns = 0
+    # Window tool results largest first; then window turns oldest first (the newest carry the
+    # current line of thought); pinned / correction / intent tool results only as a last resort.
+    for allowed, by_size in (
+        (open_groups & ~strongly_blocked, False),
+        (window_turns, False),
+        (open_groups & strongly_blocked, True),
+    ):
+        candidates = np.flatnonzero(allowed)
+        order = candidates[np.argsort(-freed[candidates], kind="stable")] if by_size else candidates
+        taken, used = _take_prefix(order, freed, used, budget)
+        stage[taken] = 4
+        taken_total += len(taken)
+        taken_turns += 0 if by_size else len(taken)
+        if used <= budget:
+            break
+    if taken_total:
+        moved = int((stage == 4).sum())
+        plan.report.append(
+            f"over budget: protected: the items eviction may not pick exceed the budget of "
+            f"{budget:.0f} tokens by {over_before:.0f}; moved {moved} protected group(s) to the "
+            f"warm tier ({taken_turns} of them turns; a call and its result always together)"
+        )
+    if used > budget:
+        plan.report.append(
+            f"still over budget by {used - budget:.0f} tokens: what remains cannot be evicted "
+            f"(turns in the protected window, pinned items, corrections, intents)"
+        )
+    return used
+
+
+def _fill_plan(plan: EvictionPlan, index: BatchIndex, group: np.ndarray, stage: np.ndarray) -> None:
+    item_stage = stage[group]
+    ids = index.ids
+    for number in (1, 2, 3, 4):
+        reason = REASONS[number]
+        for pos in np.flatnonzero(item_stage == number).tolist():
+            plan.to_warm.append(ids[pos])
+            plan.reasons[ids[pos]] = reason
+
+
+def evict_pass(
+    items: ItemBatch,
+    scores: Any,
+    budget_tokens: int,
+    used_tokens: int,
+    *,
+    settings: ContextSettings,
+    controller: Controller,
+    current_step: int,
+    now: float,
+    embeddings: Mapping[str, Any] | None = None,
+    stale_recency: float = STALE_RECENCY,
+    pointer_tokens: int = 0,
+) -> EvictionPlan:
+    """One eviction pass with the controller: detect re-requests, apply calm periods, plan with
+    the current threshold, then record the pass.
+
+    An item this policy evicted that is among the live ``items`` again was brought back
+    (hydrated, promoted, recalled): it counts as a re-request at ``now``.
+
+    Arguments as :func:`plan_eviction`; ``controller`` holds the threshold.
+
+    Raises:
+        ValueError: as :func:`plan_eviction`.
+    """
+    if len(items):
+        live = index_for(items).id_set
+        for item_id in [i for i in controller.state["evicted"] if i in live]:
+            controller.on_rerequest(item_id, now)
+    controller.tick(now)
+    plan = plan_eviction(
+        items,
+        scores,
+        budget_tokens,
+        used_tokens,
+        settings=settings,
+        threshold=controller.threshold,
+        current_step=current_step,
+        now=now,
+        embeddings=embeddings,
+        stale_recency=stale_recency,
+        pointer_tokens=pointer_tokens,
+    )
+    pressure = any(reason != REASONS[1] for reason in plan.reasons.values())
+    controller.record_pass(now, plan.to_warm, pressure)
+    return plan

@@ -1,0 +1,108 @@
+"""Fixtures for the HTTP plugin's tests: an isolated project, a Veil driven by a scripted model
+that always answers, and a Starlette TestClient over the app."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from veil_http.testing import AlwaysAnswers
+
+from veil.core.app import open_veil
+from veil.core.llm import LLM
+from veil.core.settings import load_config
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No test reads the user's ~/.veil or inherits VEIL_* settings."""
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path_factory.mktemp("veil_home")))
+    for name in list(os.environ):
+        if name.startswith("VEIL_") and name != "VEIL_HOME":
+            monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """An empty project folder."""
+    root = tmp_path / "project"
+    root.mkdir()
+    return root
+
+
+def write_settings(project: Path, data: dict[str, Any]) -> None:
+    """Write ``.veil/settings.json``."""
+    (project / ".veil").mkdir(exist_ok=True)
+    (project / ".veil" / "settings.json").write_text(json.dumps(data), encoding="utf-8")
+
+
+def write_agent(project: Path, name: str, data: dict[str, Any]) -> None:
+    """Write ``.veil/agents/<name>/agent.json``."""
+    folder = project / ".veil" / "agents" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "agent.json").write_text(json.dumps(data), encoding="utf-8")
+
+
+@pytest.fixture
+def make_veil(project: Path):
+    """``make_veil(replies=(), plugins=(), settings=None, delay=0.0)``: an isolated Veil (no
+    entry points) whose main model is an :class:`AlwaysAnswers`, available as ``veil.model``."""
+    opened = []
+
+    def factory(replies=(), plugins=(), settings=None, delay=0.0, **kwargs):
+        if settings is not None:
+            write_settings(project, settings)
+        config = load_config(project)
+        model = AlwaysAnswers(list(replies), delay=delay)
+        veil = open_veil(
+            project,
+            config=config,
+            llm=LLM(config, models={"main": model}),
+            use_entry_points=kwargs.pop("use_entry_points", False),
+            extra_plugins=tuple(plugins),
+            **kwargs,
+        )
+        veil.model = model
+        opened.append(veil)
+        return veil
+
+    yield factory
+    for veil in opened:
+        veil.close()
+
+
+@pytest.fixture
+def settings_writer(project: Path):
+    """``settings_writer(data)`` writes the project's ``.veil/settings.json``."""
+    return lambda data: write_settings(project, data)
+
+
+@pytest.fixture
+def agent_writer(project: Path):
+    """``agent_writer(name, data)`` writes ``.veil/agents/<name>/agent.json``."""
+    return lambda name, data: write_agent(project, name, data)
+
+
+@pytest.fixture
+def make_client(make_veil):
+    """``make_client(veil=None, **create_app_kwargs)`` -> ``(client, veil)``; the client raises
+    no server exceptions, so a 500 is seen as the caller sees it."""
+    from starlette.testclient import TestClient
+    from veil_http import create_app
+
+    clients = []
+
+    def factory(veil=None, **kwargs):
+        veil = veil or make_veil()
+        client = TestClient(create_app(veil, **kwargs), raise_server_exceptions=False)
+        clients.append(client)
+        return client, veil
+
+    yield factory
+    for client in clients:
+        client.close()

@@ -1,0 +1,186 @@
+"""The injected memory section: cap, newest first, what was left out, instruction files, caching."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+
+import veil_memoryfiles as plugin
+from veil_memoryfiles.injection import _NOTE_RESERVE, INTRO, build_memory_section
+from veil_memoryfiles.service import MemoryService
+from veil_memoryfiles.tokens import count_tokens
+from veil_memoryfiles.tools import memory_write_handler
+
+from veil.core.types import ToolContext
+
+AGENT_LABEL = "## Agent memory (.veil/memory/agents/default/MEMORY.md)"
+GLOBAL_LABEL = "## Global memory (.veil/memory/MEMORY.md)"
+
+
+def day(d: int) -> datetime:
+    return datetime(2025, 1, d, 12, tzinfo=timezone.utc)
+
+
+def chars(text: str) -> int:
+    return len(text)  # one "token" per character: easy to compute by hand
+
+
+def test_cap_keeps_the_newest_entries_and_says_what_it_left_out(
+    project: Path, helpers: SimpleNamespace
+) -> None:
+    config = helpers.load_config(project)
+    svc = MemoryService(config, "default")
+    for d in range(1, 21):
+        svc.write(f"entry {d:02d}", "agent", now=day(d))
+    # Fixed part: intro, the reserve for the "left out" line, 4 separators, the scope heading
+    # + 2. Each entry "<!-- 2025-01-DD -->\nentry DD" is 28 characters + 2 for its separator.
+    fixed = len(INTRO) + len(_NOTE_RESERVE) + 4 + len(AGENT_LABEL) + 2
+    cap = fixed + 5 * 30 + 10  # room for exactly 5 entries
+    result = build_memory_section(config, "default", project, context_window=cap * 10, count=chars)
+    assert result is not None and result.cap == cap
+    assert (result.shown, result.omitted) == ({"agent": 5}, {"agent": 15})
+    assert len(result.text) <= cap and result.tokens == len(result.text)
+    expected = "\n\n".join(
+        [INTRO, AGENT_LABEL]
+        + [f"<!-- 2025-01-{d:02d} -->\nentry {d:02d}" for d in (20, 19, 18, 17, 16)]
+        + ["_15 older entries not shown (agent: 15); use memory_search._"]
+    )
+    assert result.text == expected
+
+
+def test_newest_first_across_both_scopes(project: Path, helpers: SimpleNamespace) -> None:
+    config = helpers.load_config(project)
+    svc = MemoryService(config, "default")
+    svc.write("agent one", "agent", now=day(1))
+    svc.write("global two", "global", now=day(2))
+    svc.write("agent three", "agent", now=day(3))
+    svc.write("global four", "global", now=day(4))
+    fixed = len(INTRO) + len(_NOTE_RESERVE) + 4 + len(AGENT_LABEL) + 2 + len(GLOBAL_LABEL) + 2
+    cap = fixed + 31 + 32 + 5  # "<!-- .. -->\nglobal four" (30+2) fits, then "agent three" (31+2)
+    result = build_memory_section(config, "default", project, context_window=cap * 10, count=chars)
+    assert result is not None
+    assert (result.shown, result.omitted) == ({"agent": 1, "global": 1}, {"agent": 1, "global": 1})
+    assert "agent three" in result.text and "global four" in result.text
+    assert "agent one" not in result.text and "global two" not in result.text
+    assert result.text.endswith(
+        "_2 older entries not shown (agent: 1, global: 1); use memory_search._"
+    )
+    assert result.text.index(AGENT_LABEL) < result.text.index(GLOBAL_LABEL)
+
+
+def test_everything_fits_with_a_large_window_and_nothing_is_reported_missing(
+    project: Path, helpers: SimpleNamespace, memfiles_dir: Path
+) -> None:
+    config = helpers.load_config(project)
+    svc = MemoryService(config, "default")
+    svc.path("global").parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(memfiles_dir / "kikibot_MEMORY_zh.md", svc.path("global"))
+    svc.write("Project uses port 5051.", "agent", now=day(1))
+    result = build_memory_section(config, "default", project, context_window=128_000)
+    assert result is not None
+    assert "记忆系统设计" in result.text and "Project uses port 5051." in result.text
+    assert "not shown" not in result.text
+    assert result.tokens == count_tokens(result.text) <= 12_800
+
+
+def test_default_counter_respects_the_cap(project: Path, helpers: SimpleNamespace) -> None:
+    config = helpers.load_config(project)
+    svc = MemoryService(config, "default")
+    for d in range(1, 29):
+        svc.write(
+            f"fact number {d} about the deployment pipeline and its flaky stage",
+            "agent",
+            now=day(d),
+        )
+    result = build_memory_section(config, "default", project, context_window=3000)
+    assert result is not None and result.cap == 300
+    assert count_tokens(result.text) <= 300
+    assert 0 < result.shown["agent"] < 28
+    assert f"{28 - result.shown['agent']} older entries not shown" in result.text
+    assert "fact number 28 " in result.text  # the newest one is there
+
+
+def test_instruction_files_are_read_only_and_cut_when_long(
+    project: Path, helpers: SimpleNamespace
+) -> None:
+    agents_md = project / "AGENTS.md"
+    agents_md.write_bytes(b"# Rules\nAlways run the tests.\n")
+    claude_md = project / "CLAUDE.md"
+    claude_md.write_bytes("".join(f"rule {i}\n" for i in range(400)).encode())
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in (agents_md, claude_md)}
+    config = helpers.load_config(project)
+    result = build_memory_section(config, "default", project, context_window=8000, count=chars)
+    assert result is not None and len(result.text) <= 800
+    assert result.instruction_files == ["AGENTS.md", "CLAUDE.md"]
+    assert result.truncated == ["CLAUDE.md"]
+    assert (
+        "# Project instructions (read-only)\n\n## AGENTS.md\n\n# Rules\nAlways run the tests."
+        in (result.text)
+    )
+    assert "rule 0\n" in result.text and "more lines not shown; read CLAUDE.md]" in result.text
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in (agents_md, claude_md)} == before
+
+
+def test_disabled_memory_keeps_instructions_only(project: Path, helpers: SimpleNamespace) -> None:
+    helpers.write_agent(project, "quiet", {"memory": {"enabled": False}})
+    config = helpers.load_config(project)
+    MemoryService(config, "default").write("shared fact", "global", now=day(1))
+    assert build_memory_section(config, "quiet", project, context_window=10_000) is None
+    (project / "AGENTS.md").write_text("Use tabs.\n", encoding="utf-8")
+    result = build_memory_section(config, "quiet", project, context_window=10_000)
+    assert result is not None
+    assert "Use tabs." in result.text and "shared fact" not in result.text
+    helpers.write_settings(project, {"memory": {"instructionFiles": []}})
+    config = helpers.load_config(project)
+    assert build_memory_section(config, "quiet", project, context_window=10_000) is None
+
+
+def test_instruction_file_names_cannot_leave_the_project(
+    project: Path, helpers: SimpleNamespace
+) -> None:
+    (project.parent / "SECRET.md").write_text("secret", encoding="utf-8")
+    helpers.write_settings(
+        project, {"memory": {"instructionFiles": ["../SECRET.md", "/etc/hostname"]}}
+    )
+    config = helpers.load_config(project)
+    assert build_memory_section(config, "default", project, context_window=10_000) is None
+
+
+def test_section_is_built_at_session_start_and_reused(
+    project: Path, helpers: SimpleNamespace
+) -> None:
+    config = helpers.load_config(project)
+    session = helpers.fake_session(config, context_window=100_000)
+    assert plugin.system_prompt_sections(session) is None  # nothing to show yet
+    session = helpers.fake_session(config, context_window=100_000)
+    MemoryService(config, "default").write("first fact", "agent", now=day(1))
+    section = plugin.system_prompt_sections(session)
+    assert (section.name, section.order) == ("memory", 100)
+    assert "first fact" in section.text
+    out = memory_write_handler(
+        ToolContext(session=session, tool_call_id="c1"), {"content": "second fact"}
+    )
+    assert out.meta["status"] == "written"
+    # mid-session writes do not change the prompt prefix
+    assert plugin.system_prompt_sections(session) == section
+    assert session.state["veil_memoryfiles"]["injection"]["shown"] == {"agent": 1}
+    json.dumps(session.state)  # the cache is JSON-safe: the core persists session.state
+    plugin.session_start(session)  # started again / resumed: read the files again
+    refreshed = plugin.system_prompt_sections(session)
+    assert "second fact" in refreshed.text and "first fact" in refreshed.text
+
+
+def test_a_broken_memory_file_is_reported_not_fatal(
+    project: Path, helpers: SimpleNamespace
+) -> None:
+    config = helpers.load_config(project)
+    svc = MemoryService(config, "default")
+    svc.write("good fact", "agent", now=day(1))
+    svc.path("global").write_bytes(b"bad \xff byte\n")
+    result = build_memory_section(config, "default", project, context_window=100_000)
+    assert result is not None
+    assert "good fact" in result.text
+    assert "[this memory file could not be read:" in result.text and "byte 4" in result.text

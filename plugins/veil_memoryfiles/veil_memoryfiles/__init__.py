@@ -1,0 +1,120 @@
+"""veil_memoryfiles: MEMORY.md files (seed 000 "Persistent Memory"), as a veil plugin.
+
+Hooks implemented (veil/hookspecs.py): ``register_tools`` (memory_write, memory_read,
+memory_search), ``register_routes`` (GET/PUT memory files), ``register_slash_commands``
+(/memory, /remember), ``register_commands`` (``veil memory ...``), ``before_compaction`` (the
+memory extractor), ``system_prompt_sections``
+(the injected ``memory`` section, order 100), ``session_start`` (refreshes that section) and
+``recall`` (memory entries as candidates). The logic lives in the sibling modules.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from veil.core.types import PromptSection, RecallHit, Route, SlashCommand, Tool
+from veil.hookspecs import hookimpl
+from veil_memoryfiles.injection import build_memory_section
+from veil_memoryfiles.routes import memory_routes
+from veil_memoryfiles.service import MemoryService
+from veil_memoryfiles.tools import memory_tools, slash_commands
+
+log = logging.getLogger(__name__)
+
+STATE_KEY = "veil_memoryfiles"
+SECTION_ORDER = 100
+
+
+@hookimpl
+def register_tools(veil: Any) -> list[Tool]:
+    """memory_write, memory_read, memory_search."""
+    return memory_tools()
+
+
+@hookimpl
+def register_routes(veil: Any) -> list[Route]:
+    """GET/PUT ``/memory/{file}`` and ``/agents/{name}/memory/{file}``."""
+    return memory_routes()
+
+
+@hookimpl
+def register_slash_commands(veil: Any) -> list[SlashCommand]:
+    """``/memory`` and ``/remember TEXT``."""
+    return slash_commands()
+
+
+@hookimpl
+def register_commands(cli: Any) -> None:
+    """``veil memory write|show|search``."""
+    from veil_memoryfiles.cli import add_memory_commands  # click is only needed by the CLI
+
+    add_memory_commands(cli)
+
+
+@hookimpl
+def before_compaction(session: Any, messages: list) -> None:
+    """Write the durable facts of the messages about to be summarised to the agent's MEMORY.md
+    (seed 000: memory extraction before compaction; off when memory is disabled)."""
+    from veil_memoryfiles.extraction import extract_before_compaction
+
+    extract_before_compaction(session, messages)
+
+
+@hookimpl
+def session_start(session: Any) -> None:
+    """A session starts or is resumed: drop the cached memory section so it is read again."""
+    session.state.setdefault(STATE_KEY, {}).pop("section_text", None)
+
+
+@hookimpl
+def system_prompt_sections(session: Any) -> PromptSection | None:
+    """The ``memory`` section (order 100), built once per session start and then reused, so the
+    prompt prefix stays stable while the agent writes memory mid-session (seed 000: memory is
+    "included in the system prompt at session start").
+
+    The cache lives in ``session.state["veil_memoryfiles"]`` as JSON-safe values:
+    ``section_text`` (str, or None when there is nothing to inject) and ``injection`` (tokens,
+    cap, entries shown / omitted per scope, truncated files)."""
+    state = session.state.setdefault(STATE_KEY, {})
+    if "section_text" not in state:
+        result = build_memory_section(
+            session.config, session.agent, session.cwd, session.context_window
+        )
+        state["section_text"] = result.text if result and result.text else None
+        state["injection"] = (
+            {
+                "tokens": result.tokens,
+                "cap": result.cap,
+                "shown": result.shown,
+                "omitted": result.omitted,
+                "truncated": result.truncated,
+                "instruction_files": result.instruction_files,
+            }
+            if result
+            else None
+        )
+    text = state["section_text"]
+    return PromptSection(name="memory", text=text, order=SECTION_ORDER) if text else None
+
+
+@hookimpl
+def recall(session: Any, query: str, limit: int) -> list[RecallHit] | None:
+    """Memory entries of the session agent's readable scopes matching ``query`` (BM25).
+
+    ``RecallHit.score`` squashes BM25 into [0, 1) as ``s / (s + 1)`` (monotone, so the order is
+    BM25's). Returns None without a session (no agent to read for)."""
+    if session is None or not query or not query.strip():
+        return None
+    svc = MemoryService(session.config, session.agent)
+    hits = svc.search(query, max(1, int(limit)))
+    return [
+        RecallHit(
+            id=f"memory:{d['file']}:{h.position}",
+            content=h.content,
+            score=h.score / (h.score + 1.0),
+            source="memory",
+            meta=d,
+        )
+        for h, d in ((h, svc.hit_dict(h)) for h in hits)
+    ]

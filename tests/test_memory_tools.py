@@ -1,0 +1,144 @@
+"""The twelve memory tools through the agent loop (scripted model), with a real store."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from veil.core.memory_tools import memory_tools
+from veil.core.types import EvictionPlan
+from veil.hookspecs import hookimpl
+
+NAMES = ["veil_recall", "veil_promote", "veil_demote", "veil_remember", "veil_pin", "veil_unpin",
+         "veil_forget", "veil_hydrate", "veil_history", "veil_turn_meta", "veil_conflicts",
+         "veil_resolve_conflict"]
+
+
+def call(name, **args):
+    return {"tool_calls": [{"name": name, "arguments": args}]}
+
+
+def tool_outputs(session):
+    return [m["content"] for m in session.messages if m["role"] == "tool"]
+
+
+def test_twelve_tools_with_strict_json_schemas():
+    tools = memory_tools()
+    assert [t.name for t in tools] == NAMES
+    for t in tools:
+        assert t.parameters["type"] == "object" and t.parameters["additionalProperties"] is False
+        assert set(t.parameters["required"]) <= set(t.parameters["properties"])
+        json.dumps(t.schema())
+
+
+class EvictToolResults:
+    """Evicts every tool result once it is older than the current step."""
+
+    @hookimpl
+    def score(self, session, items, task_tags, now):
+        return [0.5] * len(items)
+
+    @hookimpl
+    def evict(self, session, items, scores, budget_tokens, used_tokens):
+        ids = [i.id for i in items if i.source == "tool_result" and i.step < session.step
+               and not i.pinned and not i.loaded_by_hand and i.access_count == 0]
+        return EvictionPlan(to_warm=ids, reasons={i: "test" for i in ids})
+
+
+def test_hydrate_brings_an_evicted_result_back_in_place(make_veil, project):
+    (project / "notes.txt").write_text("alpha-bravo-charlie\n" * 30)
+    veil = make_veil([call("read", path="notes.txt"), "first done"],
+                     plugins=[("ev", EvictToolResults())])
+    session = veil.new_session()
+    veil.run_turn(session, "read the notes")
+    item = veil.store.items(session.id, ("warm",))[0]
+    assert item.source == "tool_result" and "alpha-bravo-charlie" in item.content
+
+    veil.model.add(call("veil_hydrate", pointer=item.id), "got it")
+    veil.run_turn(session, "bring it back")
+    out = tool_outputs(session)[-1]
+    assert out.startswith(f"{item.id} is loaded again") and out.count("alpha-bravo-charlie") == 30
+    back = veil.store.get_item(item.id)
+    assert back.tier == "live" and back.access_count == 1
+    assert [e["kind"] for e in veil.store.events(session.id, ("hydrate",))] == ["hydrate"]
+
+
+def test_pin_protects_and_unpin_releases(make_veil, project):
+    (project / "a.txt").write_text("A\n")
+    veil = make_veil([call("read", path="a.txt"), "ok"], plugins=[("ev", EvictToolResults())])
+    session = veil.new_session()
+    veil.run_turn(session, "read a")
+    item = veil.store.items(session.id, ("warm",))[0]
+    veil.model.add(call("veil_pin", id=item.id), "pinned")
+    veil.run_turn(session, "pin it")
+    assert veil.store.get_item(item.id).pinned and veil.store.get_item(item.id).tier == "live"
+    veil.model.add(call("veil_unpin", id=item.id), call("veil_pin", id="item_nope"), "done")
+    veil.run_turn(session, "unpin")
+    outs = tool_outputs(session)
+    assert outs[-2] == f"{item.id} unpinned"
+    assert "no item 'item_nope'" in outs[-1]
+
+
+def test_remember_demote_promote_forget_turn_meta(make_veil):
+    veil = make_veil([call("veil_remember", content="use uv for installs", kind="procedural",
+                           tags=["Tooling"]), "ok"])
+    session = veil.new_session()
+    veil.run_turn(session, "remember this")
+    item = next(i for i in session.live_items if i.source == "memory")
+    assert item.kind == "procedural" and item.loaded_by_hand and "tooling" in item.tags
+
+    veil.model.add(call("veil_demote", id=item.id, tier="cold"), "ok")
+    veil.run_turn(session, "demote")
+    assert veil.store.get_item(item.id).tier == "cold"
+    veil.model.add(call("veil_promote", id=item.id), "ok")
+    veil.run_turn(session, "promote")
+    assert veil.store.get_item(item.id).tier == "live"
+    veil.model.add(call("veil_turn_meta", kind="decision"), "ok")
+    veil.run_turn(session, "mark")
+    assert "current turn marked as decision (1 item(s))" in tool_outputs(session)[-1]
+    veil.model.add(call("veil_forget", id=item.id), "ok")
+    veil.run_turn(session, "forget")
+    assert veil.store.get_item(item.id).tier == "cold"
+    assert veil.store.get_item(item.id).content == "use uv for installs"  # nothing is lost
+    assert [h.id for h in veil.recall("uv installs", 5, None, session)] == []
+
+
+def test_recall_finds_evicted_content_by_keyword(make_veil, project):
+    (project / "deploy.md").write_text("The deploy script lives in tools/ship.sh and needs FOO_TOKEN.\n")
+    veil = make_veil([call("read", path="deploy.md"), "ok"], plugins=[("ev", EvictToolResults())])
+    session = veil.new_session()
+    veil.run_turn(session, "read the deploy doc")
+    veil.model.add(call("veil_recall", query="deploy script token"), "found")
+    veil.run_turn(session, "where is the deploy script?")
+    out = tool_outputs(session)[-1]
+    assert "tools/ship.sh" in out and "match(es)" in out
+
+
+def test_history_searches_past_sessions(make_veil):
+    veil = make_veil(["The flaky test is test_upload_retry."])
+    veil.run_turn(veil.new_session(), "which test is flaky?")
+    veil.model.add(call("veil_history", query="flaky upload", days=1), "ok")
+    session = veil.new_session()
+    veil.run_turn(session, "search history")
+    out = tool_outputs(session)[-1]
+    assert "test_upload_retry" in out
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "message"),
+    [
+        ("veil_recall", {}, "query: expected a non-empty string"),
+        ("veil_recall", {"query": "x", "limit": 0}, "limit: expected an integer from 1 to 50"),
+        ("veil_remember", {"content": "x", "kind": "gossip"}, "kind: expected one of"),
+        ("veil_demote", {"id": "item_x", "tier": "hot"}, "tier: expected 'warm' or 'cold'"),
+        ("veil_history", {"query": "x", "days": -1}, "days: expected a positive number"),
+        ("veil_turn_meta", {"kind": "nap"}, "kind: expected one of"),
+        ("veil_resolve_conflict", {"conflict_id": "c", "keep": "b"}, "no open conflict 'c'"),
+    ],
+)
+def test_bad_arguments_name_the_field(make_veil, name, args, message):
+    veil = make_veil([call(name, **args), "ok"])
+    session = veil.new_session()
+    veil.run_turn(session, "go")
+    assert message in tool_outputs(session)[0]

@@ -1,0 +1,286 @@
+"""Token counting (veil.core.tokens) and the offline environment (veil.core.offline).
+
+Exact counts are checked against tiktoken called directly; the estimate's bound is checked
+against every tokenizer installed here, on the shared real data and on hostile strings.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from veil.core import offline, tokens
+from veil.core.offline import litellm_tokenizer_dir, prepare_offline_env
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / ".." / "shared" / "data"
+
+
+def _need_data() -> Path:
+    if not DATA.is_dir():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"shared data missing at {DATA}")
+        pytest.skip(f"shared data not present at {DATA}")
+    return DATA
+
+
+def _tiktoken(name: str):
+    prepare_offline_env()
+    import tiktoken
+
+    return tiktoken.get_encoding(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# offline environment
+
+
+def test_tokenizer_dir_holds_cl100k_under_tiktokens_cache_name():
+    folder = litellm_tokenizer_dir()
+    assert folder is not None and folder.is_dir()
+    # tiktoken caches a file under sha1(url); this is how it finds cl100k_base offline.
+    url = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+    assert (folder / hashlib.sha1(url.encode()).hexdigest()).is_file()
+
+
+def test_prepare_offline_env_sets_only_unset_and_is_idempotent(monkeypatch):
+    monkeypatch.setattr(offline, "_prepared", False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # the user's own value wins
+    for name in ("LITELLM_LOCAL_MODEL_COST_MAP", "TRANSFORMERS_OFFLINE", "TIKTOKEN_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    changed = prepare_offline_env()
+    assert changed == {
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TIKTOKEN_CACHE_DIR": str(litellm_tokenizer_dir()),
+    }
+    assert os.environ["HF_HUB_OFFLINE"] == "0"
+    assert prepare_offline_env() == {}  # second call changes nothing
+
+
+def test_importing_veil_llm_modules_does_not_import_litellm_or_llama_cpp():
+    code = (
+        "import sys, veil.core.llm, veil.core.bundled, veil.core.testing, veil.core.tokens, "
+        "veil.core.providers, veil.core.settings\n"
+        "print(sorted(m for m in ('litellm', 'llama_cpp', 'tiktoken') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------------------------------------
+# exact counts
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["hello world", "def f(x):\n    return x + 1\n", "<|endoftext|> is plain text here", "中文 🙂"],
+)
+def test_cl100k_count_equals_tiktoken(text):
+    enc = _tiktoken("cl100k_base")
+    assert tokens.cl100k_count(text) == len(enc.encode(text, disallowed_special=()))
+
+
+def test_cl100k_count_known_values():
+    assert tokens.cl100k_count("") == 0
+    assert tokens.cl100k_count("hello world") == 2  # "hello", " world"
+    # The special-token string is ordinary text: more than the single special token.
+    assert tokens.cl100k_count("<|endoftext|>") > 1
+
+
+def test_cl100k_count_survives_lone_surrogates():
+    assert tokens.cl100k_count("a\udc80b") == tokens.cl100k_count("a\ufffdb")
+
+
+def test_exact_tokenizer_model_routing():
+    assert tokens.exact_tokenizer_model("openai/gpt-4o") == "gpt-4o"
+    assert tokens.exact_tokenizer_model("gpt-4") == "gpt-4"
+    assert tokens.exact_tokenizer_model("azure/gpt-4o-mini") == "gpt-4o-mini"
+    assert tokens.exact_tokenizer_model("deepseek/deepseek-chat") == "deepseek/deepseek-chat"
+    # Unknown tokenizers: Ollama models, Claude through OpenRouter's OpenAI-compatible API.
+    assert tokens.exact_tokenizer_model("ollama/qwen3") is None
+    assert tokens.exact_tokenizer_model("openai/anthropic/claude-4-6-sonnet") is None
+    assert tokens.exact_tokenizer_model(None) is None
+
+
+def test_count_text_tokens_openai_models_match_tiktoken():
+    text = "Counting tokens for veil: 12345 files in /tmp/x_y.py"
+    assert tokens.count_text_tokens(text, "openai/gpt-4o") == len(
+        _tiktoken("o200k_base").encode_ordinary(text)
+    )
+    assert tokens.count_text_tokens(text, "gpt-4") == len(
+        _tiktoken("cl100k_base").encode_ordinary(text)
+    )
+
+
+def test_count_message_tokens_openai_follows_openai_accounting():
+    enc = _tiktoken("o200k_base")
+    messages = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "List the files."},
+        {"role": "assistant", "content": "a.py b.py"},
+    ]
+    # OpenAI's documented accounting: 3 tokens per message + role + content, 3 to prime the reply.
+    expected = 3 + sum(
+        3 + len(enc.encode(m["role"])) + len(enc.encode(m["content"])) for m in messages
+    )
+    assert tokens.count_message_tokens(messages, "openai/gpt-4o") == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# the estimate
+
+
+def test_estimate_by_hand():
+    # ASCII, no digits: max(ceil(6/3), cl100k) where cl100k_base has "abcdef" as one token.
+    assert tokens.cl100k_count("abcdef") == 1
+    assert tokens.estimate_tokens("abcdef") == 2
+    # Ten digits: ceil(10/3) = 4, cl100k = 4 ("123" "456" "789" "0"), + ceil(20/3) = 7 -> 11.
+    assert tokens.cl100k_count("1234567890") == 4
+    assert tokens.estimate_tokens("1234567890") == 11
+    # Two CJK characters: 6 UTF-8 bytes, cl100k is fewer -> 6.
+    assert tokens.cl100k_count("中文") < 6
+    assert tokens.estimate_tokens("中文") == 6
+    # "a a a ..." packs two characters per token: the cl100k term (31) wins over 60 / 3 = 20.
+    text = "a " * 30
+    assert tokens.cl100k_count(text) == 31
+    assert tokens.estimate_tokens(text) == 31
+    assert tokens.estimate_tokens("") == 0
+
+
+def test_count_message_tokens_estimate_adds_documented_overheads():
+    messages = [
+        {"role": "user", "content": "How many files?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "3"},
+    ]
+    e = tokens.estimate_tokens
+    expected = (
+        tokens.REPLY_OVERHEAD
+        + 3 * tokens.MESSAGE_OVERHEAD
+        + e("How many files?")
+        + tokens.TOOL_CALL_OVERHEAD
+        + e("ls")
+        + e("{}")
+        + e("c1")
+        + e("3")
+    )
+    assert tokens.count_message_tokens(messages) == expected
+    assert tokens.count_message_tokens(messages, "ollama/qwen3") == expected
+
+
+def _installed_tokenizers() -> dict:
+    """Every tokenizer installed here, as name -> count(text)."""
+    found = {}
+    for name in ("cl100k_base", "o200k_base", "p50k_base"):
+        enc = _tiktoken(name)
+        found[name] = lambda s, enc=enc: len(enc.encode_ordinary(s))
+    try:
+        import tokenizers
+    except ImportError:
+        tokenizers = None
+    folder = litellm_tokenizer_dir()
+    if tokenizers is not None and folder is not None:
+        for name in ("deepseek", "anthropic"):
+            tok = tokenizers.Tokenizer.from_file(str(folder / f"{name}_tokenizer.json"))
+            found[name] = lambda s, tok=tok: len(tok.encode(s, add_special_tokens=False).ids)
+    try:
+        from llama_cpp import Llama
+
+        from veil.core.bundled import find_bundled_gguf
+
+        vocab = Llama(model_path=str(find_bundled_gguf()), vocab_only=True, verbose=False)
+        found["smollm2"] = lambda s: len(vocab.tokenize(s.encode(), add_bos=False, special=False))
+    except (ImportError, FileNotFoundError):
+        pass
+    return found
+
+
+@pytest.fixture(scope="module")
+def installed_tokenizers() -> dict:
+    return _installed_tokenizers()
+
+
+def _real_prompts(data: Path) -> list[tuple[str, list[str]]]:
+    prompts = []
+    for path in sorted(glob.glob(str(data / "trajectories" / "mini-swe-agent" / "*.json"))):
+        texts = []
+        for m in json.loads(Path(path).read_text())["messages"]:
+            content = m.get("content")
+            if isinstance(content, list):
+                content = "".join(p.get("text", "") for p in content)
+            texts.append(content or "")
+        prompts.append((Path(path).name, texts))
+    for path in sorted(glob.glob(str(data / "memfiles" / "*.md"))):
+        prompts.append((Path(path).name, [Path(path).read_text(encoding="utf-8")]))
+    for sample in json.loads((data / "locomo" / "locomo10_dev.json").read_text()):
+        turns = [
+            f"{t['speaker']}: {t['text']}"
+            for key, session in sample["conversation"].items()
+            if key.startswith("session_") and isinstance(session, list)
+            for t in session
+        ]
+        prompts.append((sample["sample_id"], turns))
+    return prompts
+
+
+def test_estimate_over_counts_every_real_prompt_for_every_installed_tokenizer(
+    installed_tokenizers,
+):
+    data = _need_data()
+    prompts = _real_prompts(data)
+    assert len(prompts) >= 25
+    for tokenizer, count in installed_tokenizers.items():
+        for name, texts in prompts:
+            actual = sum(count(t) for t in texts)
+            estimate = sum(tokens.estimate_tokens(t) for t in texts)
+            assert estimate >= actual, f"{tokenizer} on {name}: {estimate} < {actual}"
+
+
+HOSTILE = [
+    "1234567890" * 50,  # digit-splitting tokenizers spend one token per digit
+    "9b5ad71b2ce5302211f9c61530b329a4922fc6a4" * 10,  # hashes
+    "a " * 500,  # one-letter words
+    "!@#$%^&*()_+{}|:<>?" * 30,  # dense punctuation
+    "中文测试，这是一个句子。" * 20,  # CJK
+    "🙂🚀" * 50,  # emoji
+    "Привет мир " * 40,  # Cyrillic
+    "    x = 1\n" * 60,  # indented code
+    "0x1F 0x2E 0xFF " * 40,
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=[t[:12] for t in HOSTILE])
+def test_estimate_over_counts_hostile_strings(installed_tokenizers, text):
+    estimate = tokens.estimate_tokens(text)
+    for tokenizer, count in installed_tokenizers.items():
+        if tokenizer == "p50k_base":
+            continue  # GPT-3's tokenizer: documented exception (punctuation runs, newlines)
+        assert estimate >= count(text), tokenizer
+
+
+def test_estimate_is_within_half_again_of_cl100k_on_code():
+    """Over-counting has a cost (earlier compaction): on a real trajectory it stays < 1.5x."""
+    data = _need_data()
+    name, texts = _real_prompts(data)[0]
+    ratio = sum(tokens.estimate_tokens(t) for t in texts) / sum(
+        tokens.cl100k_count(t) for t in texts
+    )
+    assert 1.0 <= ratio < 1.5, (name, ratio)
+    assert math.isfinite(ratio)

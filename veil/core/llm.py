@@ -1,0 +1,656 @@
+"""LLM access: which model answers a role, provider routing and fallback, usage accounting.
+
+- :class:`ChatModel` is what the agent loop, compaction and replay call: ``complete(messages,
+  tools, on_token)`` -> :class:`Completion` with an OpenAI-format assistant message.
+- :class:`LiteLLMModel` calls any litellm provider, following ``auth.json``'s ``routing``
+  (``default``, then ``fallback`` in order; seed 000 "Using a dedicated compact model").
+- :class:`LLM` picks the model for a role (``main``, or ``compact`` which falls back to ``main``,
+  seed 000), and uses the bundled offline model (:mod:`veil.core.bundled`) when nothing is
+  configured.
+
+litellm is imported lazily (through :func:`veil.core.offline.import_litellm`) so that importing
+this module, and ``veil --help``, stay fast.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from veil.core.errors import ConfigError, ProviderError
+from veil.core.offline import import_litellm
+from veil.core.tokens import count_message_tokens, count_text_tokens
+
+if TYPE_CHECKING:
+    from veil.core.settings import Config, ModelRole
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONTEXT_WINDOW = 8192
+"""Tokens assumed when neither the settings nor litellm's model map know a model's window."""
+
+ROLES = ("main", "compact")
+
+
+@dataclass
+class Completion:
+    """One model answer.
+
+    Attributes:
+        message: the OpenAI assistant message ``{"role": "assistant", "content": str | None,
+            "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}]}``,
+            ``arguments`` a JSON string; ``tool_calls`` present only when there are some.
+        usage: ``{"prompt_tokens": int, "completion_tokens": int}`` as the provider reported
+            them, counted (:mod:`veil.core.tokens`) when it reported none.
+        model: the model that answered (litellm model string or the bundled model's name).
+        provider: the auth.json provider name that answered (or ``bundled`` / ``scripted``).
+        finish_reason: ``stop``, ``tool_calls``, ``length``... as reported, or None.
+    """
+
+    message: dict[str, Any]
+    usage: dict[str, int]
+    model: str
+    provider: str
+    finish_reason: str | None = None
+
+    @property
+    def content(self) -> str:
+        """The message's text ('' when it has none)."""
+        return self.message.get("content") or ""
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """The message's tool calls ([] when none)."""
+        return list(self.message.get("tool_calls") or [])
+
+
+class ChatModel(Protocol):
+    """A chat model veil can call (a structural protocol: any object with these members).
+
+    Not ``runtime_checkable`` on purpose: an ``isinstance`` check would evaluate
+    ``context_window``, which may import litellm or load the bundled model.
+
+    Attributes:
+        name: model name (as configured, e.g. ``anthropic/claude-4-6-sonnet``).
+        provider: the provider that answers first (auth.json name, ``bundled``...).
+        context_window: the model's input window, in tokens.
+    """
+
+    name: str
+    provider: str
+    context_window: int
+
+    def complete(
+        self,
+        messages: list[dict],
+        tools: list[dict] | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> Completion:
+        """Answer ``messages`` (OpenAI format), optionally calling ``tools`` (OpenAI function
+        schemas); text is streamed to ``on_token`` piece by piece when given.
+
+        Raises:
+            ProviderError: the model could not answer (every provider failed).
+        """
+        ...
+
+    def count_tokens(self, messages: list[dict] | str) -> int:
+        """Tokens of a prompt (list of messages) or of a text, for this model."""
+        ...
+
+
+class ContextWindowExceededError(ProviderError):
+    """The provider refused the prompt as longer than the model's context window.
+
+    A front end or loop can catch it to compact and retry; it is not retried on another
+    provider (same model, same window).
+    """
+
+    code = "CONTEXT_WINDOW_EXCEEDED"
+    http_status = 400
+
+
+# --------------------------------------------------------------------------------------------
+# Redaction
+
+
+_REDACTED = "[redacted]"
+_KEY_PATTERNS = [
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"),  # OpenAI, Anthropic, OpenRouter, DeepSeek keys
+    re.compile(r"\bAIza[0-9A-Za-z_\-]{20,}"),  # Google API keys
+    re.compile(r"\b(?:gsk|xai|hf|pplx|fw)_[A-Za-z0-9]{12,}"),  # Groq, xAI, HF, Perplexity...
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/\-]{8,}=*"),
+    re.compile(r"(?i)((?:api[_-]?key|x-api-key|token)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{6,}"),
+]
+_ENV_SECRET_NAME = re.compile(r"(?i)(API_KEY|_TOKEN|SECRET|PASSWORD|_KEY$)")
+_MIN_FRAGMENT = 8
+
+
+def _mask_fragments(text: str, secret: str) -> str:
+    """Replace every run of >= 8 characters of ``text`` that occurs inside ``secret``."""
+    if len(secret) < _MIN_FRAGMENT or len(text) < _MIN_FRAGMENT:
+        return text
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        end = i + _MIN_FRAGMENT
+        if end <= len(text) and text[i:end] in secret:
+            while end < len(text) and text[i : end + 1] in secret:
+                end += 1
+            out.append(_REDACTED)
+            i = end
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def redact(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
+    """``text`` with API keys removed.
+
+    Removes every fragment of 8+ characters of each known secret (so a key the provider echoes
+    in part is caught too) and anything shaped like a key (``sk-...``, ``AIza...``,
+    ``Bearer ...``, ``api_key=...``).
+    """
+    for secret in secrets:
+        if secret:
+            text = _mask_fragments(text, secret)
+    for pattern in _KEY_PATTERNS:
+        if pattern.groups:
+            text = pattern.sub(lambda m: m.group(1) + _REDACTED, text)
+        else:
+            text = pattern.sub(_REDACTED, text)
+    return text
+
+
+def _environment_secrets() -> list[str]:
+    return [
+        value
+        for name, value in os.environ.items()
+        if _ENV_SECRET_NAME.search(name) and len(value) >= _MIN_FRAGMENT
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# litellm-backed model
+
+
+@dataclass(frozen=True)
+class Route:
+    """One provider to try: its auth.json ``name``, litellm ``type`` (None: pass the model name
+    to litellm as is, with the user's own environment keys), endpoint and key."""
+
+    name: str
+    type: str | None = None
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+
+    def model_string(self, model: str) -> str:
+        """litellm's model string: ``<type>/<model>`` unless ``model`` already starts so."""
+        if self.type is None or model.startswith(self.type + "/"):
+            return model
+        return f"{self.type}/{model}"
+
+
+def _is_retryable(litellm: Any, exc: BaseException) -> bool:
+    """Connection errors, timeouts, rate limits and 5xx move on to the next provider."""
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return True
+    transient = (
+        litellm.RateLimitError,
+        litellm.APIConnectionError,
+        litellm.Timeout,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        litellm.BadGatewayError,
+    )
+    if isinstance(exc, transient):
+        return True
+    final = (
+        litellm.AuthenticationError,
+        litellm.PermissionDeniedError,
+        litellm.BadRequestError,
+        litellm.NotFoundError,
+        litellm.UnprocessableEntityError,
+    )
+    if isinstance(exc, final):
+        return False
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and status >= 500
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def message_from_response(response: Any) -> tuple[dict[str, Any], str | None]:
+    """The OpenAI assistant message dict and finish reason of a litellm ``ModelResponse``."""
+    choice = response.choices[0]
+    raw = _get(choice, "message")
+    message: dict[str, Any] = {"role": "assistant", "content": _get(raw, "content")}
+    calls = []
+    for call in _get(raw, "tool_calls") or []:
+        function = _get(call, "function")
+        arguments = _get(function, "arguments")
+        if arguments is None:
+            arguments = "{}"
+        elif not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        calls.append(
+            {
+                "id": _get(call, "id") or f"call_{uuid.uuid4().hex[:24]}",
+                "type": "function",
+                "function": {"name": _get(function, "name") or "", "arguments": arguments},
+            }
+        )
+    if calls:
+        message["tool_calls"] = calls
+        if not message["content"]:
+            message["content"] = None  # OpenAI's shape: no text beside tool calls
+    return message, _get(choice, "finish_reason")
+
+
+class LiteLLMModel:
+    """A :class:`ChatModel` answered through litellm, trying each route in order.
+
+    Args:
+        name: the configured model name (``gpt-4o``, ``anthropic/claude-4-6-sonnet``...).
+        routes: providers to try in order (at least one).
+        options: extra ``litellm.completion`` arguments (``ModelRole.options``: ``temperature``,
+            ``max_tokens``, ``mock_response``...).
+        context_window: tokens, overriding litellm's model map (``ModelRole.context_window``).
+
+    A route is left for the next on connection errors, timeouts, rate limits and 5xx answers;
+    authentication, permission, bad-request and not-found errors stop at once. When streaming,
+    a route that fails after text was already streamed is not retried elsewhere (the caller has
+    shown that text). Errors never contain API keys (:func:`redact`).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        routes: list[Route],
+        options: dict[str, Any] | None = None,
+        context_window: int | None = None,
+    ) -> None:
+        if not routes:
+            raise ValueError("LiteLLMModel needs at least one route")
+        self.name = name
+        self.routes = list(routes)
+        self.provider = self.routes[0].name
+        self.options = dict(options or {})
+        self._context_window = context_window
+        self.context_window_note: str | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def litellm_model(self) -> str:
+        """litellm model string of the first route (``openai/gpt-4o``)."""
+        return self.routes[0].model_string(self.name)
+
+    @property
+    def context_window(self) -> int:
+        """Input window in tokens: the configured value, else litellm's ``max_input_tokens``
+        (then ``max_tokens``), else :data:`DEFAULT_CONTEXT_WINDOW` with a logged note."""
+        with self._lock:
+            if self._context_window is None:
+                self._context_window = self._lookup_context_window()
+            return self._context_window
+
+    @context_window.setter
+    def context_window(self, value: int) -> None:
+        self._context_window = int(value)
+
+    def _lookup_context_window(self) -> int:
+        litellm = import_litellm()
+        route = self.routes[0]
+        for candidate in dict.fromkeys([self.litellm_model, self.name]):
+            try:
+                info = litellm.get_model_info(
+                    model=candidate, api_base=route.base_url, api_key=route.api_key
+                )
+            except Exception:  # unknown model or unreachable server: try the next name
+                continue
+            window = info.get("max_input_tokens") or info.get("max_tokens")
+            if isinstance(window, int) and window > 0:
+                return window
+        self.context_window_note = (
+            f"litellm knows no context window for {self.name!r}; assuming "
+            f"{DEFAULT_CONTEXT_WINDOW} tokens (set models.main.contextWindow to change it)"
+        )
+        log.warning(self.context_window_note)
+        return DEFAULT_CONTEXT_WINDOW
+
+    def count_tokens(self, messages: list[dict] | str) -> int:
+        """Tokens for this model (exact for OpenAI models, estimated otherwise;
+        :mod:`veil.core.tokens`)."""
+        if isinstance(messages, str):
+            return count_text_tokens(messages, self.litellm_model)
+        return count_message_tokens(messages, self.litellm_model)
+
+    def _secrets(self) -> list[str]:
+        return [r.api_key for r in self.routes if r.api_key] + _environment_secrets()
+
+    def complete(
+        self,
+        messages: list[dict],
+        tools: list[dict] | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> Completion:
+        """Answer through the first route that succeeds (see the class docstring).
+
+        Raises:
+            ContextWindowExceededError: the provider said the prompt is too long.
+            ProviderError: every route failed, or one failed with an error that another
+                provider would repeat (authentication, bad request); the message names each
+                provider tried and its error, keys redacted.
+        """
+        litellm = import_litellm()
+        failures: list[str] = []
+        secrets = self._secrets()
+        for route in self.routes:
+            model = route.model_string(self.name)
+            streamed = [False]
+            try:
+                return self._call(litellm, route, model, messages, tools, on_token, streamed)
+            except Exception as exc:
+                text = redact(f"{type(exc).__name__}: {exc}", secrets)[:600]
+                failures.append(f"{route.name} ({model}): {text}")
+                if isinstance(exc, litellm.ContextWindowExceededError):
+                    raise ContextWindowExceededError(
+                        f"the prompt is longer than {model}'s context window: {text}"
+                    ) from None
+                if not _is_retryable(litellm, exc) or streamed[0]:
+                    break
+        tried = "; ".join(failures)
+        raise ProviderError(f"model {self.name!r} could not answer: {tried}") from None
+
+    def _call(
+        self,
+        litellm: Any,
+        route: Route,
+        model: str,
+        messages: list[dict],
+        tools: list[dict] | None,
+        on_token: Callable[[str], None] | None,
+        streamed: list[bool],
+    ) -> Completion:
+        kwargs: dict[str, Any] = {"model": model, "messages": messages, **self.options}
+        if route.base_url:
+            kwargs["api_base"] = route.base_url
+        if route.api_key:
+            kwargs["api_key"] = route.api_key
+        if tools:
+            kwargs["tools"] = tools
+        if on_token is None:
+            response = litellm.completion(**kwargs)
+        else:
+            kwargs["stream"] = True
+            if self._reports_stream_usage(litellm, model, route):
+                kwargs.setdefault("stream_options", {"include_usage": True})
+            chunks = []
+            for chunk in litellm.completion(**kwargs):
+                chunks.append(chunk)
+                choices = _get(chunk, "choices") or []
+                delta = _get(choices[0], "delta") if choices else None
+                text = _get(delta, "content")
+                if text:
+                    streamed[0] = True
+                    on_token(text)
+            response = litellm.stream_chunk_builder(chunks, messages=messages)
+        message, finish_reason = message_from_response(response)
+        usage = self._usage(response, messages, tools, message, model)
+        return Completion(
+            message=message,
+            usage=usage,
+            model=model,
+            provider=route.name,
+            finish_reason=finish_reason,
+        )
+
+    @staticmethod
+    def _reports_stream_usage(litellm: Any, model: str, route: Route) -> bool:
+        try:
+            params = litellm.get_supported_openai_params(model=model) or []
+        except Exception:
+            return False
+        return "stream_options" in params
+
+    @staticmethod
+    def _usage(
+        response: Any,
+        messages: list[dict],
+        tools: list[dict] | None,
+        message: dict[str, Any],
+        model: str,
+    ) -> dict[str, int]:
+        usage = _get(response, "usage")
+        prompt = _get(usage, "prompt_tokens")
+        completion = _get(usage, "completion_tokens")
+        if not isinstance(prompt, int):
+            prompt = count_message_tokens(messages, model, tools=tools)
+        if not isinstance(completion, int):
+            completion = count_message_tokens([message], model)
+        return {"prompt_tokens": prompt, "completion_tokens": completion}
+
+
+# --------------------------------------------------------------------------------------------
+# Role resolution and usage accounting
+
+
+class _RecordingModel:
+    """Wraps a ChatModel so every successful call is appended to :attr:`LLM.usage_log`."""
+
+    def __init__(self, inner: ChatModel, role: str, log_list: list[dict], lock: threading.Lock):
+        self.inner = inner
+        self.role = role
+        self._log = log_list
+        self._lock = lock
+
+    name = property(lambda self: self.inner.name)
+    provider = property(lambda self: self.inner.provider)
+    context_window = property(lambda self: self.inner.context_window)
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self.inner, item)
+
+    def count_tokens(self, messages: list[dict] | str) -> int:
+        return self.inner.count_tokens(messages)
+
+    def complete(
+        self,
+        messages: list[dict],
+        tools: list[dict] | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> Completion:
+        start = time.perf_counter()
+        result = self.inner.complete(messages, tools=tools, on_token=on_token)
+        seconds = time.perf_counter() - start
+        with self._lock:
+            self._log.append(
+                {
+                    "role": self.role,
+                    "model": result.model,
+                    "provider": result.provider,
+                    "prompt_tokens": int(result.usage.get("prompt_tokens", 0)),
+                    "completion_tokens": int(result.usage.get("completion_tokens", 0)),
+                    "seconds": seconds,
+                }
+            )
+        return result
+
+
+BUNDLED_ALIASES = frozenset({"bundled", "smollm2", "SmolLM2-135M-Instruct"})
+"""Model names that select the bundled offline model explicitly (also in a session's snapshot)."""
+
+BUNDLED_NOTICE = (
+    "No model is configured, so veil is answering with its bundled offline model "
+    "SmolLM2-135M-Instruct, a very small model fit for trying veil out but not for real coding "
+    "work; configure a provider in ~/.veil/auth.json (providers, routing) and name its model in "
+    ".veil/settings.json under models.main."
+)
+
+
+class LLM:
+    """Model access for one project: the model of each role, with usage accounting.
+
+    Args:
+        config: the project's :class:`~veil.core.settings.Config` (``models``, ``auth``).
+        models: forces a :class:`ChatModel` per role (``{"main": ScriptedModel([...])}``, replay);
+            a forced ``main`` also answers ``compact`` unless that is forced too.
+
+    Attributes:
+        is_offline_default: no provider and no model are configured and the bundled model is
+            installed, so it answers.
+        notice: one sentence to print once when the bundled model answers (else None).
+        usage_log: one dict per successful call: ``role``, ``model``, ``provider``,
+            ``prompt_tokens``, ``completion_tokens``, ``seconds`` (wall clock).
+    """
+
+    def __init__(self, config: Config, models: dict[str, ChatModel] | None = None) -> None:
+        self.config = config
+        self._forced = dict(models or {})
+        unknown = set(self._forced) - set(ROLES)
+        if unknown:
+            raise ValueError(f"unknown model roles {sorted(unknown)}; use {list(ROLES)}")
+        self.usage_log: list[dict] = []
+        self._log_lock = threading.Lock()
+        self._cache: dict[tuple[str, str], ChatModel] = {}
+        self._cache_lock = threading.Lock()
+        nothing_configured = (
+            not self._forced and not config.auth.providers and config.models.main is None
+        )
+        self.is_offline_default = nothing_configured and _bundled_available()
+        self.notice: str | None = BUNDLED_NOTICE if self.is_offline_default else None
+
+    def routes(self) -> list[Route]:
+        """Providers to try, in order: ``routing.default`` (or the only provider when there is
+        exactly one), then ``routing.fallback``. With no provider at all: one route that hands
+        the model name to litellm as is (the user's own environment keys, a local Ollama...).
+
+        Raises:
+            ConfigError: several providers exist but ``routing.default`` is not set.
+        """
+        auth = self.config.auth
+        if not auth.providers:
+            return [Route(name="litellm")]
+        order: list[str] = []
+        if auth.routing.default:
+            order.append(auth.routing.default)
+        elif len(auth.providers) == 1:
+            order.append(next(iter(auth.providers)))
+        for name in auth.routing.fallback:
+            if name not in order:
+                order.append(name)
+        if not order:
+            names = ", ".join(sorted(auth.providers))
+            raise ConfigError(
+                f"auth.json: routing.default: not set and there are {len(auth.providers)} "
+                f"providers ({names}); name the one to use"
+            )
+        routes = []
+        for name in order:
+            p = auth.providers[name]
+            key = p.api_key.get_secret_value() if p.api_key is not None else None
+            routes.append(Route(name=name, type=p.type, base_url=p.base_url, api_key=key))
+        return routes
+
+    def model_for(self, role: str = "main", model: str | None = None) -> ChatModel:
+        """The model answering ``role``, with usage recorded in :attr:`usage_log`.
+
+        Args:
+            role: ``main`` or ``compact`` (``compact`` falls back to ``main``, seed 000).
+            model: a model name overriding the role's (a session's model,
+                ``defaultCompaction.model``); None or ``"default"`` keeps the role's.
+
+        Raises:
+            ValueError: an unknown role.
+            ConfigError: no model can be resolved (providers without ``models.main``; nothing
+                configured and the bundled model not installed; routing ambiguous).
+        """
+        if role not in ROLES:
+            raise ValueError(f"unknown model role {role!r}; use {list(ROLES)}")
+        forced = self._forced.get(role)
+        if forced is None and role == "compact" and self.config.models.compact is None:
+            forced = self._forced.get("main")  # compact falls back to main (seed 000)
+        if forced is not None:
+            return _RecordingModel(forced, role, self.usage_log, self._log_lock)
+        if model in (None, "", "default"):
+            model = None
+        settings = self.config.models
+        role_cfg: ModelRole | None = settings.main
+        if role == "compact" and settings.compact is not None:
+            role_cfg = settings.compact
+        name = model or (role_cfg.model if role_cfg is not None else None)
+        inner = self._resolve(name, role_cfg if role_cfg and role_cfg.model == name else None)
+        return _RecordingModel(inner, role, self.usage_log, self._log_lock)
+
+    def _resolve(self, name: str | None, role_cfg: ModelRole | None) -> ChatModel:
+        key = ("bundled", "") if name is None or name in BUNDLED_ALIASES else ("litellm", name)
+        with self._cache_lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                return cached
+            if key[0] == "bundled":
+                if name is None and self.config.auth.providers:
+                    names = ", ".join(sorted(self.config.auth.providers))
+                    raise ConfigError(
+                        f"models.main: not set, but auth.json has providers ({names}); set "
+                        'models.main.model in .veil/settings.json, e.g. {"models": {"main": '
+                        '{"model": "gpt-4o"}}}'
+                    )
+                model: ChatModel = _bundled_model()
+            else:
+                model = LiteLLMModel(
+                    name,  # type: ignore[arg-type]
+                    self.routes(),
+                    options=role_cfg.options if role_cfg else None,
+                    context_window=role_cfg.context_window if role_cfg else None,
+                )
+            self._cache[key] = model
+            return model
+
+    def usage_totals(self) -> dict[str, int]:
+        """Sums over :attr:`usage_log`: ``calls``, ``prompt_tokens``, ``completion_tokens``."""
+        with self._log_lock:
+            entries = list(self.usage_log)
+        return {
+            "calls": len(entries),
+            "prompt_tokens": sum(e["prompt_tokens"] for e in entries),
+            "completion_tokens": sum(e["completion_tokens"] for e in entries),
+        }
+
+
+def _bundled_available() -> bool:
+    from veil.core.bundled import bundled_available
+
+    return bundled_available()
+
+
+def _bundled_model() -> ChatModel:
+    from veil.core.bundled import shared_bundled_model
+
+    try:
+        return shared_bundled_model()
+    except FileNotFoundError as exc:
+        raise ConfigError(
+            f"models.main: no model is configured and the bundled offline model is missing "
+            f"({exc}); configure a provider in auth.json and models.main in settings.json"
+        ) from exc
+    except ImportError as exc:
+        raise ConfigError(
+            f"models.main: no model is configured and the bundled offline model cannot run "
+            f"({exc}); install llama-cpp-python, or configure a provider"
+        ) from exc

@@ -1,0 +1,202 @@
+"""Token counting: exact where the model's tokenizer is installed, a bounded estimate otherwise.
+
+Three functions, all offline (tiktoken's files ship inside litellm's wheel; see
+:mod:`veil.core.offline`):
+
+- :func:`cl100k_count`: tiktoken's ``cl100k_base``, ordinary text (special-token strings count as
+  plain text). This exact tokenizer is the one ``veil replay`` measures with (DESIGN.md
+  "Measures").
+- :func:`count_text_tokens` / :func:`count_message_tokens`: litellm's ``token_counter`` when
+  litellm holds the model's own tokenizer -- OpenAI models (every name tiktoken maps to an
+  encoding) and DeepSeek V3/V4 models (litellm bundles that tokenizer) -- otherwise
+  :func:`estimate_tokens`.
+
+The estimate (used for Anthropic, Gemini, Ollama, OpenRouter... models, whose tokenizers are not
+installed) is meant to over-count::
+
+    estimate(text) = max(ceil(ascii_chars / 3) + non_ascii_utf8_bytes, cl100k(text))
+                     + ceil(2 * ascii_digits / 3)
+
+``ascii_chars / 3`` is below the 3.5-4.5 characters per token that BPE tokenizers reach on
+English and source code; a non-ASCII character counts its UTF-8 bytes, the most tokens a
+byte-level tokenizer can spend on it (CJK, emoji); the ``cl100k`` term covers ASCII that packs
+fewer characters per token (single letters between spaces, dense punctuation); the digit term
+covers tokenizers that split numbers into single digits (SmolLM2, Llama 2, Mistral, Qwen) where
+cl100k_base keeps up to three digits in one token.
+
+What is checked (tests/test_tokens.py, on the shared trajectories, LoCoMo conversations and
+memory files, against cl100k_base, o200k_base, p50k_base, DeepSeek's, Claude-2's and SmolLM2's
+tokenizers): over a whole prompt the estimate is above the real count, by 1.07x (SmolLM2, p50k)
+to 1.42x (o200k) -- an over-estimate, never under -- and so it is on hostile strings (digit runs,
+hashes, one-letter words, CJK, emoji, Cyrillic, indented code) for all of them but p50k. A single
+short text can be under-counted (up to 25% for fragments such as ``"ab\\tcd\\n"`` repeated; GPT-3's
+p50k_base spends a token per character on punctuation runs and newlines); the per-message
+overhead below absorbs that in practice. It is not a proof for every tokenizer.
+
+Messages add :data:`MESSAGE_OVERHEAD` tokens each (ChatML's ``<|im_start|>role\\n`` ...
+``<|im_end|>\\n``) and :data:`REPLY_OVERHEAD` once (the assistant header the reply starts with).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from veil.core.offline import import_litellm, prepare_offline_env
+
+MESSAGE_OVERHEAD = 5
+"""Estimated tokens around one chat message (role header and separators, ChatML's five)."""
+REPLY_OVERHEAD = 3
+"""Estimated tokens that prime the reply (OpenAI's documented 3)."""
+TOOL_CALL_OVERHEAD = 8
+"""Estimated tokens around one tool call besides its name and JSON arguments (id, type, braces)."""
+
+# Provider prefixes under which a model name is an OpenAI model (tiktoken knows its tokenizer).
+_OPENAI_PREFIXES = ("openai/", "azure/", "text-completion-openai/")
+# Model names whose tokenizer litellm bundles (litellm.utils._DEEPSEEK_TOKENIZER_MODEL).
+_DEEPSEEK_MODEL = re.compile(
+    r"deepseek[-_.](?:chat[-_.])?v[34]|(?:^|/)deepseek-(?:chat|reasoner|flash)(?::free)?$",
+    re.IGNORECASE,
+)
+
+
+@functools.lru_cache(maxsize=1)
+def _cl100k() -> Any:
+    prepare_offline_env()
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base")
+
+
+def cl100k_count(text: str) -> int:
+    """Tokens of ``text`` under tiktoken's ``cl100k_base``, special-token strings as plain text.
+
+    The measure ``veil replay`` uses (DESIGN.md "Measures"). The encoder is loaded once, offline,
+    from litellm's bundled file.
+    """
+    if not text:
+        return 0
+    try:
+        return len(_cl100k().encode_ordinary(text))
+    except UnicodeEncodeError:  # lone surrogates: count them as U+FFFD, as a provider would
+        return len(_cl100k().encode_ordinary(text.encode("utf-8", "replace").decode("utf-8")))
+
+
+def estimate_tokens(text: str) -> int:
+    """Over-estimate of the tokens of ``text`` for a model whose tokenizer is not installed.
+
+    ``max(ceil(ascii_chars / 3) + non_ascii_utf8_bytes, cl100k_count(text))
+    + ceil(2 * ascii_digits / 3)``; the module docstring says why each term is there and where
+    the bound is checked.
+    """
+    if not text:
+        return 0
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    non_ascii_bytes = len(text.encode("utf-8", "surrogatepass")) - ascii_chars
+    digits = sum(text.count(d) for d in "0123456789")
+    by_chars = math.ceil(ascii_chars / 3) + non_ascii_bytes
+    return max(by_chars, cl100k_count(text)) + math.ceil(2 * digits / 3)
+
+
+@functools.lru_cache(maxsize=256)
+def exact_tokenizer_model(model: str | None) -> str | None:
+    """The name to give litellm's ``token_counter`` when it holds ``model``'s tokenizer, else None.
+
+    OpenAI models (bare ``gpt-4o`` or prefixed ``openai/`` / ``azure/``) whose name tiktoken maps
+    to an encoding, and DeepSeek V3/V4 models (litellm bundles that tokenizer file). Names routed
+    through another provider (``openai/anthropic/claude-...`` on OpenRouter) stay estimates.
+    """
+    if not model:
+        return None
+    if _DEEPSEEK_MODEL.search(model):
+        return model
+    bare = model
+    for prefix in _OPENAI_PREFIXES:
+        if model.startswith(prefix):
+            bare = model[len(prefix) :]
+            break
+    if "/" in bare:
+        return None
+    prepare_offline_env()
+    import tiktoken
+
+    try:
+        tiktoken.encoding_name_for_model(bare)
+    except KeyError:
+        return None
+    return bare
+
+
+def count_text_tokens(text: str, model: str | None = None) -> int:
+    """Tokens of ``text`` for ``model`` (a litellm model string such as ``openai/gpt-4o``).
+
+    Exact (litellm ``token_counter``) when :func:`exact_tokenizer_model` knows the model's
+    tokenizer, otherwise :func:`estimate_tokens`. ``model=None`` uses the estimate.
+    """
+    if not text:
+        return 0
+    exact = exact_tokenizer_model(model)
+    if exact is None:
+        return estimate_tokens(text)
+    return int(import_litellm().token_counter(model=exact, text=text))
+
+
+def _text_of(content: Any) -> str:
+    """Text of an OpenAI message ``content``: a string, or a list of parts (text parts joined)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping):
+                parts.append(str(part.get("text") or ""))
+            else:
+                parts.append(str(part))
+        return "".join(parts)
+    return str(content)
+
+
+def _estimate_message(message: Mapping[str, Any]) -> int:
+    total = MESSAGE_OVERHEAD + estimate_tokens(_text_of(message.get("content")))
+    for key in ("name", "tool_call_id"):
+        value = message.get(key)
+        if isinstance(value, str):
+            total += estimate_tokens(value)
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        arguments = function.get("arguments", "")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        total += TOOL_CALL_OVERHEAD + estimate_tokens(str(function.get("name") or ""))
+        total += estimate_tokens(arguments)
+    return total
+
+
+def count_message_tokens(
+    messages: Sequence[Mapping[str, Any]] | Iterable[Mapping[str, Any]],
+    model: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
+) -> int:
+    """Tokens of a chat prompt: OpenAI-format ``messages`` (plus ``tools`` schemas if given).
+
+    Exact per litellm ``token_counter`` for models whose tokenizer it holds (its own per-message
+    accounting: 3 tokens per message, 3 for the reply). Otherwise the sum of
+    :func:`estimate_tokens` over each message's content, name, tool-call id, tool-call names and
+    arguments, plus :data:`MESSAGE_OVERHEAD` per message, :data:`TOOL_CALL_OVERHEAD` per tool call
+    and :data:`REPLY_OVERHEAD` once; ``tools`` add the estimate of their JSON.
+    """
+    messages = list(messages)
+    exact = exact_tokenizer_model(model)
+    if exact is not None:
+        litellm = import_litellm()
+        return int(litellm.token_counter(model=exact, messages=messages, tools=tools or None))
+    total = REPLY_OVERHEAD + sum(_estimate_message(m) for m in messages)
+    if tools:
+        total += estimate_tokens(json.dumps(tools, ensure_ascii=False))
+    return total

@@ -1,0 +1,199 @@
+"""veil's memory layer for another Python agent loop (the seed's
+``new VeilHarness({dbPath}).getHooks()``, in Python).
+
+The host loop keeps calling its own model; it tells the harness what happened and asks it what
+to send::
+
+    harness = VeilHarness(".veil/context.db")
+    hooks = harness.get_hooks()
+    hooks["on_user_message"]("Fix the failing test")
+    while True:
+        messages = hooks["build_prompt"]()            # system + manifest + kept messages
+        reply = my_model(messages, tools=my_tools + hooks["tools"])
+        hooks["on_assistant_message"](reply)
+        if not reply.get("tool_calls"):
+            break
+        for call in reply["tool_calls"]:
+            args = json.loads(call["function"]["arguments"])
+            hooks["before_tool_call"](call["function"]["name"], args, call["id"])
+            if hooks["is_memory_tool"](call["function"]["name"]):
+                output = hooks["call_tool"](call["function"]["name"], args, call["id"])
+            else:
+                output = my_run_tool(call)
+            hooks["after_tool_call"](call["function"]["name"], args, call["id"], output)
+
+Everything veil does inside its own loop happens here too: ``capture`` on the way in and out
+of every tool call, scoring and eviction under pressure, pointer stubs, the manifest, the twelve
+memory tools, compaction and convergence when those plugins are installed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from veil.core.context import build_prompt
+from veil.core.loop import capture
+from veil.core.types import CaptureEvent, Message, ToolContext, ToolResult
+
+
+class VeilHarness:
+    """The memory layer over a database path, without veil's agent loop.
+
+    Args:
+        db_path: the store (``.veil/context.db``; ``":memory:"`` for a throwaway one).
+        project_dir: where settings and memory files are read (default: the db's project, i.e.
+            the parent of its ``.veil`` folder, or the current directory).
+        context_window: tokens the host's model accepts (default 8,192).
+        count_tokens: ``str -> int`` with the host model's tokenizer (default cl100k_base).
+        agent: agent name (memory files, agent.json).
+        use_entry_points: load installed plugins (scorer, eviction, compaction, memory files...).
+
+    Raises:
+        ConfigError: a settings file is invalid (names the file and field).
+    """
+
+    def __init__(self, db_path: str | Path = ".veil/context.db", *,
+                 project_dir: str | Path | None = None, context_window: int = 8192,
+                 count_tokens: Callable[[str], int] | None = None, agent: str = "default",
+                 use_entry_points: bool = True) -> None:
+        from veil.core.app import open_veil
+        from veil.core.llm import LLM
+        from veil.core.settings import load_config
+
+        if project_dir is None and str(db_path) != ":memory:":
+            parent = Path(db_path).resolve().parent
+            project_dir = parent.parent if parent.name == ".veil" else None
+        config = load_config(project_dir)
+        self._model = _HostModel(context_window, count_tokens)
+        self.veil = open_veil(config.project_dir, config=config, db_path=db_path,
+                              llm=LLM(config, models={"main": self._model}),
+                              use_entry_points=use_entry_points)
+        self.session = self.veil.new_session(agent=agent)
+        self._pending: dict[str, Message] = {}
+
+    # -- what the host tells the harness ---------------------------------------------------------
+
+    def on_user_message(self, text: str) -> None:
+        """A user message starts an exchange (task tags are taken from it)."""
+        self.session.set_task(text)
+        msg = {"role": "user", "content": text}
+        idx = self.session.append(msg)
+        capture(self.session, CaptureEvent("user", msg, self.session.step, message_index=idx))
+
+    def on_assistant_message(self, message: Message) -> None:
+        """The host's model replied (an OpenAI assistant message, with or without tool calls)."""
+        self.session.step += 1
+        msg = {"role": "assistant", "content": message.get("content")}
+        if message.get("tool_calls"):
+            msg["tool_calls"] = message["tool_calls"]
+            for call in message["tool_calls"]:
+                self._pending[call["id"]] = msg
+        idx = self.session.append(msg)
+        capture(self.session, CaptureEvent("assistant", msg, self.session.step, message_index=idx))
+
+    def before_tool_call(self, name: str, arguments: dict[str, Any], tool_call_id: str) -> None:
+        """A tool call is about to run (``capture`` on the way in)."""
+        msg = self._pending.get(tool_call_id, {"role": "assistant", "content": None})
+        capture(self.session, CaptureEvent("tool_call", msg, self.session.step, tool_name=name,
+                                           tool_call_id=tool_call_id, arguments=arguments))
+
+    def after_tool_call(self, name: str, arguments: dict[str, Any], tool_call_id: str,
+                        output: str, *, is_error: bool = False, outcome: str | None = None) -> None:
+        """A tool call returned ``output`` (``capture`` on the way out; stored as its result)."""
+        self._pending.pop(tool_call_id, None)
+        msg = {"role": "tool", "tool_call_id": tool_call_id, "content": output}
+        idx = self.session.append(msg)
+        result = ToolResult(output, is_error=is_error, outcome=outcome)  # type: ignore[arg-type]
+        capture(self.session, CaptureEvent("tool_result", msg, self.session.step, message_index=idx,
+                                           tool_name=name, tool_call_id=tool_call_id,
+                                           arguments=arguments, result=result))
+        self.veil.pm.hook.after_iteration(session=self.session, iteration=self.session.step)
+
+    # -- what the host asks ----------------------------------------------------------------------
+
+    def build_prompt(self) -> list[Message]:
+        """The messages to send now: system prompt (with manifest and plugin sections), any
+        compaction summary, and the kept history with evicted content as pointer stubs."""
+        prompt = build_prompt(self.session)
+        self.session.last_prompt_tokens = prompt.tokens
+        return prompt.messages
+
+    def manifest(self) -> str:
+        """The manifest section alone (what is loaded, what is stored outside the prompt)."""
+        from veil.core.manifest import manifest_section
+
+        section = manifest_section(self.session)
+        return section.text if section else ""
+
+    def tools(self) -> list[dict[str, Any]]:
+        """OpenAI ``tools`` entries for the memory tools (the twelve ``veil_*`` and, when the
+        memory-files plugin is installed, ``memory_*``)."""
+        return [t.schema() for n, t in self.veil.tools.items() if self.is_memory_tool(n)]
+
+    def is_memory_tool(self, name: str) -> bool:
+        """Whether ``name`` is one of the harness's memory tools (the host runs the others)."""
+        tool = self.veil.tools.get(name)
+        return tool is not None and (name.startswith("veil_") or name.startswith("memory_"))
+
+    def call_tool(self, name: str, arguments: dict[str, Any] | str, tool_call_id: str) -> str:
+        """Run a memory tool; returns the text for the tool message (errors as text too)."""
+        from veil.core.errors import BadRequest
+
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments or "{}")
+            except ValueError as exc:
+                return f"{name}: invalid JSON arguments: {exc}"
+        if not self.is_memory_tool(name):
+            return f"{name}: not a memory tool"
+        try:
+            out = self.veil.tools[name].handler(ToolContext(self.session, tool_call_id), arguments)
+        except BadRequest as exc:
+            return f"{name}: {exc.message}"
+        return out.content if isinstance(out, ToolResult) else str(out)
+
+    def get_hooks(self) -> dict[str, Any]:
+        """The callables a host loop wires in (names in the module docstring's example)."""
+        return {
+            "on_user_message": self.on_user_message,
+            "on_assistant_message": self.on_assistant_message,
+            "before_tool_call": self.before_tool_call,
+            "after_tool_call": self.after_tool_call,
+            "build_prompt": self.build_prompt,
+            "manifest": self.manifest,
+            "tools": self.tools(),
+            "is_memory_tool": self.is_memory_tool,
+            "call_tool": self.call_tool,
+        }
+
+    def close(self) -> None:
+        """Release the store."""
+        self.veil.close()
+
+
+class _HostModel:
+    """Stands for the host's model inside veil: a window and a tokenizer; never asked to answer
+    except as a summariser, where it refuses clearly (configure ``models.compact`` for that)."""
+
+    name = "host"
+    provider = "host"
+
+    def __init__(self, context_window: int, count: Callable[[str], int] | None) -> None:
+        from veil.core.tokens import cl100k_count
+
+        self.context_window = context_window
+        self._count = count or cl100k_count
+
+    def count_tokens(self, messages: list[dict] | str) -> int:
+        if isinstance(messages, str):
+            return self._count(messages)
+        return sum(self._count(m.get("content") or "") for m in messages)
+
+    def complete(self, messages: list[dict], tools: Any = None, on_token: Any = None) -> Any:
+        from veil.core.errors import NotAvailable
+
+        raise NotAvailable("the harness has no model of its own: summaries need models.compact "
+                           "in settings.json, or turn full compaction off")
