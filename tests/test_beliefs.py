@@ -121,3 +121,20 @@ def test_conflicts_tool_says_honestly_when_there_are_none(make_veil):
     session = veil.new_session()
     veil.run_turn(session, "any?")
     assert session.messages[2]["content"] == "no open conflicts between beliefs"
+
+
+def test_beliefs_slash_command_and_route(make_veil):
+    from veil.core.types import RouteRequest
+
+    veil = make_veil([])
+    session = veil.new_session()
+    veil.beliefs.assert_fact(session, "the api port is 1", tool_call_id="c1")
+    veil.beliefs.assert_fact(session, "the api port is 2", tool_call_id="c2")
+    text = veil.slash_commands()["beliefs"].handler(session, "")
+    assert text.splitlines()[0] == "2 belief(s), 1 open conflict(s)"
+    assert "tool call c1" in text and "conflict conflict_" in text
+    route = next(r for impl in veil.pm.hook.register_routes(veil=veil) for r in impl
+                 if r.path == "/beliefs")
+    body = route.handler(RouteRequest("GET", {}, {}, b"", veil)).body
+    assert [b["statement"] for b in body["beliefs"]] == ["the api port is 1", "the api port is 2"]
+    assert len(body["conflicts"]) == 1

@@ -234,24 +234,6 @@ class Store:
         ).fetchall()
         return [_row_item(r) for r in rows]
 
-    def set_pinned(
-        self, item_id: str, pinned: bool, *, session_id: str | None = None, step: int | None = None
-    ) -> bool:
-        """Set an item's pinned flag and log a ``pin`` / ``unpin`` event, in one transaction.
-
-        Returns False (and logs nothing) when no item has that id.
-        """
-        with self.transaction() as conn:
-            cur = conn.execute("UPDATE items SET pinned = ? WHERE id = ?", (int(pinned), item_id))
-            if cur.rowcount == 0:
-                return False
-            conn.execute(
-                "INSERT INTO events (ts, session_id, step, kind, payload) VALUES (?, ?, ?, ?, ?)",
-                (time.time(), session_id, step, "pin" if pinned else "unpin",
-                 db.dumps({"item": item_id})),
-            )
-        return True
-
     def get_item(self, item_id: str) -> ContextItem | None:
         """One item by id, or None."""
         row = self.conn.execute("SELECT * FROM items WHERE id = ?", (item_id,)).fetchone()

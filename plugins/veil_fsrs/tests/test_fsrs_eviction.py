@@ -52,19 +52,41 @@ def plan(items, scores, budget, used, threshold=0.7, **kwargs):
 # --- stages -----------------------------------------------------------------------------------
 
 
-def test_stage1_takes_stale_single_use_items_without_pressure():
-    stale = {"access_count": 0, "stability": 0.02, "last_access": NOW - 2000}  # 2000 s > S
+def test_stage1_takes_stale_single_use_tool_groups_only_under_pressure():
+    # S = 0.02 day = 1728 s: 2000 s after the last access R(t, S) < R(S, S) = 0.9 (stale),
+    # 1000 s after it R > 0.9 (fresh).
+    stale = {
+        "source": "tool_result",
+        "access_count": 0,
+        "stability": 0.02,
+        "last_access": NOW - 2000,
+    }
+    stale_call = {**stale, "source": "tool_call"}
     items = [
         item("stale", **stale),
         item("used_twice", **{**stale, "access_count": 2}),
-        item("fresh", access_count=1, stability=0.02, last_access=NOW - 1000),  # R > 0.9
+        item("fresh", **{**stale, "access_count": 1, "last_access": NOW - 1000}),
         item("pinned", pinned=True, **stale),
-        item("recent_step", step=95, **stale),
+        item("recent_step", step=95, **stale),  # in the window 89..100
         item("once", **{**stale, "access_count": 1}),
+        item("old_turn", **{**stale, "source": "assistant", "kind": "exploration"}),  # a turn
+        item("old_memory", **{**stale, "source": "memory"}),  # not a tool call/result
+        item("call_a", tool_call_id="a", **stale_call),  # both members stale: the pair goes
+        item("result_a", tool_call_id="a", **stale),
+        item("call_b", tool_call_id="b", **stale_call),  # its result was used 3 times: stays
+        item("result_b", tool_call_id="b", **{**stale, "access_count": 3}),
     ]
-    result = plan(items, [0.9] * 6, budget=10_000, used=600)
-    assert result.to_warm == ["stale", "once"]
-    assert result.reasons == {"stale": "stale", "once": "stale"}
+    # Scores 0.9: e = 0.1 (0.08 for the exploration turn), 1 - e >= 0.9 >= 0.7, so stage 2
+    # takes nothing and only stage 1 can evict here.
+    scores = [0.9] * len(items)
+    # No pressure: 600 <= 0.7 x 10,000, and 700 is not > 0.7 x 1000 (strict).
+    assert plan(items, scores, budget=10_000, used=600).to_warm == []
+    assert plan(items, scores, budget=1000, used=700).to_warm == []
+    # Pressure: 710 > 700. Stage 1 takes every stale group (4 x 100 tokens -> 310), not only
+    # the 10 tokens the soft target needs.
+    result = plan(items, scores, budget=1000, used=710)
+    assert result.to_warm == ["stale", "once", "call_a", "result_a"]
+    assert result.reasons == dict.fromkeys(result.to_warm, "stale")
     assert result.threshold == 0.7 and result.to_cold == [] and result.report == []
 
 
@@ -182,53 +204,108 @@ def test_old_turn_similar_to_a_recent_one_is_rescued():
     # vectors need not be unit length; cosine 0.6 is no rescue
     far = {"old": [2.0, 0.0], "recent": [0.6, 0.8]}
     assert plan(items, [0.2, 0.5], budget=1000, used=800, embeddings=far).to_warm == ["old"]
-    # a rescued turn is not stale either
+    # A stale single-use turn (5000 s > S = 0.02 day = 1728 s) is not taken by stage 1 even
+    # under pressure (800 > 700): stage 2 ranks it by kind, and the rescue keeps it there.
     stale_old = item(
         "old", source="assistant", kind="exploration", access_count=0, last_access=NOW - 5000
     )
-    assert plan([stale_old, recent], [0.9, 0.5], 10_000, 100).to_warm == ["old"]
-    assert plan([stale_old, recent], [0.9, 0.5], 10_000, 100, embeddings=near).to_warm == []
+    result = plan([stale_old, recent], [0.2, 0.5], budget=1000, used=800)
+    assert result.to_warm == ["old"] and result.reasons == {"old": "low score"}
+    assert plan([stale_old, recent], [0.2, 0.5], 1000, 800, embeddings=near).to_warm == []
+    # Over budget (stage 3) the rescued turn leaves after a less rescued one: "other" scores
+    # 0.7, e = 0.3 x 0.8 = 0.24 (keep 0.76: not a stage-2 pick); "old" keeps e = 0.128.
+    # 1090 - 100 = 990 <= 1000 after the first pick. Without the rescue "old" (e = 0.64) goes.
+    other = item("other", source="assistant", kind="exploration", step=50)
+    result = plan([old, other, recent], [0.2, 0.7, 0.5], 1000, 1090, embeddings=near)
+    assert result.to_warm == ["other"] and result.reasons == {"other": "over budget"}
+    assert plan([old, other, recent], [0.2, 0.7, 0.5], 1000, 1090).to_warm == ["old"]
 
 
 # --- the hard budget ---------------------------------------------------------------------------
 
 
 def _protected_batch():
+    # Everything is protected: steps 89..100 are the window, the rest is pinned. 5350 tokens.
     return [
+        item("pinned4", source="tool_result", tool_call_id="c4", pinned=True, step=5, tokens=600),
         item("user", source="user", kind="intent", step=95, tokens=300),
         item("call1", source="tool_call", tool_call_id="c1", step=96, tokens=50),
-        item("result1", source="tool_result", tool_call_id="c1", step=96, tokens=1500),
+        item("result1", source="tool_result", tool_call_id="c1", step=96, tokens=400),
         item("call2", source="tool_call", tool_call_id="c2", step=97, tokens=50),
-        item("result2", source="tool_result", tool_call_id="c2", step=97, tokens=800),
+        item("result2", source="tool_result", tool_call_id="c2", step=97, tokens=1500),
+        item("plan", source="assistant", kind="action", step=98, tokens=200),
+        item("note", source="assistant", kind="status", step=99, tokens=150),
+        item(
+            "pinned_turn", source="assistant", kind="exploration", pinned=True, step=99, tokens=100
+        ),
         item("pinned3", source="tool_result", tool_call_id="c3", pinned=True, tokens=2000),
     ]
 
 
-def test_hard_budget_moves_the_largest_protected_tool_results_and_reports_it():
+def _moved_line(budget: int, over: int, groups: int, turns: int) -> str:
+    return (
+        f"{PROTECTED}: the items eviction may not pick exceed the budget of {budget} tokens by "
+        f"{over}; moved {groups} protected group(s) to the warm tier ({turns} of them turns; a "
+        "call and its result always together)"
+    )
+
+
+def test_hard_budget_moves_window_tool_groups_oldest_first_then_turns_then_pinned():
     items = _protected_batch()
-    used = sum(i.tokens for i in items)  # 4700
-    result = plan(items, [0.5] * 6, budget=3500, used=used)
-    assert result.to_warm == ["call1", "result1"]  # 1550 tokens: 3150 <= 3500
+    used = sum(i.tokens for i in items)
+    assert used == 5350
+    scores = [0.5] * len(items)
+    # Over by 350: the oldest window tool group c1 (450) is enough (4900 <= 5000); the larger
+    # c2 (1550) stays although it alone would also do.
+    result = plan(items, scores, budget=5000, used=used)
+    assert result.to_warm == ["call1", "result1"]
     assert result.reasons == {"call1": PROTECTED, "result1": PROTECTED}
-    assert len(result.report) == 1 and result.report[0].startswith(PROTECTED)
-    # A tighter budget: the window-protected groups first (largest first), then the pinned one.
-    result = plan(items, [0.5] * 6, budget=1000, used=used)
-    assert result.to_warm == ["call1", "result1", "call2", "result2", "pinned3"]
-    assert "user" not in result.to_warm  # turns are never forced out
-    assert result.report[0].startswith(PROTECTED) and len(result.report) == 1
+    assert result.report == [_moved_line(5000, 350, 1, 0)]
+    # Over by 2050: c1 (-> 4900), c2 (-> 3350), then the oldest window turn "plan" (200 ->
+    # 3150 <= 3300). The intent turn is never forced out; "note" is newer; pinned stay.
+    result = plan(items, scores, budget=3300, used=used)
+    assert result.to_warm == ["call1", "result1", "call2", "result2", "plan"]
+    assert result.report == [_moved_line(3300, 2050, 3, 1)]
+    # Over by 2750: c1, c2, plan, note (-> 3000), then the pinned tool groups largest first:
+    # pinned3 (2000 -> 1000 <= 2600); the older but smaller pinned4 stays.
+    result = plan(items, scores, budget=2600, used=used)
+    assert result.to_warm == ["call1", "result1", "call2", "result2", "plan", "note", "pinned3"]
+    assert result.report == [_moved_line(2600, 2750, 5, 2)]
+    # Budget 300: every forceable group goes (5350 - 450 - 1550 - 200 - 150 - 2000 - 600 =
+    # 400); the intent turn (300) and the pinned turn (100) remain: 100 over.
+    result = plan(items, scores, budget=300, used=used)
+    assert result.to_warm == [
+        "pinned4",
+        "call1",
+        "result1",
+        "call2",
+        "result2",
+        "plan",
+        "note",
+        "pinned3",
+    ]
+    assert set(result.reasons.values()) == {PROTECTED}
+    assert result.report[0] == _moved_line(300, 5050, 6, 2)
+    assert result.report[1].startswith("still over budget by 100 tokens")
+    assert len(result.report) == 2
 
 
 def test_budget_that_cannot_be_met_is_reported_not_hidden():
     items = [
-        item("t1", source="user", step=99, tokens=800),
-        item("t2", source="assistant", step=100, tokens=800),
+        item("correction", source="assistant", kind="correction", step=97, tokens=200),
+        item("t0", source="assistant", kind="status", step=98, tokens=300),
+        item("intent", source="user", kind="intent", step=99, tokens=800),
+        item("pinned", source="assistant", pinned=True, step=100, tokens=800),
     ]
-    result = plan(items, [0.0, 0.0], budget=1000, used=1600)
-    assert result.to_warm == []
-    assert result.report == [
-        "still over budget by 600 tokens: what remains cannot be evicted (turns in the "
-        "protected window, pinned items, corrections, intents)"
-    ]
+    # 2100 used, budget 1000: only the ordinary window turn t0 may be forced out
+    # (2100 - 300 = 1800); the correction, intent and pinned turns stay: 800 over.
+    result = plan(items, [0.0] * 4, budget=1000, used=2100)
+    assert result.to_warm == ["t0"] and result.reasons == {"t0": PROTECTED}
+    assert result.report[0] == _moved_line(1000, 1100, 1, 1)
+    assert result.report[1].startswith(
+        "still over budget by 800 tokens: what remains cannot be evicted"
+    )
+    assert len(result.report) == 2
 
 
 def test_bad_arguments_are_named():
@@ -347,19 +424,23 @@ def test_controller_state_is_clamped_to_new_bounds():
 
 def test_evict_pass_detects_evicted_items_coming_back():
     c = controller()
-    stale = item("stale", access_count=0, last_access=NOW - 5000)
+    call = {"source": "tool_result", "tool_call_id": "c1"}
+    # Single use, 5000 s after its last access with S = 0.02 day = 1728 s: stale.
+    stale = item("stale", access_count=0, last_access=NOW - 5000, **call)
     first = evict_pass(
         ItemBatch([stale, item("b")]),
         [0.9, 0.9],
-        10_000,
-        200,
+        1000,
+        800,  # > 0.7 x 1000: pressure, so stage 1 runs; 800 - 100 = 700 leaves stage 2 idle
         settings=ContextSettings(),
         controller=c,
         current_step=STEP,
         now=NOW,
     )
-    assert first.to_warm == ["stale"] and c.state["evicted"] == {"stale": NOW}
-    back = item("stale", access_count=1, last_access=NOW + 50)  # hydrated: live again
+    assert first.to_warm == ["stale"] and first.reasons == {"stale": "stale"}
+    assert c.state["evicted"] == {"stale": NOW}
+    assert c.state["burst"] == []  # a stale-only pass is not a pressure eviction
+    back = item("stale", access_count=1, last_access=NOW + 50, **call)  # hydrated: live again
     evict_pass(
         ItemBatch([back, item("b")]),
         [0.9, 0.9],
@@ -384,20 +465,25 @@ def _session(**extra):
 def test_evict_hook_keeps_controller_state_in_the_session():
     session = _session(step=STEP, clock=lambda: NOW)
     items = [item(f"s{k}", tokens=300) for k in range(4)]
+    scores = np.array([0.9, 0.8, 0.95, 0.85])
     result = evict_plugin.evict(
-        session=session,
-        items=ItemBatch(items),
-        scores=np.array([0.9, 0.8, 0.95, 0.85]),
-        budget_tokens=1000,
-        used_tokens=1150,
+        session=session, items=ItemBatch(items), scores=scores, budget_tokens=1000, used_tokens=1250
     )
-    # A 300-token item frees 300 - 96 (its pointer stub): one leaves (1150 - 204 = 946).
-    assert evict_plugin.DEFAULT_POINTER_TOKENS == 96
+    # A 300-token item frees 300 - 20 (its pointer stub): one leaves in stage 3, the lowest
+    # score 0.8 (1250 - 280 = 970 <= 1000). With a 96-token stub two would (1046, then 842).
+    assert evict_plugin.DEFAULT_POINTER_TOKENS == 20 == ContextSettings().pointer_tokens
     assert result.to_warm == ["s1"] and result.report == []
     state = session.state["veil_fsrs"]["controller"]
     assert state["evicted"] == {"s1": NOW}
     assert state["burst"] == [NOW]
     json.dumps(session.state)
+    # context.pointerTokens is read from the settings.
+    wide = _session(step=STEP, clock=lambda: NOW)
+    wide.config.settings.context = ContextSettings.model_validate({"pointerTokens": 96})
+    result = evict_plugin.evict(
+        session=wide, items=ItemBatch(items), scores=scores, budget_tokens=1000, used_tokens=1250
+    )
+    assert result.to_warm == ["s1", "s3"]
 
 
 def test_evict_hook_without_clock_or_step_uses_the_items():
@@ -519,37 +605,82 @@ def test_plan_invariants(batch, budget, extra, threshold, current_step, pointer_
     assert len(chosen) == len(result.to_warm) and chosen <= {i.id for i in items}
     assert set(result.reasons) == chosen
 
-    groups: dict[str, list[ContextItem]] = {}
+    groups: dict[str, list[ContextItem]] = {}  # in batch order of first appearance
     for it in items:
         groups.setdefault(it.tool_call_id or f"own:{it.id}", []).append(it)
     weights = ContextSettings().turn_weights.model_dump()
 
-    def protected(it: ContextItem) -> bool:
+    def strong(it: ContextItem) -> bool:  # blocked whatever its step
         return (
             it.pinned
             or it.kind in ("correction", "intent")
-            or it.step > current_step - 12
             or (it.source in TURN_SOURCES and weights.get(it.kind, 1.0) == 0)
         )
 
+    def category(members: list[ContextItem]) -> str:
+        """What stage 4 may do with a group (module docstring), judged from its members."""
+        has_turn = any(m.source in TURN_SOURCES for m in members)
+        has_tool = any(m.source in ("tool_call", "tool_result") for m in members)
+        is_strong = any(strong(m) for m in members)
+        if not is_strong and not any(m.step > current_step - 12 for m in members):
+            return "free"  # stages 1-3 may take it
+        if has_tool and not has_turn:
+            return "pinned_tool" if is_strong else "window_tool"
+        if has_turn and not has_tool and not is_strong:
+            return "window_turn"
+        return "never"  # intents, corrections, pinned turns, protected memory items
+
+    protected_reasons = stale_reasons = False
     max_freeable = 0
+    taken_by_category: dict[str, list[tuple[bool, int]]] = {}
     for members in groups.values():
         taken = [m.id in chosen for m in members]
         assert all(taken) or not any(taken), "a tool call was split from its result"
         freed = sum(max(m.tokens - pointer_tokens, 0) for m in members)
-        is_protected = any(protected(m) for m in members)
-        has_turn = any(m.source in TURN_SOURCES for m in members)
-        has_tool = any(m.source in ("tool_call", "tool_result") for m in members)
-        if freed > 0 and (not is_protected or (has_tool and not has_turn)):
+        kind = category(members)
+        if freed > 0 and kind != "never":
             max_freeable += freed
-        if all(taken) and is_protected:
-            assert has_tool and not has_turn
-            assert all(result.reasons[m.id] == PROTECTED for m in members)
-            assert any(line.startswith(PROTECTED) for line in result.report)
+            taken_by_category.setdefault(kind, []).append((all(taken), freed))
+        if not all(taken):
+            continue
+        assert freed > 0, "a group that frees nothing was evicted"
+        reasons = {result.reasons[m.id] for m in members}
+        assert len(reasons) == 1
+        reason = reasons.pop()
+        assert kind != "never"
+        assert not any(m.source in TURN_SOURCES and strong(m) for m in members)
+        assert (reason == PROTECTED) == (kind != "free")
+        protected_reasons |= reason == PROTECTED
+        if reason == "stale":  # only tool calls/results, only under pressure
+            stale_reasons = True
+            assert all(m.source in ("tool_call", "tool_result") for m in members)
+    if stale_reasons:
+        assert used > threshold * budget
+    assert protected_reasons == any(line.startswith(PROTECTED) for line in result.report)
+
+    # Stage 4's order: window tool groups oldest first, then window turns oldest first, then
+    # pinned tool groups largest first; a category is used only once the previous one is spent.
+    def prefix(flags: list[bool]) -> bool:
+        return flags == sorted(flags, reverse=True)
+
+    window_tool = [t for t, _ in taken_by_category.get("window_tool", [])]
+    window_turn = [t for t, _ in taken_by_category.get("window_turn", [])]
+    pinned_tool = taken_by_category.get("pinned_tool", [])
+    assert prefix(window_tool) and prefix(window_turn)
+    if any(window_turn) or any(t for t, _ in pinned_tool):
+        assert all(window_tool)
+    if any(t for t, _ in pinned_tool):
+        assert all(window_turn)
+    for k, (taken_k, freed_k) in enumerate(pinned_tool):
+        for taken_j, freed_j in pinned_tool[k + 1 :]:  # a later group
+            assert not (taken_j and not taken_k and freed_j <= freed_k)
+            assert not (taken_k and not taken_j and freed_j > freed_k)
+
     freed_now = sum(max(i.tokens - pointer_tokens, 0) for i in items if i.id in chosen)
-    if used - max_freeable <= budget:
+    if used - max_freeable <= budget:  # the unforceable items alone fit
         assert used - freed_now <= budget
     else:
+        assert freed_now == max_freeable
         assert any(line.startswith("still over budget") for line in result.report)
 
 

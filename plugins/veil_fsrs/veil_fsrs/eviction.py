@@ -32,11 +32,12 @@ nothing that way is never evicted:
 3. **over budget**: while ``used > budget``, the remaining unblocked groups, highest ``e``
    first, until ``used <= budget``.
 4. **hard budget**: while still ``used > budget``, protected groups are moved: first tool
-   calls/results blocked only by the window, largest first; then turns in the window, oldest
-   first; then pinned tool results (and those of corrections/intents). Each such eviction has
-   reason ``"over budget: protected"`` and the plan's report says so. Intents, corrections and
-   pinned turns are never forced out; if the budget still cannot be met, the report says by how
-   much. Nothing is dropped: every evicted item goes to the warm tier (``to_warm``).
+   calls/results blocked only by the window, oldest first (batch order); then turns in the
+   window, oldest first; then pinned tool results (and those of corrections/intents), largest
+   first. Each such eviction has reason ``"over budget: protected"`` and the plan's report says
+   so. Intents, corrections, pinned turns and turns of a zero-weight kind are never forced out;
+   if the budget still cannot be met, the report says by how much. Nothing is dropped: every
+   evicted item goes to the warm tier (``to_warm``).
 
 Stages 2-4 sort once and take a prefix of the order (a cumulative sum and a binary search), with
 no re-ranking after each pick. Everything is deterministic.
@@ -195,9 +196,9 @@ def plan_eviction(
             taken, used = _take_prefix(ranking[rest[ranking]], freed, used, budget)
             stage[taken] = 3
 
-    # Hard budget: protected tool results, largest first (window-protected before pinned).
+    # Hard budget: window tool results, then window turns, then pinned tool results.
     if used > budget:
-        used = _hard_budget(plan, index, blocked, in_window, freed, stage, used, budget)
+        used = _hard_budget(plan, index, static["always_blocked"], freed, stage, used, budget)
 
     if stage.any():
         _fill_plan(plan, index, group, stage)
@@ -238,8 +239,7 @@ def _static_arrays(
 def _hard_budget(
     plan: EvictionPlan,
     index: BatchIndex,
-    blocked: np.ndarray,
-    in_window: np.ndarray,
+    always_blocked: np.ndarray,
     freed: np.ndarray,
     stage: np.ndarray,
     used: float,
@@ -250,24 +250,24 @@ def _hard_budget(
     over_before = used - budget
     tool_group = np.bincount(group, weights=index.is_tool, minlength=n_groups) > 0
     has_turn = np.bincount(group, weights=index.is_turn, minlength=n_groups) > 0
-    strong = blocked & ~in_window  # pinned, correction, intent, zero-weight turn
-    strongly_blocked = np.bincount(group, weights=strong, minlength=n_groups) > 0
+    # Pinned, correction, intent, zero-weight turn: blocked whether or not in the window.
+    strongly_blocked = np.bincount(group, weights=always_blocked, minlength=n_groups) > 0
     open_groups = (stage == 0) & tool_group & ~has_turn & (freed > 0)
     window_turns = (stage == 0) & has_turn & ~strongly_blocked & (freed > 0)
     taken_total = taken_turns = 0
-    # Window tool results largest first; then window turns oldest first (the newest carry the
+    # Window tool results oldest first; then window turns oldest first (the newest carry the
     # current line of thought); pinned / correction / intent tool results only as a last resort.
-    for allowed, by_size in (
-        (open_groups & ~strongly_blocked, False),
-        (window_turns, False),
-        (open_groups & strongly_blocked, True),
+    for allowed, by_size, are_turns in (
+        (open_groups & ~strongly_blocked, False, False),
+        (window_turns, False, True),
+        (open_groups & strongly_blocked, True, False),
     ):
         candidates = np.flatnonzero(allowed)
         order = candidates[np.argsort(-freed[candidates], kind="stable")] if by_size else candidates
         taken, used = _take_prefix(order, freed, used, budget)
         stage[taken] = 4
         taken_total += len(taken)
-        taken_turns += 0 if by_size else len(taken)
+        taken_turns += len(taken) if are_turns else 0
         if used <= budget:
             break
     if taken_total:

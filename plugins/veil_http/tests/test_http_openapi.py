@@ -31,6 +31,7 @@ OWN_ROUTES = {
     ("get", "/health"),
     ("get", "/plugins"),
     ("get", "/openapi.json"),
+    ("get", "/beliefs"),  # contributed by the core plugin through register_routes
 }
 
 
