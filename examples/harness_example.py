@@ -19,16 +19,38 @@ from veil.harness import VeilHarness
 def fake_model(messages: list[dict], step: int) -> dict:
     """Calls the log tool four times, then hydrates the first result, then answers."""
     if step < 4:
-        return {"role": "assistant", "content": f"Reading log part {step}.",
-                "tool_calls": [{"id": f"c{step}", "type": "function",
-                                "function": {"name": "read_log", "arguments": json.dumps({"part": step})}}]}
+        return {
+            "role": "assistant",
+            "content": f"Reading log part {step}.",
+            "tool_calls": [
+                {
+                    "id": f"c{step}",
+                    "type": "function",
+                    "function": {"name": "read_log", "arguments": json.dumps({"part": step})},
+                }
+            ],
+        }
     if step == 4:
-        stub = next(m["content"] for m in messages if m["role"] == "tool"
-                    and m["content"].startswith("[evicted"))
+        stub = next(
+            m["content"]
+            for m in messages
+            if m["role"] == "tool" and m["content"].startswith("[evicted")
+        )
         pointer = stub.split(": ", 1)[1].split(" ", 1)[0]
-        return {"role": "assistant", "content": "Loading the first part back.",
-                "tool_calls": [{"id": "c4", "type": "function",
-                                "function": {"name": "veil_hydrate", "arguments": json.dumps({"pointer": pointer})}}]}
+        return {
+            "role": "assistant",
+            "content": "Loading the first part back.",
+            "tool_calls": [
+                {
+                    "id": "c4",
+                    "type": "function",
+                    "function": {
+                        "name": "veil_hydrate",
+                        "arguments": json.dumps({"pointer": pointer}),
+                    },
+                }
+            ],
+        }
     return {"role": "assistant", "content": "The error is in part 0: KeyError 'port'."}
 
 
@@ -40,7 +62,9 @@ def read_log(part: int) -> str:
 def main() -> None:
     project = Path(tempfile.mkdtemp(prefix="veil-harness-"))
     (project / ".veil").mkdir()
-    (project / ".veil" / "settings.json").write_text(json.dumps({"context": {"budgetTokens": 3000}}))
+    (project / ".veil" / "settings.json").write_text(
+        json.dumps({"context": {"budgetTokens": 3000}})
+    )
     harness = VeilHarness(project / ".veil" / "context.db", context_window=4000)
     hooks = harness.get_hooks()
     hooks["on_user_message"]("Find the error in the worker log.")

@@ -21,7 +21,9 @@ def shared_data(*parts: str) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_env(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No test reads the user's ~/.veil or inherits VEIL_* plugin selection."""
     monkeypatch.setenv("VEIL_HOME", str(tmp_path_factory.mktemp("veil_home")))
     for name in list(os.environ):

@@ -31,13 +31,19 @@ def test_statements_without_a_single_valued_predicate_do_not_parse():
 
 def test_contradicting_ports_make_a_conflict_with_provenance(tmp_path):
     beliefs = BeliefStore(Store(tmp_path / "c.db"))
-    a = beliefs.assert_fact(None, "the server listens on port 5051", tool_call_id="call_1", ts=100.0)
+    a = beliefs.assert_fact(
+        None, "the server listens on port 5051", tool_call_id="call_1", ts=100.0
+    )
     assert a["status"] == "asserted" and a["conflict"] is None
-    b = beliefs.assert_fact(None, "The server listens on port 8080", tool_call_id="call_9", ts=200.0)
+    b = beliefs.assert_fact(
+        None, "The server listens on port 8080", tool_call_id="call_9", ts=200.0
+    )
     assert b["conflict"] is not None
     [conflict] = beliefs.open_conflicts()
     assert [m["statement"] for m in conflict["beliefs"]] == [
-        "the server listens on port 5051", "The server listens on port 8080"]
+        "the server listens on port 5051",
+        "The server listens on port 8080",
+    ]
     assert [m["tool_call_id"] for m in conflict["beliefs"]] == ["call_1", "call_9"]
     # the same fact again reinforces instead of adding
     again = beliefs.assert_fact(None, "the server listens on port 8080", ts=300.0)
@@ -63,12 +69,18 @@ def test_view_rebuilt_from_the_log_alone_is_identical(tmp_path):
     beliefs.assert_fact(None, "api port is 2", ts=4.0)
     beliefs.resolve(None, x["conflict"], x["belief"])
     beliefs.assert_fact(None, "api port is 3", ts=5.0)  # a new conflict after resolution
-    before = (beliefs.beliefs(include_retracted=True), beliefs.open_conflicts(),
-              [dict(r) for r in beliefs.store.conn.execute("SELECT * FROM belief_conflicts ORDER BY id")])
+    before = (
+        beliefs.beliefs(include_retracted=True),
+        beliefs.open_conflicts(),
+        [dict(r) for r in beliefs.store.conn.execute("SELECT * FROM belief_conflicts ORDER BY id")],
+    )
     beliefs.store.conn.execute("DROP TABLE beliefs")
     beliefs.rebuild()
-    after = (beliefs.beliefs(include_retracted=True), beliefs.open_conflicts(),
-             [dict(r) for r in beliefs.store.conn.execute("SELECT * FROM belief_conflicts ORDER BY id")])
+    after = (
+        beliefs.beliefs(include_retracted=True),
+        beliefs.open_conflicts(),
+        [dict(r) for r in beliefs.store.conn.execute("SELECT * FROM belief_conflicts ORDER BY id")],
+    )
     assert after == before
     assert len(before[1]) == 1
 
@@ -86,31 +98,65 @@ def test_resolve_refuses_unknown_conflicts_and_outsiders(tmp_path):
 
 
 def test_facts_recognised_in_tool_output():
-    assert facts_in_tool_output("uvicorn app:app", "INFO: Uvicorn running on http://127.0.0.1:8000 (Press CTRL+C)") == [
-        "the server listens on port 8000"]
-    assert facts_in_tool_output("python --version", "Python 3.11.7\n") == ["python version is 3.11.7"]
-    assert facts_in_tool_output("git status", "On branch main\nnothing to commit") == ["the git branch is main"]
+    assert facts_in_tool_output(
+        "uvicorn app:app", "INFO: Uvicorn running on http://127.0.0.1:8000 (Press CTRL+C)"
+    ) == ["the server listens on port 8000"]
+    assert facts_in_tool_output("python --version", "Python 3.11.7\n") == [
+        "python version is 3.11.7"
+    ]
+    assert facts_in_tool_output("git status", "On branch main\nnothing to commit") == [
+        "the git branch is main"
+    ]
     assert facts_in_tool_output("ls", "Python 3.11.7") == []
 
 
 def test_remember_fact_tool_and_conflict_tools_round_trip(make_veil):
-    veil = make_veil([
-        {"tool_calls": [{"name": "veil_remember", "arguments": {"content": "the server listens on port 5051", "kind": "fact"}}]},
-        {"tool_calls": [{"name": "veil_remember", "arguments": {"content": "the server listens on port 8080", "kind": "fact"}}]},
-        {"tool_calls": [{"name": "veil_conflicts", "arguments": {}}]},
-        "done",
-    ])
+    veil = make_veil(
+        [
+            {
+                "tool_calls": [
+                    {
+                        "name": "veil_remember",
+                        "arguments": {"content": "the server listens on port 5051", "kind": "fact"},
+                    }
+                ]
+            },
+            {
+                "tool_calls": [
+                    {
+                        "name": "veil_remember",
+                        "arguments": {"content": "the server listens on port 8080", "kind": "fact"},
+                    }
+                ]
+            },
+            {"tool_calls": [{"name": "veil_conflicts", "arguments": {}}]},
+            "done",
+        ]
+    )
     session = veil.new_session()
     veil.run_turn(session, "remember things")
     tool_out = [m["content"] for m in session.messages if m["role"] == "tool"]
     assert tool_out[0].startswith("remembered as item_")
-    assert "1 open conflict(s)" in tool_out[2] and "port 5051" in tool_out[2] and "port 8080" in tool_out[2]
+    assert (
+        "1 open conflict(s)" in tool_out[2]
+        and "port 5051" in tool_out[2]
+        and "port 8080" in tool_out[2]
+    )
     # the model saw the conflict in its system prompt on the following call
     assert "Conflicting beliefs" in veil.model.calls[2][0]["content"]
     conflict = veil.beliefs.open_conflicts()[0]
     keep = conflict["beliefs"][1]["id"]
-    veil.model.add({"tool_calls": [{"name": "veil_resolve_conflict",
-                                    "arguments": {"conflict_id": conflict["id"], "keep": keep}}]}, "ok")
+    veil.model.add(
+        {
+            "tool_calls": [
+                {
+                    "name": "veil_resolve_conflict",
+                    "arguments": {"conflict_id": conflict["id"], "keep": keep},
+                }
+            ]
+        },
+        "ok",
+    )
     veil.run_turn(session, "settle it")
     assert veil.beliefs.open_conflicts() == []
     assert "Conflicting beliefs" not in veil.model.calls[-1][0]["content"]
@@ -133,8 +179,9 @@ def test_beliefs_slash_command_and_route(make_veil):
     text = veil.slash_commands()["beliefs"].handler(session, "")
     assert text.splitlines()[0] == "2 belief(s), 1 open conflict(s)"
     assert "tool call c1" in text and "conflict conflict_" in text
-    route = next(r for impl in veil.pm.hook.register_routes(veil=veil) for r in impl
-                 if r.path == "/beliefs")
+    route = next(
+        r for impl in veil.pm.hook.register_routes(veil=veil) for r in impl if r.path == "/beliefs"
+    )
     body = route.handler(RouteRequest("GET", {}, {}, b"", veil)).body
     assert [b["statement"] for b in body["beliefs"]] == ["the api port is 1", "the api port is 2"]
     assert len(body["conflicts"]) == 1

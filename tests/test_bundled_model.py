@@ -49,8 +49,7 @@ COUNT_FILES = {
     "type": "function",
     "function": {
         "name": "count_files",
-        "description": "Count the files in the current directory whose names match a glob "
-        "pattern.",
+        "description": "Count the files in the current directory whose names match a glob pattern.",
         "parameters": {
             "type": "object",
             "properties": {
@@ -118,27 +117,61 @@ def test_render_prompt_chatml_with_tools_and_history():
                 }
             ],
         },
-        {"role": "tool", "tool_call_id": "c1", "name": "count_files", "content": "7"},
+        {"role": "tool", "tool_call_id": "c1", "content": "7"},  # name found through the id
     ]
     prompt = render_prompt(messages, [COUNT_FILES])
     assert prompt.startswith("<|im_start|>system\nBe brief.\n\nYou can use these tools:\n")
-    assert '- count_files: Count the files in the current directory whose names match a glob' in (
+    assert "- count_files: Count the files in the current directory whose names match a glob" in (
         prompt
     )
     assert '"pattern": string (glob pattern, e.g. *.txt)' in prompt
     assert "<|im_start|>user\nHow many?<|im_end|>" in prompt
     assert (
-        '<|im_start|>assistant\n{"tool": "count_files", "arguments": {"pattern": "*.py"}}'
-        "<|im_end|>"
+        '<|im_start|>assistant\n{"tool": "count_files", "arguments": {"pattern": "*.py"}}<|im_end|>'
     ) in prompt
-    assert "<|im_start|>tool\nResult of count_files:\n7<|im_end|>" in prompt
+    # The tool result becomes a user turn (SmolLM2 has no tool role), closed by RESULT_PROMPT.
+    assert (
+        "<|im_start|>user\nResult of count_files:\n7\n\nNow answer my question using this "
+        "result.<|im_end|>\n<|im_start|>assistant\n"
+    ) in prompt
     assert prompt.endswith("<|im_start|>assistant\n")
     # Without tools: plain ChatML, assistant text as is.
-    plain = render_prompt([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}])
+    plain = render_prompt(
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    )
     assert plain == (
         "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nyo<|im_end|>\n"
         "<|im_start|>assistant\n"
     )
+
+
+def test_render_prompt_groups_consecutive_tool_results():
+    calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": "{}"}}
+        for i, n in enumerate(["ls", "pwd"])
+    ]
+    messages = [
+        {"role": "user", "content": "where?"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "c0", "content": "a.py"},
+        {"role": "tool", "tool_call_id": "c1", "content": "/src"},
+    ]
+    prompt = render_prompt(messages, [COUNT_FILES])
+    assert (
+        '<|im_start|>assistant\n{"tool": "ls", "arguments": {}}\n{"tool": "pwd", "arguments": {}}'
+        "<|im_end|>\n<|im_start|>user\nResult of ls:\na.py\n\nResult of pwd:\n/src\n\n"
+        "Now answer my question using this result.<|im_end|>\n<|im_start|>assistant\n"
+    ) in prompt
+
+
+def test_repeated_call_detection():
+    def call(args):
+        return {"function": {"name": "count_files", "arguments": args}}
+
+    history = [{"role": "assistant", "tool_calls": [call('{"pattern": "*.py"}')]}]
+    assert bundled._repeats_a_call({"tool_calls": [call('{ "pattern":"*.py" }')]}, history)
+    assert not bundled._repeats_a_call({"tool_calls": [call('{"pattern": "*.md"}')]}, history)
+    assert not bundled._repeats_a_call({"content": "7"}, history)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,15 +188,20 @@ def test_model_file_and_trained_context(model):
 
 
 @pytest.mark.slow
-def test_count_tokens_is_the_models_own_tokenizer(model):
+def test_count_tokens_is_the_models_own_tokenizer(model, request):
     from llama_cpp import Llama
 
     vocab = Llama(model_path=str(find_bundled_gguf()), vocab_only=True, verbose=False)
+    request.addfinalizer(vocab.close)
     text = "def count(path):\n    return 12345"
-    assert model.count_tokens(text) == len(vocab.tokenize(text.encode(), add_bos=False, special=False))
+    assert model.count_tokens(text) == len(
+        vocab.tokenize(text.encode(), add_bos=False, special=False)
+    )
     messages = [{"role": "user", "content": "hello"}]
     rendered = "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"
-    assert model.count_tokens(messages) == len(vocab.tokenize(rendered.encode(), add_bos=False, special=True))
+    assert model.count_tokens(messages) == len(
+        vocab.tokenize(rendered.encode(), add_bos=False, special=True)
+    )
 
 
 @pytest.mark.slow
@@ -214,3 +252,22 @@ def test_tool_call_round_trip(model, tmp_path):
     assert "tool_calls" not in second.message
     assert str(count) in second.content
     assert "".join(pieces) == second.content
+
+
+@pytest.mark.slow
+def test_llm_without_configuration_answers_with_the_bundled_model(model, tmp_path, monkeypatch):
+    from veil.core.llm import BUNDLED_ALIASES, LLM
+    from veil.core.settings import load_config
+
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
+    llm = LLM(load_config(tmp_path))
+    assert llm.is_offline_default is True and llm.notice
+    chat = llm.model_for("compact")  # compact falls back to main, which is the bundled model
+    assert (chat.name, chat.provider) == ("SmolLM2-135M-Instruct", "bundled")
+    assert chat.name in BUNDLED_ALIASES
+    assert llm.model_for(model="SmolLM2-135M-Instruct").inner is chat.inner  # one instance
+    result = chat.complete([{"role": "user", "content": "Say hello."}])
+    assert result.content
+    [entry] = llm.usage_log
+    assert entry["role"] == "compact" and entry["provider"] == "bundled"
+    assert entry["prompt_tokens"] == result.usage["prompt_tokens"] > 0

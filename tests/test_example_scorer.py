@@ -54,20 +54,39 @@ def test_example_scorer_replaces_fsrs_while_eviction_keeps_working(tmp_path):
     pytest.importorskip("veil_fsrs", reason="the default plugins are not installed")
     target = tmp_path / "site"
     pip = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--quiet",
-         "--target", str(target), str(EXAMPLE)],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "--quiet",
+            "--target",
+            str(target),
+            str(EXAMPLE),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert pip.returncode == 0, pip.stderr[-2000:]
     project = tmp_path / "proj"
     (project / ".veil").mkdir(parents=True)
     (project / ".veil" / "settings.json").write_text(
-        json.dumps({"plugins": {"disable": ["veil_fsrs"]}}))
+        json.dumps({"plugins": {"disable": ["veil_fsrs"]}})
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
     env["PYTHONPATH"] = str(target)
     env["VEIL_HOME"] = str(tmp_path / "home")
-    proc = subprocess.run([sys.executable, "-c", PROBE, str(project)], capture_output=True,
-                          text=True, env=env, timeout=600, cwd=project)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, str(project)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=project,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["score_impl"] == ["veil_shortest_scorer"]

@@ -317,6 +317,21 @@ def test_streaming_sends_tokens_and_assembles_content(litellm, tmp_path, monkeyp
     assert result.usage["completion_tokens"] > 0 and result.usage["prompt_tokens"] > 0
 
 
+def test_an_on_token_error_is_raised_as_is_without_fallback(litellm, tmp_path, monkeypatch):
+    from veil.core.errors import TurnInterrupted
+
+    config = make_config(tmp_path, monkeypatch, auth=TWO_PROVIDERS, settings=MAIN_MODEL)
+    fake = FakeCompletion(litellm, answer="several words to stream")
+    monkeypatch.setattr(litellm, "completion", fake)
+
+    def interrupt(text):
+        raise TurnInterrupted("stopped by the user")
+
+    with pytest.raises(TurnInterrupted, match="stopped by the user"):
+        LLM(config).model_for().complete([{"role": "user", "content": "hi"}], on_token=interrupt)
+    assert len(fake.calls) == 1  # the backup was not asked
+
+
 def test_streamed_tool_call_deltas_are_assembled(litellm, tmp_path, monkeypatch):
     from litellm.types.utils import (
         ChatCompletionDeltaToolCall,

@@ -151,8 +151,14 @@ def test_ctrl_c_during_a_tool_keeps_the_session_consistent(make_veil):
             return [Tool("stall", "waits", {"type": "object", "properties": {}}, interrupting)]
 
     veil = make_veil(
-        [{"tool_calls": [{"name": "stall", "arguments": {}, "id": "s1"},
-                         {"name": "ls", "arguments": {}, "id": "s2"}]}],
+        [
+            {
+                "tool_calls": [
+                    {"name": "stall", "arguments": {}, "id": "s1"},
+                    {"name": "ls", "arguments": {}, "id": "s2"},
+                ]
+            }
+        ],
         plugins=[("staller", Plug())],
     )
     session = veil.new_session()
@@ -206,7 +212,9 @@ def test_eviction_replaces_content_by_a_pointer_and_keeps_the_call(make_veil, pr
     tool_msgs = [m for m in sent if m["role"] == "tool"]
     assert len(tool_msgs) == 1 and tool_msgs[0]["tool_call_id"] == "r1"
     assert len(tool_msgs[0]["content"]) < 400  # a stub, not the 750-character result
-    assert re.fullmatch(r"\[evicted \d+ tokens: veil_hydrate item_[0-9a-f]{12}\]", tool_msgs[0]["content"])
+    assert re.fullmatch(
+        r"\[evicted \d+ tokens: veil_hydrate item_[0-9a-f]{12}\]", tool_msgs[0]["content"]
+    )
     assert "veil_hydrate" in tool_msgs[0]["content"]
     # stored history is untouched and the event log recorded the eviction
     assert "SECRET-CONTENT" in session.messages[2]["content"]
@@ -218,9 +226,14 @@ def test_eviction_replaces_content_by_a_pointer_and_keeps_the_call(make_veil, pr
 
 
 def test_repair_pairing_drops_orphan_results_and_answers_dangling_calls():
-    call = {"role": "assistant", "content": None,
-            "tool_calls": [{"id": "a", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
-                           {"id": "b", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+            {"id": "b", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+        ],
+    }
     msgs = [
         {"role": "tool", "tool_call_id": "zz", "content": "orphan"},
         {"role": "user", "content": "hi"},
@@ -238,7 +251,9 @@ def test_usage_is_recorded_per_model_call(make_veil):
     veil = make_veil(["hello there"])
     session = veil.new_session()
     result = veil.run_turn(session, "hi")
-    rows = veil.store.conn.execute("SELECT * FROM usage WHERE session_id = ?", (session.id,)).fetchall()
+    rows = veil.store.conn.execute(
+        "SELECT * FROM usage WHERE session_id = ?", (session.id,)
+    ).fetchall()
     assert len(rows) == 1
     assert rows[0]["prompt_tokens"] == result.usage["prompt_tokens"] > 0
     assert rows[0]["completion_tokens"] == result.usage["completion_tokens"] > 0
@@ -250,15 +265,62 @@ def test_tool_handler_result_outcome_reaches_capture(make_veil):
     class Plug:
         @hookimpl
         def register_tools(self, veil):
-            return [Tool("probe", "p", {"type": "object", "properties": {}},
-                         lambda ctx, args: ToolResult("fine", outcome="pass"))]
+            return [
+                Tool(
+                    "probe",
+                    "p",
+                    {"type": "object", "properties": {}},
+                    lambda ctx, args: ToolResult("fine", outcome="pass"),
+                )
+            ]
 
         @hookimpl
         def capture(self, session, event):
             if event.phase == "tool_result":
                 seen.append((event.result.outcome, json.dumps(event.arguments)))
 
-    veil = make_veil([{"tool_calls": [{"name": "probe", "arguments": {}}]}, "ok"],
-                     plugins=[("p", Plug())])
+    veil = make_veil(
+        [{"tool_calls": [{"name": "probe", "arguments": {}}]}, "ok"], plugins=[("p", Plug())]
+    )
     veil.run_turn(veil.new_session(), "x")
     assert seen == [("pass", "{}")]
+
+
+def test_a_prompt_the_provider_refuses_as_too_long_is_compacted_and_retried(make_veil):
+    from veil.core.llm import ContextWindowExceededError
+    from veil.core.types import CompactResult
+
+    compacted = []
+
+    class Compactor:
+        @hookimpl
+        def compact(self, session, request):
+            if request.mode == "full":
+                compacted.append(len(request.messages))
+                session.compact_summary = "earlier: greeted"
+                session.compact_size = len(session.messages) - 1
+                return CompactResult(messages=session.messages[session.compact_size :])
+
+    def too_long(messages, tools):
+        raise ContextWindowExceededError("prompt is 9000 tokens, window 8192")
+
+    veil = make_veil(["hello", too_long, "fits now"], plugins=[("c", Compactor())])
+    session = veil.new_session()
+    veil.run_turn(session, "hi")
+    result = veil.run_turn(session, "again")
+    assert (result.status, result.final) == ("done", "fits now")
+    assert compacted == [3]
+    assert veil.model.calls[-1][1]["content"].endswith("earlier: greeted")
+
+
+def test_without_a_compaction_plugin_the_refusal_reaches_the_caller(make_veil):
+    import pytest
+
+    from veil.core.llm import ContextWindowExceededError
+
+    def too_long(messages, tools):
+        raise ContextWindowExceededError("too long")
+
+    veil = make_veil([too_long])
+    with pytest.raises(ContextWindowExceededError):
+        veil.run_turn(veil.new_session(), "hi")

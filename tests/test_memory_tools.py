@@ -10,9 +10,20 @@ from veil.core.memory_tools import memory_tools
 from veil.core.types import EvictionPlan
 from veil.hookspecs import hookimpl
 
-NAMES = ["veil_recall", "veil_promote", "veil_demote", "veil_remember", "veil_pin", "veil_unpin",
-         "veil_forget", "veil_hydrate", "veil_history", "veil_turn_meta", "veil_conflicts",
-         "veil_resolve_conflict"]
+NAMES = [
+    "veil_recall",
+    "veil_promote",
+    "veil_demote",
+    "veil_remember",
+    "veil_pin",
+    "veil_unpin",
+    "veil_forget",
+    "veil_hydrate",
+    "veil_history",
+    "veil_turn_meta",
+    "veil_conflicts",
+    "veil_resolve_conflict",
+]
 
 
 def call(name, **args):
@@ -41,15 +52,23 @@ class EvictToolResults:
 
     @hookimpl
     def evict(self, session, items, scores, budget_tokens, used_tokens):
-        ids = [i.id for i in items if i.source == "tool_result" and i.step < session.step
-               and not i.pinned and not i.loaded_by_hand and i.access_count == 0]
+        ids = [
+            i.id
+            for i in items
+            if i.source == "tool_result"
+            and i.step < session.step
+            and not i.pinned
+            and not i.loaded_by_hand
+            and i.access_count == 0
+        ]
         return EvictionPlan(to_warm=ids, reasons={i: "test" for i in ids})
 
 
 def test_hydrate_brings_an_evicted_result_back_in_place(make_veil, project):
     (project / "notes.txt").write_text("alpha-bravo-charlie\n" * 30)
-    veil = make_veil([call("read", path="notes.txt"), "first done"],
-                     plugins=[("ev", EvictToolResults())])
+    veil = make_veil(
+        [call("read", path="notes.txt"), "first done"], plugins=[("ev", EvictToolResults())]
+    )
     session = veil.new_session()
     veil.run_turn(session, "read the notes")
     item = veil.store.items(session.id, ("warm",))[0]
@@ -81,8 +100,14 @@ def test_pin_protects_and_unpin_releases(make_veil, project):
 
 
 def test_remember_demote_promote_forget_turn_meta(make_veil):
-    veil = make_veil([call("veil_remember", content="use uv for installs", kind="procedural",
-                           tags=["Tooling"]), "ok"])
+    veil = make_veil(
+        [
+            call(
+                "veil_remember", content="use uv for installs", kind="procedural", tags=["Tooling"]
+            ),
+            "ok",
+        ]
+    )
     session = veil.new_session()
     veil.run_turn(session, "remember this")
     item = next(i for i in session.live_items if i.source == "memory")
@@ -105,7 +130,9 @@ def test_remember_demote_promote_forget_turn_meta(make_veil):
 
 
 def test_recall_finds_evicted_content_by_keyword(make_veil, project):
-    (project / "deploy.md").write_text("The deploy script lives in tools/ship.sh and needs FOO_TOKEN.\n")
+    (project / "deploy.md").write_text(
+        "The deploy script lives in tools/ship.sh and needs FOO_TOKEN.\n"
+    )
     veil = make_veil([call("read", path="deploy.md"), "ok"], plugins=[("ev", EvictToolResults())])
     session = veil.new_session()
     veil.run_turn(session, "read the deploy doc")

@@ -18,10 +18,18 @@ FIRSTRESULT = {"score", "evict", "compact", "run_interactive"}
 def test_every_design_hook_is_declared_and_documented():
     pm = plugins.new_plugin_manager()
     names = {n for n in dir(pm.hook) if not n.startswith("_")}
-    assert DESIGN_HOOKS <= names
-    assert {"register_tools", "register_commands", "register_routes", "system_prompt_sections",
-            "session_start", "session_end", "turn_end", "before_compaction",
-            "attempt_recorded"} <= names
+    assert names >= DESIGN_HOOKS
+    assert {
+        "register_tools",
+        "register_commands",
+        "register_routes",
+        "system_prompt_sections",
+        "session_start",
+        "session_end",
+        "turn_end",
+        "before_compaction",
+        "attempt_recorded",
+    } <= names
     for name in names:
         spec = getattr(hookspecs, name)
         assert inspect.getdoc(spec), f"hook {name} has no docstring"
@@ -80,9 +88,13 @@ class _EP:
 def test_entry_points_respect_load_and_disable(monkeypatch):
     eps = [_EP("a", ScorerA()), _EP("b", ScorerB())]
     monkeypatch.setattr(plugins, "entry_points", lambda group: eps)
-    pm = plugins.load_plugins(plugins.new_plugin_manager(), plugins.PluginSelection(load=frozenset({"a"})))
+    pm = plugins.load_plugins(
+        plugins.new_plugin_manager(), plugins.PluginSelection(load=frozenset({"a"}))
+    )
     assert pm.has_plugin("a") and not pm.has_plugin("b")
-    pm = plugins.load_plugins(plugins.new_plugin_manager(), plugins.PluginSelection(disabled=frozenset({"b"})))
+    pm = plugins.load_plugins(
+        plugins.new_plugin_manager(), plugins.PluginSelection(disabled=frozenset({"b"}))
+    )
     assert pm.has_plugin("a") and not pm.has_plugin("b")
 
 

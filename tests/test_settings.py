@@ -23,22 +23,47 @@ def test_defaults_are_the_seeds(project):
     assert (s.compaction.threshold, s.compaction.observation_masking_turns) == (0.85, 10)
     assert (s.memory.enabled, s.memory.max_lines) == (True, 500)
     dc = config.agent("default").default_compaction
-    assert (dc.enabled, dc.compaction_count, dc.auto_threshold, dc.model) == (True, 50, None, "default")
+    assert (dc.enabled, dc.compaction_count, dc.auto_threshold, dc.model) == (
+        True,
+        50,
+        None,
+        "default",
+    )
     assert dc.custom_instructions is None
     # DESIGN.md reference defaults
     w = s.context.weights
-    assert (w.recency, w.frequency, w.relevance, w.structure, w.cognitive) == (0.25, 0.15, 0.30, 0.15, 0.15)
+    assert (w.recency, w.frequency, w.relevance, w.structure, w.cognitive) == (
+        0.25,
+        0.15,
+        0.30,
+        0.15,
+        0.15,
+    )
     assert s.context.controller.threshold == 0.7 and s.context.protected_turns == 12
     assert (s.http.host, s.http.port) == ("127.0.0.1", 5051)
 
 
 def test_seed_example_files_load_with_camel_case_keys(project):
-    write(project / ".veil/settings.json", {"memory": {"enabled": True, "maxLines": 500},
-                                            "compaction": {"threshold": 0.8, "observationMaskingTurns": 10}})
-    write(project / ".veil/agents/default/agent.json", {
-        "memory": {"enabled": True, "maxLines": 300},
-        "defaultCompaction": {"enabled": True, "compactionCount": 50, "autoThreshold": 80,
-                              "model": "default", "customInstructions": "Keep the task list."}})
+    write(
+        project / ".veil/settings.json",
+        {
+            "memory": {"enabled": True, "maxLines": 500},
+            "compaction": {"threshold": 0.8, "observationMaskingTurns": 10},
+        },
+    )
+    write(
+        project / ".veil/agents/default/agent.json",
+        {
+            "memory": {"enabled": True, "maxLines": 300},
+            "defaultCompaction": {
+                "enabled": True,
+                "compactionCount": 50,
+                "autoThreshold": 80,
+                "model": "default",
+                "customInstructions": "Keep the task list.",
+            },
+        },
+    )
     config = load_config(project)
     assert config.settings.compaction.threshold == 0.8
     assert config.memory_for("default").max_lines == 300  # agent.json overrides settings.json
@@ -69,13 +94,20 @@ def test_compaction_count_out_of_range_names_agent_json(project, count):
     write(path, {"defaultCompaction": {"compactionCount": count}})
     with pytest.raises(ConfigError) as err:
         load_config(project).agent("default")
-    assert str(path) in err.value.message and "defaultCompaction.compactionCount" in err.value.message
+    assert (
+        str(path) in err.value.message and "defaultCompaction.compactionCount" in err.value.message
+    )
 
 
 def test_unknown_provider_in_routing_names_auth_json(project):
     path = project / ".veil/auth.json"
-    write(path, {"providers": {"openrouter": {"type": "openai", "api_key": "sk-secret-123"}},
-                 "routing": {"default": "openrouter", "fallback": ["nosuch"]}})
+    write(
+        path,
+        {
+            "providers": {"openrouter": {"type": "openai", "api_key": "sk-secret-123"}},
+            "routing": {"default": "openrouter", "fallback": ["nosuch"]},
+        },
+    )
     with pytest.raises(ConfigError) as err:
         load_config(project)
     msg = err.value.message
@@ -84,14 +116,19 @@ def test_unknown_provider_in_routing_names_auth_json(project):
 
 
 def test_unknown_provider_type_is_refused_without_echoing_the_key(project):
-    write(project / ".veil/auth.json", {"providers": {"x": {"type": "notaprovider", "api_key": "sk-zzz"}}})
+    write(
+        project / ".veil/auth.json",
+        {"providers": {"x": {"type": "notaprovider", "api_key": "sk-zzz"}}},
+    )
     with pytest.raises(ConfigError) as err:
         load_config(project)
     assert "providers.x.type" in err.value.message and "sk-zzz" not in err.value.message
 
 
 def test_api_key_is_secret_in_repr_and_dumps(project):
-    write(project / ".veil/auth.json", {"providers": {"o": {"type": "openai", "api_key": "sk-abc"}}})
+    write(
+        project / ".veil/auth.json", {"providers": {"o": {"type": "openai", "api_key": "sk-abc"}}}
+    )
     config = load_config(project)
     assert "sk-abc" not in repr(config) and "sk-abc" not in config.auth.model_dump_json()
     assert config.auth.providers["o"].api_key.get_secret_value() == "sk-abc"
@@ -117,18 +154,27 @@ def test_environment_overrides_settings_json(project, monkeypatch):
 def test_project_auth_overrides_user_auth_field_by_field(project, monkeypatch, tmp_path):
     home = tmp_path / "home"
     monkeypatch.setenv("VEIL_HOME", str(home))
-    write(home / "auth.json", {"providers": {"a": {"type": "openai", "base_url": "http://127.0.0.1:1"}},
-                               "routing": {"default": "a"}})
-    write(project / ".veil/auth.json", {"providers": {"b": {"type": "ollama"}},
-                                        "routing": {"fallback": ["b"]}})
+    write(
+        home / "auth.json",
+        {
+            "providers": {"a": {"type": "openai", "base_url": "http://127.0.0.1:1"}},
+            "routing": {"default": "a"},
+        },
+    )
+    write(
+        project / ".veil/auth.json",
+        {"providers": {"b": {"type": "ollama"}}, "routing": {"fallback": ["b"]}},
+    )
     auth = load_config(project).auth
     assert sorted(auth.providers) == ["a", "b"]
     assert (auth.routing.default, auth.routing.fallback) == ("a", ["b"])
 
 
 def test_models_in_settings_win_over_auth(project):
-    write(project / ".veil/auth.json", {"models": {"main": {"model": "from-auth"},
-                                                   "compact": {"model": "cheap"}}})
+    write(
+        project / ".veil/auth.json",
+        {"models": {"main": {"model": "from-auth"}, "compact": {"model": "cheap"}}},
+    )
     write(project / ".veil/settings.json", {"models": {"main": {"model": "from-settings"}}})
     models = load_config(project).models
     assert (models.main.model, models.compact.model) == ("from-settings", "cheap")

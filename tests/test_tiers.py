@@ -90,7 +90,9 @@ def test_warm_items_are_found_by_keyword_and_by_vector(veil, tiers, model) -> No
     sid = _session(veil)
     items = _items(sid, TEXTS)
     tiers.store_items(items, "warm")
-    assert model.texts_seen == []  # moving items never embeds (hot path)
+    assert model.texts_seen == []  # moving items neither embeds nor indexes text (hot path)
+    flags = "SELECT fts, embed_key IS NOT NULL FROM recall_index ORDER BY row"
+    assert [tuple(r) for r in veil.store.conn.execute(flags)] == [(0, 0)] * 4
 
     hits = tiers.search("database lock", limit=2)
     assert hits[0].id == items[0].id
@@ -100,6 +102,7 @@ def test_warm_items_are_found_by_keyword_and_by_vector(veil, tiers, model) -> No
     assert 0 < hits[0].score <= 1
     # the four items were embedded once, in one batch, plus the query
     assert sorted(model.texts_seen) == sorted([*TEXTS, "database lock"])
+    assert [tuple(r) for r in veil.store.conn.execute(flags)] == [(1, 1)] * 4
 
     # the vector leg alone ranks by cosine: "vector search matrix" shares 3 of 10 words with
     # item 3 and none with the others

@@ -142,19 +142,20 @@ def test_count_message_tokens_openai_follows_openai_accounting():
 
 
 def test_estimate_by_hand():
-    # ASCII, no digits: max(ceil(6/3), cl100k) where cl100k_base has "abcdef" as one token.
+    # ASCII, no digits: max(ceil(6/3), ceil(1.1 * 1)) where cl100k_base has "abcdef" as one token.
     assert tokens.cl100k_count("abcdef") == 1
     assert tokens.estimate_tokens("abcdef") == 2
-    # Ten digits: ceil(10/3) = 4, cl100k = 4 ("123" "456" "789" "0"), + ceil(20/3) = 7 -> 11.
+    # Ten digits: max(ceil(10/3) = 4, ceil(1.1 * 4) = 5) (cl100k: "123" "456" "789" "0"),
+    # plus ceil(2 * 10 / 3) = 7 -> 12.
     assert tokens.cl100k_count("1234567890") == 4
-    assert tokens.estimate_tokens("1234567890") == 11
-    # Two CJK characters: 6 UTF-8 bytes, cl100k is fewer -> 6.
-    assert tokens.cl100k_count("中文") < 6
+    assert tokens.estimate_tokens("1234567890") == 12
+    # Two CJK characters: 6 UTF-8 bytes, more than 1.1 x cl100k's count -> 6.
+    assert math.ceil(1.1 * tokens.cl100k_count("中文")) < 6
     assert tokens.estimate_tokens("中文") == 6
-    # "a a a ..." packs two characters per token: the cl100k term (31) wins over 60 / 3 = 20.
+    # "a a a ..." packs two characters per token: ceil(1.1 * 31) = 35 wins over 60 / 3 = 20.
     text = "a " * 30
     assert tokens.cl100k_count(text) == 31
-    assert tokens.estimate_tokens(text) == 31
+    assert tokens.estimate_tokens(text) == 35
     assert tokens.estimate_tokens("") == 0
 
 
@@ -185,7 +186,7 @@ def test_count_message_tokens_estimate_adds_documented_overheads():
     assert tokens.count_message_tokens(messages, "ollama/qwen3") == expected
 
 
-def _installed_tokenizers() -> dict:
+def _installed_tokenizers(closers: list) -> dict:
     """Every tokenizer installed here, as name -> count(text)."""
     found = {}
     for name in ("cl100k_base", "o200k_base", "p50k_base"):
@@ -206,6 +207,7 @@ def _installed_tokenizers() -> dict:
         from veil.core.bundled import find_bundled_gguf
 
         vocab = Llama(model_path=str(find_bundled_gguf()), vocab_only=True, verbose=False)
+        closers.append(vocab.close)
         found["smollm2"] = lambda s: len(vocab.tokenize(s.encode(), add_bos=False, special=False))
     except (ImportError, FileNotFoundError):
         pass
@@ -213,8 +215,11 @@ def _installed_tokenizers() -> dict:
 
 
 @pytest.fixture(scope="module")
-def installed_tokenizers() -> dict:
-    return _installed_tokenizers()
+def installed_tokenizers():
+    closers: list = []
+    yield _installed_tokenizers(closers)
+    for close in closers:
+        close()
 
 
 def _real_prompts(data: Path) -> list[tuple[str, list[str]]]:
@@ -270,8 +275,10 @@ HOSTILE = [
 def test_estimate_over_counts_hostile_strings(installed_tokenizers, text):
     estimate = tokens.estimate_tokens(text)
     for tokenizer, count in installed_tokenizers.items():
-        if tokenizer == "p50k_base":
-            continue  # GPT-3's tokenizer: documented exception (punctuation runs, newlines)
+        if tokenizer in ("p50k_base", "smollm2") and text.startswith("!@#"):
+            # Small vocabularies on punctuation runs: the documented gap, at most ~10%.
+            assert estimate >= 0.89 * count(text), tokenizer
+            continue
         assert estimate >= count(text), tokenizer
 
 

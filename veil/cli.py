@@ -64,18 +64,41 @@ class VeilContext:
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-p", "--print", "task", metavar="TASK", help="Run one task non-interactively and print the final answer.")
+@click.option(
+    "-p",
+    "--print",
+    "task",
+    metavar="TASK",
+    help="Run one task non-interactively and print the final answer.",
+)
 @click.option("-c", "--continue", "cont", is_flag=True, help="Resume the most recent session.")
 @click.option("--resume", "resume_id", metavar="ID", help="Resume the session with this id.")
 @click.option("--agent", metavar="NAME", help="Agent to run (default: settings defaultAgent).")
 @click.option("--model", metavar="MODEL", help="Model for a new session (overrides agent.json).")
-@click.option("--disable-plugin", "disabled", multiple=True, metavar="NAME", help="Block a plugin (repeatable).")
-@click.option("--project", type=click.Path(file_okay=False), help="Project root (default: current directory).")
+@click.option(
+    "--disable-plugin",
+    "disabled",
+    multiple=True,
+    metavar="NAME",
+    help="Block a plugin (repeatable).",
+)
+@click.option(
+    "--project", type=click.Path(file_okay=False), help="Project root (default: current directory)."
+)
 @click.option("--json", "as_json", is_flag=True, help="With -p: print the result as JSON.")
 @click.version_option(__version__, prog_name="veil")
 @click.pass_context
-def cli(ctx: click.Context, task: str | None, cont: bool, resume_id: str | None, agent: str | None,
-        model: str | None, disabled: tuple[str, ...], project: str | None, as_json: bool) -> None:
+def cli(
+    ctx: click.Context,
+    task: str | None,
+    cont: bool,
+    resume_id: str | None,
+    agent: str | None,
+    model: str | None,
+    disabled: tuple[str, ...],
+    project: str | None,
+    as_json: bool,
+) -> None:
     """veil: a coding agent whose context is scored, evicted, recalled and compacted.
 
     Run it inside a project. With no provider configured it uses a small bundled offline model.
@@ -102,7 +125,9 @@ def cli(ctx: click.Context, task: str | None, cont: bool, resume_id: str | None,
     runner(veil=veil, session=session)
 
 
-def _pick_session(veil: Any, cont: bool, resume_id: str | None, agent: str | None, model: str | None) -> Any:
+def _pick_session(
+    veil: Any, cont: bool, resume_id: str | None, agent: str | None, model: str | None
+) -> Any:
     if resume_id:
         return veil.load_session(resume_id)
     if cont:
@@ -134,7 +159,9 @@ def _print_mode(veil: Any, session: Any, task: str, as_json: bool) -> int:
             if as_json:
                 return
             if event.kind in ("info", "warning", "halt", "error"):
-                click.echo(f"veil: {event.data.get('text') or event.data.get('message', '')}", err=True)
+                click.echo(
+                    f"veil: {event.data.get('text') or event.data.get('message', '')}", err=True
+                )
 
     printer = _Stderr()
     veil.pm.register(printer, name="veil.print")
@@ -151,11 +178,19 @@ def _print_mode(veil: Any, session: Any, task: str, as_json: bool) -> int:
     finally:
         veil.pm.unregister(printer)
     if as_json:
-        click.echo(json.dumps({
-            "sessionId": session.id, "status": result.status, "final": result.final,
-            "reason": result.reason, "iterations": result.iterations, "usage": result.usage,
-            "seconds": round(result.seconds, 3),
-        }))
+        click.echo(
+            json.dumps(
+                {
+                    "sessionId": session.id,
+                    "status": result.status,
+                    "final": result.final,
+                    "reason": result.reason,
+                    "iterations": result.iterations,
+                    "usage": result.usage,
+                    "seconds": round(result.seconds, 3),
+                }
+            )
+        )
     else:
         if result.final:
             click.echo(result.final)
@@ -182,8 +217,14 @@ def plugins_cmd(state: VeilContext, as_json: bool) -> None:
         click.echo(f"  {hook}: {', '.join(names)}")
     if info["blocked"]:
         click.echo(f"\nblocked: {', '.join(info['blocked'])}")
-    click.echo("\ncontext layer: " + ("on" if info["context_layer"] else
-               "off (no scorer or eviction plugin loaded; nothing is evicted)"))
+    click.echo(
+        "\ncontext layer: "
+        + (
+            "on"
+            if info["context_layer"]
+            else "off (no scorer or eviction plugin loaded; nothing is evicted)"
+        )
+    )
 
 
 @cli.command("sessions")
@@ -203,27 +244,45 @@ def sessions_cmd(state: VeilContext, as_json: bool, limit: int) -> None:
     for r in rows:
         when = dt.datetime.fromtimestamp(r["updated_at"]).strftime("%Y-%m-%d %H:%M")
         closed = " (closed)" if r["closed_at"] else ""
-        click.echo(f"{r['id']}  {when}  {r['agent']:<10} {r['message_count']:>4} msgs  "
-                   f"{(r['title'] or '')[:60]}{closed}")
+        click.echo(
+            f"{r['id']}  {when}  {r['agent']:<10} {r['message_count']:>4} msgs  "
+            f"{(r['title'] or '')[:60]}{closed}"
+        )
 
 
 @cli.command("replay")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--budget", default=8000, show_default=True, type=click.IntRange(min=1),
-              help="Prompt budget in tokens (cl100k_base).")
-@click.option("--compaction", type=click.Choice(["none", "masking", "full", "both"]),
-              default=None, help="Compaction during the replay (default: what settings say).")
+@click.option(
+    "--budget",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Prompt budget in tokens (cl100k_base).",
+)
+@click.option(
+    "--compaction",
+    type=click.Choice(["none", "masking", "full", "both"]),
+    default=None,
+    help="Compaction during the replay (default: what settings say).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result only.")
 @click.pass_obj
-def replay_cmd(state: VeilContext, files: tuple[str, ...], budget: int, compaction: str | None,
-               as_json: bool) -> None:
+def replay_cmd(
+    state: VeilContext, files: tuple[str, ...], budget: int, compaction: str | None, as_json: bool
+) -> None:
     """Replay recorded agent sessions (mini-swe-agent, SWE-agent, OpenHands) through veil and
     three baselines; report prompt tokens, peaks, references, misses and evictions."""
     from veil.core.replay.report import run_replay
 
     try:
-        result = run_replay(list(files), budget, project_dir=state.project, compaction=compaction,
-                            disable=tuple(state.disabled), progress=not as_json)
+        result = run_replay(
+            list(files),
+            budget,
+            project_dir=state.project,
+            compaction=compaction,
+            disable=tuple(state.disabled),
+            progress=not as_json,
+        )
     except VeilError as exc:
         raise click.ClickException(exc.message) from exc
     if as_json:
@@ -243,7 +302,9 @@ def build_cli(argv: list[str] | None = None) -> click.Group:
     disabled = _prescan_disabled(argv)
     try:
         config = load_config(_prescan_project(argv))
-        selection = plugin_selection(config.settings.plugins.disable, config.settings.plugins.load, disabled)
+        selection = plugin_selection(
+            config.settings.plugins.disable, config.settings.plugins.load, disabled
+        )
     except ConfigError:
         selection = plugin_selection((), None, disabled)  # reported when the project opens
     pm = load_plugins(new_plugin_manager(), selection)
@@ -256,7 +317,11 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     argv = sys.argv[1:] if argv is None else argv
     group = build_cli(argv)
-    group.main(args=argv, prog_name="veil", obj=VeilContext(_prescan_project(argv), _prescan_disabled(argv)))
+    group.main(
+        args=argv,
+        prog_name="veil",
+        obj=VeilContext(_prescan_project(argv), _prescan_disabled(argv)),
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -55,10 +55,16 @@ class VeilHarness:
         ConfigError: a settings file is invalid (names the file and field).
     """
 
-    def __init__(self, db_path: str | Path = ".veil/context.db", *,
-                 project_dir: str | Path | None = None, context_window: int = 8192,
-                 count_tokens: Callable[[str], int] | None = None, agent: str = "default",
-                 use_entry_points: bool = True) -> None:
+    def __init__(
+        self,
+        db_path: str | Path = ".veil/context.db",
+        *,
+        project_dir: str | Path | None = None,
+        context_window: int = 8192,
+        count_tokens: Callable[[str], int] | None = None,
+        agent: str = "default",
+        use_entry_points: bool = True,
+    ) -> None:
         from veil.core.app import open_veil
         from veil.core.llm import LLM
         from veil.core.settings import load_config
@@ -68,9 +74,13 @@ class VeilHarness:
             project_dir = parent.parent if parent.name == ".veil" else None
         config = load_config(project_dir)
         self._model = _HostModel(context_window, count_tokens)
-        self.veil = open_veil(config.project_dir, config=config, db_path=db_path,
-                              llm=LLM(config, models={"main": self._model}),
-                              use_entry_points=use_entry_points)
+        self.veil = open_veil(
+            config.project_dir,
+            config=config,
+            db_path=db_path,
+            llm=LLM(config, models={"main": self._model}),
+            use_entry_points=use_entry_points,
+        )
         self.session = self.veil.new_session(agent=agent)
         self._pending: dict[str, Message] = {}
 
@@ -97,19 +107,46 @@ class VeilHarness:
     def before_tool_call(self, name: str, arguments: dict[str, Any], tool_call_id: str) -> None:
         """A tool call is about to run (``capture`` on the way in)."""
         msg = self._pending.get(tool_call_id, {"role": "assistant", "content": None})
-        capture(self.session, CaptureEvent("tool_call", msg, self.session.step, tool_name=name,
-                                           tool_call_id=tool_call_id, arguments=arguments))
+        capture(
+            self.session,
+            CaptureEvent(
+                "tool_call",
+                msg,
+                self.session.step,
+                tool_name=name,
+                tool_call_id=tool_call_id,
+                arguments=arguments,
+            ),
+        )
 
-    def after_tool_call(self, name: str, arguments: dict[str, Any], tool_call_id: str,
-                        output: str, *, is_error: bool = False, outcome: str | None = None) -> None:
+    def after_tool_call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        tool_call_id: str,
+        output: str,
+        *,
+        is_error: bool = False,
+        outcome: str | None = None,
+    ) -> None:
         """A tool call returned ``output`` (``capture`` on the way out; stored as its result)."""
         self._pending.pop(tool_call_id, None)
         msg = {"role": "tool", "tool_call_id": tool_call_id, "content": output}
         idx = self.session.append(msg)
         result = ToolResult(output, is_error=is_error, outcome=outcome)  # type: ignore[arg-type]
-        capture(self.session, CaptureEvent("tool_result", msg, self.session.step, message_index=idx,
-                                           tool_name=name, tool_call_id=tool_call_id,
-                                           arguments=arguments, result=result))
+        capture(
+            self.session,
+            CaptureEvent(
+                "tool_result",
+                msg,
+                self.session.step,
+                message_index=idx,
+                tool_name=name,
+                tool_call_id=tool_call_id,
+                arguments=arguments,
+                result=result,
+            ),
+        )
         self.veil.pm.hook.after_iteration(session=self.session, iteration=self.session.step)
 
     # -- what the host asks ----------------------------------------------------------------------
@@ -195,5 +232,7 @@ class _HostModel:
     def complete(self, messages: list[dict], tools: Any = None, on_token: Any = None) -> Any:
         from veil.core.errors import NotAvailable
 
-        raise NotAvailable("the harness has no model of its own: summaries need models.compact "
-                           "in settings.json, or turn full compaction off")
+        raise NotAvailable(
+            "the harness has no model of its own: summaries need models.compact "
+            "in settings.json, or turn full compaction off"
+        )

@@ -17,7 +17,6 @@ from veil.core.errors import (
     CompactionDisabled,
     ConfigError,
     NotAvailable,
-    SessionNotFound,
 )
 from veil.core.settings import Config, load_config, validate_agent_name
 from veil.core.store import Store
@@ -176,7 +175,9 @@ class Veil:
 
     def list_sessions(self, limit: int = 50) -> list[dict[str, Any]]:
         """Stored sessions, most recent first (rows without the snapshot)."""
-        return [{k: v for k, v in r.items() if k != "snapshot"} for r in self.store.list_sessions(limit)]
+        return [
+            {k: v for k, v in r.items() if k != "snapshot"} for r in self.store.list_sessions(limit)
+        ]
 
     def close_session(self, session: Session) -> None:
         """Close a session (kept in the store, read-only from now on)."""
@@ -227,7 +228,11 @@ class Veil:
         }
 
     def recall(
-        self, query: str, limit: int = 10, tags: list[str] | None = None, session: Session | None = None
+        self,
+        query: str,
+        limit: int = 10,
+        tags: list[str] | None = None,
+        session: Session | None = None,
     ) -> list[RecallHit]:
         """Merge candidates from every ``recall`` implementation, best first (at most ``limit``).
 

@@ -36,14 +36,25 @@ if TYPE_CHECKING:  # pragma: no cover
 _ARTICLES = re.compile(r"^(the|a|an|our|this|my)\s+", re.IGNORECASE)
 
 PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("listens on port", re.compile(
-        r"^(?P<s>.+?)\s+(?:listens|is listening|runs|is running|serves|is served)\s+on\s+"
-        r"(?:port\s+|(?:https?://)?[\w.-]*:)(?P<v>\d{2,5})\b", re.I)),
-    ("version is", re.compile(r"^(?P<s>.+?)\s+version\s+(?:is\s+)?(?P<v>v?\d+(?:\.\d+)*\S*)", re.I)),
+    (
+        "listens on port",
+        re.compile(
+            r"^(?P<s>.+?)\s+(?:listens|is listening|runs|is running|serves|is served)\s+on\s+"
+            r"(?:port\s+|(?:https?://)?[\w.-]*:)(?P<v>\d{2,5})\b",
+            re.I,
+        ),
+    ),
+    (
+        "version is",
+        re.compile(r"^(?P<s>.+?)\s+version\s+(?:is\s+)?(?P<v>v?\d+(?:\.\d+)*\S*)", re.I),
+    ),
     ("runs on", re.compile(r"^(?P<s>.+?)\s+runs on\s+(?P<v>.+)$", re.I)),
     ("is set to", re.compile(r"^(?P<s>.+?)\s+is set to\s+(?P<v>.+)$", re.I)),
     ("defaults to", re.compile(r"^(?P<s>.+?)\s+defaults to\s+(?P<v>.+)$", re.I)),
-    ("is located in", re.compile(r"^(?P<s>.+?)\s+(?:is located|lives) (?:in|at)\s+(?P<v>.+)$", re.I)),
+    (
+        "is located in",
+        re.compile(r"^(?P<s>.+?)\s+(?:is located|lives) (?:in|at)\s+(?P<v>.+)$", re.I),
+    ),
     ("is", re.compile(r"^(?P<s>.+?)\s+(?:is|=|equals|==)\s+(?P<v>.+)$", re.I)),
 ]
 
@@ -88,7 +99,9 @@ def parse_claim(statement: str) -> Claim | None:
 
 _LISTEN = re.compile(
     r"(?:running|listening|serving|started server)\s+(?:on|at)\s+(?:port\s+(\d{2,5})|"
-    r"(?:https?://)?(?:[\w.-]+|\[[0-9a-f:]+\]):(\d{2,5}))", re.I)
+    r"(?:https?://)?(?:[\w.-]+|\[[0-9a-f:]+\]):(\d{2,5}))",
+    re.I,
+)
 _PYVER = re.compile(r"^Python (\d+\.\d+\.\d+)\s*$", re.M)
 _BRANCH = re.compile(r"^On branch (\S+)\s*$", re.M)
 
@@ -123,8 +136,16 @@ class BeliefStore:
 
     # -- writing: every change is an event, then applied to the view ----------------------------
 
-    def _append(self, kind: str, payload: dict[str, Any], *, session_id: str | None,
-                step: int | None, tool_call_id: str | None, ts: float) -> None:
+    def _append(
+        self,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        session_id: str | None,
+        step: int | None,
+        tool_call_id: str | None,
+        ts: float,
+    ) -> None:
         with self.store.transaction() as conn:
             conn.execute(
                 "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
@@ -133,8 +154,15 @@ class BeliefStore:
             )
             self._apply(conn, kind, payload, session_id, step, tool_call_id, ts)
 
-    def assert_fact(self, session: Session | None, statement: str, *, tool_call_id: str | None = None,
-                    source: str = "veil_remember", ts: float | None = None) -> dict[str, Any]:
+    def assert_fact(
+        self,
+        session: Session | None,
+        statement: str,
+        *,
+        tool_call_id: str | None = None,
+        source: str = "veil_remember",
+        ts: float | None = None,
+    ) -> dict[str, Any]:
         """Record a fact. Returns ``{"belief": id, "status": "asserted" | "reinforced",
         "conflict": conflict id or None}``.
 
@@ -150,16 +178,32 @@ class BeliefStore:
         step = session.step if session else None
         same = self._active_same(statement, claim)
         if same is not None:
-            self._append("belief.reinforce", {"belief": same}, session_id=session_id, step=step,
-                         tool_call_id=tool_call_id, ts=ts)
+            self._append(
+                "belief.reinforce",
+                {"belief": same},
+                session_id=session_id,
+                step=step,
+                tool_call_id=tool_call_id,
+                ts=ts,
+            )
             return {"belief": same, "status": "reinforced", "conflict": self._conflict_of(same)}
         belief_id = new_id("belief")
-        payload = {"belief": belief_id, "statement": statement, "source": source,
-                   "subject": claim.subject if claim else None,
-                   "predicate": claim.predicate if claim else None,
-                   "value": claim.value if claim else None}
-        self._append("belief.assert", payload, session_id=session_id, step=step,
-                     tool_call_id=tool_call_id, ts=ts)
+        payload = {
+            "belief": belief_id,
+            "statement": statement,
+            "source": source,
+            "subject": claim.subject if claim else None,
+            "predicate": claim.predicate if claim else None,
+            "value": claim.value if claim else None,
+        }
+        self._append(
+            "belief.assert",
+            payload,
+            session_id=session_id,
+            step=step,
+            tool_call_id=tool_call_id,
+            ts=ts,
+        )
         return {"belief": belief_id, "status": "asserted", "conflict": self._conflict_of(belief_id)}
 
     def resolve(self, session: Session | None, conflict_id: str, keep: str) -> str:
@@ -169,57 +213,98 @@ class BeliefStore:
             BadRequest: unknown or closed conflict, or ``keep`` is not one of its beliefs.
         """
         conflict = self.store.conn.execute(
-            "SELECT * FROM belief_conflicts WHERE id = ?", (conflict_id,)).fetchone()
+            "SELECT * FROM belief_conflicts WHERE id = ?", (conflict_id,)
+        ).fetchone()
         if conflict is None or conflict["status"] != "open":
             raise BadRequest(f"conflict_id: no open conflict {conflict_id!r}")
         members = [b["id"] for b in self._members(conflict["subject"], conflict["predicate"])]
         if keep not in members:
-            raise BadRequest(f"keep: {keep!r} is not in conflict {conflict_id} ({', '.join(members)})")
+            raise BadRequest(
+                f"keep: {keep!r} is not in conflict {conflict_id} ({', '.join(members)})"
+            )
         ts = session.clock() if session else time.time()
-        self._append("conflict.resolve", {"conflict": conflict_id, "keep": keep,
-                                          "retract": [m for m in members if m != keep]},
-                     session_id=session.id if session else None,
-                     step=session.step if session else None, tool_call_id=None, ts=ts)
+        self._append(
+            "conflict.resolve",
+            {"conflict": conflict_id, "keep": keep, "retract": [m for m in members if m != keep]},
+            session_id=session.id if session else None,
+            step=session.step if session else None,
+            tool_call_id=None,
+            ts=ts,
+        )
         return f"{conflict_id} resolved: kept {keep}; retracted {', '.join(m for m in members if m != keep)}"
 
     # -- the view ------------------------------------------------------------------------------
 
-    def _apply(self, conn: Any, kind: str, p: dict[str, Any], session_id: str | None,
-               step: int | None, tool_call_id: str | None, ts: float) -> None:
+    def _apply(
+        self,
+        conn: Any,
+        kind: str,
+        p: dict[str, Any],
+        session_id: str | None,
+        step: int | None,
+        tool_call_id: str | None,
+        ts: float,
+    ) -> None:
         if kind == "belief.assert":
             conn.execute(
                 "INSERT INTO beliefs (id, statement, subject, predicate, value, status, session_id,"
                 " step, tool_call_id, source, created_at) VALUES (?,?,?,?,?,'active',?,?,?,?,?)",
-                (p["belief"], p["statement"], p["subject"], p["predicate"], p["value"], session_id,
-                 step, tool_call_id, p.get("source"), ts))
+                (
+                    p["belief"],
+                    p["statement"],
+                    p["subject"],
+                    p["predicate"],
+                    p["value"],
+                    session_id,
+                    step,
+                    tool_call_id,
+                    p.get("source"),
+                    ts,
+                ),
+            )
             if p["subject"] is not None:
                 self._detect(conn, p["subject"], p["predicate"], ts, p["belief"])
         elif kind == "belief.reinforce":
-            conn.execute("UPDATE beliefs SET reinforced = reinforced + 1 WHERE id = ?", (p["belief"],))
+            conn.execute(
+                "UPDATE beliefs SET reinforced = reinforced + 1 WHERE id = ?", (p["belief"],)
+            )
         elif kind == "belief.retract":
-            conn.execute("UPDATE beliefs SET status='retracted', retracted_at=? WHERE id=?",
-                         (ts, p["belief"]))
+            conn.execute(
+                "UPDATE beliefs SET status='retracted', retracted_at=? WHERE id=?",
+                (ts, p["belief"]),
+            )
         elif kind == "conflict.resolve":
             for bid in p["retract"]:
-                conn.execute("UPDATE beliefs SET status='retracted', retracted_at=? WHERE id=?",
-                             (ts, bid))
-            conn.execute("UPDATE belief_conflicts SET status='resolved', resolved_at=?, kept=?"
-                         " WHERE id=?", (ts, p["keep"], p["conflict"]))
+                conn.execute(
+                    "UPDATE beliefs SET status='retracted', retracted_at=? WHERE id=?", (ts, bid)
+                )
+            conn.execute(
+                "UPDATE belief_conflicts SET status='resolved', resolved_at=?, kept=? WHERE id=?",
+                (ts, p["keep"], p["conflict"]),
+            )
 
     def _detect(self, conn: Any, subject: str, predicate: str, ts: float, trigger: str) -> None:
-        values = {r["value"] for r in conn.execute(
-            "SELECT value FROM beliefs WHERE subject=? AND predicate=? AND status='active'",
-            (subject, predicate))}
+        values = {
+            r["value"]
+            for r in conn.execute(
+                "SELECT value FROM beliefs WHERE subject=? AND predicate=? AND status='active'",
+                (subject, predicate),
+            )
+        }
         if len(values) < 2:
             return
         open_row = conn.execute(
             "SELECT id FROM belief_conflicts WHERE subject=? AND predicate=? AND status='open'",
-            (subject, predicate)).fetchone()
+            (subject, predicate),
+        ).fetchone()
         if open_row is None:
             # named after the belief that opened it, so a rebuild from the log gives the same id
             conflict_id = "conflict_" + trigger.split("_", 1)[1]
-            conn.execute("INSERT INTO belief_conflicts (id, subject, predicate, status, opened_at)"
-                         " VALUES (?, ?, ?, 'open', ?)", (conflict_id, subject, predicate, ts))
+            conn.execute(
+                "INSERT INTO belief_conflicts (id, subject, predicate, status, opened_at)"
+                " VALUES (?, ?, ?, 'open', ?)",
+                (conflict_id, subject, predicate, ts),
+            )
 
     def rebuild(self) -> None:
         """Drop the view tables and derive them again from the event log alone."""
@@ -231,34 +316,50 @@ class BeliefStore:
                     conn.execute(stmt)
             rows = conn.execute(
                 "SELECT * FROM events WHERE kind IN ('belief.assert','belief.reinforce',"
-                "'belief.retract','conflict.resolve') ORDER BY seq").fetchall()
+                "'belief.retract','conflict.resolve') ORDER BY seq"
+            ).fetchall()
             for r in rows:
-                self._apply(conn, r["kind"], json.loads(r["payload"]), r["session_id"], r["step"],
-                            r["tool_call_id"], r["ts"])
+                self._apply(
+                    conn,
+                    r["kind"],
+                    json.loads(r["payload"]),
+                    r["session_id"],
+                    r["step"],
+                    r["tool_call_id"],
+                    r["ts"],
+                )
 
     # -- reading -------------------------------------------------------------------------------
 
     def _active_same(self, statement: str, claim: Claim | None) -> str | None:
         conn = self.store.conn
         if claim is not None:
-            row = conn.execute("SELECT id FROM beliefs WHERE status='active' AND subject=? AND"
-                               " predicate=? AND value=?", (claim.subject, claim.predicate,
-                                                           claim.value)).fetchone()
+            row = conn.execute(
+                "SELECT id FROM beliefs WHERE status='active' AND subject=? AND"
+                " predicate=? AND value=?",
+                (claim.subject, claim.predicate, claim.value),
+            ).fetchone()
         else:
-            row = conn.execute("SELECT id FROM beliefs WHERE status='active' AND lower(statement)=?",
-                               (statement.lower(),)).fetchone()
+            row = conn.execute(
+                "SELECT id FROM beliefs WHERE status='active' AND lower(statement)=?",
+                (statement.lower(),),
+            ).fetchone()
         return row["id"] if row else None
 
     def _members(self, subject: str, predicate: str) -> list[dict[str, Any]]:
         rows = self.store.conn.execute(
             "SELECT * FROM beliefs WHERE subject=? AND predicate=? AND status='active'"
-            " ORDER BY created_at", (subject, predicate)).fetchall()
+            " ORDER BY created_at",
+            (subject, predicate),
+        ).fetchall()
         return [dict(r) for r in rows]
 
     def _conflict_of(self, belief_id: str) -> str | None:
         row = self.store.conn.execute(
             "SELECT c.id FROM belief_conflicts c JOIN beliefs b ON b.subject=c.subject AND"
-            " b.predicate=c.predicate WHERE b.id=? AND c.status='open'", (belief_id,)).fetchone()
+            " b.predicate=c.predicate WHERE b.id=? AND c.status='open'",
+            (belief_id,),
+        ).fetchone()
         return row["id"] if row else None
 
     def beliefs(self, include_retracted: bool = False) -> list[dict[str, Any]]:
@@ -271,27 +372,42 @@ class BeliefStore:
         provenance and a readable "when"]}]``."""
         out = []
         for c in self.store.conn.execute(
-                "SELECT * FROM belief_conflicts WHERE status='open' ORDER BY opened_at, id"):
+            "SELECT * FROM belief_conflicts WHERE status='open' ORDER BY opened_at, id"
+        ):
             members = self._members(c["subject"], c["predicate"])
             for m in members:
                 m["when"] = time.strftime("%Y-%m-%d %H:%M", time.localtime(m["created_at"]))
-            out.append({"id": c["id"], "subject": f"{c['subject']} {c['predicate']} …",
-                        "predicate": c["predicate"], "beliefs": members})
+            out.append(
+                {
+                    "id": c["id"],
+                    "subject": f"{c['subject']} {c['predicate']} …",
+                    "predicate": c["predicate"],
+                    "beliefs": members,
+                }
+            )
         return out
 
     def history(self, subject: str | None = None) -> list[dict[str, Any]]:
         """The belief events in log order; with ``subject``, only those about beliefs whose
         statement contains it (case-insensitive), including reinforcements and resolutions."""
-        events = self.store.events(kinds=("belief.assert", "belief.reinforce", "belief.retract",
-                                          "conflict.resolve"))
+        events = self.store.events(
+            kinds=("belief.assert", "belief.reinforce", "belief.retract", "conflict.resolve")
+        )
         if not subject:
             return events
         needle = subject.lower()
-        ids = {e["payload"]["belief"] for e in events
-               if e["kind"] == "belief.assert" and needle in e["payload"]["statement"].lower()}
+        ids = {
+            e["payload"]["belief"]
+            for e in events
+            if e["kind"] == "belief.assert" and needle in e["payload"]["statement"].lower()
+        }
 
         def about(e: dict[str, Any]) -> bool:
             p = e["payload"]
-            return p.get("belief") in ids or p.get("keep") in ids or bool(ids & set(p.get("retract", [])))
+            return (
+                p.get("belief") in ids
+                or p.get("keep") in ids
+                or bool(ids & set(p.get("retract", [])))
+            )
 
         return [e for e in events if about(e)]

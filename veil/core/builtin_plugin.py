@@ -28,10 +28,12 @@ def capture(session: Any, event: Any) -> list:
 
     if event.phase == "tool_result" and event.result is not None and not event.result.is_error:
         command = (event.arguments or {}).get("command", "")
-        for fact in facts_in_tool_output(command if isinstance(command, str) else "",
-                                         event.message.get("content") or ""):
-            session.veil.beliefs.assert_fact(session, fact, tool_call_id=event.tool_call_id,
-                                             source="tool_result")
+        for fact in facts_in_tool_output(
+            command if isinstance(command, str) else "", event.message.get("content") or ""
+        ):
+            session.veil.beliefs.assert_fact(
+                session, fact, tool_call_id=event.tool_call_id, source="tool_result"
+            )
     return capture_event(session, event)
 
 
@@ -60,8 +62,10 @@ def _beliefs_text(session: Any, arg: str) -> str:
     lines = [f"{len(rows)} belief(s), {len(conflicts)} open conflict(s)"]
     for b in rows:
         mark = " (retracted)" if b["status"] == "retracted" else ""
-        lines.append(f"  {b['id']}: {b['statement']}{mark}  [{b['source']}, session "
-                     f"{b['session_id'] or '-'}, tool call {b['tool_call_id'] or '-'}]")
+        lines.append(
+            f"  {b['id']}: {b['statement']}{mark}  [{b['source']}, session "
+            f"{b['session_id'] or '-'}, tool call {b['tool_call_id'] or '-'}]"
+        )
     for c in conflicts:
         lines.append(f"conflict {c['id']}: " + " | ".join(x["statement"] for x in c["beliefs"]))
     return "\n".join(lines)
@@ -72,8 +76,13 @@ def register_slash_commands(veil: Any) -> list:
     """``/beliefs [all]``: beliefs with provenance and open conflicts."""
     from veil.core.types import SlashCommand
 
-    return [SlashCommand("beliefs", "beliefs with provenance and open conflicts (/beliefs all "
-                                    "includes retracted ones)", _beliefs_text)]
+    return [
+        SlashCommand(
+            "beliefs",
+            "beliefs with provenance and open conflicts (/beliefs all includes retracted ones)",
+            _beliefs_text,
+        )
+    ]
 
 
 def _beliefs_route(req: Any) -> Any:
@@ -81,18 +90,32 @@ def _beliefs_route(req: Any) -> Any:
 
     beliefs = req.veil.beliefs
     include = req.query.get("include_retracted", "false").lower() in ("1", "true", "yes")
-    return RouteResponse({"beliefs": beliefs.beliefs(include_retracted=include),
-                          "conflicts": beliefs.open_conflicts()})
+    return RouteResponse(
+        {
+            "beliefs": beliefs.beliefs(include_retracted=include),
+            "conflicts": beliefs.open_conflicts(),
+        }
+    )
 
 
-_BELIEF = {"type": "object", "properties": {
-    "id": {"type": "string"}, "statement": {"type": "string"},
-    "subject": {"type": ["string", "null"]}, "predicate": {"type": ["string", "null"]},
-    "value": {"type": ["string", "null"]}, "status": {"type": "string"},
-    "session_id": {"type": ["string", "null"]}, "step": {"type": ["integer", "null"]},
-    "tool_call_id": {"type": ["string", "null"]}, "source": {"type": ["string", "null"]},
-    "created_at": {"type": "number"}, "reinforced": {"type": "integer"},
-    "retracted_at": {"type": ["number", "null"]}}}
+_BELIEF = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "statement": {"type": "string"},
+        "subject": {"type": ["string", "null"]},
+        "predicate": {"type": ["string", "null"]},
+        "value": {"type": ["string", "null"]},
+        "status": {"type": "string"},
+        "session_id": {"type": ["string", "null"]},
+        "step": {"type": ["integer", "null"]},
+        "tool_call_id": {"type": ["string", "null"]},
+        "source": {"type": ["string", "null"]},
+        "created_at": {"type": "number"},
+        "reinforced": {"type": "integer"},
+        "retracted_at": {"type": ["number", "null"]},
+    },
+}
 
 
 @hookimpl
@@ -100,11 +123,19 @@ def register_routes(veil: Any) -> list:
     """``GET /beliefs``: beliefs (``?include_retracted=true`` for all) and open conflicts."""
     from veil.core.types import Route
 
-    return [Route(
-        "/beliefs", "GET", _beliefs_route,
-        summary="Beliefs with provenance and open conflicts",
-        response_schema={"type": "object", "properties": {
-            "beliefs": {"type": "array", "items": _BELIEF},
-            "conflicts": {"type": "array", "items": {"type": "object"}}},
-            "required": ["beliefs", "conflicts"]},
-    )]
+    return [
+        Route(
+            "/beliefs",
+            "GET",
+            _beliefs_route,
+            summary="Beliefs with provenance and open conflicts",
+            response_schema={
+                "type": "object",
+                "properties": {
+                    "beliefs": {"type": "array", "items": _BELIEF},
+                    "conflicts": {"type": "array", "items": {"type": "object"}},
+                },
+                "required": ["beliefs", "conflicts"],
+            },
+        )
+    ]

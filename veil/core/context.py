@@ -180,7 +180,7 @@ def _masked(session: Session) -> list[Message]:
     masked = result.messages
     hidden = {
         idx
-        for idx, before, after in zip(idxs, msgs, masked)
+        for idx, before, after in zip(idxs, msgs, masked, strict=True)
         if after.get("content") == MASK_TEXT and before.get("content") != MASK_TEXT
     }
     if hidden:
@@ -202,8 +202,12 @@ def _collapse(session: Session, idxs: list[int], messages: list[Message]) -> lis
         j = i + 1
         while j < n and messages[j].get("role") == "tool":
             j += 1
-        if msg.get("role") == "assistant" and idx in stubs and all(
-            idxs[k] in stubs or messages[k].get("content") == MASK_TEXT for k in range(i + 1, j)
+        if (
+            msg.get("role") == "assistant"
+            and idx in stubs
+            and all(
+                idxs[k] in stubs or messages[k].get("content") == MASK_TEXT for k in range(i + 1, j)
+            )
         ):
             collapsed += 1
         else:
@@ -276,9 +280,7 @@ def build_prompt(session: Session) -> Prompt:
             break
 
     total = fixed_tokens + _message_tokens(session, messages)
-    if total > settings.compaction.threshold * window and not session.state.get(
-        "_just_compacted"
-    ):
+    if total > settings.compaction.threshold * window and not session.state.get("_just_compacted"):
         result = veil.pm.hook.compact(session=session, request=CompactRequest("full", messages))
         if result is not None and result.messages is not None:
             messages = result.messages

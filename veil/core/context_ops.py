@@ -29,7 +29,7 @@ def find_item(session: Session, item_id: str) -> ContextItem:
     Raises:
         BadRequest: no such item in this project's store.
     """
-    item_id = item_id.strip().strip('[]"\' ')
+    item_id = item_id.strip().strip("[]\"' ")
     for item in session.live_items:
         if item.id == item_id:
             return item
@@ -40,23 +40,38 @@ def find_item(session: Session, item_id: str) -> ContextItem:
 
 
 def _log(session: Session, event_kind: str, item: ContextItem, **payload: Any) -> None:
-    session.veil.store.log_event(event_kind, {"item": item.id, **payload}, session_id=session.id,
-                                 step=session.step, tool_call_id=item.tool_call_id,
-                                 ts=session.clock())
+    session.veil.store.log_event(
+        event_kind,
+        {"item": item.id, **payload},
+        session_id=session.id,
+        step=session.step,
+        tool_call_id=item.tool_call_id,
+        ts=session.clock(),
+    )
 
 
-def _accessed(session: Session, item: ContextItem, grade: int, previous_tier: str) -> None:
+def _accessed(
+    session: Session, item: ContextItem, grade: int, previous_tier: str, refresh: bool = True
+) -> None:
     now = session.clock()
-    session.veil.pm.hook.item_accessed(session=session, item=item, grade=grade, now=now,
-                                       previous_tier=previous_tier)
+    session.veil.pm.hook.item_accessed(
+        session=session, item=item, grade=grade, now=now, previous_tier=previous_tier
+    )
     item.access_count += 1
     item.last_access = now
-    session.veil.store.update_item(item.id, stability=item.stability, difficulty=item.difficulty,
-                                   access_count=item.access_count, last_access=now)
+    session.veil.store.update_item(
+        item.id,
+        stability=item.stability,
+        difficulty=item.difficulty,
+        access_count=item.access_count,
+        last_access=now,
+    )
+    if refresh:
+        session.live_items.refresh(item)  # its row in the live columns (no-op when not live)
 
 
 def _make_live(session: Session, item: ContextItem) -> None:
-    if item.tier == "live" and any(i.id == item.id for i in session.live_items):
+    if item.tier == "live" and session.live_items.has_id(item.id):  # O(log n), no scan
         return
     previous = item.tier
     item.tier = "live"
@@ -69,7 +84,6 @@ def _make_live(session: Session, item: ContextItem) -> None:
         item.message_index = None
     session.live_items.append(item)
     session.veil.tiers.on_hydrated(item, previous)
-    session.live_items.invalidate()
 
 
 def touch_related(session: Session, targets: list[str]) -> int:
@@ -79,14 +93,13 @@ def touch_related(session: Session, targets: list[str]) -> int:
     wanted = set(targets)
     if not wanted:
         return 0
-    touched = 0
-    for item in session.live_items:
+    rows = []
+    for row, item in enumerate(session.live_items):
         if item.targets and not wanted.isdisjoint(item.targets):
-            _accessed(session, item, GRADE_GOOD, "live")
-            touched += 1
-    if touched:
-        session.live_items.invalidate()
-    return touched
+            _accessed(session, item, GRADE_GOOD, "live", refresh=False)
+            rows.append(row)
+    session.live_items.refresh_rows(rows)  # one log entry for all of them
+    return len(rows)
 
 
 def hydrate(session: Session, pointer: str) -> ContextItem:
@@ -112,7 +125,6 @@ def promote(session: Session, item_id: str) -> ContextItem:
     session.veil.store.update_item(item.id, loaded_by_hand=True)
     _accessed(session, item, GRADE_EASY, previous)
     _log(session, "promote", item, previous_tier=previous)
-    session.live_items.invalidate()
     return item
 
 
@@ -149,19 +161,25 @@ def set_pinned(session: Session, item_id: str, pinned: bool) -> ContextItem:
         _accessed(session, item, GRADE_GOOD, previous)
     item.pinned = pinned
     session.veil.store.update_item(item.id, pinned=pinned)
-    session.live_items.invalidate()
+    session.live_items.refresh(item)
     _log(session, "pin" if pinned else "unpin", item)
     return item
 
 
-def remember(session: Session, content: str, kind: str, tags: list[str],
-             tool_call_id: str | None = None) -> ContextItem:
+def remember(
+    session: Session, content: str, kind: str, tags: list[str], tool_call_id: str | None = None
+) -> ContextItem:
     """Store a new item made by the model (loaded by hand; facts also become beliefs)."""
     stab = session.config.settings.context.initial_stability
     item = ContextItem(
-        content=content, kind=kind, source="memory", step=session.step,
-        tool_call_id=tool_call_id, tags=sorted(set(tags) | set(extract_tags(content))),
-        targets=extract_targets(content), stability=getattr(stab, kind, stab.fact),
+        content=content,
+        kind=kind,
+        source="memory",
+        step=session.step,
+        tool_call_id=tool_call_id,
+        tags=sorted(set(tags) | set(extract_tags(content))),
+        targets=extract_targets(content),
+        stability=getattr(stab, kind, stab.fact),
         loaded_by_hand=True,
     )
     model = session.veil.llm.model_for("main", session.model)
@@ -170,8 +188,9 @@ def remember(session: Session, content: str, kind: str, tags: list[str],
     session.add_items([item])
     _log(session, "remember", item, kind=kind)
     if kind == "fact":
-        session.veil.beliefs.assert_fact(session, content, tool_call_id=tool_call_id,
-                                         source="veil_remember")
+        session.veil.beliefs.assert_fact(
+            session, content, tool_call_id=tool_call_id, source="veil_remember"
+        )
     return item
 
 
@@ -191,13 +210,14 @@ def forget(session: Session, item_id: str) -> ContextItem:
 
 def set_turn_kind(session: Session, kind: str) -> int:
     """Relabel the items of the current step's assistant turn; return how many changed."""
-    changed = 0
-    for item in session.live_items:
+    rows = []
+    for row, item in enumerate(session.live_items):
         if item.step == session.step and item.source == "assistant":
             item.kind = kind
             session.veil.store.update_item(item.id, kind=kind)
-            changed += 1
-    session.live_items.invalidate()
+            rows.append(row)
+    session.live_items.refresh_rows(rows)
+    changed = len(rows)
     session.state.setdefault("veil.core", {})["turn_kind"] = {str(session.step): kind}
     return changed
 
@@ -207,9 +227,11 @@ def search_history(session: Session, query: str, days: float, limit: int = 10) -
     word of ``query`` (case-insensitive), newest first."""
     words = [w.lower() for w in query.split() if w.strip()]
     since = time.time() - days * 86400
-    sql = ("SELECT session_id, idx, message, created_at FROM messages WHERE created_at >= ?"
-           + "".join(" AND lower(message) LIKE ?" for _ in words)
-           + " ORDER BY created_at DESC, idx DESC LIMIT ?")
+    sql = (
+        "SELECT session_id, idx, message, created_at FROM messages WHERE created_at >= ?"
+        + "".join(" AND lower(message) LIKE ?" for _ in words)
+        + " ORDER BY created_at DESC, idx DESC LIMIT ?"
+    )
     args: list[Any] = [since, *[f"%{w}%" for w in words], limit]
     import json
 
@@ -219,11 +241,15 @@ def search_history(session: Session, query: str, days: float, limit: int = 10) -
         text = msg.get("content") or ""
         low = text.lower()
         pos = max(0, low.find(words[0]) - 80) if words and words[0] in low else 0
-        out.append({
-            "session_id": row["session_id"], "idx": row["idx"], "role": msg.get("role"),
-            "when": dt.datetime.fromtimestamp(row["created_at"]).strftime("%Y-%m-%d %H:%M"),
-            "preview": " ".join(text[pos:pos + 240].split()),
-        })
+        out.append(
+            {
+                "session_id": row["session_id"],
+                "idx": row["idx"],
+                "role": msg.get("role"),
+                "when": dt.datetime.fromtimestamp(row["created_at"]).strftime("%Y-%m-%d %H:%M"),
+                "preview": " ".join(text[pos : pos + 240].split()),
+            }
+        )
     return out
 
 

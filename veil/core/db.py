@@ -107,6 +107,7 @@ MIGRATIONS: list[str] = [
         tags TEXT NOT NULL DEFAULT '[]',
         embed_key TEXT,
         forgotten INTEGER NOT NULL DEFAULT 0,
+        fts INTEGER NOT NULL DEFAULT 0,
         rev INTEGER NOT NULL DEFAULT 0
     );
     CREATE INDEX recall_index_rev ON recall_index(rev);
@@ -140,8 +141,9 @@ def connect(path: str | Path, *, migrate: bool = True) -> Any:
     """
     if str(path) != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                           check_same_thread=False)
+    conn = sqlite3.connect(
+        str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+    )
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")

@@ -35,12 +35,18 @@ NUMERIC_FIELDS = (
     "step",
 )
 FLAG_FIELDS = ("pinned", "loaded_by_hand")
-OBJECT_FIELDS = ("kind", "source", "id", "tool_call_id")
-"""Fields kept as object arrays (str, or None for ``tool_call_id``)."""
+OBJECT_FIELDS = ("kind", "id")
+"""Fields kept as object arrays of str (few: compacting an object array costs ~10x a float one)."""
 
-LOG_LIMIT = 512
-"""Changes kept for :meth:`ItemBatch.changes_since`; a consumer further behind rebuilds."""
+LOG_LIMIT = 256
+"""Changes kept for :meth:`ItemBatch.changes_since`; a consumer further behind rebuilds
+(consumers catch up on every score, so they are rarely more than a few changes behind)."""
 _MIN_CAPACITY = 16
+
+
+def _capacity_after_removal(kept: int) -> int:
+    """Room for a few appends after a removal (small: filling object arrays costs)."""
+    return kept + max(_MIN_CAPACITY, kept // 8)
 
 
 @dataclass(frozen=True)
@@ -53,18 +59,26 @@ class BatchChange:
     Attributes:
         version: the batch's :attr:`~ItemBatch.version` right after this change.
         kind: ``"append"``: ``items`` were appended at positions ``start .. start+len(items)-1``;
-            ``"remove"``: the rows where ``keep`` is False were removed (``keep`` has the length
-            of the batch before; ``items`` are the removed ones, in batch order);
-            ``"refresh"``: the items at positions ``rows`` (int64) changed in place (``items``
-            are those items, aligned with ``rows``).
+            ``"remove"``: the rows ``rows`` (int64, ascending) were removed from a batch of
+            ``size`` items (``items`` are the removed ones, in batch order; :attr:`keep` is the
+            mask of the rows left); ``"refresh"``: the items at positions ``rows`` (int64,
+            ascending) changed in place (``items`` are those items, aligned with ``rows``).
     """
 
     version: int
     kind: Literal["append", "remove", "refresh"]
     items: tuple[ContextItem, ...]
     start: int = 0
-    keep: np.ndarray | None = None
     rows: np.ndarray | None = None
+    size: int = 0
+
+    @property
+    def keep(self) -> np.ndarray:
+        """For a removal: bool mask over the ``size`` rows before it, True for rows left."""
+        keep = np.ones(self.size, dtype=bool)
+        if self.rows is not None:
+            keep[self.rows] = False
+        return keep
 
 
 @dataclass
@@ -95,38 +109,47 @@ def _empty_arrays(capacity: int) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _write_rows(arrays: dict[str, np.ndarray], start: int, items: Sequence[ContextItem]) -> None:
-    """Write the columns of ``items`` into rows ``start .. start+len(items)-1``."""
+def _write_rows(
+    arrays: dict[str, np.ndarray], start: int | np.ndarray, items: Sequence[ContextItem]
+) -> None:
+    """Write the columns of ``items`` into rows ``start .. start+len(items)-1``, or into the
+    rows ``start`` when it is an array of positions (aligned with ``items``)."""
     count = len(items)
-    stop = start + count
+    if isinstance(start, np.ndarray):
+        where: slice | np.ndarray = start
+        positions = start.tolist()
+    else:
+        where = slice(start, start + count)
+        positions = range(start, start + count)
     if count == 1:  # the common case (one captured item): scalar writes beat fromiter
+        row = positions[0]
         item = items[0]
         for name in NUMERIC_FIELDS:
-            arrays[name][start] = getattr(item, name)
+            arrays[name][row] = getattr(item, name)
         for name in FLAG_FIELDS:
-            arrays[name][start] = bool(getattr(item, name))
-        arrays["has_targets"][start] = bool(item.targets)
+            arrays[name][row] = bool(getattr(item, name))
+        arrays["has_targets"][row] = bool(item.targets)
         for name in OBJECT_FIELDS:
-            arrays[name][start] = getattr(item, name)
-        arrays["tags"][start] = frozenset(item.tags)
+            arrays[name][row] = getattr(item, name)
+        arrays["tags"][row] = frozenset(item.tags)
         return
     for name in NUMERIC_FIELDS:
-        arrays[name][start:stop] = np.fromiter(
+        arrays[name][where] = np.fromiter(
             (getattr(i, name) for i in items), dtype=np.float64, count=count
         )
     for name in FLAG_FIELDS:
-        arrays[name][start:stop] = np.fromiter(
+        arrays[name][where] = np.fromiter(
             (bool(getattr(i, name)) for i in items), dtype=bool, count=count
         )
-    arrays["has_targets"][start:stop] = np.fromiter(
+    arrays["has_targets"][where] = np.fromiter(
         (bool(i.targets) for i in items), dtype=bool, count=count
     )
     for name in OBJECT_FIELDS:
         column = arrays[name]
-        for pos, item in enumerate(items, start):
+        for pos, item in zip(positions, items, strict=True):
             column[pos] = getattr(item, name)
     tags = arrays["tags"]
-    for pos, item in enumerate(items, start):
+    for pos, item in zip(positions, items, strict=True):
         tags[pos] = frozenset(item.tags)
 
 
@@ -135,8 +158,7 @@ class ItemBatch(list):
 
     ``columns()`` returns ``{field: ndarray}`` of length ``len(batch)``: :data:`NUMERIC_FIELDS`
     (float64), :data:`FLAG_FIELDS` and ``has_targets`` (bool), :data:`OBJECT_FIELDS` (object
-    arrays: ``kind``, ``source``, ``id``, ``tool_call_id``) and ``tags`` (object array of
-    frozensets). The arrays are views of preallocated storage: treat them as read-only. A dict
+    arrays of str: ``kind``, ``id``) and ``tags`` (object array of frozensets). The arrays are views of preallocated storage: treat them as read-only. A dict
     returned earlier stays a valid snapshot after appends and removals (new rows are written
     past its end; removal builds new arrays); :meth:`refresh` rewrites rows in place.
 
@@ -284,17 +306,22 @@ class ItemBatch(list):
     def remove_ids(self, ids: Iterable[str]) -> list[ContextItem]:
         """Remove the items whose id is in ``ids`` (ids not in the batch are ignored).
 
-        Every column is compacted with one boolean mask (new arrays: earlier ``columns()``
-        dicts stay valid snapshots). Returns the removed items, in batch order.
+        Every column is compacted with one numpy gather of the rows left (new arrays: earlier
+        ``columns()`` dicts stay valid snapshots); with unique ids the rows are found by binary
+        search, O(k log n). Returns the removed items, in batch order.
         """
         wanted = ids if isinstance(ids, (set, frozenset)) else set(ids)
         if not wanted or not len(self):
             return []
         store = self._ensure_store()
         n = store.n
-        if len(store.seq_of) == n and len(wanted) * 64 < n:  # unique ids, few to remove
+        if len(store.seq_of) == n:  # unique ids: find the rows by append number, O(k log n)
+            seqs = store.arrays["seq"][:n]
+            wanted_seqs = np.fromiter(
+                (seq for i in wanted if (seq := store.seq_of.get(i)) is not None), dtype=np.int64
+            )
+            rows = np.searchsorted(seqs, wanted_seqs)
             keep = np.ones(n, dtype=bool)
-            rows = [row for i in wanted if (row := self.row_of(i)) is not None]
             keep[rows] = False
         else:
             gone = np.fromiter(
@@ -303,13 +330,16 @@ class ItemBatch(list):
             keep = ~gone
         if keep.all():
             return []
-        removed = list(compress(self, ~keep))
-        list.__setitem__(self, slice(None), list(compress(self, keep)))
+        gone_rows = np.flatnonzero(~keep)
+        removed = [self[row] for row in gone_rows.tolist()]
+        # compress over Python bools: iterating numpy scalars is slow
+        list.__setitem__(self, slice(None), list(compress(self, keep.tolist())))
         kept = len(self)
-        capacity = max(_MIN_CAPACITY, 2 * kept)
+        rows_kept = np.flatnonzero(keep)
+        capacity = _capacity_after_removal(kept)
         for name, old in store.arrays.items():
             fresh = np.empty(capacity, dtype=old.dtype)
-            fresh[:kept] = old[:n][keep]
+            np.take(old[:n], rows_kept, out=fresh[:kept])
             store.arrays[name] = fresh
         store.n = kept
         if len(store.seq_of) == n:
@@ -318,7 +348,7 @@ class ItemBatch(list):
         else:  # duplicate ids: rebuild the id -> append number map from what is left
             seqs = store.arrays["seq"][:kept].tolist()
             store.seq_of = dict(zip(store.arrays["id"][:kept].tolist(), seqs, strict=True))
-        self._record("remove", tuple(removed), keep=keep)
+        self._record("remove", tuple(removed), rows=gone_rows, size=n)
         return removed
 
     def row_of(self, item_id: str) -> int | None:
@@ -361,13 +391,13 @@ class ItemBatch(list):
         items = tuple(self[p] for p in positions.tolist())
         store = self._store
         if store is not None and store.n == n:
-            ids = store.arrays["id"]
+            ids, seqs = store.arrays["id"], store.arrays["seq"]
             for pos, item in zip(positions.tolist(), items, strict=True):
                 if ids[pos] != item.id:  # an id changed: keep the id -> row map right
-                    if store.seq_of.get(ids[pos]) == store.arrays["seq"][pos]:
+                    if store.seq_of.get(ids[pos]) == seqs[pos]:
                         del store.seq_of[ids[pos]]
-                    store.seq_of[item.id] = int(store.arrays["seq"][pos])
-                _write_rows(store.arrays, pos, (item,))
+                    store.seq_of[item.id] = int(seqs[pos])
+            _write_rows(store.arrays, positions, items)
         self._record("refresh", items, rows=positions)
 
     # -- every other list mutation drops the columns ----------------------------------------

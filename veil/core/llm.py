@@ -183,6 +183,14 @@ def _environment_secrets() -> list[str]:
 # litellm-backed model
 
 
+class _CallbackError(Exception):
+    """Carries an exception raised by the caller's ``on_token`` past the provider handling."""
+
+    def __init__(self, original: Exception) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
 @dataclass(frozen=True)
 class Route:
     """One provider to try: its auth.json ``name``, litellm ``type`` (None: pass the model name
@@ -365,6 +373,8 @@ class LiteLLMModel:
             streamed = [False]
             try:
                 return self._call(litellm, route, model, messages, tools, on_token, streamed)
+            except _CallbackError as failed:  # the caller's on_token raised: not a provider error
+                raise failed.original from None
             except Exception as exc:
                 text = redact(f"{type(exc).__name__}: {exc}", secrets)[:600]
                 failures.append(f"{route.name} ({model}): {text}")
@@ -408,7 +418,10 @@ class LiteLLMModel:
                 text = _get(delta, "content")
                 if text:
                     streamed[0] = True
-                    on_token(text)
+                    try:
+                        on_token(text)
+                    except Exception as exc:
+                        raise _CallbackError(exc) from exc
             response = litellm.stream_chunk_builder(chunks, messages=messages)
         message, finish_reason = message_from_response(response)
         usage = self._usage(response, messages, tools, message, model)
@@ -509,7 +522,8 @@ class LLM:
     Args:
         config: the project's :class:`~veil.core.settings.Config` (``models``, ``auth``).
         models: forces a :class:`ChatModel` per role (``{"main": ScriptedModel([...])}``, replay);
-            a forced ``main`` also answers ``compact`` unless that is forced too.
+            a forced ``main`` also answers ``compact`` unless that is forced too, and a forced
+            model answers whatever model name :meth:`model_for` is given.
 
     Attributes:
         is_offline_default: no provider and no model are configured and the bundled model is
@@ -527,7 +541,7 @@ class LLM:
             raise ValueError(f"unknown model roles {sorted(unknown)}; use {list(ROLES)}")
         self.usage_log: list[dict] = []
         self._log_lock = threading.Lock()
-        self._cache: dict[tuple[str, str], ChatModel] = {}
+        self._cache: dict[tuple[str, ...], ChatModel] = {}
         self._cache_lock = threading.Lock()
         nothing_configured = (
             not self._forced and not config.auth.providers and config.models.main is None
@@ -598,7 +612,13 @@ class LLM:
         return _RecordingModel(inner, role, self.usage_log, self._log_lock)
 
     def _resolve(self, name: str | None, role_cfg: ModelRole | None) -> ChatModel:
-        key = ("bundled", "") if name is None or name in BUNDLED_ALIASES else ("litellm", name)
+        if name is None or name in BUNDLED_ALIASES:
+            key: tuple[str, ...] = ("bundled",)
+        else:  # one instance per model name and role settings (options, window)
+            settings = (
+                json.dumps(role_cfg.model_dump(), sort_keys=True, default=str) if role_cfg else ""
+            )
+            key = ("litellm", name, settings)
         with self._cache_lock:
             cached = self._cache.get(key)
             if cached is not None:

@@ -20,12 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 from veil.core.context import build_prompt
 from veil.core.errors import BadRequest
-from veil.core.types import CaptureEvent, ContextItem, Message, ToolContext, ToolResult
+from veil.core.llm import ContextWindowExceededError
+from veil.core.types import (
+    CaptureEvent,
+    CompactRequest,
+    ContextItem,
+    Message,
+    ToolContext,
+    ToolResult,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
-
-_notice_shown = False
 
 
 @dataclass
@@ -46,7 +52,9 @@ class TurnResult:
     final: str = ""
     reason: str | None = None
     iterations: int = 0
-    usage: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
+    usage: dict[str, int] = field(
+        default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0}
+    )
     seconds: float = 0.0
 
 
@@ -95,15 +103,14 @@ def run_turn(
     Raises:
         SessionClosed: the session is closed. ProviderError: every provider failed.
     """
-    global _notice_shown
     session.ensure_open()
     veil = session.veil
     started = time.monotonic()
     limit = max_iterations or session.config.settings.loop.max_iterations
     result = TurnResult(status="done")
     model = veil.llm.model_for("main", session.model)
-    if veil.llm.notice and not _notice_shown:
-        _notice_shown = True
+    if veil.llm.notice and not getattr(veil.llm, "notice_shown", False):
+        veil.llm.notice_shown = True  # once per process: front ends may have shown it already
         session.emit("info", text=veil.llm.notice)
 
     if session.title is None:
@@ -123,20 +130,29 @@ def run_turn(
             session.last_prompt_tokens = prompt.tokens
             for note in prompt.notes:
                 session.emit("info", text=note)
-            tools = [t.schema() for t in veil.tools.values()]
+            tools = offered_tools(veil, model)
             call_started = time.monotonic()
-            completion = model.complete(
-                prompt.messages,
-                tools=tools or None,
-                on_token=(lambda tok: session.emit("token", text=tok)) if stream else None,
-            )
+            on_token = (lambda tok: session.emit("token", text=tok)) if stream else None
+            try:
+                completion = model.complete(prompt.messages, tools=tools or None, on_token=on_token)
+            except ContextWindowExceededError:
+                # the provider counted more than our estimate: compact once and retry
+                if not _force_compaction(session):
+                    raise
+                prompt = build_prompt(session)
+                completion = model.complete(prompt.messages, tools=tools or None, on_token=on_token)
             usage = dict(completion.usage or {})
             for key in ("prompt_tokens", "completion_tokens"):
                 result.usage[key] += int(usage.get(key) or 0)
             veil.store.record_usage(
                 session.id,
-                {"role": "main", "model": completion.model, "provider": completion.provider,
-                 **usage, "seconds": time.monotonic() - call_started},
+                {
+                    "role": "main",
+                    "model": completion.model,
+                    "provider": completion.provider,
+                    **usage,
+                    "seconds": time.monotonic() - call_started,
+                },
             )
             reply = _clean_assistant(completion.message)
             pending_calls = [tc["id"] for tc in reply.get("tool_calls") or []]
@@ -174,6 +190,29 @@ def run_turn(
     return result
 
 
+SMALL_MODEL_TOOLS = ("read", "write", "edit", "bash", "grep", "ls")
+
+
+def offered_tools(veil: Any, model: Any) -> list[dict[str, Any]]:
+    """The tool schemas sent to ``model``: all registered tools, except that the bundled 135M
+    model gets only the six coding tools (each schema costs it prompt time at ~50 tokens/s, and
+    it cannot use the memory tools sensibly)."""
+    if getattr(model, "provider", None) == "bundled":
+        return [veil.tools[n].schema() for n in SMALL_MODEL_TOOLS if n in veil.tools]
+    return [t.schema() for t in veil.tools.values()]
+
+
+def _force_compaction(session: Session) -> bool:
+    """Run full compaction now (the provider refused the prompt as too long); True if it ran."""
+    from veil.core.context import kept_messages
+
+    session.state.pop("_just_compacted", None)
+    result = session.veil.pm.hook.compact(
+        session=session, request=CompactRequest("full", kept_messages(session))
+    )
+    return result is not None and result.messages is not None
+
+
 def _clean_assistant(message: Message) -> Message:
     """Keep only the OpenAI fields of an assistant message; give every tool call an id."""
     out: Message = {"role": "assistant", "content": message.get("content")}
@@ -209,8 +248,14 @@ def _run_tool_call(session: Session, reply: Message, call: dict[str, Any]) -> No
         outcome = ToolResult(f"{name}: invalid JSON arguments: {exc}", is_error=True)
     capture(
         session,
-        CaptureEvent("tool_call", reply, session.step, tool_name=name, tool_call_id=call_id,
-                     arguments=arguments),
+        CaptureEvent(
+            "tool_call",
+            reply,
+            session.step,
+            tool_name=name,
+            tool_call_id=call_id,
+            arguments=arguments,
+        ),
     )
     session.emit("tool_call", name=name, arguments=arguments, toolCallId=call_id)
     if arguments is not None:
@@ -232,8 +277,16 @@ def _run_tool_call(session: Session, reply: Message, call: dict[str, Any]) -> No
     idx = session.append(tool_msg)
     capture(
         session,
-        CaptureEvent("tool_result", tool_msg, session.step, message_index=idx, tool_name=name,
-                     tool_call_id=call_id, arguments=arguments, result=outcome),
+        CaptureEvent(
+            "tool_result",
+            tool_msg,
+            session.step,
+            message_index=idx,
+            tool_name=name,
+            tool_call_id=call_id,
+            arguments=arguments,
+            result=outcome,
+        ),
     )
     session.emit(
         "tool_result",

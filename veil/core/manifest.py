@@ -24,8 +24,13 @@ def _label(item: ContextItem) -> str:
     return f"{item.id} {item.kind}{where}: {first}"
 
 
-def build_manifest(session: Session, live: list[ContextItem], counts: dict[str, int],
-                   budget_tokens: int, count_tokens) -> str:
+def build_manifest(
+    session: Session,
+    live: list[ContextItem],
+    counts: dict[str, int],
+    budget_tokens: int,
+    count_tokens,
+) -> str:
     """Render the manifest text within ``MANIFEST_SHARE`` x ``budget_tokens`` tokens.
 
     Args:
@@ -38,7 +43,9 @@ def build_manifest(session: Session, live: list[ContextItem], counts: dict[str, 
     cap = max(40, int(budget_tokens * MANIFEST_SHARE))
     total = sum(i.tokens for i in live)
     kinds = Counter(i.kind for i in live)
-    kinds_text = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+    kinds_text = ", ".join(
+        f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
     lines = [
         "## Context manifest",
         f"Loaded: {len(live)} items, {total} tokens ({kinds_text or 'none'}). "
@@ -47,8 +54,10 @@ def build_manifest(session: Session, live: list[ContextItem], counts: dict[str, 
     if counts.get("warm", 0) or counts.get("cold", 0):
         collapsed = getattr(session, "collapsed_steps", 0)
         gone = f" {collapsed} earlier steps left whole (turn and results)." if collapsed else ""
-        lines.append("Evicted content appears as [evicted …] stubs: veil_hydrate(id) loads one "
-                     f"back; veil_recall(query) and veil_history(query) search the rest.{gone}")
+        lines.append(
+            "Evicted content appears as [evicted …] stubs: veil_hydrate(id) loads one "
+            f"back; veil_recall(query) and veil_history(query) search the rest.{gone}"
+        )
     text = "\n".join(lines)
     pinned = [i for i in live if i.pinned]
     by_hand = [i for i in live if i.loaded_by_hand and not i.pinned]

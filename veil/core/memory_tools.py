@@ -18,8 +18,12 @@ TURN_KINDS = ("decision", "exploration", "action", "status", "correction", "inte
 
 
 def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": required,
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": props,
+        "required": required,
+        "additionalProperties": False,
+    }
 
 
 _ID = {"type": "string", "description": "item id (item_...) as shown in a pointer or a recall hit"}
@@ -69,7 +73,9 @@ def hydrate(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 def promote(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     item = ops.promote(ctx.session, _str(args, "id"))
-    return ToolResult(f"{item.id} promoted: live, loaded by hand, stability {item.stability:.3f} days")
+    return ToolResult(
+        f"{item.id} promoted: live, loaded by hand, stability {item.stability:.3f} days"
+    )
 
 
 def demote(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
@@ -84,8 +90,9 @@ def remember(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     kind = args.get("kind", "fact")
     if kind not in ITEM_KINDS:
         raise BadRequest(f"kind: expected one of {', '.join(ITEM_KINDS)}")
-    item = ops.remember(ctx.session, _str(args, "content"), kind, _tags(args) or [],
-                        tool_call_id=ctx.tool_call_id)
+    item = ops.remember(
+        ctx.session, _str(args, "content"), kind, _tags(args) or [], tool_call_id=ctx.tool_call_id
+    )
     return ToolResult(f"remembered as {item.id} ({kind})")
 
 
@@ -114,7 +121,9 @@ def history(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         return ToolResult(f"nothing in the last {days} days of history matches {query!r}")
     lines = [f"{len(rows)} message(s) matching {query!r}:"]
     for r in rows:
-        lines.append(f"- {r['when']} session {r['session_id']} #{r['idx']} {r['role']}: {r['preview']}")
+        lines.append(
+            f"- {r['when']} session {r['session_id']} #{r['idx']} {r['role']}: {r['preview']}"
+        )
     return ToolResult("\n".join(lines))
 
 
@@ -134,8 +143,10 @@ def conflicts(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     for c in found:
         lines.append(f"- {c['id']}: {c['subject']}")
         for b in c["beliefs"]:
-            lines.append(f"    {b['id']}: {b['statement']} (session {b['session_id']}, "
-                         f"tool call {b['tool_call_id'] or '-'}, {b['when']})")
+            lines.append(
+                f"    {b['id']}: {b['statement']} (session {b['session_id']}, "
+                f"tool call {b['tool_call_id'] or '-'}, {b['when']})"
+            )
     return ToolResult("\n".join(lines))
 
 
@@ -148,34 +159,101 @@ def memory_tools() -> list[Tool]:
     """The twelve tools, with JSON schemas (OpenAI function parameters)."""
     q = {"type": "string", "description": "what to look for"}
     return [
-        Tool("veil_recall", "Search context that left the prompt (warm and cold stores, memory files) by meaning and keywords.",
-             _schema({"query": q, "tags": {"type": "array", "items": {"type": "string"}},
-                      "limit": {"type": "integer", "minimum": 1, "maximum": 50}}, ["query"]), recall),
-        Tool("veil_promote", "Bring an item back into the prompt and mark it important (loaded by hand).",
-             _schema({"id": _ID}, ["id"]), promote),
-        Tool("veil_demote", "Move an item out of the prompt now (to warm, or cold); a pointer stays.",
-             _schema({"id": _ID, "tier": {"type": "string", "enum": ["warm", "cold"]}}, ["id"]), demote),
-        Tool("veil_remember", "Store a fact, decision or procedure so it can be recalled later.",
-             _schema({"content": {"type": "string"},
-                      "kind": {"type": "string", "enum": list(ITEM_KINDS)},
-                      "tags": {"type": "array", "items": {"type": "string"}}}, ["content"]), remember),
-        Tool("veil_pin", "Keep an item in the prompt: pinned items are never evicted.",
-             _schema({"id": _ID}, ["id"]), pin),
+        Tool(
+            "veil_recall",
+            "Search context that left the prompt (warm and cold stores, memory files) by meaning and keywords.",
+            _schema(
+                {
+                    "query": q,
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+                },
+                ["query"],
+            ),
+            recall,
+        ),
+        Tool(
+            "veil_promote",
+            "Bring an item back into the prompt and mark it important (loaded by hand).",
+            _schema({"id": _ID}, ["id"]),
+            promote,
+        ),
+        Tool(
+            "veil_demote",
+            "Move an item out of the prompt now (to warm, or cold); a pointer stays.",
+            _schema({"id": _ID, "tier": {"type": "string", "enum": ["warm", "cold"]}}, ["id"]),
+            demote,
+        ),
+        Tool(
+            "veil_remember",
+            "Store a fact, decision or procedure so it can be recalled later.",
+            _schema(
+                {
+                    "content": {"type": "string"},
+                    "kind": {"type": "string", "enum": list(ITEM_KINDS)},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                },
+                ["content"],
+            ),
+            remember,
+        ),
+        Tool(
+            "veil_pin",
+            "Keep an item in the prompt: pinned items are never evicted.",
+            _schema({"id": _ID}, ["id"]),
+            pin,
+        ),
         Tool("veil_unpin", "Remove the pin from an item.", _schema({"id": _ID}, ["id"]), unpin),
-        Tool("veil_forget", "Drop an item from the prompt and from recall (the event log keeps it).",
-             _schema({"id": _ID}, ["id"]), forget),
-        Tool("veil_hydrate", "Load the full content behind a pointer stub ([evicted to ...: item_...]).",
-             _schema({"pointer": {"type": "string", "description": "the item id in the stub"}},
-                     ["pointer"]), hydrate),
-        Tool("veil_history", "Search the full message history of this project's sessions.",
-             _schema({"query": q, "days": {"type": "number", "exclusiveMinimum": 0},
-                      "limit": {"type": "integer", "minimum": 1, "maximum": 50}}, ["query"]), history),
-        Tool("veil_turn_meta", "Say what kind of turn this is, so eviction weighs it right.",
-             _schema({"kind": {"type": "string", "enum": list(TURN_KINDS)}}, ["kind"]), turn_meta),
-        Tool("veil_conflicts", "List beliefs that contradict each other, with where each came from.",
-             _schema({}, []), conflicts),
-        Tool("veil_resolve_conflict", "Settle a conflict: keep one belief; the others are retracted (not deleted).",
-             _schema({"conflict_id": {"type": "string"},
-                      "keep": {"type": "string", "description": "id of the belief to keep"}},
-                     ["conflict_id", "keep"]), resolve_conflict),
+        Tool(
+            "veil_forget",
+            "Drop an item from the prompt and from recall (the event log keeps it).",
+            _schema({"id": _ID}, ["id"]),
+            forget,
+        ),
+        Tool(
+            "veil_hydrate",
+            "Load the full content behind a pointer stub ([evicted to ...: item_...]).",
+            _schema(
+                {"pointer": {"type": "string", "description": "the item id in the stub"}},
+                ["pointer"],
+            ),
+            hydrate,
+        ),
+        Tool(
+            "veil_history",
+            "Search the full message history of this project's sessions.",
+            _schema(
+                {
+                    "query": q,
+                    "days": {"type": "number", "exclusiveMinimum": 0},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+                },
+                ["query"],
+            ),
+            history,
+        ),
+        Tool(
+            "veil_turn_meta",
+            "Say what kind of turn this is, so eviction weighs it right.",
+            _schema({"kind": {"type": "string", "enum": list(TURN_KINDS)}}, ["kind"]),
+            turn_meta,
+        ),
+        Tool(
+            "veil_conflicts",
+            "List beliefs that contradict each other, with where each came from.",
+            _schema({}, []),
+            conflicts,
+        ),
+        Tool(
+            "veil_resolve_conflict",
+            "Settle a conflict: keep one belief; the others are retracted (not deleted).",
+            _schema(
+                {
+                    "conflict_id": {"type": "string"},
+                    "keep": {"type": "string", "description": "id of the belief to keep"},
+                },
+                ["conflict_id", "keep"],
+            ),
+            resolve_conflict,
+        ),
     ]

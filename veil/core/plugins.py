@@ -45,8 +45,8 @@ def plugin_selection(
     """Combine settings, ``VEIL_DISABLE_PLUGINS`` / ``VEIL_LOAD_PLUGINS`` and CLI flags."""
     disabled = set(settings_disable) | set(cli_disable) | set(_split_env("VEIL_DISABLE_PLUGINS"))
     env_load = _split_env("VEIL_LOAD_PLUGINS")
-    load: set[str] | None = set(env_load) if env_load else (
-        set(settings_load) if settings_load is not None else None
+    load: set[str] | None = (
+        set(env_load) if env_load else (set(settings_load) if settings_load is not None else None)
     )
     return PluginSelection(frozenset(disabled), frozenset(load) if load is not None else None)
 

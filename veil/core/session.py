@@ -109,7 +109,8 @@ class Session:
         return idx
 
     def add_items(self, items: list[ContextItem]) -> None:
-        """Store items and make them live."""
+        """Store items and make them live (appended to ``live_items``: O(len(items)) for its
+        columns, see :class:`~veil.core.items.ItemBatch`)."""
         for item in items:
             item.session_id = self.id
         self.veil.store.add_items(items)
@@ -202,14 +203,19 @@ class Session:
         """An assistant turn joins the working set: ``task_tags`` = the task's tags plus those of
         the last :attr:`WORKING_SET_TURNS` (3) turns, so relevance follows what the agent is
         doing now, not only what it was asked at the start."""
-        self._recent_turn_tags = [*self._recent_turn_tags, frozenset(tags)][-self.WORKING_SET_TURNS:]
+        self._recent_turn_tags = [*self._recent_turn_tags, frozenset(tags)][
+            -self.WORKING_SET_TURNS :
+        ]
         self.task_tags = self._task_base.union(*self._recent_turn_tags)
 
     def mask_items(self, message_indices: set[int]) -> None:
         """Live items whose messages observation masking now hides leave for the warm tier
         (logged as ``mask`` events; no stub: the mask is what the model sees)."""
-        gone = [i for i in self.live_items if i.message_index in message_indices
-                and i.source == "tool_result" and not i.pinned]
+        gone = [
+            i
+            for i in self.live_items
+            if i.message_index in message_indices and i.source == "tool_result" and not i.pinned
+        ]
         if not gone:
             return
         with self.veil.store.transaction() as conn:
@@ -218,12 +224,16 @@ class Session:
                 conn.execute(
                     "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
                     " VALUES (?, ?, ?, ?, 'mask', ?)",
-                    (self.clock(), self.id, self.step, item.tool_call_id,
-                     json.dumps({"item": item.id, "tier": "warm", "reason": "masked"})),
+                    (
+                        self.clock(),
+                        self.id,
+                        self.step,
+                        item.tool_call_id,
+                        json.dumps({"item": item.id, "tier": "warm", "reason": "masked"}),
+                    ),
                 )
                 item.tier = "warm"
-        ids = {i.id for i in gone}
-        self.live_items = ItemBatch(i for i in self.live_items if i.id not in ids)
+        self.live_items.remove_ids({i.id for i in gone})  # incremental: columns compacted
         self.veil.tiers.on_moved(gone, "warm")
 
     def apply_eviction(self, plan: Any) -> list[str]:
@@ -250,8 +260,9 @@ class Session:
                         self.id,
                         self.step,
                         item.tool_call_id,
-                        json.dumps({"item": item.id, "tier": tier,
-                                    "reason": plan.reasons.get(item.id, "")}),
+                        json.dumps(
+                            {"item": item.id, "tier": tier, "reason": plan.reasons.get(item.id, "")}
+                        ),
                     ),
                 )
         gone = {item.id for item, _ in moved}
@@ -260,12 +271,17 @@ class Session:
             self._stub_item(item)
         for tier in ("warm", "cold"):  # index / compress; embedding waits for the next search
             self.veil.tiers.on_moved([item for item, t in moved if t == tier], tier)
-        self.live_items = ItemBatch(i for i in self.live_items if i.id not in gone)
+        self.live_items.remove_ids(gone)  # incremental: columns compacted, not rebuilt
         self.emit(
             "eviction",
             items=[
-                {"id": item.id, "tier": tier, "toolCallId": item.tool_call_id,
-                 "messageIndex": item.message_index, "reason": plan.reasons.get(item.id, "")}
+                {
+                    "id": item.id,
+                    "tier": tier,
+                    "toolCallId": item.tool_call_id,
+                    "messageIndex": item.message_index,
+                    "reason": plan.reasons.get(item.id, ""),
+                }
                 for item, tier in moved
             ],
             threshold=plan.threshold,

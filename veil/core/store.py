@@ -204,7 +204,9 @@ class Store:
         if not item_ids:
             return
         with self.transaction() as conn:
-            conn.executemany("UPDATE items SET tier = ? WHERE id = ?", [(tier, i) for i in item_ids])
+            conn.executemany(
+                "UPDATE items SET tier = ? WHERE id = ?", [(tier, i) for i in item_ids]
+            )
 
     def update_item(self, item_id: str, **fields: Any) -> None:
         """Set fields of one item (tags / targets as lists; flags as bools).

@@ -7,8 +7,10 @@ import re
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _PATH = re.compile(r"(?<![\w/.-])((?:\.{1,2}/)?(?:[\w.-]+/)*[\w-]+\.[A-Za-z0-9]{1,8})(?::\d+)?\b")
-_SYMBOL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[a-z]+_[a-z0-9_]+|"
-                     r"[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+)\b")
+_SYMBOL = re.compile(
+    r"\b([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[a-z]+_[a-z0-9_]+|"
+    r"[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+)\b"
+)
 _CODE_EXT = frozenset(
     "py pyi js ts tsx jsx go rs java kt c h cc cpp hpp cs rb php swift scala sh toml yaml yml json "
     "md txt cfg ini sql html css lock".split()

@@ -3,7 +3,7 @@ float32 matrix.
 
 Why this shape (DESIGN.md "Vectors"; issue 3 "Recall latency"): at 100k 384-d vectors a query is a
 single BLAS matrix-vector product (~150 MB of float32 streamed once) plus an O(n) top-k partition,
-the same work as a plain numpy brute force, so the index stays within a few percent of it. The
+the same work as a plain numpy brute force (done on one BLAS thread, see :data:`BLAS_THREADS`). The
 alternatives measured for the issue were slower: sqlite-vec's vec0 brute force ~37 ms in memory and
 ~71 ms from a file against numpy's ~7 ms. Approximate indexes (HNSW, IVF) would add a dependency
 and lose exactness for no need at this size.
@@ -22,18 +22,20 @@ from typing import Any
 import numpy as np
 
 _INITIAL_CAPACITY = 1024
-SINGLE_THREAD_ROWS = 50_000
-"""Below this many rows the matrix-vector product runs on one BLAS thread. OpenBLAS's threads
-spin-wait for each other, so when the cores are busy (a local model generating beside veil) a
-2-thread product of 10k rows took 8-12 ms against 0.9 ms on one thread (measured on the 2-core
-development machine under load); above it the default threads win on an idle machine."""
+BLAS_THREADS = 1
+"""The matrix-vector product runs on one BLAS thread. OpenBLAS's worker threads spin-wait after
+each call; on a busy machine (a local model generating beside veil, the 2-core development box
+under load) a 2-thread product of 10k rows took 8-12 ms against 0.9 ms on one thread, and at 100k
+rows the spinning slowed the FTS5 query that follows it in a hybrid search from ~80 to ~160 ms.
+One thread streams the matrix at close to the memory bandwidth a query needs anyway."""
 
 _controller: Any = None
 _controller_lock = threading.Lock()
 
 
 def _one_blas_thread() -> AbstractContextManager[Any]:
-    """A context limiting numpy's BLAS to one thread (threadpoolctl), or a no-op without it."""
+    """A context limiting numpy's BLAS to :data:`BLAS_THREADS` thread (threadpoolctl), or a
+    no-op without threadpoolctl."""
     global _controller
     if _controller is None:
         with _controller_lock:
@@ -46,7 +48,7 @@ def _one_blas_thread() -> AbstractContextManager[Any]:
                     _controller = False
     if not _controller:
         return nullcontext()
-    return _controller.limit(limits=1, user_api="blas")
+    return _controller.limit(limits=BLAS_THREADS, user_api="blas")
 
 
 class VectorIndex:
@@ -148,10 +150,8 @@ class VectorIndex:
         query = np.asarray(query, dtype=np.float32).reshape(-1)
         if query.shape[0] != self.dim:
             raise ValueError(f"query: expected {self.dim} values, got {query.shape[0]}")
-        if self._n < SINGLE_THREAD_ROWS:
-            with _one_blas_thread():
-                return self._matrix[: self._n] @ query
-        return self._matrix[: self._n] @ query
+        with _one_blas_thread():
+            return self._matrix[: self._n] @ query
 
     def search(
         self, query: np.ndarray, k: int, allowed: np.ndarray | None = None

@@ -163,8 +163,6 @@ def plan_eviction(
     used0 = float(used_tokens)
     under_pressure = used0 > threshold * float(budget_tokens)
     may_be_stale = static["single_use"] & ~blocked & index.is_tool & under_pressure
-    if cosine is not None:
-        may_be_stale &= cosine == 0.0
     stale = np.zeros(len(items), dtype=bool)
     where = np.flatnonzero(may_be_stale)
     if len(where):
@@ -280,7 +278,7 @@ def _hard_budget(
     if used > budget:
         plan.report.append(
             f"still over budget by {used - budget:.0f} tokens: what remains cannot be evicted "
-            f"(turns in the protected window, pinned items, corrections, intents)"
+            f"(intents, corrections, pinned turns and memory items, zero-weight turns)"
         )
     return used
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import veil_memoryfiles
+from veil_memoryfiles.extraction import parse_facts
+
 from veil.core.app import open_veil
 from veil.core.llm import LLM
 from veil.core.settings import load_config
 from veil.core.testing import ScriptedModel
-from veil_memoryfiles.extraction import parse_facts
 
 HISTORY = [
     {"role": "user", "content": "start the server"},
@@ -24,8 +25,13 @@ def open_project(tmp_path, reply, settings=None):
         (project / ".veil" / "settings.json").write_text(json.dumps(settings))
     config = load_config(project)
     model = ScriptedModel([reply])
-    veil = open_veil(project, config=config, llm=LLM(config, models={"main": model}),
-                     use_entry_points=False, extra_plugins=(("veil_memoryfiles", veil_memoryfiles),))
+    veil = open_veil(
+        project,
+        config=config,
+        llm=LLM(config, models={"main": model}),
+        use_entry_points=False,
+        extra_plugins=(("veil_memoryfiles", veil_memoryfiles),),
+    )
     return veil, model, project
 
 
@@ -37,7 +43,8 @@ def test_parse_facts_keeps_bullets_and_drops_none():
 def test_extraction_writes_memory_and_beliefs(tmp_path, monkeypatch):
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
     veil, model, project = open_project(
-        tmp_path, "- The server listens on port 5051.\n- Tests run with make check.")
+        tmp_path, "- The server listens on port 5051.\n- Tests run with make check."
+    )
     session = veil.new_session()
     veil.pm.hook.before_compaction(session=session, messages=HISTORY)
     text = (project / ".veil/memory/agents/default/MEMORY.md").read_text(encoding="utf-8")
@@ -50,8 +57,9 @@ def test_extraction_writes_memory_and_beliefs(tmp_path, monkeypatch):
 
 def test_extraction_is_off_when_memory_is_disabled(tmp_path, monkeypatch):
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
-    veil, model, project = open_project(tmp_path, "- anything at all here",
-                                        settings={"memory": {"enabled": False}})
+    veil, model, project = open_project(
+        tmp_path, "- anything at all here", settings={"memory": {"enabled": False}}
+    )
     veil.pm.hook.before_compaction(session=veil.new_session(), messages=HISTORY)
     assert model.calls == []
     assert not (project / ".veil/memory/agents/default/MEMORY.md").exists()

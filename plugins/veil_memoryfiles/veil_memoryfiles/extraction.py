@@ -67,10 +67,12 @@ def extract_before_compaction(session: Any, messages: list[dict[str, Any]]) -> l
         return []
     model = session.veil.llm.model_for("compact")
     try:
-        completion = model.complete([
-            {"role": "system", "content": EXTRACT_PROMPT.format(n=MAX_FACTS)},
-            {"role": "user", "content": transcript},
-        ])
+        completion = model.complete(
+            [
+                {"role": "system", "content": EXTRACT_PROMPT.format(n=MAX_FACTS)},
+                {"role": "user", "content": transcript},
+            ]
+        )
     except Exception as exc:  # noqa: BLE001 - extraction must never stop a compaction
         session.emit("warning", message=f"memory extraction skipped: {exc}")
         return []

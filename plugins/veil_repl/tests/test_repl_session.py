@@ -5,18 +5,18 @@ from __future__ import annotations
 import io
 
 import pytest
+import veil_repl
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
+from veil_repl import display
+from veil_repl.repl import Repl
 
-import veil_repl
 from veil.core.app import open_veil
 from veil.core.llm import LLM
 from veil.core.settings import load_config
 from veil.core.testing import ScriptedModel
 from veil.core.types import RenderEvent
-from veil_repl import display
-from veil_repl.repl import Repl
 
 
 @pytest.fixture
@@ -27,8 +27,13 @@ def repl_env(tmp_path, monkeypatch):
     (project / "hello.py").write_text("print('hi')\n")
     config = load_config(project)
     model = ScriptedModel([])
-    veil = open_veil(project, config=config, llm=LLM(config, models={"main": model}),
-                     use_entry_points=False, extra_plugins=(("veil_repl", veil_repl),))
+    veil = open_veil(
+        project,
+        config=config,
+        llm=LLM(config, models={"main": model}),
+        use_entry_points=False,
+        extra_plugins=(("veil_repl", veil_repl),),
+    )
     yield veil, model, project
     veil.close()
 
@@ -44,8 +49,9 @@ def run_repl(veil, session, keys: str) -> str:
 
 def test_turn_streams_answer_and_shows_tool_call_with_arguments(repl_env):
     veil, model, project = repl_env
-    model.add({"tool_calls": [{"name": "read", "arguments": {"path": "hello.py"}}]},
-              "It prints hi.")
+    model.add(
+        {"tool_calls": [{"name": "read", "arguments": {"path": "hello.py"}}]}, "It prints hi."
+    )
     session = veil.new_session()
     out = run_repl(veil, session, "what does hello.py do?\r/exit\r")
     assert 'read(path="hello.py")' in out
@@ -76,9 +82,22 @@ def test_slash_commands_help_sessions_model_and_unknown(repl_env):
 def test_eviction_dims_the_tool_call_line():
     buf = io.StringIO()
     d = display.Display(Console(file=buf, force_terminal=False, width=200))
-    d.show(RenderEvent("tool_call", {"name": "read", "arguments": {"path": "a.py"}, "toolCallId": "c1"}))
-    d.show(RenderEvent("eviction", {"items": [{"id": "item_1", "toolCallId": "c1", "tier": "warm",
-                                               "reason": "low score"}], "report": []}))
+    d.show(
+        RenderEvent(
+            "tool_call", {"name": "read", "arguments": {"path": "a.py"}, "toolCallId": "c1"}
+        )
+    )
+    d.show(
+        RenderEvent(
+            "eviction",
+            {
+                "items": [
+                    {"id": "item_1", "toolCallId": "c1", "tier": "warm", "reason": "low score"}
+                ],
+                "report": [],
+            },
+        )
+    )
     lines = buf.getvalue().splitlines()
     assert lines[-1].startswith('⏺ read(path="a.py")') and "→ warm (low score)" in lines[-1]
     assert "c1" in d.evicted

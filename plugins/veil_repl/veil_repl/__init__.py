@@ -6,7 +6,6 @@ from typing import Any
 
 from veil.core.types import SlashCommand
 from veil.hookspecs import hookimpl
-
 from veil_repl import display
 
 

@@ -25,7 +25,9 @@ def _sessions(session: Any, arg: str) -> str:
     for r in rows:
         when = dt.datetime.fromtimestamp(r["updated_at"]).strftime("%Y-%m-%d %H:%M")
         mark = "*" if r["id"] == session.id else " "
-        lines.append(f"{mark} {r['id']}  {when}  {r['message_count']:>4} msgs  {(r['title'] or '')[:50]}")
+        lines.append(
+            f"{mark} {r['id']}  {when}  {r['message_count']:>4} msgs  {(r['title'] or '')[:50]}"
+        )
     return "\n".join(lines) + "\n(resume one with: veil --resume ID)"
 
 
@@ -45,12 +47,16 @@ def _context(session: Any, arg: str) -> str:
     scores = session.veil.pm.hook.score(
         session=session, items=items, task_tags=session.task_tags, now=session.clock()
     )
-    ranked = sorted(zip(items, scores if scores is not None else [0.0] * len(items)),
-                    key=lambda p: -float(p[1]))
+    ranked = sorted(
+        zip(items, scores if scores is not None else [0.0] * len(items), strict=True),
+        key=lambda p: -float(p[1]),
+    )
     for item, score in ranked[:40]:
         preview = " ".join(item.content.split())[:60]
         flags = ("P" if item.pinned else "-") + ("H" if item.loaded_by_hand else "-")
-        lines.append(f"{float(score):.3f} {flags} {item.kind:<11} {item.tokens:>6}t {item.id}  {preview}")
+        lines.append(
+            f"{float(score):.3f} {flags} {item.kind:<11} {item.tokens:>6}t {item.id}  {preview}"
+        )
     return "\n".join(lines)
 
 

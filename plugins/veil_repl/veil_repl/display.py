@@ -70,9 +70,13 @@ class Display:
             for line in data.get("report", []):
                 self.console.print(f"[yellow]{escape(line)}[/yellow]")
         elif kind == "compaction":
-            self.console.print(f"[magenta]{escape(data.get('text', 'context compacted'))}[/magenta]")
+            self.console.print(
+                f"[magenta]{escape(data.get('text', 'context compacted'))}[/magenta]"
+            )
         elif kind in ("warning", "halt"):
-            self.console.print(f"[yellow]⚠ {escape(data.get('message') or data.get('text', ''))}[/yellow]")
+            self.console.print(
+                f"[yellow]⚠ {escape(data.get('message') or data.get('text', ''))}[/yellow]"
+            )
         elif kind == "error":
             self.console.print(f"[red]{escape(data.get('text', ''))}[/red]")
         elif kind == "info":

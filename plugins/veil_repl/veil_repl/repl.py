@@ -10,7 +10,9 @@ from prompt_toolkit.key_binding import KeyBindings
 
 from veil_repl import display
 
-HELP_HEADER = "Enter sends; Esc then Enter (or Alt-Enter) adds a line; Ctrl-C stops a turn; Ctrl-D leaves."
+HELP_HEADER = (
+    "Enter sends; Esc then Enter (or Alt-Enter) adds a line; Ctrl-C stops a turn; Ctrl-D leaves."
+)
 
 
 def _bindings() -> KeyBindings:
@@ -36,8 +38,9 @@ class Repl:
         input/output: prompt-toolkit input and output (tests pass pipe input / dummy output).
     """
 
-    def __init__(self, veil: Any, session: Any, *, input: Any = None, output: Any = None,
-                 console: Any = None) -> None:
+    def __init__(
+        self, veil: Any, session: Any, *, input: Any = None, output: Any = None, console: Any = None
+    ) -> None:
         self.veil = veil
         self.session = session
         history = veil.config.veil_dir / "history"
@@ -58,10 +61,13 @@ class Repl:
         c = self.display.console
         model = self.veil.llm.model_for("main", self.session.model)
         resumed = " (resumed)" if self.session.resumed else ""
-        c.print(f"[bold]veil[/bold] · session {self.session.id}{resumed} · model {model.name}"
-                f" ({model.context_window} tokens)")
+        c.print(
+            f"[bold]veil[/bold] · session {self.session.id}{resumed} · model {model.name}"
+            f" ({model.context_window} tokens)"
+        )
         if self.veil.llm.notice:
             c.print(f"[yellow]{self.veil.llm.notice}[/yellow]")
+            self.veil.llm.notice_shown = True
         if not self.veil.context_layer_on:
             c.print("[dim]context layer off: no scorer or eviction plugin loaded[/dim]")
         c.print(f"[dim]{HELP_HEADER} /help lists commands.[/dim]")

@@ -12,9 +12,15 @@ from veil.core.replay.runner import replay
 from veil.core.replay.veil_policy import CompactionMode, VeilReplayPolicy
 
 
-def run_replay(files: list[str], budget: int, *, project_dir: str | Path | None = None,
-               compaction: CompactionMode | None = None, disable: tuple[str, ...] = (),
-               progress: bool = False) -> dict[str, Any]:
+def run_replay(
+    files: list[str],
+    budget: int,
+    *,
+    project_dir: str | Path | None = None,
+    compaction: CompactionMode | None = None,
+    disable: tuple[str, ...] = (),
+    progress: bool = False,
+) -> dict[str, Any]:
     """Replay ``files`` and return issue 3's JSON contract, extended per file with
     ``convergence`` (and whatever else ``replay_report`` implementations add) and with
     ``over_budget_steps`` in the veil object (always 0 unless protected context alone exceeds
@@ -30,14 +36,15 @@ def run_replay(files: list[str], budget: int, *, project_dir: str | Path | None 
     def make(traj: Trajectory, b: int) -> VeilReplayPolicy:
         if progress and sys.stderr.isatty():
             print(f"replaying {traj.path} ({len(traj.steps)} steps)…", file=sys.stderr)
-        policy = VeilReplayPolicy(traj, b, project_dir=project_dir, compaction=compaction,
-                                  disable=disable)
+        policy = VeilReplayPolicy(
+            traj, b, project_dir=project_dir, compaction=compaction, disable=disable
+        )
         policies.append(policy)
         return policy
 
     result = replay(trajectories, [make], budget)
     total_over = 0
-    for entry, policy in zip(result["files"], policies):
+    for entry, policy in zip(result["files"], policies, strict=True):
         session = policy.session
         for extra in policy.veil.pm.hook.replay_report(session=session):
             entry.update(extra or {})
@@ -55,19 +62,25 @@ def render_table(result: dict[str, Any]) -> str:
     """A plain-text table of the totals and each file, for terminals."""
     names = ["veil", "full", "masking", "recency"]
     total = result["total"]
-    lines = [f"{'policy':<8} {'prompt tokens':>14} {'peak':>7} {'refs':>6} {'misses':>7} {'evictions':>9}"]
+    lines = [
+        f"{'policy':<8} {'prompt tokens':>14} {'peak':>7} {'refs':>6} {'misses':>7} {'evictions':>9}"
+    ]
     for name in names:
         p = total.get(name)
         if p:
-            lines.append(f"{name:<8} {p['prompt_tokens']:>14,} {p['peak_prompt_tokens']:>7,} "
-                         f"{p['references']:>6,} {p['misses']:>7,} {p.get('evictions', ''):>9}")
+            lines.append(
+                f"{name:<8} {p['prompt_tokens']:>14,} {p['peak_prompt_tokens']:>7,} "
+                f"{p['references']:>6,} {p['misses']:>7,} {p.get('evictions', ''):>9}"
+            )
     lines.append(f"\n{total['steps']} steps in {len(result['files'])} file(s)")
     for f in result["files"]:
         v = f["veil"]
         conv = f.get("convergence")
         conv_text = f", {conv['fingerprints']} error fingerprints" if conv else ""
-        lines.append(f"  {Path(f['file']).name}: {f['steps']} steps, veil {v['prompt_tokens']:,} "
-                     f"tokens / {v['misses']} misses vs masking {f['masking']['prompt_tokens']:,} / "
-                     f"{f['masking']['misses']}, recency {f['recency']['prompt_tokens']:,} / "
-                     f"{f['recency']['misses']}{conv_text}")
+        lines.append(
+            f"  {Path(f['file']).name}: {f['steps']} steps, veil {v['prompt_tokens']:,} "
+            f"tokens / {v['misses']} misses vs masking {f['masking']['prompt_tokens']:,} / "
+            f"{f['masking']['misses']}, recency {f['recency']['prompt_tokens']:,} / "
+            f"{f['recency']['misses']}{conv_text}"
+        )
     return "\n".join(lines)

@@ -55,8 +55,9 @@ class ReplayModel:
             return cl100k_count(messages)
         return sum(cl100k_count(m.get("content") or "") for m in messages)
 
-    def complete(self, messages: list[dict], tools: Any = None,
-                 on_token: Callable[[str], None] | None = None) -> Completion:
+    def complete(
+        self, messages: list[dict], tools: Any = None, on_token: Callable[[str], None] | None = None
+    ) -> Completion:
         """An extractive summary: the identifiers the messages mention, newest first, within
         ~300 tokens (a stand-in summariser so compaction can be measured offline)."""
         self.calls += 1
@@ -70,10 +71,15 @@ class ReplayModel:
                 break
             out.append(tok)
         content = text + " ".join(out)
-        return Completion(message={"role": "assistant", "content": content},
-                          usage={"prompt_tokens": self.count_tokens(messages),
-                                 "completion_tokens": cl100k_count(content)},
-                          model=self.name, provider=self.provider)
+        return Completion(
+            message={"role": "assistant", "content": content},
+            usage={
+                "prompt_tokens": self.count_tokens(messages),
+                "completion_tokens": cl100k_count(content),
+            },
+            model=self.name,
+            provider=self.provider,
+        )
 
 
 def _outcome(observation: str) -> str | None:
@@ -101,8 +107,15 @@ class VeilReplayPolicy:
 
     name = "veil"
 
-    def __init__(self, traj: Trajectory, budget: int, *, project_dir: str | Path | None = None,
-                 compaction: CompactionMode | None = None, disable: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        traj: Trajectory,
+        budget: int,
+        *,
+        project_dir: str | Path | None = None,
+        compaction: CompactionMode | None = None,
+        disable: tuple[str, ...] = (),
+    ) -> None:
         from veil.core.app import open_veil
         from veil.core.settings import load_config
 
@@ -121,9 +134,13 @@ class VeilReplayPolicy:
         if not self._full:
             settings.compaction.threshold = 1.0  # never reached below: see prompt_for_step
         self.model = ReplayModel(budget)
-        self.veil = open_veil(config.project_dir, config=config, disable=disable,
-                              llm=LLM(config, models={"main": self.model, "compact": self.model}),
-                              db_path=":memory:")
+        self.veil = open_veil(
+            config.project_dir,
+            config=config,
+            disable=disable,
+            llm=LLM(config, models={"main": self.model, "compact": self.model}),
+            db_path=":memory:",
+        )
         self.session = self.veil.new_session()
         if not self._full:
             self.session.snapshot.setdefault("defaultCompaction", {})["enabled"] = False
@@ -156,21 +173,45 @@ class VeilReplayPolicy:
         msg: dict[str, Any] = {"role": "assistant", "content": step.assistant}
         call_id = f"call_{t}"
         if step.observation is not None:
-            msg["tool_calls"] = [{"id": call_id, "type": "function", "function": {
-                "name": "bash", "arguments": json.dumps({"command": step.action})}}]
+            msg["tool_calls"] = [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": json.dumps({"command": step.action})},
+                }
+            ]
         idx = session.append(msg)
         capture(session, CaptureEvent("assistant", msg, session.step, message_index=idx))
         if step.observation is None:
             return
         args = {"command": step.action}
-        capture(session, CaptureEvent("tool_call", msg, session.step, tool_name="bash",
-                                      tool_call_id=call_id, arguments=args))
+        capture(
+            session,
+            CaptureEvent(
+                "tool_call",
+                msg,
+                session.step,
+                tool_name="bash",
+                tool_call_id=call_id,
+                arguments=args,
+            ),
+        )
         tool_msg = {"role": "tool", "tool_call_id": call_id, "content": step.observation}
         idx = session.append(tool_msg)
         result = ToolResult(step.observation, outcome=_outcome(step.observation))
-        capture(session, CaptureEvent("tool_result", tool_msg, session.step, message_index=idx,
-                                      tool_name="bash", tool_call_id=call_id, arguments=args,
-                                      result=result))
+        capture(
+            session,
+            CaptureEvent(
+                "tool_result",
+                tool_msg,
+                session.step,
+                message_index=idx,
+                tool_name="bash",
+                tool_call_id=call_id,
+                arguments=args,
+                result=result,
+            ),
+        )
         self.veil.pm.hook.after_iteration(session=session, iteration=t + 1)
 
     def prompt_for_step(self, traj: Trajectory, t: int) -> tuple[list[dict[str, Any]], str]:
@@ -193,8 +234,9 @@ class VeilReplayPolicy:
         if tokens > self.budget:
             self.over_budget.append((t, tokens, "protected context alone exceeds the budget"))
         kept = [s.text for s in prompt.sections if s.name != "manifest"]
-        kept += [m.get("content") or "" for m in messages[1:]
-                 if not _STUB.match(m.get("content") or "")]
+        kept += [
+            m.get("content") or "" for m in messages[1:] if not _STUB.match(m.get("content") or "")
+        ]
         return messages, SEPARATOR.join(kept)
 
     def close(self) -> None:
@@ -202,13 +244,16 @@ class VeilReplayPolicy:
         self.veil.close()
 
 
-def veil_policy_factory(project_dir: str | Path | None = None,
-                        compaction: CompactionMode | None = None,
-                        disable: tuple[str, ...] = ()) -> Callable[[Trajectory, int], VeilReplayPolicy]:
+def veil_policy_factory(
+    project_dir: str | Path | None = None,
+    compaction: CompactionMode | None = None,
+    disable: tuple[str, ...] = (),
+) -> Callable[[Trajectory, int], VeilReplayPolicy]:
     """A factory for :func:`veil.core.replay.runner.replay`: one fresh veil session per file."""
 
     def make(traj: Trajectory, budget: int) -> VeilReplayPolicy:
-        return VeilReplayPolicy(traj, budget, project_dir=project_dir, compaction=compaction,
-                                disable=disable)
+        return VeilReplayPolicy(
+            traj, budget, project_dir=project_dir, compaction=compaction, disable=disable
+        )
 
     return make

@@ -1,0 +1,408 @@
+"""Benchmark: veil's hook overhead per tool call (capture + score + evict) through the real core.
+
+A :class:`~veil.core.app.Veil` is opened on a temporary project (SQLite store in a file, as in
+real use) with only the core plugin and veil_fsrs (``veil_fsrs`` scorer, ``veil_fsrs_evict``
+policy), a :class:`~veil.core.testing.ScriptedModel` as the main model (its ``count_tokens`` is
+veil's estimate, which runs cl100k_base). A session is seeded with a steady-state live set of
+1k, 10k or 100k items (``bench_scoring.make_items``: the synthetic session veil_fsrs' benchmark
+uses, given content of 4 characters per token, at most 2,000), stored in the items table.
+
+Two tables (milliseconds, median / p95):
+
+1. **Per tool call**, no eviction: ``capture`` = :func:`veil.core.loop.capture` of one tool
+   result (the core's capture hook: tags, targets, token count, the INSERT, the append to the
+   live columns); ``score`` = the ``score`` hook over every live item; ``evict`` = the ``evict``
+   hook with the prompt well under budget (an idle pass: controller, protection, no pick).
+   Each call appends an item, so ``score`` includes bringing the columns and veil_fsrs' index
+   up to date. Target (issue 3): capture + score + evict <= 1 ms median at 10k items.
+2. **Eviction pass** evicting ~10% of the items: :func:`veil.core.context.manage_pressure`
+   (score, evict, ``Session.apply_eviction``: tiers and event log in one SQLite transaction,
+   ``tiers.on_moved`` indexing the evicted content for recall, the live columns compacted),
+   then the next ``score`` (the index following the removal). Each repetition uses a fresh
+   session seeded with fresh copies of the items. Target: <= 10 ms at 10k items.
+
+Embedding model time: none in these paths (``tiers.on_moved`` only queues embeddings; they are
+computed at the next search, see ``bench_recall.py``); the table says so rather than timing it.
+
+Usage: ``python bench/bench_hooks.py [--small]`` (``--small``: 1k, and a quick 10k point, for CI;
+about 20 s on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import gc
+import math
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_scoring beside this file
+try:  # installed (pip install -e . and -e plugins/veil_fsrs) or run from a checkout
+    import veil_fsrs
+
+    import veil  # noqa: F401
+except ImportError:  # pragma: no cover - a bare checkout
+    sys.path[:0] = [str(ROOT), str(ROOT / "plugins" / "veil_fsrs")]
+    import veil_fsrs
+
+import numpy as np  # noqa: E402
+from bench_scoring import NOW, make_items, session_for  # noqa: E402
+
+from veil.core.app import Veil, open_veil  # noqa: E402
+from veil.core.context import manage_pressure  # noqa: E402
+from veil.core.items import ItemBatch  # noqa: E402
+from veil.core.llm import LLM  # noqa: E402
+from veil.core.loop import capture  # noqa: E402
+from veil.core.session import Session  # noqa: E402
+from veil.core.settings import load_config  # noqa: E402
+from veil.core.testing import ScriptedModel  # noqa: E402
+from veil.core.types import CaptureEvent, ContextItem, ToolResult, new_id  # noqa: E402
+
+TASK_TAGS = frozenset({"w0", "w3", "w17", "w250"})
+CONTENT_CAP = 2_000  # characters of content per seeded item
+FILLER = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor "
+
+
+def steady_items(size: int) -> list[ContextItem]:
+    """``size`` live items of a session in its steady state: the newest of a longer synthetic
+    session (``bench_scoring.make_items``) without the stale single-use tool results that
+    stage 1 takes as soon as there is pressure (else the first pass under pressure evicts
+    about 30% of them at once, whatever the budget)."""
+    factor = 2.0
+    while True:
+        items = make_items(int(factor * size) + 100)
+        used = int(sum(i.tokens for i in items))
+        step = max(i.step for i in items)
+        # Under pressure (used = budget) with every score 1, only stage 1 (stale) can pick.
+        plan = veil_fsrs.evict_plugin.evict(
+            session_for(step), ItemBatch(items), np.ones(len(items)), used, used
+        )
+        assert set(plan.reasons.values()) <= {"stale"}, plan.reasons
+        stale = set(plan.to_warm)
+        live = [i for i in items if i.id not in stale]
+        if len(live) >= size:
+            break
+        factor *= 1.25
+    return _with_content(live[len(live) - size :])
+
+
+def _with_content(items: list[ContextItem]) -> list[ContextItem]:
+    """Give each item content of ~4 characters per token (at most :data:`CONTENT_CAP`)."""
+    for item in items:
+        head = " ".join(item.tags) + " "
+        size = min(CONTENT_CAP, 4 * int(item.tokens))
+        item.content = (head + FILLER * (size // len(FILLER) + 1))[:size]
+    return items
+
+
+def open_bench_veil(project: Path) -> Veil:
+    """An isolated Veil (no entry points) with veil_fsrs and a scripted main model."""
+    config = load_config(project)
+    model = ScriptedModel([], context_window=1_000_000_000)
+    return open_veil(
+        project,
+        config=config,
+        llm=LLM(config, models={"main": model, "compact": model}),
+        use_entry_points=False,
+        extra_plugins=(("veil_fsrs", veil_fsrs), ("veil_fsrs_evict", veil_fsrs.evict_plugin)),
+    )
+
+
+def seeded_session(veil: Veil, items: list[ContextItem]) -> Session:
+    """A new session whose live set (and items table) holds ``items``, at the items' time."""
+    session = veil.new_session()
+    session.clock_override = NOW  # the synthetic items' clock (replay does the same)
+    session.step = max(i.step for i in items)
+    session.task_tags = TASK_TAGS
+    session.add_items(items)
+    return session
+
+
+def fresh_copies(items: list[ContextItem]) -> list[ContextItem]:
+    """Copies of ``items`` with new ids (a new session's items)."""
+    return [dataclasses.replace(i, id=new_id("item"), tags=list(i.tags)) for i in items]
+
+
+def tool_result_event(session: Session, number: int) -> CaptureEvent:
+    """A realistic tool result: a 40-line file read naming paths and symbols."""
+    lines = [
+        f"{n:4d}  def handler_{number}_{n}(request): return parse_config('src/pkg/mod_{n % 7}.py')"
+        for n in range(40)
+    ]
+    text = "\n".join(lines)
+    call_id = f"call_bench_{number}"
+    message = {"role": "tool", "tool_call_id": call_id, "content": text}
+    return CaptureEvent(
+        "tool_result",
+        message,
+        session.step,
+        tool_name="read",
+        tool_call_id=call_id,
+        arguments={"path": f"src/pkg/mod_{number % 7}.py"},
+        result=ToolResult(text, meta={"path": f"src/pkg/mod_{number % 7}.py"}),
+    )
+
+
+def summary(samples: list[float]) -> tuple[float, float]:
+    """Median and p95 (nearest rank) of ``samples`` (ms)."""
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+    return statistics.median(ordered), p95
+
+
+def per_tool_call(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
+    """Time capture, score and an idle evict for ``calls`` consecutive tool calls of the
+    seeded ``session``."""
+    hook = veil.pm.hook
+    used = int(sum(i.tokens for i in session.live_items))
+    # The steady state: columns and index exist (built once when the session's batch is new).
+    start = time.perf_counter()
+    hook.score(session=session, items=session.live_items, task_tags=TASK_TAGS, now=NOW)
+    first_build = (time.perf_counter() - start) * 1e3
+    samples: dict[str, list[float]] = {"capture": [], "score": [], "evict": [], "total": []}
+    gc.collect()
+    for number in range(calls):
+        event = tool_result_event(session, number)
+        t0 = time.perf_counter_ns()
+        captured = capture(session, event)
+        t1 = time.perf_counter_ns()
+        scores = hook.score(session=session, items=session.live_items, task_tags=TASK_TAGS, now=NOW)
+        t2 = time.perf_counter_ns()
+        used += sum(i.tokens for i in captured)
+        plan = hook.evict(
+            session=session,
+            items=session.live_items,
+            scores=scores,
+            budget_tokens=4 * used,
+            used_tokens=used,
+        )
+        t3 = time.perf_counter_ns()
+        assert not plan.to_warm, "an idle pass must not evict"
+        for name, ns in (("capture", t1 - t0), ("score", t2 - t1), ("evict", t3 - t2)):
+            samples[name].append(ns / 1e6)
+        samples["total"].append((t3 - t0) / 1e6)
+    return {"first_build": first_build, **{k: summary(v) for k, v in samples.items()}}
+
+
+def capture_parts(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
+    """The parts of one tool-result capture, each timed alone on the same kind of event:
+    tag and target extraction (veil.core.tags), the token count (the main model's), the
+    INSERT (``Store.add_items``: dataclass to row, one transaction), the append to the live
+    columns (``ItemBatch.append``) and veil_fsrs' index following it (``index_for``)."""
+    from veil_fsrs.batch_index import index_for
+
+    from veil.core.capture import capture_event
+    from veil.core.tags import extract_tags, extract_targets
+
+    batch = session.live_items
+    index_for(batch)  # built once, as in the steady state
+    model = veil.llm.model_for("main")
+    samples: dict[str, list[float]] = {
+        k: [] for k in ("tags", "targets", "tokens", "insert", "append", "index")
+    }
+    gc.collect()
+    for number in range(calls):
+        event = tool_result_event(session, number)
+        text = event.message["content"]
+        t0 = time.perf_counter_ns()
+        extract_tags(f"read  src/pkg/mod.py {text[:4000]}")
+        t1 = time.perf_counter_ns()
+        extract_targets(text)
+        t2 = time.perf_counter_ns()
+        model.count_tokens(text)
+        t3 = time.perf_counter_ns()
+        (item,) = capture_event(session, event)
+        item.session_id = session.id
+        t4 = time.perf_counter_ns()
+        veil.store.add_items([item])
+        t5 = time.perf_counter_ns()
+        batch.append(item)
+        t6 = time.perf_counter_ns()
+        index_for(batch)
+        t7 = time.perf_counter_ns()
+        for name, ns in (
+            ("tags", t1 - t0),
+            ("targets", t2 - t1),
+            ("tokens", t3 - t2),
+            ("insert", t5 - t4),
+            ("append", t6 - t5),
+            ("index", t7 - t6),
+        ):
+            samples[name].append(ns / 1e6)
+    return {k: summary(v) for k, v in samples.items()}
+
+
+def _budget_for_share(veil: Veil, items: list[ContextItem], share: float) -> tuple[int, int]:
+    """``(budget, used)`` at which one pass plans to evict about ``share`` of ``items``
+    (bisection on the plan alone, each probe with a fresh controller)."""
+    session = seeded_session(veil, fresh_copies(items))
+    used = int(sum(i.tokens for i in items))
+    scores = veil.pm.hook.score(
+        session=session, items=session.live_items, task_tags=TASK_TAGS, now=NOW
+    )
+    low, high = 1, 2 * used
+    state = copy.deepcopy(session.state)
+    for _ in range(22):  # ~1 token of precision at 1M tokens used
+        mid = (low + high) // 2
+        session.state = copy.deepcopy(state)
+        plan = veil.pm.hook.evict(
+            session=session,
+            items=session.live_items,
+            scores=scores,
+            budget_tokens=mid,
+            used_tokens=used,
+        )
+        if len(plan.to_warm) > share * len(items):
+            low = mid + 1
+        else:
+            high = mid
+    return high, used
+
+
+class _Timer:
+    """Wraps a callable and sums the time spent in it (ms)."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.ms = 0.0
+
+    def __getattr__(self, name: str) -> Any:  # e.g. a HookCaller's get_hookimpls
+        return getattr(self.fn, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter_ns()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self.ms += (time.perf_counter_ns() - start) / 1e6
+
+
+def eviction_pass(veil: Veil, items: list[ContextItem], repeats: int) -> dict[str, Any]:
+    """Time :func:`manage_pressure` evicting ~10% of ``items`` and its parts, then the next
+    score; a fresh seeded session per repetition."""
+    budget, used = _budget_for_share(veil, items, 0.10)
+    rows: dict[str, list[float]] = {
+        k: [] for k in ("total", "score", "plan", "apply", "on_moved", "remove", "next_score")
+    }
+    evicted = []
+    hook = veil.pm.hook
+    for _ in range(repeats):
+        session = seeded_session(veil, fresh_copies(items))
+        hook.score(session=session, items=session.live_items, task_tags=TASK_TAGS, now=NOW)
+        tiers = veil.tiers
+        on_moved = tiers.on_moved = _Timer(type(tiers).on_moved.__get__(tiers))
+        apply = session.apply_eviction = _Timer(session.apply_eviction)
+        callers = hook.score, hook.evict  # pluggy's HookCallers, put back afterwards
+        score, plan = _Timer(callers[0]), _Timer(callers[1])
+        remove = None
+        if hasattr(session.live_items, "remove_ids"):  # the incremental ItemBatch
+            batch = session.live_items
+            remove = batch.remove_ids = _Timer(batch.remove_ids)
+        before = len(session.live_items)
+        gc.collect()
+        hook.score, hook.evict = score, plan
+        try:
+            start = time.perf_counter_ns()
+            manage_pressure(session, budget, used)
+            total = (time.perf_counter_ns() - start) / 1e6
+        finally:
+            hook.score, hook.evict = callers
+            del tiers.on_moved  # back to the class's method
+        evicted.append(before - len(session.live_items))
+        start = time.perf_counter_ns()
+        hook.score(session=session, items=session.live_items, task_tags=TASK_TAGS, now=NOW)
+        rows["next_score"].append((time.perf_counter_ns() - start) / 1e6)
+        rows["total"].append(total)
+        rows["score"].append(score.ms)
+        rows["plan"].append(plan.ms)
+        rows["apply"].append(apply.ms - on_moved.ms - (remove.ms if remove else 0.0))
+        rows["on_moved"].append(on_moved.ms)
+        rows["remove"].append(remove.ms if remove else float("nan"))
+    return {"evicted": int(statistics.median(evicted)), **{k: summary(v) for k, v in rows.items()}}
+
+
+def fmt(pair: tuple[float, float]) -> str:
+    """``median / p95`` with 3 decimals (``n/a`` when not measured)."""
+    if math.isnan(pair[0]):
+        return "n/a"
+    return f"{pair[0]:.3f} / {pair[1]:.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", action="store_true", help="1k and a quick 10k point (CI)")
+    args = parser.parse_args()
+    if args.small:
+        calls = [(1_000, 200), (10_000, 60)]
+        passes = [(1_000, 5), (10_000, 2)]
+    else:
+        calls = [(1_000, 300), (10_000, 300), (100_000, 60)]
+        passes = [(1_000, 9), (10_000, 9)]
+    print(
+        f"veil hook overhead per tool call — {platform.processor() or platform.machine()}, "
+        f"Python {platform.python_version()}, numpy {np.__version__}"
+    )
+    print("times in ms, median / p95; core + veil_fsrs, SQLite store in a file\n")
+    bases = {size: steady_items(size) for size in {s for s, _ in calls + passes}}
+    with tempfile.TemporaryDirectory() as tmp:
+        veil = open_bench_veil(Path(tmp))
+        try:
+            print(
+                "| live items | calls | capture | score | evict (idle) "
+                "| capture + score + evict | first score (build) |"
+            )
+            print("|---:|---:|---:|---:|---:|---:|---:|")
+            parts_size, parts = calls[1][0] if len(calls) > 1 else calls[0][0], None
+            for size, count in calls:
+                session = seeded_session(veil, fresh_copies(bases[size]))
+                r = per_tool_call(veil, session, count)
+                print(
+                    f"| {size:,} | {count} | {fmt(r['capture'])} | {fmt(r['score'])} "
+                    f"| {fmt(r['evict'])} | {fmt(r['total'])} | {r['first_build']:.1f} |"
+                )
+                if size == parts_size:  # measured now, before a larger live set exists
+                    parts = capture_parts(veil, session, count)
+                del session
+            assert parts is not None
+            print(
+                f"\ncapture, part by part, at {parts_size:,} live items:\n\n"
+                "| tags | targets | token count | INSERT (Store.add_items) "
+                "| ItemBatch.append | veil_fsrs index_for |\n|---:|---:|---:|---:|---:|---:|\n"
+                f"| {fmt(parts['tags'])} | {fmt(parts['targets'])} | {fmt(parts['tokens'])} "
+                f"| {fmt(parts['insert'])} | {fmt(parts['append'])} | {fmt(parts['index'])} |"
+            )
+            print(
+                "\n| live items | evicted | pass total | score | plan (evict hook) "
+                "| apply: SQLite items + events | apply: tiers.on_moved | apply: columns "
+                "| next score |"
+            )
+            print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            for size, count in passes:
+                r = eviction_pass(veil, bases[size], count)
+                print(
+                    f"| {size:,} | {r['evicted']} | {fmt(r['total'])} | {fmt(r['score'])} "
+                    f"| {fmt(r['plan'])} | {fmt(r['apply'])} | {fmt(r['on_moved'])} "
+                    f"| {fmt(r['remove'])} | {fmt(r['next_score'])} |"
+                )
+        finally:
+            veil.close()
+    print(
+        "\nTargets (issue 3): capture + score + evict <= 1 ms median at 10k live items; an "
+        "eviction pass\nevicting 10% of 10k items <= 10 ms. Embedding model time: 0 here "
+        "(tiers.on_moved queues\nembeddings; the next search computes them: bench_recall.py)."
+        "\n'apply: SQLite items + events' is apply_eviction less tiers.on_moved and the "
+        "columns'\nremove_ids (also the eviction render event and pointer stubs)."
+    )
+
+
+if __name__ == "__main__":
+    main()
