@@ -53,21 +53,28 @@ def _log(session: Session, event_kind: str, item: ContextItem, **payload: Any) -
 def _accessed(
     session: Session, item: ContextItem, grade: int, previous_tier: str, refresh: bool = True
 ) -> None:
-    now = session.clock()
-    session.veil.pm.hook.item_accessed(
-        session=session, item=item, grade=grade, now=now, previous_tier=previous_tier
-    )
-    item.access_count += 1
-    item.last_access = now
-    session.veil.store.update_item(
-        item.id,
-        stability=item.stability,
-        difficulty=item.difficulty,
-        access_count=item.access_count,
-        last_access=now,
-    )
+    _accessed_many(session, [item], grade, previous_tier)
     if refresh:
         session.live_items.refresh(item)  # its row in the live columns (no-op when not live)
+
+
+def _accessed_many(
+    session: Session, items: list[ContextItem], grade: int, previous_tier: str
+) -> None:
+    """Count one access for each item (``item_accessed`` hook, then one store transaction)."""
+    now = session.clock()
+    for item in items:
+        session.veil.pm.hook.item_accessed(
+            session=session, item=item, grade=grade, now=now, previous_tier=previous_tier
+        )
+        item.access_count += 1
+        item.last_access = now
+    with session.veil.store.transaction() as conn:
+        conn.executemany(
+            "UPDATE items SET stability = ?, difficulty = ?, access_count = ?, last_access = ?"
+            " WHERE id = ?",
+            [(i.stability, i.difficulty, i.access_count, now, i.id) for i in items],
+        )
 
 
 def _make_live(session: Session, item: ContextItem) -> None:
@@ -93,12 +100,14 @@ def touch_related(session: Session, targets: list[str]) -> int:
     wanted = set(targets)
     if not wanted:
         return 0
-    rows = []
+    rows, touched = [], []
     for row, item in enumerate(session.live_items):
         if item.targets and not wanted.isdisjoint(item.targets):
-            _accessed(session, item, GRADE_GOOD, "live", refresh=False)
             rows.append(row)
-    session.live_items.refresh_rows(rows)  # one log entry for all of them
+            touched.append(item)
+    if touched:
+        _accessed_many(session, touched, GRADE_GOOD, "live")
+        session.live_items.refresh_rows(rows)  # one log entry for all of them
     return len(rows)
 
 
