@@ -12,28 +12,16 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import filelock
 
+from veil.core.tools import atomic_write_bytes as core_atomic_write
 from veil_memoryfiles.errors import MemoryBusy, MemoryFileInvalid
 
 LOCK_TIMEOUT_S = 30.0
 """Seconds a writer waits for a file's lock before :class:`MemoryBusy` (an append takes ms)."""
-
-
-def _read_umask() -> int:
-    # os.umask can only be read by setting it; done once at import (before any writer thread),
-    # since changing it later would race with files other threads create.
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_NEW_FILE_MODE = 0o666 & ~_read_umask()
 
 
 def decode(data: bytes, path: Path) -> str:
@@ -64,49 +52,17 @@ def read_text(path: Path) -> str | None:
     return decode(data, path)
 
 
-def _fsync_dir(folder: Path) -> None:
-    # Makes the rename itself durable; not possible on every platform (Windows), hence best effort.
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically (temp file in the same folder, fsync, rename).
-
-    The folder is created if needed; an existing file's permission bits are kept (a new file gets
-    0o666 minus the umask read at import, like ``open(path, "w")``). On any error the temporary
-    file is removed and the old file is left as it was.
+    """Replace ``path`` with ``data`` atomically (the core's temp file in the same folder, fsync,
+    rename, folder fsync: :func:`veil.core.tools.atomic_write_bytes`), creating the folder first.
+    An existing file's permission bits are kept; a new file gets the umask's.
 
     Raises:
-        OSError: the folder cannot be written.
+        OSError: the folder cannot be written (the old file is left as it was).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = _NEW_FILE_MODE
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
+    core_atomic_write(path, data)
 
 
 @contextlib.contextmanager
