@@ -104,3 +104,33 @@ def test_help_imports_no_heavy_module():
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
     )
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-p", "  "], "-p: the task is empty"),
+        (["-c", "--resume", "sess_x", "-p", "hi"], "--continue and --resume exclude each other"),
+        (["--json"], "--json goes with -p TASK"),
+    ],
+)
+def test_contradictory_or_empty_options_are_usage_errors(project, scripted, args, message):
+    result = invoke(project, *args)
+    assert result.exit_code == 2 and message in result.output
+    assert scripted.calls == []
+
+
+def test_a_project_folder_that_does_not_exist_is_refused(tmp_path):
+    missing = tmp_path / "nope"
+    result = CliRunner().invoke(
+        cli_mod.cli, ["--project", str(missing), "sessions"], obj=cli_mod.VeilContext(None, [])
+    )
+    assert result.exit_code == 2 and "does not exist" in result.output
+    assert not missing.exists()
+
+
+def test_environment_errors_name_the_variable(project, scripted, monkeypatch):
+    monkeypatch.setenv("VEIL_COMPACTION__THRESHOLD", "3")
+    result = invoke(project, "-p", "x")
+    assert result.exit_code == 1
+    assert "VEIL_COMPACTION__THRESHOLD (compaction.threshold)" in result.output

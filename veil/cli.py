@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from typing import Any
 
@@ -83,7 +84,9 @@ class VeilContext:
     help="Block a plugin (repeatable).",
 )
 @click.option(
-    "--project", type=click.Path(file_okay=False), help="Project root (default: current directory)."
+    "--project",
+    type=click.Path(file_okay=False, exists=True),
+    help="Project root, an existing folder (default: current directory).",
 )
 @click.option("--json", "as_json", is_flag=True, help="With -p: print the result as JSON.")
 @click.version_option(__version__, prog_name="veil")
@@ -109,7 +112,14 @@ def cli(
     state.json = as_json
     if ctx.invoked_subcommand is not None:
         return
+    if cont and resume_id:
+        raise click.UsageError("--continue and --resume exclude each other")
+    if as_json and task is None:
+        raise click.UsageError("--json goes with -p TASK (the REPL has no JSON mode)")
+    if task is not None and not task.strip():
+        raise click.UsageError("-p: the task is empty")
     veil = state.open()
+    _warn_unknown_disabled(veil, state.disabled)
     try:
         session = _pick_session(veil, cont, resume_id, agent, model)
     except VeilError as exc:
@@ -137,6 +147,17 @@ def _pick_session(
         else:
             return veil.load_session(last)
     return veil.new_session(agent=agent, model=model)
+
+
+def _warn_unknown_disabled(veil: Any, names: list[str]) -> None:
+    from importlib.metadata import entry_points
+
+    known = {ep.name for ep in entry_points(group="veil")}
+    for name in names:
+        if name not in known:
+            click.echo(
+                f"veil: --disable-plugin {name}: no installed plugin has that name", err=True
+            )
 
 
 def _warn_context_layer(veil: Any) -> None:
@@ -173,7 +194,7 @@ def _print_mode(veil: Any, session: Any, task: str, as_json: bool) -> int:
         if as_json:
             click.echo(json.dumps({"error": {"code": exc.code, "message": exc.message}}))
         else:
-            click.echo(f"veil: {exc.message}", err=True)
+            click.echo(f"Error: {exc.message}", err=True)
         return 1
     finally:
         veil.pm.unregister(printer)
@@ -315,6 +336,8 @@ def build_cli(argv: list[str] | None = None) -> click.Group:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``veil``)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if hasattr(signal, "SIGPIPE"):  # `veil sessions | head -1` ends quietly, like other CLIs
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     argv = sys.argv[1:] if argv is None else argv
     group = build_cli(argv)
     group.main(

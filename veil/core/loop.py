@@ -109,7 +109,11 @@ def run_turn(
     limit = max_iterations or session.config.settings.loop.max_iterations
     result = TurnResult(status="done")
     model = veil.llm.model_for("main", session.model)
-    if veil.llm.notice and not getattr(veil.llm, "notice_shown", False):
+    if (
+        veil.llm.notice
+        and model.provider == "bundled"
+        and not getattr(veil.llm, "notice_shown", False)
+    ):
         veil.llm.notice_shown = True  # once per process: front ends may have shown it already
         session.emit("info", text=veil.llm.notice)
 

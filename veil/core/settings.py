@@ -347,12 +347,21 @@ class AuthConfig(_Model):
         return self
 
 
-def _format_errors(source: str, err: ValidationError) -> str:
+def _format_errors(source: str, err: ValidationError, *, env: bool = False) -> str:
     parts = []
     for e in err.errors(include_url=False, include_input=False):
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        parts.append(f"{source}: {loc}: {e['msg']}")
+        loc = ".".join(str(p) for p in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")  # pydantic's wording for validator errors
+        if env and loc:
+            variable = "VEIL_" + "__".join(_snake(str(p)) for p in e["loc"]).upper()
+            parts.append(f"{source}: {variable} ({loc}): {msg}")
+        else:
+            parts.append(f"{source}: {loc}: {msg}" if loc else f"{source}: {msg}")
     return "; ".join(parts)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def read_json_file(path: Path) -> dict[str, Any]:
@@ -488,7 +497,7 @@ def load_config(project_dir: str | Path | None = None) -> Config:
     try:
         settings = Settings(**data)
     except ValidationError as exc:
-        raise ConfigError(_format_errors("environment (VEIL_* variables)", exc)) from exc
+        raise ConfigError(_format_errors("environment", exc, env=True)) from exc
     token = os.environ.get("VEIL_HTTP_TOKEN")
     if token:
         settings.http.token = SecretStr(token)
