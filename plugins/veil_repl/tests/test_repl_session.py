@@ -107,3 +107,18 @@ def test_render_is_silent_when_no_repl_runs(capsys):
     display.active = None
     veil_repl.render(RenderEvent("token", {"text": "zzz"}))
     assert capsys.readouterr().out == ""
+
+
+def test_a_halt_stops_the_run_and_asks_the_user(repl_env):
+    veil, model, _ = repl_env
+
+    class Halter:
+        @veil_repl.hookimpl
+        def capture(self, session, event):
+            if event.phase == "tool_result":
+                session.request_halt("the same failure 3 times")
+
+    veil.pm.register(Halter())
+    model.add({"tool_calls": [{"name": "ls", "arguments": {}}]})
+    out = run_repl(veil, veil.new_session(), "fix it\r/exit\r")
+    assert "halted: the same failure 3 times" in out and "How should I go on?" in out

@@ -103,7 +103,13 @@ class Repl:
         """Run one turn, streaming to the console."""
         result = self.veil.run_turn(self.session, text)
         self.display._end_stream()
-        if result.status != "done":
+        if result.status == "halted":
+            # convergence halt: the run stops and the user decides what happens next
+            self.display.console.print(
+                f"[yellow]halted: {result.reason}[/yellow]\n"
+                "[bold]How should I go on?[/bold] Answer with a new direction, or /exit."
+            )
+        elif result.status != "done":
             self.display.console.print(f"[yellow]{result.status}: {result.reason}[/yellow]")
 
     def run(self) -> None:
