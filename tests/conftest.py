@@ -20,25 +20,6 @@ def shared_data(*parts: str) -> Path:
     return path
 
 
-@pytest.fixture(autouse=True)
-def _isolated_env(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """No test reads the user's ~/.veil or inherits VEIL_* plugin selection."""
-    monkeypatch.setenv("VEIL_HOME", str(tmp_path_factory.mktemp("veil_home")))
-    for name in list(os.environ):
-        if name.startswith("VEIL_") and name != "VEIL_HOME":
-            monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """An empty project folder."""
-    root = tmp_path / "project"
-    root.mkdir()
-    return root
-
-
 @pytest.fixture
 def make_veil(project: Path):
     """Factory: ``make_veil(replies, plugins=(), settings=None)`` opens an isolated Veil (no entry

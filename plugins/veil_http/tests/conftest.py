@@ -4,7 +4,6 @@ that always answers, and a Starlette TestClient over the app."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,25 +13,6 @@ from veil_http.testing import AlwaysAnswers
 from veil.core.app import open_veil
 from veil.core.llm import LLM
 from veil.core.settings import load_config
-
-
-@pytest.fixture(autouse=True)
-def _isolated_env(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """No test reads the user's ~/.veil or inherits VEIL_* settings."""
-    monkeypatch.setenv("VEIL_HOME", str(tmp_path_factory.mktemp("veil_home")))
-    for name in list(os.environ):
-        if name.startswith("VEIL_") and name != "VEIL_HOME":
-            monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """An empty project folder."""
-    root = tmp_path / "project"
-    root.mkdir()
-    return root
 
 
 def write_settings(project: Path, data: dict[str, Any]) -> None:

@@ -1,0 +1,28 @@
+"""Fixtures shared by every test suite in the repository (core and plugins): each test gets its
+own user config folder and no inherited ``VEIL_*`` variables, and an empty project folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No test reads the user's ~/.veil or inherits VEIL_* variables."""
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path_factory.mktemp("veil_home")))
+    for name in list(os.environ):
+        if name.startswith("VEIL_") and name != "VEIL_HOME":
+            monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """An empty project folder."""
+    root = tmp_path / "project"
+    root.mkdir()
+    return root
