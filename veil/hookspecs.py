@@ -143,6 +143,19 @@ def score(session: Session, items: ItemBatch, task_tags: frozenset[str], now: fl
 
 
 @hookspec(firstresult=True)
+def score_signals(
+    session: Session, items: ItemBatch, task_tags: frozenset[str], now: float
+) -> dict[str, Any] | None:
+    """Explain scores (firstresult): the signals behind ``score``, for ``/context`` and the HTTP
+    context route.
+
+    Returns:
+        ``{signal name: sequence of len(items) floats}`` (e.g. recency, frequency, relevance,
+        structure, cognitive), or None when the scorer does not explain itself.
+    """
+
+
+@hookspec(firstresult=True)
 def evict(
     session: Session, items: ItemBatch, scores: Any, budget_tokens: int, used_tokens: int
 ) -> EvictionPlan | None:

@@ -32,6 +32,13 @@ def score(session: Any, items: Any, task_tags: frozenset[str], now: float) -> An
 
 
 @hookimpl
+def score_signals(session: Any, items: Any, task_tags: frozenset[str], now: float) -> Any:
+    """The five signals behind :func:`score` (see :func:`veil_fsrs.scoring.signals`)."""
+    settings = session.config.settings.context
+    return _scoring.signals(_as_batch(items), task_tags, now, settings)
+
+
+@hookimpl
 def item_accessed(session: Any, item: Any, grade: int, now: float, previous_tier: str) -> None:
     """An access is an FSRS-6 review (grade Good unless told): stability and difficulty move by
     the long-term recall formulas with the configured decay; stability caps at ``liveCapDays``

@@ -44,18 +44,23 @@ def _context(session: Any, arg: str) -> str:
         lines.append("context layer off: no scorer or eviction plugin loaded")
         return "\n".join(lines)
     items = session.live_items
-    scores = session.veil.pm.hook.score(
-        session=session, items=items, task_tags=session.task_tags, now=session.clock()
-    )
-    ranked = sorted(
-        zip(items, scores if scores is not None else [0.0] * len(items), strict=True),
-        key=lambda p: -float(p[1]),
-    )
-    for item, score in ranked[:40]:
-        preview = " ".join(item.content.split())[:60]
+    now = session.clock()
+    hook = session.veil.pm.hook
+    scores = hook.score(session=session, items=items, task_tags=session.task_tags, now=now)
+    signals = hook.score_signals(session=session, items=items, task_tags=session.task_tags, now=now)
+    scores = list(scores) if scores is not None else [0.0] * len(items)
+    names = list(signals or {})
+    header = "score " + " ".join(f"{n[:5]:>5}" for n in names) + " flags kind        tokens id"
+    lines.append(header)
+    ranked = sorted(range(len(items)), key=lambda i: -float(scores[i]))
+    for i in ranked[:40]:
+        item = items[i]
+        preview = " ".join(item.content.split())[:50]
         flags = ("P" if item.pinned else "-") + ("H" if item.loaded_by_hand else "-")
+        parts = " ".join(f"{float(signals[n][i]):5.2f}" for n in names)
         lines.append(
-            f"{float(score):.3f} {flags} {item.kind:<11} {item.tokens:>6}t {item.id}  {preview}"
+            f"{float(scores[i]):.3f} {parts} {flags:>5} {item.kind:<11} {item.tokens:>6} "
+            f"{item.id}  {preview}"
         )
     return "\n".join(lines)
 
