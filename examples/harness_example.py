@@ -55,11 +55,13 @@ def fake_model(messages: list[dict], step: int) -> dict:
 
 
 def read_log(part: int) -> str:
+    """The host's own tool: 120 lines of a worker log (part 0 holds the error)."""
     line = f"[part {part}] worker started; " + ("KeyError: 'port'" if part == 0 else "ok") + "\n"
     return line * 120
 
 
 def main() -> None:
+    """Run the foreign loop for up to ten model calls and print what veil sent each time."""
     project = Path(tempfile.mkdtemp(prefix="veil-harness-"))
     (project / ".veil").mkdir()
     (project / ".veil" / "settings.json").write_text(

@@ -55,6 +55,7 @@ def _tags(args: dict[str, Any]) -> list[str] | None:
 
 
 def recall(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    """veil_recall: hybrid search of stored context and memory; hits with ids and previews. Raises BadRequest naming a bad field."""
     query = _str(args, "query")
     hits = ctx.session.veil.recall(query, _int(args, "limit", 5, 1, 50), _tags(args), ctx.session)
     if not hits:
@@ -67,11 +68,13 @@ def recall(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 
 def hydrate(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    """veil_hydrate: bring the item behind a pointer back into the prompt; returns its content. Raises BadRequest naming a bad field."""
     item = ops.hydrate(ctx.session, _str(args, "pointer"))
     return ToolResult(f"{item.id} is loaded again ({item.tokens} tokens):\n{item.content}")
 
 
 def promote(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    """veil_promote: make an item live and loaded by hand (Easy recall). Raises BadRequest naming a bad field."""
     item = ops.promote(ctx.session, _str(args, "id"))
     return ToolResult(
         f"{item.id} promoted: live, loaded by hand, stability {item.stability:.3f} days"
@@ -79,6 +82,7 @@ def promote(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 
 def demote(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    """veil_demote: move an item out of the prompt to ``warm`` (default) or ``cold``. Raises BadRequest naming a bad field."""
     tier = args.get("tier", "warm")
     if tier not in ("warm", "cold"):
         raise BadRequest("tier: expected 'warm' or 'cold'")
@@ -87,6 +91,7 @@ def demote(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 
 def remember(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    """veil_remember: store new content of a kind (default ``fact``; facts become beliefs). Raises BadRequest naming a bad field."""
     kind = args.get("kind", "fact")
     if kind not in ITEM_KINDS:
         raise BadRequest(f"kind: expected one of {', '.join(ITEM_KINDS)}")
@@ -97,21 +102,25 @@ def remember(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 
 def pin(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    """veil_pin: keep an item in the prompt (never evicted while pinned). Raises BadRequest naming a bad field."""
     item = ops.set_pinned(ctx.session, _str(args, "id"), True)
     return ToolResult(f"{item.id} pinned: it stays in the prompt until unpinned")
 
 
 def unpin(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    """veil_unpin: remove an item's pin. Raises BadRequest naming a bad field."""
     item = ops.set_pinned(ctx.session, _str(args, "id"), False)
     return ToolResult(f"{item.id} unpinned")
 
 
 def forget(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    """veil_forget: take an item out of the prompt and of recall (kept in the store and log). Raises BadRequest naming a bad field."""
     item = ops.forget(ctx.session, _str(args, "id"))
     return ToolResult(f"{item.id} forgotten: out of the prompt and of recall (the log keeps it)")
 
 
 def history(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    """veil_history: search the project's full message history of the last ``days`` days. Raises BadRequest naming a bad field."""
     query = _str(args, "query")
     days = args.get("days", 30)
     if isinstance(days, bool) or not isinstance(days, (int, float)) or days <= 0:
@@ -128,6 +137,7 @@ def history(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 
 def turn_meta(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    """veil_turn_meta: relabel the current turn's kind (decision, exploration, ...). Raises BadRequest naming a bad field."""
     kind = args.get("kind")
     if kind not in TURN_KINDS:
         raise BadRequest(f"kind: expected one of {', '.join(TURN_KINDS)}")
@@ -136,6 +146,7 @@ def turn_meta(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 
 def conflicts(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    """veil_conflicts: list open belief conflicts with provenance (or say there are none). Raises BadRequest naming a bad field."""
     found = ops.open_conflicts(ctx.session)
     if not found:
         return ToolResult("no open conflicts between beliefs")
@@ -151,6 +162,7 @@ def conflicts(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 
 def resolve_conflict(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    """veil_resolve_conflict: keep one belief of a conflict; retract the others. Raises BadRequest naming a bad field."""
     out = ops.resolve_conflict(ctx.session, _str(args, "conflict_id"), _str(args, "keep"))
     return ToolResult(out)
 
