@@ -149,8 +149,9 @@ def count_text_tokens(text: str, model: str | None = None) -> int:
     return int(import_litellm().token_counter(model=exact, text=text))
 
 
-def _text_of(content: Any) -> str:
-    """Text of an OpenAI message ``content``: a string, or a list of parts (text parts joined)."""
+def content_text(content: Any) -> str:
+    """Text of an OpenAI message ``content``: a string, None (""), or a list of parts whose
+    ``text`` fields are concatenated (non-text parts count as "")."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -167,7 +168,7 @@ def _text_of(content: Any) -> str:
 
 
 def _estimate_message(message: Mapping[str, Any]) -> int:
-    total = MESSAGE_OVERHEAD + estimate_tokens(_text_of(message.get("content")))
+    total = MESSAGE_OVERHEAD + estimate_tokens(content_text(message.get("content")))
     for key in ("name", "tool_call_id"):
         value = message.get(key)
         if isinstance(value, str):

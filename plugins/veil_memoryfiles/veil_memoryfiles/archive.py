@@ -106,5 +106,6 @@ def append_to_archive(path: Path, moved: str, *, lock_timeout: float = LOCK_TIME
     with file_lock(path, lock_timeout):
         existing = read_text(path) or ""
         if existing and not existing.endswith("\n"):
-            existing += detect_newline(existing)
+            # complete a last line that ends in a bare CR rather than adding a second ending
+            existing += "\n" if existing.endswith("\r") else detect_newline(existing)
         atomic_write_bytes(path, (existing + moved).encode("utf-8"))

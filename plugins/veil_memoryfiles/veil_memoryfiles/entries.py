@@ -212,7 +212,12 @@ def separator_before_entry(existing: str, newline: str) -> str:
     a blank line separates the entry from what precedes it ("" for an empty file)."""
     if not existing:
         return ""
-    sep = "" if existing.endswith("\n") else newline
+    if existing.endswith("\n"):
+        sep = ""
+    elif existing.endswith("\r"):
+        sep = "\n"  # a last line ending in a bare CR is completed, not given a second ending
+    else:
+        sep = newline
     if not _BLANK_LINE_AT_END_RE.search(existing + sep):
         sep += newline
     return sep

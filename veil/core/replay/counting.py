@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from veil.core.tokens import cl100k_count
+from veil.core.tokens import cl100k_count, content_text
 
 
 class TokenCounter:
@@ -40,13 +40,4 @@ def message_text(message: Mapping[str, Any]) -> str:
     """The ``content`` of an OpenAI chat message as text: a string, None (""), or a list of
     parts whose ``text`` fields are concatenated. Tool-call arguments are not content: a policy
     that wants a command counted renders it into the content (DESIGN.md "Measures")."""
-    content = message.get("content")
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text") or "") if isinstance(p, Mapping) else str(p) for p in content
-        )
-    return str(content)
+    return content_text(message.get("content"))
