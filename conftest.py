@@ -13,11 +13,14 @@ import pytest
 def _isolated_env(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No test reads the user's ~/.veil or inherits VEIL_* variables."""
+    """No test reads the user's ~/.veil or inherits VEIL_* variables. Turn embeddings for the
+    rescue of old turns are off (no test waits for the embedding model by accident); the tests
+    of that path turn them on."""
     monkeypatch.setenv("VEIL_HOME", str(tmp_path_factory.mktemp("veil_home")))
     for name in list(os.environ):
         if name.startswith("VEIL_") and name != "VEIL_HOME":
             monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("VEIL_CONTEXT__RESCUE_EMBEDDINGS", "off")
 
 
 @pytest.fixture

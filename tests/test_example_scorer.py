@@ -44,7 +44,7 @@ PROBE = textwrap.dedent(
         "context_layer": info["context_layer"],
         "scores": [round(float(s), 9) for s in scores],
         "expected": [round(e, 9) for e in expected],
-        "evictions": len(veil.store.events(session.id, ("evict",))),
+        "evictions": veil.store.eviction_count(session.id),
     }))
     """
 )

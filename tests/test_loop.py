@@ -220,6 +220,9 @@ def test_eviction_replaces_content_by_a_pointer_and_keeps_the_call(make_veil, pr
     assert "SECRET-CONTENT" in session.messages[2]["content"]
     events = veil.store.events(session.id, ("evict",))
     assert len(events) == 1 and events[0]["tool_call_id"] == "r1"
+    [entry] = events[0]["payload"]["items"]
+    assert entry["toolCallId"] == "r1" and entry["tier"] == "warm" and entry["messageIndex"] == 2
+    assert veil.store.eviction_count(session.id) == 1
     assert veil.store.tier_counts(session.id) == {"live": 3, "warm": 1, "cold": 0}
     # a resumed session still sends the stub
     assert veil.load_session(session.id).stubs.keys() == {2}

@@ -13,6 +13,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from veil.core.elision import elide_repeats
 from veil.core.types import CompactRequest, ContextItem, Message, PromptSection
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -164,7 +165,21 @@ def _message_tokens(session: Session, messages: list[Message]) -> int:
 
 
 MASK_TEXT = "[observation masked]"
-MAX_EVICTION_ROUNDS = 3
+MAX_EVICTION_ROUNDS = 5
+
+
+def _elided(session: Session, messages: list[Message], budget: int) -> tuple[list[Message], int]:
+    """``messages`` with repeated lines elided (:mod:`veil.core.elision`) when they exceed
+    ``budget`` and ``context.elideRepeats`` is on, and the tokens that saved (else 0)."""
+    if not session.config.settings.context.elide_repeats:
+        return messages, 0
+    whole = _message_tokens(session, messages)
+    if whole <= budget:
+        return messages, 0
+    elided, lines = elide_repeats(messages)
+    if not lines:
+        return messages, 0
+    return elided, max(0, whole - _message_tokens(session, elided))
 
 
 def _masked(session: Session) -> list[Message]:
@@ -247,10 +262,11 @@ def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> l
 def build_prompt(session: Session) -> Prompt:
     """Run the per-iteration context management and return the prompt to send.
 
-    Order (DESIGN.md): observation masking, then eviction under pressure (repeated, at most
-    :data:`MAX_EVICTION_ROUNDS` times, while the kept messages still exceed the budget and the
-    policy still finds something to move), then full compaction if the prompt exceeds
-    ``compaction.threshold`` x the window.
+    Order (DESIGN.md): observation masking; when the kept messages exceed the budget, the
+    lossless elision of repeated lines (:mod:`veil.core.elision`); then eviction under pressure
+    (repeated, at most :data:`MAX_EVICTION_ROUNDS` times, while the messages still exceed the
+    budget and the policy still finds something to move), then full compaction if the prompt
+    exceeds ``compaction.threshold`` x the window.
     """
     veil = session.veil
     settings = session.config.settings
@@ -268,16 +284,22 @@ def build_prompt(session: Session) -> Prompt:
     if settings.context.budget_tokens:
         budget = min(budget, settings.context.budget_tokens)
 
-    messages = _masked(session)
+    full = _masked(session)
+    messages, saved = _elided(session, full, budget)
     for _ in range(MAX_EVICTION_ROUNDS):
-        used = _message_tokens(session, messages)
-        moved = manage_pressure(session, budget, used)
+        # Eviction counts in whole items (their own token counts): what elision saved is
+        # room it may use, so an elided prompt is not evicted as if it were whole.
+        used = _message_tokens(session, full)
+        moved = manage_pressure(session, budget + saved, used)
         notes += moved
         if not moved or not any(n.startswith("evicted") for n in moved):
             break
-        messages = _masked(session)
+        full = _masked(session)
+        messages, saved = _elided(session, full, budget)
         if _message_tokens(session, messages) <= budget:
             break
+    if saved:
+        notes.append(f"elided repeated lines: {saved} tokens")
 
     total = fixed_tokens + _message_tokens(session, messages)
     if total > settings.compaction.threshold * window and not session.state.get("_just_compacted"):

@@ -109,6 +109,8 @@ def _progress(total: int) -> Any:
     """A tqdm bar on stderr when it is a terminal and the batch is long, else None."""
     if total < PROGRESS_MIN_TEXTS or not sys.stderr.isatty():
         return None
+    if threading.current_thread().name.startswith("veil-embed"):
+        return None  # background work (turn embeddings) never draws over the front end
     from tqdm import tqdm
 
     return tqdm(total=total, desc="embedding", unit="text", leave=False, file=sys.stderr)

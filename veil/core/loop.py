@@ -65,7 +65,6 @@ def capture(session: Session, event: CaptureEvent) -> list[ContextItem]:
         items.extend(result or [])
     if not items:
         return []
-    model = session.veil.llm.model_for("main", session.model)
     now = session.clock()
     for item in items:
         item.session_id = session.id
@@ -75,7 +74,7 @@ def capture(session: Session, event: CaptureEvent) -> list[ContextItem]:
         if item.tool_call_id is None:
             item.tool_call_id = event.tool_call_id
         if not item.tokens:
-            item.tokens = model.count_tokens(item.content) if item.content else 0
+            item.tokens = session.count_text(item.content) if item.content else 0
         item.created_at = item.last_access = now
     session.add_items(items)
     return items

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from veil.core.errors import SessionClosed
 from veil.core.items import ItemBatch
+from veil.core.turn_embeddings import TurnEmbeddings
 from veil.core.types import ContextItem, Message, RenderEvent
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,6 +71,15 @@ class Session:
         if resumed:
             for item in veil.store.items(self.id, ("warm", "cold")):
                 self._stub_item(item)
+        self.turn_embeddings = TurnEmbeddings(self, self.config.settings.context.rescue_embeddings)
+        if resumed and self.stubs:
+            self.turn_embeddings.start()  # it was under pressure before
+
+    @property
+    def item_embeddings(self) -> dict[str, Any]:
+        """Item id -> vector of the session's turns embedded so far (the eviction policy's
+        rescue of old turns reads it; see :mod:`veil.core.turn_embeddings`)."""
+        return self.turn_embeddings.vectors
 
     # -- shortcuts --------------------------------------------------------------------------
 
@@ -115,6 +125,7 @@ class Session:
             item.session_id = self.id
         self.veil.store.add_items(items)
         self.live_items.extend(items)
+        self.turn_embeddings.add(items)
 
     def save_state(self) -> None:
         """Persist ``compact_summary``, ``compact_size`` and the JSON-safe part of ``state``."""
@@ -183,6 +194,15 @@ class Session:
             total += self._token_cache[key] + self.message_overhead_tokens
         return total
 
+    def count_text(self, text: str) -> int:
+        """Tokens of ``text`` with the main model's tokenizer, through the same cache as
+        :meth:`count_tokens`: counting a tool result at capture pays for the prompt's count."""
+        model = self.veil.llm.model_for("main", self.model)
+        key = (model.name, text)
+        if key not in self._token_cache:
+            self._token_cache[key] = model.count_tokens(text) if text else 0
+        return self._token_cache[key]
+
     def _stub_item(self, item: ContextItem) -> None:
         from veil.core.context import pointer_stub
 
@@ -239,8 +259,10 @@ class Session:
     def apply_eviction(self, plan: Any) -> list[str]:
         """Move the items of an :class:`~veil.core.types.EvictionPlan` out of the prompt.
 
-        Tiers change in one transaction, each eviction is logged in the event log, and an
-        ``eviction`` render event names the items (front ends dim their tool calls).
+        Tiers change in one transaction with one ``evict`` event in the event log whose payload
+        lists every moved item (``{"items": [{"id", "tier", "reason", "toolCallId",
+        "messageIndex"}], "threshold"}``), and an ``eviction`` render event names the same items
+        (front ends dim their tool calls).
         Returns notes for front ends.
         """
         by_id = {item.id: item for item in self.live_items}
@@ -249,42 +271,46 @@ class Session:
         if not moved:
             return list(plan.report)
         store = self.veil.store
+        entries = [
+            {
+                "id": item.id,
+                "tier": tier,
+                "reason": plan.reasons.get(item.id, ""),
+                "toolCallId": item.tool_call_id,
+                "messageIndex": item.message_index,
+            }
+            for item, tier in moved
+        ]
+        call_ids = {item.tool_call_id for item, _ in moved}
+        # One transaction for the tiers, the event log and the recall index (a crash leaves the
+        # whole pass or none of it); one event per pass, listing every item it moved.
         with store.transaction() as conn:
-            for item, tier in moved:
-                conn.execute("UPDATE items SET tier = ? WHERE id = ?", (tier, item.id))
-                conn.execute(
-                    "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
-                    " VALUES (?, ?, ?, ?, 'evict', ?)",
-                    (
-                        self.clock(),
-                        self.id,
-                        self.step,
-                        item.tool_call_id,
-                        json.dumps(
-                            {"item": item.id, "tier": tier, "reason": plan.reasons.get(item.id, "")}
-                        ),
-                    ),
-                )
+            for tier in ("warm", "cold"):
+                ids = [item.id for item, t in moved if t == tier]
+                for start in range(0, len(ids), 500):  # SQLite's variable limit
+                    chunk = ids[start : start + 500]
+                    conn.execute(
+                        f"UPDATE items SET tier = ? WHERE id IN ({','.join('?' * len(chunk))})",
+                        [tier, *chunk],
+                    )
+            conn.execute(
+                "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
+                " VALUES (?, ?, ?, ?, 'evict', ?)",
+                (
+                    self.clock(),
+                    self.id,
+                    self.step,
+                    next(iter(call_ids)) if len(call_ids) == 1 else None,
+                    json.dumps({"items": entries, "threshold": plan.threshold}),
+                ),
+            )
+            for tier in ("warm", "cold"):  # index / compress; embedding waits for the next search
+                self.veil.tiers.on_moved([item for item, t in moved if t == tier], tier)
         gone = {item.id for item, _ in moved}
         for item, tier in moved:
             item.tier = tier
             self._stub_item(item)
-        for tier in ("warm", "cold"):  # index / compress; embedding waits for the next search
-            self.veil.tiers.on_moved([item for item, t in moved if t == tier], tier)
         self.live_items.remove_ids(gone)  # incremental: columns compacted, not rebuilt
-        self.emit(
-            "eviction",
-            items=[
-                {
-                    "id": item.id,
-                    "tier": tier,
-                    "toolCallId": item.tool_call_id,
-                    "messageIndex": item.message_index,
-                    "reason": plan.reasons.get(item.id, ""),
-                }
-                for item, tier in moved
-            ],
-            threshold=plan.threshold,
-            report=list(plan.report),
-        )
+        self.turn_embeddings.start()  # under pressure now: old turns may need the rescue
+        self.emit("eviction", items=entries, threshold=plan.threshold, report=list(plan.report))
         return [f"evicted {len(moved)} item(s)"] + list(plan.report)

@@ -223,6 +223,11 @@ class ContextSettings(_Model):
 
     ``budget_tokens``: tokens the kept messages may take (None: the model's window minus the
     completion reserve and the system prompt). ``decay`` is FSRS-6's w20 (0.1542).
+    ``elide_repeats``: over budget, first replace runs of lines that a newer message repeats
+    by a marker (lossless; :mod:`veil.core.elision`).
+    ``rescue_embeddings``: how turns get the embeddings the rescue of old turns compares
+    (``background`` on a worker thread, ``sync`` at capture, ``off``; see
+    :mod:`veil.core.turn_embeddings`).
     ``stale_recency``: eviction stage 1 takes single-use items whose retrievability fell below
     it (0.9 = older than their own stability). ``pointer_tokens``: what the stub left for an
     evicted item costs, in tokens (about 20 for veil's stubs), so eviction counts what it frees.
@@ -242,6 +247,8 @@ class ContextSettings(_Model):
     rescue_cosine: float = Field(default=0.7, ge=0, le=1)
     stale_recency: float = Field(default=0.9, gt=0, le=1)
     pointer_tokens: int = Field(default=20, ge=0)
+    rescue_embeddings: Literal["background", "sync", "off"] = "background"
+    elide_repeats: bool = True
     budget_tokens: int | None = Field(default=None, gt=0)
 
 

@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -83,9 +82,15 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
-        """Run a block in one ``BEGIN IMMEDIATE`` transaction (rolled back on any exception)."""
+        """Run a block in one ``BEGIN IMMEDIATE`` transaction (rolled back on any exception).
+
+        Re-entrant: a block opened inside another on the same thread joins the outer
+        transaction (one commit for both; an exception rolls back both)."""
         with self._write_lock:
             conn = self.conn
+            if conn.in_transaction:
+                yield conn
+                return
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -284,6 +289,10 @@ class Store:
         rows = self.conn.execute(sql + " ORDER BY seq", args).fetchall()
         return [{**dict(r), "payload": json.loads(r["payload"])} for r in rows]
 
+    def eviction_count(self, session_id: str) -> int:
+        """Items evicted in a session so far (each ``evict`` event lists the items of a pass)."""
+        return sum(len(e["payload"].get("items", [])) for e in self.events(session_id, ("evict",)))
+
     def record_usage(self, session_id: str | None, entry: dict[str, Any]) -> None:
         """Record one model call's usage (role, model, provider, prompt/completion tokens, s)."""
         with self.transaction() as conn:
@@ -311,12 +320,13 @@ def _session_row(row: Any) -> dict[str, Any]:
 
 
 def _item_values(item: ContextItem) -> tuple:
-    d = asdict(item)
+    # attribute reads, not dataclasses.asdict: asdict deep-copies every list (~1 ms per item)
+    d = {c: getattr(item, c) for c in ITEM_COLUMNS}
     d["tags"] = db.dumps(d["tags"])
     d["targets"] = db.dumps(d["targets"])
     d["pinned"] = int(d["pinned"])
     d["loaded_by_hand"] = int(d["loaded_by_hand"])
-    return tuple(d[c] for c in ITEM_COLUMNS)
+    return tuple(d.values())
 
 
 def _row_item(row: Any) -> ContextItem:

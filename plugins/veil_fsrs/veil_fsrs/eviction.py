@@ -136,8 +136,8 @@ def plan_eviction(
     if used_tokens < 0:
         raise ValueError(f"used_tokens must be >= 0, got {used_tokens!r}")
     plan = EvictionPlan(threshold=threshold)
-    if n == 0:
-        return plan
+    if n == 0 or used_tokens <= threshold * budget_tokens:
+        return plan  # no pressure: every stage needs used > threshold x budget
 
     cols = items.columns()
     index = index_for(items)
@@ -318,7 +318,7 @@ def evict_pass(
     Raises:
         ValueError: as :func:`plan_eviction`.
     """
-    if len(items):
+    if len(items) and controller.state["evicted"]:
         live = index_for(items).id_set
         for item_id in [i for i in controller.state["evicted"] if i in live]:
             controller.on_rerequest(item_id, now)

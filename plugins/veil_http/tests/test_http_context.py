@@ -40,6 +40,15 @@ class _RankScorer:
         return np.arange(1, len(items) + 1, dtype=np.float64) * 0.1
 
 
+class _ExplainedScorer(_RankScorer):
+    """The rank scorer, explained by two signals: ``rank`` = the score, ``half`` = half of it."""
+
+    @hookimpl
+    def score_signals(self, session, items, task_tags, now):
+        rank = np.arange(1, len(items) + 1, dtype=np.float64) * 0.1
+        return {"rank": rank, "half": rank / 2}
+
+
 class _NeverEvict:
     @hookimpl
     def evict(self, session, items, scores, budget_tokens, used_tokens):
@@ -96,6 +105,52 @@ def test_context_lists_tiers_with_scores_of_live_items(make_client, make_veil):
     assert [i["id"] for i in cold_only["items"]] == [mine[1].id]
 
 
+def test_context_items_carry_the_signals_behind_their_scores(make_client, make_veil):
+    veil = make_veil(
+        plugins=[
+            ("cap", _CaptureMessages()),
+            ("scorer", _ExplainedScorer()),
+            ("evict", _NeverEvict()),
+        ]
+    )
+    client, _ = make_client(veil)
+    sid = client.post("/sessions").json()["id"]
+    client.post(f"/sessions/{sid}/messages", json={"content": "inspect parser module"})
+    live = veil.store.items(sid, ("live",))
+    assert len(live) >= 2
+    body = client.get(f"/sessions/{sid}/context").json()
+    by_id = {i["id"]: i for i in body["items"]}
+    for k, item in enumerate(live):
+        signals = by_id[item.id]["signals"]
+        assert set(signals) == {"rank", "half"}
+        assert abs(signals["rank"] - 0.1 * (k + 1)) < 1e-12
+        assert abs(signals["half"] - 0.05 * (k + 1)) < 1e-12
+
+
+def test_context_with_the_fsrs_scorer_shows_its_five_signals(make_client, make_veil):
+    import veil_fsrs
+    import veil_fsrs.evict_plugin
+
+    veil = make_veil(
+        plugins=[("veil_fsrs", veil_fsrs), ("veil_fsrs_evict", veil_fsrs.evict_plugin)]
+    )
+    client, _ = make_client(veil)
+    sid = client.post("/sessions").json()["id"]
+    client.post(f"/sessions/{sid}/messages", json={"content": "inspect parser module"})
+    items = client.get(f"/sessions/{sid}/context").json()["items"]
+    live = [i for i in items if i["tier"] == "live"]
+    assert live
+    for item in live:
+        assert set(item["signals"]) == {
+            "recency",
+            "frequency",
+            "relevance",
+            "structure",
+            "cognitive",
+        }
+        assert all(0.0 <= v <= 1.0 for v in item["signals"].values())
+
+
 def test_context_without_scorer_has_no_scores(make_client, make_veil):
     veil = make_veil(plugins=[("cap", _CaptureMessages())])
     client, _ = make_client(veil)
@@ -105,6 +160,7 @@ def test_context_without_scorer_has_no_scores(make_client, make_veil):
     assert body["contextLayer"] is False and body["scored"] is False
     assert len(body["items"]) >= 2
     assert {i["score"] for i in body["items"]} == {None}
+    assert {i["signals"] is None for i in body["items"]} == {True}
 
 
 class _TwoStores:

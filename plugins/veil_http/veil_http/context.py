@@ -2,8 +2,9 @@
 
 Scores come from the loaded ``score`` implementation (the FSRS scorer by default), computed the
 way the loop computes them before a model call: over the live items, with the task tags of the
-latest user message, at the current time. Warm and cold items are not in the prompt, so they
-carry no score.
+latest user message, at the current time; the signals behind each score come from the
+``score_signals`` hook when the scorer answers it. Warm and cold items are not in the prompt, so
+they carry no score.
 """
 
 from __future__ import annotations
@@ -27,10 +28,15 @@ TAG = "context"
 TIERS = ("live", "warm", "cold")
 
 
-def item_out(item: ContextItem, score: float | None = None) -> ItemOut:
-    """An :class:`ItemOut` from a :class:`ContextItem` (a non-finite score becomes None)."""
+def item_out(
+    item: ContextItem, score: float | None = None, signals: dict[str, float] | None = None
+) -> ItemOut:
+    """An :class:`ItemOut` from a :class:`ContextItem` (a non-finite score or signal becomes
+    None)."""
     if score is not None and not math.isfinite(score):
         score = None
+    if signals is not None:
+        signals = {k: (v if math.isfinite(v) else None) for k, v in signals.items()}
     return ItemOut(
         id=item.id,
         tier=item.tier,
@@ -53,6 +59,7 @@ def item_out(item: ContextItem, score: float | None = None) -> ItemOut:
         loaded_by_hand=item.loaded_by_hand,
         outcome=item.outcome,
         score=score,
+        signals=signals,
     )
 
 
@@ -64,30 +71,38 @@ def task_tags(session: Any) -> frozenset[str]:
     return frozenset()
 
 
-def live_scores(veil: Any, session: Any, live: list[ContextItem]) -> dict[str, float] | None:
-    """``{item id: score}`` from the loaded scorer, or None when no scorer is loaded."""
+def live_scores(
+    veil: Any, session: Any, live: list[ContextItem]
+) -> tuple[dict[str, float] | None, dict[str, dict[str, float]]]:
+    """``({item id: score}, {item id: {signal: value}})`` from the loaded scorer; the scores
+    are None when no scorer is loaded, the signals empty when it does not explain itself."""
     if not live:
-        return {} if veil.pm.hook.score.get_hookimpls() else None
-    raw = veil.pm.hook.score(
-        session=session, items=ItemBatch(live), task_tags=task_tags(session), now=session.clock()
-    )
+        return ({} if veil.pm.hook.score.get_hookimpls() else None), {}
+    batch, tags, now = ItemBatch(live), task_tags(session), session.clock()
+    raw = veil.pm.hook.score(session=session, items=batch, task_tags=tags, now=now)
     if raw is None:
-        return None
-    return {item.id: float(value) for item, value in zip(live, list(raw), strict=True)}
+        return None, {}
+    scores = {item.id: float(value) for item, value in zip(live, list(raw), strict=True)}
+    explained = veil.pm.hook.score_signals(session=session, items=batch, task_tags=tags, now=now)
+    signals: dict[str, dict[str, float]] = {}
+    for name, values in (explained or {}).items():
+        for item, value in zip(live, list(values), strict=True):
+            signals.setdefault(item.id, {})[name] = float(value)
+    return scores, signals
 
 
 def _context(veil: Any, session_id: str, tier: str | None) -> ContextOut:
     session = veil.load_session(session_id)
     items = veil.store.items(session_id, (tier,) if tier else TIERS)
     live = [i for i in items if i.tier == "live"]
-    scores = live_scores(veil, session, live)
+    scores, signals = live_scores(veil, session, live)
     return ContextOut(
         session_id=session_id,
         context_layer=veil.context_layer_on,
         scored=scores is not None,
         counts=veil.store.tier_counts(session_id),
         live_tokens=sum(max(0, int(i.tokens)) for i in live),
-        items=[item_out(i, (scores or {}).get(i.id)) for i in items],
+        items=[item_out(i, (scores or {}).get(i.id), signals.get(i.id)) for i in items],
     )
 
 

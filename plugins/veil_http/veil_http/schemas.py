@@ -206,6 +206,12 @@ class ItemOut(Out):
         description="retention score in [0, 1] from the loaded scorer (live items only; "
         "null when no scorer is loaded)",
     )
+    signals: dict[str, float | None] | None = Field(
+        default=None,
+        description="the signals behind the score (recency, frequency, relevance, structure, "
+        "cognitive for the FSRS scorer), each in [0, 1]; null when the scorer does not "
+        "explain itself or the item is not live",
+    )
 
 
 class ContextOut(Out):

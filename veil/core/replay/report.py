@@ -20,24 +20,36 @@ def run_replay(
     compaction: CompactionMode | None = None,
     disable: tuple[str, ...] = (),
     progress: bool = False,
+    summariser: Any = None,
+    max_steps: int | None = None,
 ) -> dict[str, Any]:
     """Replay ``files`` and return issue 3's JSON contract, extended per file with
     ``convergence`` (and whatever else ``replay_report`` implementations add) and with
     ``over_budget_steps`` in the veil object (always 0 unless protected context alone exceeds
-    the budget; the reasons are listed in ``over_budget``).
+    the budget; the reasons are listed in ``over_budget``). ``summariser``: the ``compact``
+    model of full compaction (see :class:`VeilReplayPolicy`); ``max_steps``: replay only the
+    first N steps of each file (short benchmark runs).
 
     Raises:
         BadRequest: a file is unreadable or in no known format (the message names it), or the
             budget is not a positive integer.
     """
     trajectories: list[Trajectory] = [load_trajectory(f) for f in files]
+    if max_steps is not None:
+        for traj in trajectories:
+            traj.steps = traj.steps[:max_steps]
     policies: list[VeilReplayPolicy] = []
 
     def make(traj: Trajectory, b: int) -> VeilReplayPolicy:
         if progress and sys.stderr.isatty():
             print(f"replaying {traj.path} ({len(traj.steps)} steps)…", file=sys.stderr)
         policy = VeilReplayPolicy(
-            traj, b, project_dir=project_dir, compaction=compaction, disable=disable
+            traj,
+            b,
+            project_dir=project_dir,
+            compaction=compaction,
+            disable=disable,
+            summariser=summariser,
         )
         policies.append(policy)
         return policy

@@ -30,7 +30,6 @@ from veil.core.types import CaptureEvent, ToolResult
 CompactionMode = Literal["none", "masking", "full", "both"]
 STEP_SECONDS = 30.0  # DESIGN.md: 30 s per step when a format records no time
 REPLAY_EPOCH = 1_700_000_000.0
-_STUB = re.compile(r"^\[evicted to (warm|cold): item_")
 _EXIT_CODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 
 
@@ -99,6 +98,9 @@ class VeilReplayPolicy:
         compaction: ``none`` (no masking, no full compaction), ``masking``, ``full`` or ``both``;
             None keeps what the settings say.
         disable: plugins to block for the replay.
+        summariser: the ``compact`` model role for full compaction (for example the bundled
+            model, to see real summaries); default: :class:`ReplayModel`'s offline extractive
+            summary. The replay's own token counting stays cl100k_base either way.
 
     Attributes:
         evictions: items evicted so far. over_budget: ``[(step, tokens, reason)]`` of steps whose
@@ -115,6 +117,7 @@ class VeilReplayPolicy:
         project_dir: str | Path | None = None,
         compaction: CompactionMode | None = None,
         disable: tuple[str, ...] = (),
+        summariser: Any = None,
     ) -> None:
         from veil.core.app import open_veil
         from veil.core.settings import load_config
@@ -123,6 +126,8 @@ class VeilReplayPolicy:
         settings = config.settings
         settings.loop.completion_reserve = 0
         settings.context.budget_tokens = None
+        if settings.context.rescue_embeddings == "background":
+            settings.context.rescue_embeddings = "sync"  # a replay must be deterministic
         if traj.system:
             settings.loop.system_prompt = traj.system
         if compaction is not None:
@@ -138,7 +143,7 @@ class VeilReplayPolicy:
             config.project_dir,
             config=config,
             disable=disable,
-            llm=LLM(config, models={"main": self.model, "compact": self.model}),
+            llm=LLM(config, models={"main": self.model, "compact": summariser or self.model}),
             db_path=":memory:",
         )
         self.session = self.veil.new_session()
@@ -156,7 +161,7 @@ class VeilReplayPolicy:
     @property
     def evictions(self) -> int:
         """Items evicted so far in this trajectory (from the event log)."""
-        return len(self.veil.store.events(self.session.id, ("evict",)))
+        return self.veil.store.eviction_count(self.session.id)
 
     def _time(self, t: int) -> float:
         step = self.traj.steps[t] if t < len(self.traj.steps) else None
@@ -233,10 +238,9 @@ class VeilReplayPolicy:
         tokens = self.model.count_tokens(messages)
         if tokens > self.budget:
             self.over_budget.append((t, tokens, "protected context alone exceeds the budget"))
+        stubs = set(session.stubs.values())
         kept = [s.text for s in prompt.sections if s.name != "manifest"]
-        kept += [
-            m.get("content") or "" for m in messages[1:] if not _STUB.match(m.get("content") or "")
-        ]
+        kept += [m.get("content") or "" for m in messages[1:] if m.get("content") not in stubs]
         return messages, SEPARATOR.join(kept)
 
     def close(self) -> None:
