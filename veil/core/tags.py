@@ -46,26 +46,32 @@ TARGET_SCAN_CHARS = 16_000
 output are found well within it, and the scan stays bounded (tens of microseconds)."""
 
 
+def paths_in(text: str) -> list[str]:
+    """File paths with a known code/text extension in ``text`` (its first
+    :data:`TARGET_SCAN_CHARS` characters), in first-seen order, each once."""
+    found: dict[str, None] = {}
+    for run in _CANDIDATE.findall(text[:TARGET_SCAN_CHARS]):
+        run = run.rstrip(".-/")
+        path = _PATH.fullmatch(run)
+        if path and path.group(1).lower() in _CODE_EXT:
+            found.setdefault(run, None)
+    return list(found)
+
+
 def extract_targets(text: str, limit: int = 32) -> list[str]:
     """File paths (with a known code/text extension) and dotted / snake_case / CamelCase symbols
     mentioned in the first :data:`TARGET_SCAN_CHARS` characters of ``text``, paths first, in
     first-seen order, at most ``limit``."""
-    paths: dict[str, None] = {}
-    symbols: dict[str, None] = {}
+    seen = dict.fromkeys(paths_in(text))
     # One fast scan for path-or-symbol-shaped runs; each distinct run is then classified alone
     # (a full regex search per pattern over the whole text costs ~0.2 ms per 3 KB).
     for run in dict.fromkeys(_CANDIDATE.findall(text[:TARGET_SCAN_CHARS])):
-        run = run.rstrip(".-/")
-        path = _PATH.fullmatch(run)
-        if path and path.group(1).lower() in _CODE_EXT:
-            paths.setdefault(run, None)
-            continue
-        for symbol in _SYMBOL.findall(run):
-            symbols.setdefault(symbol, None)
-    seen = paths
-    for symbol in symbols:
         if len(seen) >= limit:
             break
-        if symbol.rsplit(".", 1)[-1].lower() not in _CODE_EXT:
-            seen.setdefault(symbol, None)
+        run = run.rstrip(".-/")
+        if run in seen:
+            continue
+        for symbol in _SYMBOL.findall(run):
+            if symbol not in seen and symbol.rsplit(".", 1)[-1].lower() not in _CODE_EXT:
+                seen.setdefault(symbol, None)
     return list(seen)[:limit]

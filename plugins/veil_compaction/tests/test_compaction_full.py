@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from veil_compaction import prompts
 from veil_compaction.full import choose_cut, compaction_model
+from veil_compaction.ledger import HEADING
 from veil_compaction.masking import mask_observations
 from veil_compaction.steps import session_index
 from veil_compaction.testing import ScriptedSummariser, step
@@ -68,6 +69,8 @@ def run_reads(open_project, project, events, reads=5, settings=None, **kw):
     compact = ScriptedSummariser(context_window=8192, reply_tokens=200)
     base = {
         "compaction": {"threshold": 0.5, "keepRecentTurns": 2, "observationMaskingTurns": 0},
+        # the same file read again and again would be elided (lossless) instead of compacted
+        "context": {"elideRepeats": False},
         **(settings or {}),
     }
     veil = open_project(main=main, compact=compact, settings=base, plugins=(("events", events),))
@@ -86,7 +89,9 @@ def test_full_compaction_in_the_loop(open_project, project, events):
     size = session.compact_size
     assert size == compactions[-1].data["newSize"] > 0
     assert session.messages[size]["role"] != "tool"  # a boundary
-    assert session.compact_summary == compact.replies[-1]
+    # the model's summary, then what veil recorded from the tool calls
+    assert session.compact_summary.startswith(compact.replies[-1] + "\n\n" + HEADING)
+    assert "- Files read: big.txt" in session.compact_summary
     # the compact role answered the summaries (the main model's script has no spare reply)
     assert main.remaining == 0 and compact.requests
     assert all(r[0]["content"] == prompts.SUMMARY_SYSTEM for r in compact.requests)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from veil.core.types import CompactResult, Message
+from veil_compaction.ledger import with_ledger
 from veil_compaction.steps import session_index, step_starts
 from veil_compaction.summarise import Summariser
 from veil_compaction.transaction import (
@@ -121,9 +122,10 @@ def run_full_compaction(session: Any, messages: list[Message]) -> CompactResult 
     outcome = Summariser(
         compaction_model(session), on_completion=usage_recorder(session)
     ).summarise(part, previous=old_summary)
-    commit(session, outcome.text, new_size)
+    summary = with_ledger(outcome.text, part, old_summary)
+    commit(session, summary, new_size)
 
-    tokens_after = conversation_tokens(session, outcome.text, kept)
+    tokens_after = conversation_tokens(session, summary, kept)
     compacted = new_size - old_size
     session.emit(
         "compaction",
@@ -141,7 +143,7 @@ def run_full_compaction(session: Any, messages: list[Message]) -> CompactResult 
         messages=list(kept),
         compacted_count=compacted,
         new_size=new_size,
-        summary=outcome.text,
+        summary=summary,
         tokens_before=tokens_before,
         tokens_after=tokens_after,
     )
