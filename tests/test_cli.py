@@ -134,3 +134,45 @@ def test_environment_errors_name_the_variable(project, scripted, monkeypatch):
     result = invoke(project, "-p", "x")
     assert result.exit_code == 1
     assert "VEIL_COMPACTION__THRESHOLD (compaction.threshold)" in result.output
+
+
+def test_an_agent_the_project_does_not_have_is_refused(project, scripted):
+    result = invoke(project, "--agent", "reveiwer", "-p", "hi")
+    assert result.exit_code == 1
+    assert "agent 'reveiwer' not found" in result.output and "agents here: default" in result.output
+    assert scripted.calls == []  # no model call, and no session stored for it
+    assert json.loads(invoke(project, "sessions", "--json").stdout) == []
+    (project / ".veil" / "agents" / "reviewer").mkdir(parents=True)
+    scripted.add("ok")
+    assert invoke(project, "--agent", "reviewer", "-p", "hi").exit_code == 0
+
+
+def test_listing_sessions_never_creates_a_project_store(tmp_path):
+    folder = tmp_path / "not_a_project"
+    folder.mkdir()
+    result = CliRunner().invoke(
+        cli_mod.cli,
+        ["--project", str(folder), "sessions", "--json"],
+        obj=cli_mod.VeilContext(None, []),
+    )
+    assert result.exit_code == 0 and json.loads(result.stdout) == []
+    assert not (folder / ".veil").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sessions", "--limit", "0"],
+        ["compact", "--project", "{missing}"],
+        ["serve", "--project", "{missing}"],
+        ["replay", "{missing}/x.traj.json"],
+        ["replay", "{missing_parent}"],
+    ],
+)
+def test_bad_arguments_of_subcommands_are_usage_errors(project, scripted, tmp_path, args):
+    args = [
+        a.format(missing=tmp_path / "nope", missing_parent=tmp_path) for a in args
+    ]  # a missing folder, or a folder where a file is expected
+    result = invoke(project, *args)
+    assert result.exit_code == 2, result.output
+    assert not (tmp_path / "nope").exists()

@@ -250,10 +250,18 @@ def plugins_cmd(state: VeilContext, as_json: bool) -> None:
 
 @cli.command("sessions")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--limit", default=20, show_default=True, help="How many sessions.")
+@click.option(
+    "--limit", default=20, show_default=True, type=click.IntRange(min=1), help="How many sessions."
+)
 @click.pass_obj
 def sessions_cmd(state: VeilContext, as_json: bool, limit: int) -> None:
     """List stored sessions, most recent first."""
+    from veil.core.settings import load_config
+
+    store = load_config(state.project).veil_dir / "context.db"
+    if not store.exists():  # a listing never creates a project's .veil/
+        click.echo("[]" if as_json else f"no sessions yet (no {store})")
+        return
     rows = state.open().list_sessions(limit)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
@@ -272,7 +280,7 @@ def sessions_cmd(state: VeilContext, as_json: bool, limit: int) -> None:
 
 
 @cli.command("replay")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True))
 @click.option(
     "--budget",
     default=8000,

@@ -14,6 +14,7 @@ import pluggy
 
 from veil.core import plugins as plugin_mod
 from veil.core.errors import (
+    AgentNotFound,
     CompactionDisabled,
     ConfigError,
     NotAvailable,
@@ -134,11 +135,18 @@ class Veil:
         agent's config (seed 000). ``model`` overrides agent.json's model for this session.
 
         Raises:
-            ConfigError: the agent's agent.json is invalid; UnsafePath: bad agent name.
+            ConfigError: the agent's agent.json is invalid; UnsafePath: bad agent name;
+            AgentNotFound: ``agent`` is not the default agent and has no ``.veil/agents/<name>/``.
         """
         from veil.core.session import Session
 
-        agent = validate_agent_name(agent or self.config.settings.default_agent)
+        default = self.config.settings.default_agent
+        agent = validate_agent_name(agent or default)
+        folder = self.config.agent_file(agent).parent
+        if agent != default and not folder.is_dir():
+            agents = sorted(p.name for p in folder.parent.glob("*") if p.is_dir())
+            known = ", ".join(dict.fromkeys([default, *agents]))
+            raise AgentNotFound(f"agent {agent!r} not found: no {folder} (agents here: {known})")
         agent_cfg = self.config.agent(agent)
         snapshot = agent_cfg.model_dump(mode="json", by_alias=True)
         snapshot["memory"] = self.config.memory_for(agent).model_dump(mode="json", by_alias=True)

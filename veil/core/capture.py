@@ -55,6 +55,15 @@ def assistant_kind(content: str, tool_names: list[str]) -> str:
     return "status"
 
 
+def assistant_text(message: dict) -> str:
+    """The content of an assistant message's turn item: its text, then one
+    ``name(arguments)`` line per tool call."""
+    return (message.get("content") or "") + "".join(
+        f"\n{tc['function']['name']}({tc['function'].get('arguments', '')})"
+        for tc in message.get("tool_calls") or []
+    )
+
+
 def capture_event(session: Session, event: CaptureEvent) -> list[ContextItem]:
     """Items for one capture event (none for the ``tool_call`` phase: the call's arguments
     stay in the assistant message, which is its own item)."""
@@ -75,10 +84,7 @@ def capture_event(session: Session, event: CaptureEvent) -> list[ContextItem]:
     if event.phase == "assistant":
         text = msg.get("content") or ""
         names = [tc["function"]["name"] for tc in msg.get("tool_calls") or []]
-        rendered = text + "".join(
-            f"\n{tc['function']['name']}({tc['function'].get('arguments', '')})"
-            for tc in msg.get("tool_calls") or []
-        )
+        rendered = assistant_text(msg)
         if not rendered.strip():
             return []
         kind = assistant_kind(text, names)

@@ -286,11 +286,14 @@ def build_prompt(session: Session) -> Prompt:
 
     full = _masked(session)
     messages, saved = _elided(session, full, budget)
-    for _ in range(MAX_EVICTION_ROUNDS):
+    for round_number in range(MAX_EVICTION_ROUNDS):
         # Eviction counts in whole items (their own token counts): what elision saved is
-        # room it may use, so an elided prompt is not evicted as if it were whole.
+        # room it may use, so an elided prompt is not evicted as if it were whole. Evicting
+        # the newer copy of a repeat brings the older one back, so the saving can shrink; the
+        # last rounds grant none, and a prompt that fits whole fits elided.
+        allowance = saved if round_number < MAX_EVICTION_ROUNDS - 2 else 0
         used = _message_tokens(session, full)
-        moved = manage_pressure(session, budget + saved, used)
+        moved = manage_pressure(session, budget + allowance, used)
         notes += moved
         if not moved or not any(n.startswith("evicted") for n in moved):
             break

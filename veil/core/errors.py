@@ -48,6 +48,14 @@ class UnsafePath(BadRequest):
     code = "INVALID_PATH"
 
 
+class AgentNotFound(VeilError):
+    """An agent was named that the project does not have: neither the settings' default agent
+    nor a folder ``.veil/agents/<name>/`` (a typo would otherwise run with default settings)."""
+
+    code = "AGENT_NOT_FOUND"
+    http_status = 404
+
+
 class SessionNotFound(VeilError):
     """No session with that id exists (seed 000: ``404 SESSION_NOT_FOUND``)."""
 

@@ -223,6 +223,10 @@ class ContextSettings(_Model):
 
     ``budget_tokens``: tokens the kept messages may take (None: the model's window minus the
     completion reserve and the system prompt). ``decay`` is FSRS-6's w20 (0.1542).
+    ``protected_turns``: the last N turns are never picked by stages 1-3 (DESIGN.md: 12);
+    ``protected_results``: the same for tool results of the last N steps.
+    ``coverage``: stages 2-3 keep the groups that bring the most new identifiers per token
+    (:mod:`veil_fsrs.coverage`) instead of ranking by eviction score alone.
     ``elide_repeats``: over budget, first replace runs of lines that a newer message repeats
     by a marker (lossless; :mod:`veil.core.elision`).
     ``rescue_embeddings``: how turns get the embeddings the rescue of old turns compares
@@ -244,6 +248,8 @@ class ContextSettings(_Model):
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
     turn_weights: TurnWeights = Field(default_factory=TurnWeights)
     protected_turns: int = Field(default=12, ge=0)
+    protected_results: int = Field(default=12, ge=0)
+    coverage: bool = True
     rescue_cosine: float = Field(default=0.7, ge=0, le=1)
     stale_recency: float = Field(default=0.9, gt=0, le=1)
     pointer_tokens: int = Field(default=20, ge=0)

@@ -75,3 +75,34 @@ def extract_targets(text: str, limit: int = 32) -> list[str]:
             if symbol not in seen and symbol.rsplit(".", 1)[-1].lower() not in _CODE_EXT:
                 seen.setdefault(symbol, None)
     return list(seen)[:limit]
+
+
+# One pass finds both shapes, leftmost first; a digit run is only taken where no identifier
+# starts (so "abc1234" is one identifier token, not also "1234").
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{3,}|[0-9]{4,}")
+_MARKERS = frozenset("_./0123456789")
+
+
+def _is_identifier(token: str) -> bool:
+    if token[0].isdigit():  # only the [0-9]{4,} branch starts with a digit
+        return True
+    if not _MARKERS.isdisjoint(token):
+        return True
+    return any(c.isupper() for c in token[1:])
+
+
+def identifier_tokens(text: str) -> set[str]:
+    """Distinct identifier-shaped tokens of ``text`` (DESIGN.md "Measures": the
+    identifiers the replay counts, and what veil_fsrs' coverage-aware eviction keeps in the prompt).
+
+    Candidates are the non-overlapping, leftmost-longest matches of
+    ``[A-Za-z_][A-Za-z0-9_./-]{3,}|[0-9]{4,}`` scanned left to right. A word candidate is kept
+    when it holds ``_``, ``.``, ``/``, a digit, or an upper-case letter after its first
+    character; a digit-run candidate (4+ digits, not preceded by an identifier start) is always
+    kept. Tokens are taken as matched, so trailing ``.``, ``/`` or ``-`` stay part of them
+    (``"setup.py."`` at the end of a sentence is the token ``"setup.py."``).
+
+    Examples: ``"src/foo.py"``, ``"my_var"``, ``"getValue"``, ``"v2.0"``, ``"12345"`` are
+    tokens; ``"word"``, ``"Hello"``, ``"pre-commit"``, ``"123"``, ``"abc"`` are not.
+    """
+    return {m for m in _TOKEN.findall(text) if _is_identifier(m)}

@@ -40,9 +40,13 @@ def compact_slash(session: Any, argument: str) -> str:
         return f"already up to date: nothing new to compact ({before} tokens)"
     after = context_tokens(session)
     return (
-        f"compacted {result['compactedCount']} messages (compactSize {result['newSize']}): "
+        f"compacted {_messages(result['compactedCount'])} (compactSize {result['newSize']}): "
         f"{before} -> {after} tokens"
     )
+
+
+def _messages(count: int) -> str:
+    return f"{count} message" + ("" if count == 1 else "s")
 
 
 def slash_commands() -> list[SlashCommand]:
@@ -68,7 +72,7 @@ def add_cli_commands(cli: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="Print the result object as JSON.")
     @click.option(
         "--project",
-        type=click.Path(file_okay=False),
+        type=click.Path(file_okay=False, exists=True),
         help="Project root (default: current directory).",
     )
     @click.pass_obj
@@ -105,6 +109,6 @@ def add_cli_commands(cli: click.Group) -> None:
             )
         else:
             click.echo(
-                f"{result['sessionId']}: compacted {result['compactedCount']} messages "
+                f"{result['sessionId']}: compacted {_messages(result['compactedCount'])} "
                 f"(compactSize {result['newSize']})"
             )

@@ -152,10 +152,23 @@ def test_protected_items_are_never_picked_by_stages_1_to_3():
 
 def test_protected_window_follows_the_setting():
     items = [item("step95", step=95), item("step96", step=96)]
-    narrow = ContextSettings.model_validate({"protectedTurns": 5})  # steps 96..100
+    narrow = ContextSettings.model_validate({"protectedResults": 5})  # steps 96..100
     assert plan(items, [0.0, 0.0], 1000, 2000, settings=narrow).to_warm == ["step95"]
-    off = ContextSettings.model_validate({"protectedTurns": 0})
+    off = ContextSettings.model_validate({"protectedResults": 0})
     assert plan(items, [0.0, 0.0], 1000, 2000, settings=off).to_warm == ["step95", "step96"]
+
+
+def test_turns_and_tool_results_have_their_own_windows():
+    """protectedTurns covers turns, protectedResults everything else (here: results of the
+    last 2 steps only, turns of the last 12)."""
+    items = [
+        item("turn95", step=95, source="assistant", kind="action"),
+        item("result95", step=95, source="tool_result", tool_call_id="c95"),
+        item("result99", step=99, source="tool_result", tool_call_id="c99"),
+    ]
+    settings = ContextSettings.model_validate({"protectedTurns": 12, "protectedResults": 2})
+    result = plan(items, [0.0, 0.0, 0.0], 250, 300, settings=settings)
+    assert result.to_warm == ["result95"]  # the turn of step 95 and the step-99 result stay
 
 
 def test_a_call_and_its_result_leave_together_or_not_at_all():

@@ -55,6 +55,7 @@ from veil.core.settings import ContextSettings
 from veil.core.types import ITEM_KINDS, EvictionPlan
 from veil_fsrs.batch_index import BatchIndex, index_for
 from veil_fsrs.controller import Controller
+from veil_fsrs.coverage import eviction_order
 from veil_fsrs.fsrs import retrievability
 from veil_fsrs.rescue import max_cosine
 from veil_fsrs.scoring import SECONDS_PER_DAY
@@ -64,6 +65,10 @@ __all__ = ["Controller", "evict_pass", "plan_eviction", "STALE_RECENCY", "REASON
 STALE_RECENCY = 0.9
 """Stage 1 takes single-use items whose retrievability fell below this (0.9 = R(S, S): the
 item is older than its own stability). Read from ``context.staleRecency`` when that exists."""
+
+COVERAGE_MAX_GROUPS = 2_000
+"""With more candidate groups than this, stages 2-3 rank by eviction score alone (the greedy
+coverage order costs ~10 us per group; a real session rarely has more than a few hundred)."""
 
 REASONS = {1: "stale", 2: "low score", 3: "over budget", 4: "over budget: protected"}
 """Reason recorded in ``EvictionPlan.reasons`` for each stage."""
@@ -146,7 +151,11 @@ def plan_eviction(
     freed = static["freed"]
 
     # Protection: the static part (pinned, kinds) plus the window of recent steps.
-    in_window = cols["step"] > current_step - settings.protected_turns
+    # The window: the last protected_turns turns, and the tool results of the last
+    # protected_results steps (DESIGN.md protects turns; recent results are a separate setting)
+    turn_window = cols["step"] > current_step - settings.protected_turns
+    result_window = cols["step"] > current_step - settings.protected_results
+    in_window = np.where(index.is_turn, turn_window, result_window)
     blocked = static["always_blocked"] | in_window
     group_blocked = (np.bincount(group, weights=blocked, minlength=n_groups) > 0) | static[
         "frees_nothing"
@@ -185,7 +194,19 @@ def plan_eviction(
             evict_score *= 1.0 - cosine
         group_e = np.full(n_groups, np.inf)
         np.minimum.at(group_e, group, evict_score)
-        ranking = np.argsort(-group_e, kind="stable")
+        candidates = ~group_blocked & (stage == 0)
+        if settings.coverage and 0 < int(candidates.sum()) <= COVERAGE_MAX_GROUPS:
+            order = eviction_order(
+                items,
+                group,
+                candidates,
+                ~candidates[group] & (stage[group] == 0),
+                freed,
+                1.0 - np.clip(group_e, 0.0, 1.0),
+            )
+            ranking = np.concatenate([order, np.flatnonzero(~candidates)])
+        else:
+            ranking = np.argsort(-group_e, kind="stable")
         low = ~group_blocked & (stage == 0) & (1.0 - group_e < threshold)
         taken, used = _take_prefix(ranking[low[ranking]], freed, used, soft_target)
         stage[taken] = 2

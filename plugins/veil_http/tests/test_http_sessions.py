@@ -40,6 +40,14 @@ def test_create_session_refuses_agent_names_that_leave_the_folder(make_client):
         assert "body.agent" in err["message"]
 
 
+def test_create_session_for_an_agent_the_project_does_not_have_is_404(make_client):
+    client, _ = make_client()
+    err = assert_error(client.post("/sessions", json={"agent": "nosuch"}), 404, "AGENT_NOT_FOUND")
+    assert "agent 'nosuch' not found" in err["message"]
+    listed = client.get("/sessions").json()
+    assert "nosuch" not in str(listed)  # nothing was stored for it
+
+
 def test_list_get_close_delete(make_client):
     client, veil = make_client()
     ids = [client.post("/sessions").json()["id"] for _ in range(3)]

@@ -197,7 +197,7 @@ def operations() -> list[Operation]:
             query=ContextQuery,
             response=ContextOut,
             errors=(422,),
-            summary="List a session's live / warm / cold items with scores",
+            summary="List a session's live / warm / cold items with scores and signals",
         ),
         operation(
             "POST",
@@ -206,7 +206,8 @@ def operations() -> list[Operation]:
             tag=TAG,
             body=RecallBody,
             response=RecallOut,
-            summary="Recall candidates for a query, best first",
+            summary="Search the context that left the prompt (warm and cold items, memory "
+            "plugins), best first; live items are already in the prompt",
         ),
         operation(
             "POST",

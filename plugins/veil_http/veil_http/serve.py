@@ -67,7 +67,7 @@ def add_serve_command(cli: click.Group) -> None:
     )
     @click.option(
         "--project",
-        type=click.Path(file_okay=False),
+        type=click.Path(file_okay=False, exists=True),
         default=None,
         help="Project root (default: current directory).",
     )

@@ -197,8 +197,9 @@ def operations() -> list[Operation]:
             body_required=False,
             response=SessionOut,
             status=201,
-            errors=(400,),
-            summary="Create a session (agent and model optional)",
+            errors=(400, 404),
+            summary="Create a session (agent and model optional; 404 AGENT_NOT_FOUND for an "
+            "agent the project does not have)",
         ),
         operation(
             "GET",
@@ -257,6 +258,6 @@ def operations() -> list[Operation]:
             body_required=False,
             response=CompactOut,
             errors=(400, 501, 502),
-            summary="Compact the session now (seed 000 defaultCompaction)",
+            summary="Summarise the session's older messages now (its defaultCompaction settings)",
         ),
     ]

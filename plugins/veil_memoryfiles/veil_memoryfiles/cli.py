@@ -51,7 +51,7 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     )
     fn = click.option(
         "--project",
-        type=click.Path(file_okay=False),
+        type=click.Path(file_okay=False, exists=True),
         default=None,
         help="Project root holding .veil/ (default: current directory).",
     )(fn)

@@ -14,42 +14,14 @@ Definitions from DESIGN.md "Measures" (the contract other implementations of the
 
 from __future__ import annotations
 
-import re
-
 from veil.core.replay.formats import Trajectory
+from veil.core.tags import identifier_tokens
 
-# One pass finds both shapes, leftmost first; a digit run is only taken where no identifier
-# starts (so "abc1234" is one identifier token, not also "1234").
-_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{3,}|[0-9]{4,}")
-_MARKERS = frozenset("_./0123456789")
+__all__ = ["SEPARATOR", "identifier_tokens", "misses", "references"]
 
 # Separator between texts joined for a single substring search: no token can contain it, so
 # no match can straddle two texts.
 SEPARATOR = "\x00"
-
-
-def _is_identifier(token: str) -> bool:
-    if token[0].isdigit():  # only the [0-9]{4,} branch starts with a digit
-        return True
-    if not _MARKERS.isdisjoint(token):
-        return True
-    return any(c.isupper() for c in token[1:])
-
-
-def identifier_tokens(text: str) -> set[str]:
-    """Distinct identifier-shaped tokens of ``text`` (DESIGN.md "Measures").
-
-    Candidates are the non-overlapping, leftmost-longest matches of
-    ``[A-Za-z_][A-Za-z0-9_./-]{3,}|[0-9]{4,}`` scanned left to right. A word candidate is kept
-    when it holds ``_``, ``.``, ``/``, a digit, or an upper-case letter after its first
-    character; a digit-run candidate (4+ digits, not preceded by an identifier start) is always
-    kept. Tokens are taken as matched, so trailing ``.``, ``/`` or ``-`` stay part of them
-    (``"setup.py."`` at the end of a sentence is the token ``"setup.py."``).
-
-    Examples: ``"src/foo.py"``, ``"my_var"``, ``"getValue"``, ``"v2.0"``, ``"12345"`` are
-    tokens; ``"word"``, ``"Hello"``, ``"pre-commit"``, ``"123"``, ``"abc"`` are not.
-    """
-    return {m for m in _TOKEN.findall(text) if _is_identifier(m)}
 
 
 def references(traj: Trajectory, t: int) -> set[str]:

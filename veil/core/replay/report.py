@@ -67,6 +67,9 @@ def run_replay(
         total_over += len(policy.over_budget)
         policy.close()
     result["total"]["veil"]["over_budget_steps"] = total_over
+    # what the figures were measured with (extra keys beside the contract's files / total)
+    result["budget"] = budget
+    result["compaction"] = compaction or "settings"
     return result
 
 
@@ -84,7 +87,10 @@ def render_table(result: dict[str, Any]) -> str:
                 f"{name:<8} {p['prompt_tokens']:>14,} {p['peak_prompt_tokens']:>7,} "
                 f"{p['references']:>6,} {p['misses']:>7,} {p.get('evictions', ''):>9}"
             )
-    lines.append(f"\n{total['steps']} steps in {len(result['files'])} file(s)")
+    lines.append(
+        f"\n{total['steps']} steps in {len(result['files'])} file(s), budget "
+        f"{result.get('budget', '?')} tokens, compaction {result.get('compaction', 'settings')}"
+    )
     for f in result["files"]:
         v = f["veil"]
         conv = f.get("convergence")

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from veil.core.capture import assistant_text
 from veil.core.context import build_prompt
 from veil.core.llm import LLM, Completion
 from veil.core.loop import capture
@@ -156,6 +157,7 @@ class VeilReplayPolicy:
         self.over_budget: list[tuple[int, int, str]] = []
         self._start = next((s.timestamp for s in traj.steps if s.timestamp is not None), None)
         self._task_sent = False
+        self._batch_embedded = False
         self.traj = traj
 
     @property
@@ -170,21 +172,45 @@ class VeilReplayPolicy:
         base = self._start if self._start is not None else REPLAY_EPOCH
         return base + STEP_SECONDS * t
 
+    def _assistant_message(self, t: int) -> dict[str, Any]:
+        """Recorded step ``t`` as the assistant message veil's loop would have stored."""
+        step = self.traj.steps[t]
+        msg: dict[str, Any] = {"role": "assistant", "content": step.assistant}
+        if step.observation is not None:
+            arguments = json.dumps({"command": step.action})
+            msg["tool_calls"] = [
+                {
+                    "id": f"call_{t}",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": arguments},
+                }
+            ]
+        return msg
+
+    def _embed_turns_in_one_batch(self) -> None:
+        """Once the session embeds turns (from its first eviction on), embed every turn of the
+        recording in one batch: the vectors land in the content-hash cache, and each turn then
+        finds its own when it is captured. Batching is ~10x faster than one turn at a time; no
+        prompt can see a later turn this way (a vector is only read for a captured item)."""
+        embeddings = self.session.turn_embeddings
+        if self._batch_embedded or not embeddings.active or embeddings.mode == "off":
+            return
+        self._batch_embedded = True
+        texts = [self.traj.task] + [
+            assistant_text(self._assistant_message(t)) for t in range(len(self.traj.steps))
+        ]
+        try:
+            self.veil.tiers.embedder.embed([t for t in texts if t.strip()])
+        except Exception:  # noqa: BLE001 - the session's own embedding reports the failure
+            return
+
     def _ingest(self, t: int) -> None:
         """Feed recorded step ``t`` (its assistant message and observation) through capture."""
         session, step = self.session, self.traj.steps[t]
         session.step = t + 1
         session.clock_override = self._time(t)
-        msg: dict[str, Any] = {"role": "assistant", "content": step.assistant}
+        msg = self._assistant_message(t)
         call_id = f"call_{t}"
-        if step.observation is not None:
-            msg["tool_calls"] = [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": "bash", "arguments": json.dumps({"command": step.action})},
-                }
-            ]
         idx = session.append(msg)
         capture(session, CaptureEvent("assistant", msg, session.step, message_index=idx))
         if step.observation is None:
@@ -229,6 +255,7 @@ class VeilReplayPolicy:
             capture(session, CaptureEvent("user", session.messages[idx], 0, message_index=idx))
             self._task_sent = True
         while self.ingested < t:
+            self._embed_turns_in_one_batch()
             self._ingest(self.ingested)
             self.ingested += 1
         session.step = t + 1

@@ -1,0 +1,120 @@
+"""Coverage-aware eviction order: keep the items that bring names the prompt does not hold yet.
+
+A coding agent's next action mostly reuses names it has seen: file paths, symbols, line and
+issue numbers (the identifier shape of DESIGN.md "Measures", :func:`veil.core.tags.
+identifier_tokens`). Two items that hold the same names are worth one; an old turn that restates
+what a recent result shows adds nothing. So among the groups eviction may pick, veil keeps
+greedily by *new identifiers per token*, the classic greedy for budgeted maximum coverage
+(Khuller, Moss and Naor, "The budgeted maximum coverage problem", IPL 1999; the same idea as
+maximal marginal relevance, Carbonell and Goldstein, SIGIR 1998), weighted by the scorer's
+retention so the five FSRS signals and the turn weights still count:
+
+    value(g) = |ids(g) - covered| / (freed tokens(g) + POINTER_ALLOWANCE) x (0.5 + retention(g))
+
+``covered`` starts as the identifiers of everything that stays regardless (protected, pinned,
+corrections, intents) and grows with each group kept. Values only fall as ``covered`` grows
+(submodular), so a lazy greedy with a heap re-evaluates a group only when it reaches the top.
+The eviction order is the keep order reversed: groups that add no new name leave first (lowest
+retention first among them), then the least valuable of the rest.
+
+Identifiers of an item are computed once from its content (cached by item id; content does not
+change while an id lives).
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from veil.core.items import ItemBatch
+from veil.core.tags import identifier_tokens
+
+POINTER_ALLOWANCE = 20.0
+"""Tokens added to a group's size in its value (about one pointer stub), so tiny items do not
+win by size alone."""
+MAX_SCAN_CHARS = 20_000
+"""Characters of an item's content searched for identifiers."""
+CACHE_SIZE = 200_000
+
+_cache: OrderedDict[str, frozenset[str]] = OrderedDict()
+_lock = threading.Lock()
+
+
+def item_identifiers(item_id: str, content: str) -> frozenset[str]:
+    """Identifier tokens of an item's content (first :data:`MAX_SCAN_CHARS` characters),
+    cached by item id."""
+    with _lock:
+        found = _cache.get(item_id)
+        if found is not None:
+            _cache.move_to_end(item_id)
+            return found
+    found = frozenset(identifier_tokens(content[:MAX_SCAN_CHARS]))
+    with _lock:
+        _cache[item_id] = found
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return found
+
+
+def eviction_order(
+    items: ItemBatch,
+    group: np.ndarray,
+    candidates: np.ndarray,
+    staying: np.ndarray,
+    freed: np.ndarray,
+    retention: np.ndarray,
+) -> np.ndarray:
+    """Candidate groups in the order they should leave (first = evict first).
+
+    Args:
+        items: the live items.
+        group: group number of each item.
+        candidates: bool per group: eviction may pick it.
+        staying: bool per item: stays in the prompt whatever happens (its identifiers are
+            covered from the start).
+        freed: tokens each group frees when evicted.
+        retention: per group, in [0, 1] (1 - the group's eviction score).
+
+    Returns:
+        int array of the candidate group numbers, evict-first order.
+    """
+    picks = np.flatnonzero(candidates)
+    if len(picks) == 0:
+        return picks
+    ids = [item_identifiers(item.id, item.content) for item in items]
+    covered: set[str] = set()
+    for pos in np.flatnonzero(staying).tolist():
+        covered |= ids[pos]
+    members: dict[int, set[str]] = {int(g): set() for g in picks.tolist()}
+    for pos, g in enumerate(group.tolist()):
+        bucket = members.get(g)
+        if bucket is not None:
+            bucket |= ids[pos]
+
+    def value(g: int) -> float:
+        novel = len(members[g] - covered) if members[g] else 0
+        return novel / (float(freed[g]) + POINTER_ALLOWANCE) * (0.5 + float(retention[g]))
+
+    # max-heap on value; ties keep the newer group (higher number) first
+    heap = [(-value(g), -g) for g in members]
+    heapq.heapify(heap)
+    keep: list[int] = []
+    spent: list[int] = []  # groups that add nothing new once reached
+    while heap:
+        neg, neg_g = heapq.heappop(heap)
+        g = -neg_g
+        current = value(g)
+        if current <= 0.0:
+            spent.append(g)
+            continue
+        if heap and current < -heap[0][0] - 1e-15:
+            heapq.heappush(heap, (-current, neg_g))  # stale value: re-rank it
+            continue
+        keep.append(g)
+        covered |= members[g]
+    # spent groups leave first (lowest retention, then oldest), then the kept order reversed
+    spent.sort(key=lambda g: (float(retention[g]), g))
+    return np.array(spent + keep[::-1], dtype=np.int64)
