@@ -64,6 +64,7 @@ from veil.core.llm import LLM  # noqa: E402
 from veil.core.loop import capture  # noqa: E402
 from veil.core.session import Session  # noqa: E402
 from veil.core.settings import load_config  # noqa: E402
+from veil.core.tags import content_identifiers  # noqa: E402
 from veil.core.testing import ScriptedModel  # noqa: E402
 from veil.core.types import CaptureEvent, ContextItem, ToolResult, new_id  # noqa: E402
 
@@ -96,17 +97,22 @@ def steady_items(size: int) -> list[ContextItem]:
 
 
 def _with_content(items: list[ContextItem]) -> list[ContextItem]:
-    """Give each item content of ~4 characters per token (at most :data:`CONTENT_CAP`)."""
+    """Give each item content of ~4 characters per token (at most :data:`CONTENT_CAP`), and
+    the identifiers the core's capture computes from it (timed in the capture column)."""
     for item in items:
         head = " ".join(item.tags) + " "
         size = min(CONTENT_CAP, 4 * int(item.tokens))
         item.content = (head + FILLER * (size // len(FILLER) + 1))[:size]
+        item.identifiers = content_identifiers(item.content)
     return items
 
 
 def open_bench_veil(project: Path) -> Veil:
     """An isolated Veil (no entry points) with veil_fsrs and a scripted main model."""
     config = load_config(project)
+    # turn embeddings (the rescue of old turns) run on a background thread from the first
+    # eviction on: model time, reported by bench_recall.py, not hook overhead
+    config.settings.context.rescue_embeddings = "off"
     model = ScriptedModel([], context_window=1_000_000_000)
     return open_veil(
         project,

@@ -161,3 +161,37 @@ def test_the_bundled_minilm_embeds_turns(make_veil, monkeypatch):
     va, vb, vc = (np.asarray(session.item_embeddings[i.id]) for i in (a, b, c))
     assert va.shape == (384,) and abs(float(np.linalg.norm(va)) - 1.0) < 1e-4
     assert float(va @ vb) > 0.7 > float(va @ vc)
+
+
+@pytest.mark.slow
+def test_exit_while_embedding_waits_for_the_job_in_flight_and_drops_the_rest():
+    """A daemon thread killed inside torch aborts the process ("terminate called without an
+    active exception", exit status 134); veil's worker is stopped at exit instead."""
+    import subprocess
+    import sys
+
+    code = (
+        "import time\n"
+        "from veil.core import turn_embeddings as te\n"
+        "from veil.core.embedder import LocalEmbedder\n"
+        "e = LocalEmbedder()\n"
+        "e._load()\n"
+        "for _ in range(200):\n"
+        "    te._submit(lambda: e.encode(['a longer sentence about parse_config'] * 32))\n"
+        "time.sleep(0.3)\n"
+        "print('exiting', flush=True)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "terminate called" not in proc.stderr and "exiting" in proc.stdout
+
+
+def test_capture_records_the_identifiers_of_each_item(make_veil, monkeypatch):
+    """ContextItem.identifiers (for coverage-aware eviction) is filled at capture with the
+    DESIGN.md "Measures" identifier shape, computed here by hand."""
+    veil, session = _open(make_veil, monkeypatch, "off", FakeEmbedder())
+    turn = _turn(session, "I will patch parse_config in src/app/config.py at line 1234", 1)
+    result = _tool_result(session, "FAILED tests/test_config.py::test_env - KeyError", 2)
+    assert turn.identifiers == {"parse_config", "src/app/config.py", "1234"}
+    # "FAILED" and "KeyError" hold capitals after their first letter: identifiers too
+    assert result.identifiers == {"FAILED", "tests/test_config.py", "test_env", "KeyError"}

@@ -105,4 +105,15 @@ def identifier_tokens(text: str) -> set[str]:
     Examples: ``"src/foo.py"``, ``"my_var"``, ``"getValue"``, ``"v2.0"``, ``"12345"`` are
     tokens; ``"word"``, ``"Hello"``, ``"pre-commit"``, ``"123"``, ``"abc"`` are not.
     """
-    return {m for m in _TOKEN.findall(text) if _is_identifier(m)}
+    # de-duplicated in C first: the Python test runs once per distinct candidate
+    return {m for m in set(_TOKEN.findall(text)) if _is_identifier(m)}
+
+
+IDENTIFIER_SCAN_CHARS = 20_000
+"""Characters of an item's content searched by :func:`content_identifiers`."""
+
+
+def content_identifiers(content: str) -> frozenset[str]:
+    """:func:`identifier_tokens` of the first :data:`IDENTIFIER_SCAN_CHARS` characters of an
+    item's content (``ContextItem.identifiers``)."""
+    return frozenset(identifier_tokens(content[:IDENTIFIER_SCAN_CHARS]))

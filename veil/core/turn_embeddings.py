@@ -25,6 +25,7 @@ with one warning; capture carries on.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import queue
 import threading
@@ -44,15 +45,34 @@ TURN_SOURCES = ("user", "assistant")
 _jobs: queue.SimpleQueue[tuple[Callable[[], None], threading.Event]] = queue.SimpleQueue()
 _worker_started = False
 _worker_lock = threading.Lock()
+_stopping = threading.Event()
+_running: list[threading.Event] = []  # the completion event of the job in flight, if any
+JOB_SIZE = 32
+"""Turns per background job: a job in flight when the process exits ends within a fraction of
+a second, and exit waits for it (a daemon thread killed inside torch aborts the process)."""
+EXIT_WAIT_SECONDS = 60.0
 
 
 def _run_jobs() -> None:
     while True:
         job, done = _jobs.get()
+        if _stopping.is_set():
+            done.set()  # exiting: queued work is dropped (the cache simply misses it)
+            continue
+        _running[:] = [done]
         try:
             job()
         finally:
+            _running.clear()
             done.set()
+
+
+@atexit.register
+def _stop_worker() -> None:
+    """At exit: skip queued jobs and wait for the one in flight (see :data:`JOB_SIZE`)."""
+    _stopping.set()
+    for done in list(_running):
+        done.wait(EXIT_WAIT_SECONDS)
 
 
 def _submit(job: Callable[[], None]) -> threading.Event:
@@ -63,6 +83,9 @@ def _submit(job: Callable[[], None]) -> threading.Event:
             threading.Thread(target=_run_jobs, name="veil-embed", daemon=True).start()
             _worker_started = True
     done = threading.Event()
+    if _stopping.is_set():
+        done.set()
+        return done
     _jobs.put((job, done))
     return done
 
@@ -110,7 +133,9 @@ class TurnEmbeddings:
             self._embed(turns)
             return
         self.pending = [e for e in self.pending if not e.is_set()]
-        self.pending.append(_submit(lambda: self._embed(turns)))
+        for start in range(0, len(turns), JOB_SIZE):
+            chunk = turns[start : start + JOB_SIZE]
+            self.pending.append(_submit(lambda chunk=chunk: self._embed(chunk)))
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until every background job submitted so far has finished (tests, replays).

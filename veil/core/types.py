@@ -66,6 +66,9 @@ class ContextItem:
         pinned, loaded_by_hand: flags that protect and boost the item.
         tier: ``"live"`` (in the prompt), ``"warm"`` (context.db, searchable) or ``"cold"``.
         outcome: for tool results, the outcome of the call when known.
+        identifiers: the identifier tokens of ``content`` (DESIGN.md "Measures" shape:
+            paths, symbols, numbers), computed at capture for coverage-aware eviction; not
+            stored (None until computed, e.g. for an item read back from the store).
     """
 
     content: str
@@ -89,6 +92,7 @@ class ContextItem:
     loaded_by_hand: bool = False
     tier: str = "live"
     outcome: str | None = None
+    identifiers: frozenset[str] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

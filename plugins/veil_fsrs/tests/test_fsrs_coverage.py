@@ -29,10 +29,12 @@ def item(name: str, content: str, **fields) -> ContextItem:
     return ContextItem(**base)
 
 
-def test_identifiers_follow_the_measures_shape_and_are_cached_by_id():
-    names = item_identifiers("x1", "see src/app.py line 1234 in parse_config, not word or abc")
+def test_identifiers_follow_the_measures_shape_and_are_kept_on_the_item():
+    it = item("x1", "see src/app.py line 1234 in parse_config, not word or abc")
+    names = item_identifiers(it)
     assert names == {"src/app.py", "1234", "parse_config"}
-    assert item_identifiers("x1", "other text entirely") is names  # cached by id
+    it.content = "other text entirely"
+    assert item_identifiers(it) is names  # computed once (content does not change)
 
 
 def test_greedy_keeps_new_names_per_token_and_evicts_repeats_first():

@@ -17,46 +17,31 @@ corrections, intents) and grows with each group kept. Values only fall as ``cove
 The eviction order is the keep order reversed: groups that add no new name leave first (lowest
 retention first among them), then the least valuable of the rest.
 
-Identifiers of an item are computed once from its content (cached by item id; content does not
-change while an id lives).
+Identifiers of an item are computed once from its content: by the core at capture
+(``ContextItem.identifiers``), or here for an item read back from the store.
 """
 
 from __future__ import annotations
 
 import heapq
-import threading
-from collections import OrderedDict
 
 import numpy as np
 
 from veil.core.items import ItemBatch
-from veil.core.tags import identifier_tokens
+from veil.core.tags import content_identifiers
+from veil.core.types import ContextItem
 
 POINTER_ALLOWANCE = 20.0
 """Tokens added to a group's size in its value (about one pointer stub), so tiny items do not
 win by size alone."""
-MAX_SCAN_CHARS = 20_000
-"""Characters of an item's content searched for identifiers."""
-CACHE_SIZE = 200_000
-
-_cache: OrderedDict[str, frozenset[str]] = OrderedDict()
-_lock = threading.Lock()
 
 
-def item_identifiers(item_id: str, content: str) -> frozenset[str]:
-    """Identifier tokens of an item's content (first :data:`MAX_SCAN_CHARS` characters),
-    cached by item id."""
-    with _lock:
-        found = _cache.get(item_id)
-        if found is not None:
-            _cache.move_to_end(item_id)
-            return found
-    found = frozenset(identifier_tokens(content[:MAX_SCAN_CHARS]))
-    with _lock:
-        _cache[item_id] = found
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-    return found
+def item_identifiers(item: ContextItem) -> frozenset[str]:
+    """``item.identifiers``, computed from its content and kept on the item when the core has
+    not done it at capture (items read back from the store)."""
+    if item.identifiers is None:
+        item.identifiers = content_identifiers(item.content)
+    return item.identifiers
 
 
 def eviction_order(
@@ -84,7 +69,7 @@ def eviction_order(
     picks = np.flatnonzero(candidates)
     if len(picks) == 0:
         return picks
-    ids = [item_identifiers(item.id, item.content) for item in items]
+    ids = [item_identifiers(item) for item in items]
     covered: set[str] = set()
     for pos in np.flatnonzero(staying).tolist():
         covered |= ids[pos]

@@ -4,9 +4,10 @@ Terms (all sizes in tokens, times in seconds, steps as ``ContextItem.step``):
 
 * **Group**: items sharing a ``tool_call_id`` (a call and its result); an item without one is a
   group of its own. A group leaves whole or not at all; its size is the sum of its members'.
-* **Protected window**: items with ``step > current_step - protected_turns``, i.e. the last
+* **Protected window**: turns with ``step > current_step - protected_turns``, i.e. the last
   ``protected_turns`` (12) steps ``current_step - 11 .. current_step`` (DESIGN.md: a turn is a
-  step). ``protected_turns = 0`` protects nothing by step.
+  step), and other items (tool results) with ``step > current_step - protected_results`` (also
+  12 by default). 0 protects nothing by step.
 * **Blocked**: a group with a member that is pinned, of kind ``correction`` or ``intent``, a
   turn whose kind weighs 0 (``context.turnWeights``), or inside the protected window. Stages 1-3
   never pick a blocked group.
@@ -39,8 +40,12 @@ nothing that way is never evicted:
    if the budget still cannot be met, the report says by how much. Nothing is dropped: every
    evicted item goes to the warm tier (``to_warm``).
 
-Stages 2-4 sort once and take a prefix of the order (a cumulative sum and a binary search), with
-no re-ranking after each pick. Everything is deterministic.
+Ranking of stages 2-3: with ``context.coverage`` (default) the candidate groups are ordered by
+:func:`veil_fsrs.coverage.eviction_order` (groups that add no identifier the prompt does not
+already hold leave first, then the lowest new-identifiers-per-token value, weighted by
+``1 - e``); without it, or beyond :data:`COVERAGE_MAX_GROUPS` candidates, by ``e`` alone.
+Stages 2-4 then take a prefix of that order (a cumulative sum and a binary search), with no
+re-ranking after each pick. Everything is deterministic.
 """
 
 from __future__ import annotations
