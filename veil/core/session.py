@@ -188,16 +188,15 @@ class Session:
                     tc["function"]["name"] + tc["function"].get("arguments", "")
                     for tc in msg["tool_calls"]
                 )
-            key = (model.name, text)
-            if key not in self._token_cache:
-                self._token_cache[key] = model.count_tokens(text) if text else 0
-            total += self._token_cache[key] + self.message_overhead_tokens
+            total += self._cached_count(model, text) + self.message_overhead_tokens
         return total
 
     def count_text(self, text: str) -> int:
         """Tokens of ``text`` with the main model's tokenizer, through the same cache as
         :meth:`count_tokens`: counting a tool result at capture pays for the prompt's count."""
-        model = self.veil.llm.model_for("main", self.model)
+        return self._cached_count(self.veil.llm.model_for("main", self.model), text)
+
+    def _cached_count(self, model: Any, text: str) -> int:
         key = (model.name, text)
         if key not in self._token_cache:
             self._token_cache[key] = model.count_tokens(text) if text else 0

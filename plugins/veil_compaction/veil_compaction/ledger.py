@@ -103,13 +103,13 @@ def record(messages: list[Message]) -> dict[str, list[str]]:
             if isinstance(path, str) and path:
                 (modified if name in _WRITE_TOOLS else read).append(path)
             command = args.get("command")
+            outcome = _outcome(result)
             if isinstance(command, str) and command.strip():
                 wrote, looked = _command_files(command)
                 modified += wrote
                 read += looked
                 first = command.strip().splitlines()[0]
-                commands.append(f"`{_clip(first)}` ({_outcome(result)})")
-            outcome = _outcome(result)
+                commands.append(f"`{_clip(first)}` ({outcome})")
             if outcome not in ("ok", "exit 0"):
                 found = _ERROR_LINE.findall(result)
                 if found:
