@@ -9,7 +9,9 @@ The bundled model reads prompts at ~40-60 tokens/s on one CPU thread, so each co
 8k-token context costs minutes: the default replays the two shortest mini-swe-agent sessions.
 ``--small`` (CI) replays the first 8 steps of the shortest one at a 2,500-token budget, which
 forces one small compaction. The summaries the model wrote are saved as JSON (``--summaries``)
-so a reader can judge them. Prints a table.
+so a reader can judge them. Eviction is off (``veil_fsrs_evict`` blocked): veil's eviction
+keeps the prompt under the full-compaction trigger, so with it on compaction would rarely run.
+Prints a table.
 """
 
 from __future__ import annotations
@@ -94,6 +96,9 @@ def main() -> int:
                 budget,
                 project_dir=project,
                 compaction="full",
+                # eviction keeps the prompt under the full-compaction trigger; without it the
+                # prompt reaches the trigger and full compaction alone is measured
+                disable=("veil_fsrs_evict",),
                 summariser=summariser,
                 max_steps=steps,
             )

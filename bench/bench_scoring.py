@@ -143,13 +143,11 @@ def make_items(count: int, seed: int = 0) -> list[ContextItem]:
         items = _synthetic(size, rng)
         batch = ItemBatch(items)
         step = max(i.step for i in items)
-        # Under pressure (used = budget) with every score 1, only stage 1 (stale) can pick:
-        # the steady state has no stale single-use results left (else a pass evicts ~30%).
+        # Under pressure (one token over budget) stage 1 takes every stale single-use result:
+        # the steady state has none left (else a pass evicts ~30%).
         used = int(sum(i.tokens for i in items))
-        stale = evict_plugin.evict(
-            session_for(step), batch, np.ones(len(batch)), used, used
-        ).to_warm
-        gone = set(stale)
+        plan = evict_plugin.evict(session_for(step), batch, np.ones(len(batch)), used - 1, used)
+        gone = {item_id for item_id, reason in plan.reasons.items() if reason == "stale"}
         live = [i for i in items if i.id not in gone]
         if len(live) >= count:
             return live[len(live) - count :]  # the newest ``count``

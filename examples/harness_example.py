@@ -36,7 +36,7 @@ def fake_model(messages: list[dict], step: int) -> dict:
             for m in messages
             if m["role"] == "tool" and m["content"].startswith("[evicted")
         )
-        pointer = stub.split(": ", 1)[1].split(" ", 1)[0]
+        pointer = stub.rstrip("]").rsplit(" ", 1)[1]  # "[evicted 812 tokens item_…]"
         return {
             "role": "assistant",
             "content": "Loading the first part back.",

@@ -27,7 +27,8 @@ from veil_fsrs.eviction import plan_eviction  # noqa: E402
 from veil_fsrs.scoring import score_items  # noqa: E402
 
 NOW = 1_750_000_000.0
-SETTINGS = ContextSettings()
+# The golden plan below was recorded with these settings (results protected for 12 steps).
+SETTINGS = ContextSettings.model_validate({"protectedResults": 12})
 KINDS = ("episodic", "fact", "procedural", "decision", "action", "intent", "correction", "oddity")
 SOURCES = ("user", "assistant", "tool_call", "tool_result", "memory")
 TAGS = tuple("abcdefghij")

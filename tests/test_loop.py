@@ -212,10 +212,9 @@ def test_eviction_replaces_content_by_a_pointer_and_keeps_the_call(make_veil, pr
     tool_msgs = [m for m in sent if m["role"] == "tool"]
     assert len(tool_msgs) == 1 and tool_msgs[0]["tool_call_id"] == "r1"
     assert len(tool_msgs[0]["content"]) < 400  # a stub, not the 750-character result
-    assert re.fullmatch(
-        r"\[evicted \d+ tokens: veil_hydrate item_[0-9a-f]{12}\]", tool_msgs[0]["content"]
-    )
-    assert "veil_hydrate" in tool_msgs[0]["content"]
+    assert re.fullmatch(r"\[evicted \d+ tokens item_[0-9a-f]{12}\]", tool_msgs[0]["content"])
+    # the manifest says once how a stub is followed back
+    assert "veil_hydrate(id)" in sent[0]["content"]
     # stored history is untouched and the event log recorded the eviction
     assert "SECRET-CONTENT" in session.messages[2]["content"]
     events = veil.store.events(session.id, ("evict",))
@@ -327,3 +326,59 @@ def test_without_a_compaction_plugin_the_refusal_reaches_the_caller(make_veil):
     veil = make_veil([too_long])
     with pytest.raises(ContextWindowExceededError):
         veil.run_turn(veil.new_session(), "hi")
+
+
+def test_an_evicted_turn_takes_its_tool_call_arguments_with_it(make_veil):
+    from veil.core.context import kept_messages
+    from veil.core.loop import capture
+    from veil.core.types import CaptureEvent
+
+    veil = make_veil([])
+    session = veil.new_session()
+    arguments = json.dumps({"path": "src/very/long/path/module.py", "start": 1, "end": 400})
+    msg = {
+        "role": "assistant",
+        "content": "I will read the module.",
+        "tool_calls": [
+            {"id": "r1", "type": "function", "function": {"name": "read", "arguments": arguments}}
+        ],
+    }
+    idx = session.append(msg)
+    [turn] = capture(session, CaptureEvent("assistant", msg, 1, message_index=idx))
+    session.append({"role": "tool", "tool_call_id": "r1", "content": "x = 1"})
+    # the turn item costs what its message costs in the prompt: content, name and arguments
+    assert turn.tokens == session.count_tokens([msg]) - session.message_overhead_tokens
+    session.apply_eviction(EvictionPlan(to_warm=[turn.id]))
+    sent = kept_messages(session)
+    assert sent[0]["content"] == f"[evicted turn {turn.id}]"
+    [call] = sent[0]["tool_calls"]
+    assert call["id"] == "r1" and call["function"]["name"] == "read"
+    assert json.loads(call["function"]["arguments"]) == {"evicted": turn.id}
+    assert sent[1] == {"role": "tool", "tool_call_id": "r1", "content": "x = 1"}
+    assert session.messages[idx]["tool_calls"][0]["function"]["arguments"] == arguments
+
+
+def test_eviction_keeps_the_prompt_under_the_full_compaction_trigger(make_veil):
+    seen = []
+
+    class Spy:
+        @hookimpl
+        def score(self, session, items, task_tags, now):
+            return [0.5] * len(items)
+
+        @hookimpl
+        def evict(self, session, items, scores, budget_tokens, used_tokens):
+            seen.append(budget_tokens)
+            return EvictionPlan()
+
+    veil = make_veil(
+        ["done"],
+        plugins=[("spy", Spy())],
+        settings={"compaction": {"threshold": 0.5}, "loop": {"completionReserve": 100}},
+        context_window=8000,
+    )
+    session = veil.new_session()
+    veil.run_turn(session, "hello")
+    fixed = session.count_tokens([veil.model.calls[0][0]])  # the system message sent
+    # min(8000 - 100, 0.5 x 8000) = 4000 tokens for the prompt, less the system message
+    assert seen and seen[0] == 4000 - fixed

@@ -39,7 +39,11 @@ def test_defaults_are_the_seeds(project):
         0.15,
         0.15,
     )
-    assert s.context.controller.threshold == 0.7 and s.context.protected_turns == 12
+    assert s.context.protected_turns == 12
+    # DESIGN.md's reference controller (0.7 within [0.6, 0.85]) was retuned with the replay
+    # (bench/RESULTS.md): veil evicts at the budget, down to 0.95 on bursts of evictions.
+    controller = s.context.controller
+    assert (controller.threshold, controller.min, controller.max) == (1.0, 0.95, 1.0)
     assert (s.http.host, s.http.port) == ("127.0.0.1", 5051)
 
 

@@ -163,7 +163,9 @@ def evict(
 
     Args:
         items: the live items, aligned with ``scores``.
-        scores: the answer of ``score``.
+        scores: the answer of ``score`` as a :class:`~veil.core.types.LazyScores` (a sequence
+            of floats, also readable with ``np.asarray``): scoring runs when it is first read,
+            so a policy that sees no pressure should return before reading it.
         budget_tokens: tokens the messages may take in the prompt.
         used_tokens: tokens they take now.
 

@@ -10,11 +10,12 @@ by pointer stubs). Nothing here changes the stored history.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from veil.core.elision import elide_repeats
-from veil.core.types import CompactRequest, ContextItem, Message, PromptSection
+from veil.core.types import CompactRequest, ContextItem, LazyScores, Message, PromptSection
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
@@ -44,17 +45,29 @@ class Prompt:
 
 
 def pointer_stub(item: ContextItem, preview_chars: int = 48) -> str:
-    """The short stub that stands for an evicted item in the prompt (~15-30 tokens).
+    """The short stub that stands for an evicted item in the prompt (about 13-15 tokens in
+    cl100k_base; the manifest says once how to follow one: ``veil_hydrate(id)``).
 
-    A tool result's call stays visible next to it, so its stub holds only the id and size; an
-    evicted turn keeps a short preview. Examples: ``[evicted 812 tokens: veil_hydrate
-    item_ab12cd34ef56]``, ``[evicted turn "I will patch parse()…": veil_hydrate item_…]``.
+    A tool result's call stays visible next to it, so its stub holds only the size and the
+    id: ``[evicted 812 tokens item_ab12cd34ef56]``; an evicted turn: ``[evicted turn
+    item_ab12cd34ef56]``. An item in cold storage also keeps a preview of ``preview_chars``
+    characters (issue 3: the cold tier hands back an id and a preview): ``[cold "I will patch
+    parse()…" item_ab12cd34ef56]``. Stubs cost prompt tokens on every step (replay: about 20
+    stubs per step at an 8k budget), which is why they are this short.
     """
+    if item.tier == "cold":
+        preview = " ".join(item.content.split())[:preview_chars]
+        more = "…" if len(item.content) > preview_chars else ""
+        return f'[cold "{preview}{more}" {item.id}]'
     if item.source == "tool_result":
-        return f"[evicted {item.tokens} tokens: veil_hydrate {item.id}]"
-    preview = " ".join(item.content.split())[:preview_chars]
-    more = "…" if len(item.content) > preview_chars else ""
-    return f'[evicted turn "{preview}{more}": veil_hydrate {item.id}]'
+        return f"[evicted {item.tokens} tokens {item.id}]"
+    return f"[evicted turn {item.id}]"
+
+
+def is_turn_stub(content: str) -> bool:
+    """True when ``content`` is the stub of an evicted (or cold) turn made by
+    :func:`pointer_stub`."""
+    return content.startswith(("[evicted turn item_", '[cold "')) and content.endswith("]")
 
 
 def system_sections(session: Session) -> list[PromptSection]:
@@ -88,10 +101,25 @@ def _stubbed(session: Session) -> tuple[list[int], list[Message]]:
     stubs = session.stubs
     idxs = list(range(session.compact_size, len(session.messages)))
     msgs = [
-        {**session.messages[i], "content": stubs[i]} if i in stubs else session.messages[i]
+        _with_stub(session.messages[i], stubs[i]) if i in stubs else session.messages[i]
         for i in idxs
     ]
     return idxs, msgs
+
+
+def _with_stub(message: Message, stub: str) -> Message:
+    """``message`` with its content replaced by ``stub``. An evicted assistant turn's item holds
+    its tool calls' arguments too (:func:`veil.core.capture.assistant_text`), so those leave
+    with it: each call keeps its id and name (its result stays paired) and its arguments become
+    ``{"evicted": "<item id>"}``, valid JSON for every provider."""
+    out = {**message, "content": stub}
+    calls = message.get("tool_calls")
+    if calls and message.get("role") == "assistant":
+        marker = json.dumps({"evicted": stub.rstrip("]").rsplit(" ", 1)[-1]})
+        out["tool_calls"] = [
+            {**tc, "function": {**tc.get("function", {}), "arguments": marker}} for tc in calls
+        ]
+    return out
 
 
 def repair_pairing(messages: list[Message]) -> list[Message]:
@@ -242,11 +270,14 @@ def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> l
     if not veil.context_layer_on or not session.live_items:
         return []
     now = session.clock()
-    scores = veil.pm.hook.score(
-        session=session, items=session.live_items, task_tags=session.task_tags, now=now
+    items = session.live_items
+    # Scored when the policy first reads them: an idle pass (no pressure) costs no scoring.
+    scores = LazyScores(
+        lambda: veil.pm.hook.score(
+            session=session, items=items, task_tags=session.task_tags, now=now
+        ),
+        len(items),
     )
-    if scores is None:
-        return []
     plan = veil.pm.hook.evict(
         session=session,
         items=session.live_items,
@@ -254,9 +285,43 @@ def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> l
         budget_tokens=budget_tokens,
         used_tokens=used_tokens,
     )
-    if plan is None or not (plan.to_warm or plan.to_cold):
+    if plan is None or not (plan.to_warm or plan.to_cold or plan.to_live):
         return list(plan.report) if plan else []
     return session.apply_eviction(plan)
+
+
+def _fit(
+    session: Session, budget: int, notes: list[str], *, page_in: bool
+) -> tuple[list[Message], int, bool]:
+    """Masking, elision and eviction rounds until the kept messages fit ``budget`` tokens (or
+    the policy finds nothing more to move). Returns ``(messages, tokens elision saved, whether
+    any item moved)``; appends the policy's notes to ``notes``."""
+    full = _masked(session)
+    messages, saved = _elided(session, full, budget)
+    moved_any = False
+    for round_number in range(MAX_EVICTION_ROUNDS):
+        # Eviction counts in whole items (their own token counts): what elision saved is
+        # room it may use, so an elided prompt is not evicted as if it were whole. Evicting
+        # the newer copy of a repeat brings the older one back, so the saving can shrink; the
+        # last rounds grant none, and a prompt that fits whole fits elided.
+        allowance = saved if round_number < MAX_EVICTION_ROUNDS - 2 else 0
+        used = _message_tokens(session, full)
+        # Page-in (the policy re-selecting the working set) only in the first round: later
+        # rounds only correct a plan's estimate downwards, so the rounds cannot oscillate.
+        session.page_in_open = page_in and round_number == 0
+        try:
+            moved = manage_pressure(session, budget + allowance, used)
+        finally:
+            session.page_in_open = False
+        notes += moved
+        if not any(n.startswith(("evicted", "paged in")) for n in moved):
+            break
+        moved_any = True
+        full = _masked(session)
+        messages, saved = _elided(session, full, budget)
+        if _message_tokens(session, messages) <= budget:
+            break
+    return messages, saved, moved_any
 
 
 def build_prompt(session: Session) -> Prompt:
@@ -280,27 +345,24 @@ def build_prompt(session: Session) -> Prompt:
     if session.compact_summary:
         summary_msgs = [{"role": "system", "content": SUMMARY_PREFIX + session.compact_summary}]
     fixed_tokens = _message_tokens(session, [system_msg, *summary_msgs])
-    budget = max(256, window - settings.loop.completion_reserve - fixed_tokens)
+    # Eviction keeps the prompt under the full-compaction trigger (compaction.threshold x the
+    # window): eviction is the first line, full compaction the fallback when it cannot keep up.
+    room = min(window - settings.loop.completion_reserve, settings.compaction.threshold * window)
+    budget = max(256, int(room) - fixed_tokens)
     if settings.context.budget_tokens:
         budget = min(budget, settings.context.budget_tokens)
 
-    full = _masked(session)
-    messages, saved = _elided(session, full, budget)
-    for round_number in range(MAX_EVICTION_ROUNDS):
-        # Eviction counts in whole items (their own token counts): what elision saved is
-        # room it may use, so an elided prompt is not evicted as if it were whole. Evicting
-        # the newer copy of a repeat brings the older one back, so the saving can shrink; the
-        # last rounds grant none, and a prompt that fits whole fits elided.
-        allowance = saved if round_number < MAX_EVICTION_ROUNDS - 2 else 0
-        used = _message_tokens(session, full)
-        moved = manage_pressure(session, budget + allowance, used)
-        notes += moved
-        if not moved or not any(n.startswith("evicted") for n in moved):
-            break
-        full = _masked(session)
-        messages, saved = _elided(session, full, budget)
-        if _message_tokens(session, messages) <= budget:
-            break
+    messages, saved, moved_any = _fit(session, budget, notes, page_in=True)
+    if moved_any:
+        # The manifest counts what is loaded: build it again after the pass. When it grew
+        # (the first eviction adds the line on how to follow stubs), the messages fit the
+        # smaller room left, without page-in.
+        sections = system_sections(session)
+        system_msg = {"role": "system", "content": "\n\n".join(s.text for s in sections)}
+        grown = _message_tokens(session, [system_msg, *summary_msgs]) - fixed_tokens
+        if grown > 0 and _message_tokens(session, messages) > budget - grown:
+            messages, saved, _ = _fit(session, max(1, budget - grown), notes, page_in=False)
+        fixed_tokens += grown
     if saved:
         notes.append(f"elided repeated lines: {saved} tokens")
 

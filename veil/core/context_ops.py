@@ -82,6 +82,7 @@ def _make_live(session: Session, item: ContextItem) -> None:
         return
     previous = item.tier
     item.tier = "live"
+    session.paged_out.pop(item.id, None)
     session.veil.store.update_item(item.id, tier="live")
     if item.session_id == session.id and item.message_index is not None:
         session.stubs.pop(item.message_index, None)
@@ -153,8 +154,9 @@ def demote(session: Session, item_id: str, tier: str = "warm") -> ContextItem:
     if item.tier == "live":
         plan = EvictionPlan(reasons={item.id: "demoted by the model"})
         (plan.to_cold if tier == "cold" else plan.to_warm).append(item.id)
-        session.apply_eviction(plan)
+        session.apply_eviction(plan, pageable=False)
     elif item.tier != tier:
+        session.paged_out.pop(item.id, None)
         session.veil.store.update_item(item.id, tier=tier)
         session.veil.tiers.on_moved([item], tier)
         item.tier = tier
@@ -211,6 +213,7 @@ def forget(session: Session, item_id: str) -> ContextItem:
         raise BadRequest(f"id: {item.id} is pinned; unpin it first")
     if item.tier == "live":
         demote(session, item.id, "cold")
+    session.paged_out.pop(item.id, None)
     session.veil.tiers.forget(item.id)
     session.veil.store.update_item(item.id, tier="cold", kind=item.kind)
     _log(session, "forget", item)

@@ -75,12 +75,23 @@ def capture(session: Session, event: CaptureEvent) -> list[ContextItem]:
         if item.tool_call_id is None:
             item.tool_call_id = event.tool_call_id
         if not item.tokens:
-            item.tokens = session.count_text(item.content) if item.content else 0
+            item.tokens = _prompt_cost(session, item)
         if item.identifiers is None:
             item.identifiers = content_identifiers(item.content)
         item.created_at = item.last_access = now
     session.add_items(items)
     return items
+
+
+def _prompt_cost(session: Session, item: ContextItem) -> int:
+    """Tokens an item costs in the prompt, which is what evicting it frees. An assistant turn
+    costs what its message costs as the session counts it (content, and tool-call arguments
+    where the session counts those: a replay's recorded content already holds the command);
+    any other item its content."""
+    if item.source == "assistant" and item.message_index is not None:
+        message = session.messages[item.message_index]
+        return max(0, session.count_tokens([message]) - session.message_overhead_tokens)
+    return session.count_text(item.content) if item.content else 0
 
 
 def run_turn(

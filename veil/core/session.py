@@ -68,6 +68,10 @@ class Session:
         self._token_cache: dict[tuple[str, str], int] = {}
         # message index -> pointer stub, for items that left the prompt
         self.stubs: dict[int, str] = {}
+        # items eviction passes moved to warm in this process: the policy may page them back in
+        # (context.pageIn); build_prompt opens that door on the first eviction round only
+        self.paged_out: dict[str, ContextItem] = {}
+        self.page_in_open = False
         if resumed:
             for item in veil.store.items(self.id, ("warm", "cold")):
                 self._stub_item(item)
@@ -255,19 +259,41 @@ class Session:
         self.live_items.remove_ids({i.id for i in gone})  # incremental: columns compacted
         self.veil.tiers.on_moved(gone, "warm")
 
-    def apply_eviction(self, plan: Any) -> list[str]:
+    def page_in_candidates(self) -> list[ContextItem]:
+        """This session's items that eviction passes moved to the warm tier and that may come
+        back (``EvictionPlan.to_live``), oldest first; empty when ``context.pageIn`` is off or
+        the prompt builder has not opened page-in for this pass. Items demoted or forgotten by
+        hand, hydrated since, or evicted before this process opened the session are not
+        offered."""
+        if not (self.page_in_open and self.config.settings.context.page_in):
+            return []
+        return list(self.paged_out.values())
+
+    def apply_eviction(self, plan: Any, *, pageable: bool = True) -> list[str]:
         """Move the items of an :class:`~veil.core.types.EvictionPlan` out of the prompt.
 
         Tiers change in one transaction with one ``evict`` event in the event log whose payload
         lists every moved item (``{"items": [{"id", "tier", "reason", "toolCallId",
-        "messageIndex"}], "threshold"}``), and an ``eviction`` render event names the same items
-        (front ends dim their tool calls).
+        "messageIndex"}], "threshold"}``; paged-in items are listed with tier ``live``), and an
+        ``eviction`` render event names the same items (front ends dim their tool calls).
+
+        Args:
+            plan: the policy's answer; ``to_live`` may only name items of
+                :meth:`page_in_candidates`, others are ignored.
+            pageable: items moved to warm become page-in candidates (False for a demotion by
+                hand: the model asked for them to leave).
+
         Returns notes for front ends.
         """
         by_id = {item.id: item for item in self.live_items}
         moves = [(i, "warm") for i in plan.to_warm] + [(i, "cold") for i in plan.to_cold]
         moved = [(by_id[i], tier) for i, tier in moves if i in by_id]
-        if not moved:
+        back = [
+            self.paged_out[i]
+            for i in dict.fromkeys(getattr(plan, "to_live", ()))
+            if i in self.paged_out
+        ]
+        if not moved and not back:
             return list(plan.report)
         store = self.veil.store
         entries = [
@@ -279,8 +305,17 @@ class Session:
                 "messageIndex": item.message_index,
             }
             for item, tier in moved
+        ] + [
+            {
+                "id": item.id,
+                "tier": "live",
+                "reason": plan.reasons.get(item.id, ""),
+                "toolCallId": item.tool_call_id,
+                "messageIndex": item.message_index,
+            }
+            for item in back
         ]
-        call_ids = {item.tool_call_id for item, _ in moved}
+        call_ids = {entry["toolCallId"] for entry in entries}
         # One transaction for the tiers, the event log and the recall index (a crash leaves the
         # whole pass or none of it); one event per pass, listing every item it moved.
         with store.transaction() as conn:
@@ -305,11 +340,31 @@ class Session:
             )
             for tier in ("warm", "cold"):  # index / compress; embedding waits for the next search
                 self.veil.tiers.on_moved([item for item, t in moved if t == tier], tier)
+            if back:
+                ids = [item.id for item in back]
+                conn.execute(
+                    f"UPDATE items SET tier = 'live' WHERE id IN ({','.join('?' * len(ids))})",
+                    ids,
+                )
+                for item in back:
+                    self.veil.tiers.on_hydrated(item, "warm")
         gone = {item.id for item, _ in moved}
         for item, tier in moved:
             item.tier = tier
             self._stub_item(item)
+            if tier == "warm" and pageable:
+                self.paged_out[item.id] = item
         self.live_items.remove_ids(gone)  # incremental: columns compacted, not rebuilt
+        for item in back:
+            del self.paged_out[item.id]
+            item.tier = "live"
+            if item.message_index is not None:
+                self.stubs.pop(item.message_index, None)
+        if back:
+            self.live_items.extend(back)
         self.turn_embeddings.start()  # under pressure now: old turns may need the rescue
         self.emit("eviction", items=entries, threshold=plan.threshold, report=list(plan.report))
-        return [f"evicted {len(moved)} item(s)"] + list(plan.report)
+        notes = [f"evicted {len(moved)} item(s)"] if moved else []
+        if back:
+            notes.append(f"paged in {len(back)} item(s)")
+        return notes + list(plan.report)

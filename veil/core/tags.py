@@ -49,8 +49,20 @@ output are found well within it, and the scan stays bounded (tens of microsecond
 def paths_in(text: str) -> list[str]:
     """File paths with a known code/text extension in ``text`` (its first
     :data:`TARGET_SCAN_CHARS` characters), in first-seen order, each once."""
+    return _paths(_runs(text))
+
+
+def _runs(text: str) -> list[str]:
+    """Distinct path-or-symbol-shaped runs of the scanned text, in first-seen order (the
+    scan and the de-duplication run in C)."""
+    return list(dict.fromkeys(_CANDIDATE.findall(text[:TARGET_SCAN_CHARS])))
+
+
+def _paths(runs: list[str]) -> list[str]:
     found: dict[str, None] = {}
-    for run in _CANDIDATE.findall(text[:TARGET_SCAN_CHARS]):
+    for run in runs:
+        if "." not in run:
+            continue  # a path needs its extension
         run = run.rstrip(".-/")
         path = _PATH.fullmatch(run)
         if path and path.group(1).lower() in _CODE_EXT:
@@ -62,10 +74,11 @@ def extract_targets(text: str, limit: int = 32) -> list[str]:
     """File paths (with a known code/text extension) and dotted / snake_case / CamelCase symbols
     mentioned in the first :data:`TARGET_SCAN_CHARS` characters of ``text``, paths first, in
     first-seen order, at most ``limit``."""
-    seen = dict.fromkeys(paths_in(text))
-    # One fast scan for path-or-symbol-shaped runs; each distinct run is then classified alone
-    # (a full regex search per pattern over the whole text costs ~0.2 ms per 3 KB).
-    for run in dict.fromkeys(_CANDIDATE.findall(text[:TARGET_SCAN_CHARS])):
+    runs = _runs(text)
+    seen = dict.fromkeys(_paths(runs))
+    # Each distinct run is classified alone (a full regex search per pattern over the whole
+    # text costs ~0.2 ms per 3 KB).
+    for run in runs:
         if len(seen) >= limit:
             break
         run = run.rstrip(".-/")

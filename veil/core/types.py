@@ -6,9 +6,11 @@ everything here is a dataclass so plugins need nothing but the standard library 
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -37,9 +39,28 @@ ITEM_KINDS = (
 TIERS = ("live", "warm", "cold")
 
 
+_id_source: random.Random | None = None
+
+
 def new_id(prefix: str) -> str:
-    """Return a fresh identifier such as ``item_3f2a9c0e1b7d`` (12 hex characters after the prefix)."""
+    """Return a fresh identifier such as ``item_3f2a9c0e1b7d`` (12 hex characters after the prefix):
+    random (uuid4), or from the generator :func:`seeded_ids` installed."""
+    if _id_source is not None:
+        return f"{prefix}_{_id_source.getrandbits(48):012x}"
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+@contextmanager
+def seeded_ids(source: random.Random) -> Iterator[None]:
+    """Within the block, :func:`new_id` draws from ``source`` instead of uuid4 (replays: an id's
+    tokens count in the prompt through pointer stubs, so random ids would make two runs of the
+    same recording differ by a token here and there). Not thread-safe; restores on exit."""
+    global _id_source
+    previous, _id_source = _id_source, source
+    try:
+        yield
+    finally:
+        _id_source = previous
 
 
 @dataclass
@@ -358,6 +379,8 @@ class EvictionPlan:
     Attributes:
         to_warm: ids moved from live to the warm cache (content replaced by a pointer).
         to_cold: ids moved to cold storage.
+        to_live: ids of this session's evicted (warm) items brought back into the prompt: a
+            policy that re-selects the working set pages them in (their stubs go away).
         reasons: id -> short reason (``"stale"``, ``"low score"``, ``"over budget"``...).
         threshold: the pressure threshold the policy used, in [0, 1].
         report: human-readable notes (e.g. protected items replaced because of the hard budget).
@@ -365,6 +388,56 @@ class EvictionPlan:
 
     to_warm: list[str] = field(default_factory=list)
     to_cold: list[str] = field(default_factory=list)
+    to_live: list[str] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
     threshold: float | None = None
     report: list[str] = field(default_factory=list)
+
+
+class LazyScores(Sequence[float]):
+    """Retention scores computed on first read: what the ``evict`` hook receives as ``scores``.
+
+    An eviction policy that finds no pressure returns before reading them, so an idle pass (most
+    tool calls) costs no scoring. Reading it in any way (``len`` excepted: that is the number of
+    items), ``np.asarray(scores)`` included, runs ``compute`` once and keeps the result.
+
+    Args:
+        compute: returns the scores, one float in [0, 1] per item (the ``score`` hook's answer).
+        size: the number of items.
+
+    Raises:
+        ValueError: on first read, when ``compute`` returns None (no scorer answered).
+    """
+
+    def __init__(self, compute: Callable[[], Any], size: int) -> None:
+        self._compute = compute
+        self._size = size
+        self._values: Any = None
+
+    @property
+    def computed(self) -> bool:
+        """Whether the scores were read (and so computed) already."""
+        return self._values is not None
+
+    def values(self) -> Any:
+        """The scores (computed now if they were not yet)."""
+        if self._values is None:
+            values = self._compute()
+            if values is None:
+                raise ValueError("scores: no score implementation answered")
+            self._values = values
+        return self._values
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.values()[index]
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(self.values())
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np
+
+        return np.asarray(self.values(), dtype=dtype)

@@ -19,12 +19,15 @@ from veil_fsrs.eviction import Controller, evict_pass, plan_eviction
 
 import veil.hookspecs
 from veil.core.items import ItemBatch
-from veil.core.settings import ContextSettings, ControllerSettings
+from veil.core.settings import ContextSettings, ControllerSettings, design_reference_context
 from veil.core.types import ITEM_KINDS, ContextItem
 
 NOW = 1_750_000_000.0
 STEP = 100  # current step: the protected window is steps 89..100
 PROTECTED = "over budget: protected"
+
+
+reference_settings = design_reference_context  # the values these tests were worked out on
 
 
 def item(name: str, **fields) -> ContextItem:
@@ -43,7 +46,7 @@ def item(name: str, **fields) -> ContextItem:
 
 
 def plan(items, scores, budget, used, threshold=0.7, **kwargs):
-    kwargs.setdefault("settings", ContextSettings())
+    kwargs.setdefault("settings", reference_settings())
     kwargs.setdefault("current_step", STEP)
     kwargs.setdefault("now", NOW)
     return plan_eviction(ItemBatch(items), scores, budget, used, threshold=threshold, **kwargs)
@@ -152,9 +155,9 @@ def test_protected_items_are_never_picked_by_stages_1_to_3():
 
 def test_protected_window_follows_the_setting():
     items = [item("step95", step=95), item("step96", step=96)]
-    narrow = ContextSettings.model_validate({"protectedResults": 5})  # steps 96..100
+    narrow = reference_settings({"protectedResults": 5})  # steps 96..100
     assert plan(items, [0.0, 0.0], 1000, 2000, settings=narrow).to_warm == ["step95"]
-    off = ContextSettings.model_validate({"protectedResults": 0})
+    off = reference_settings({"protectedResults": 0})
     assert plan(items, [0.0, 0.0], 1000, 2000, settings=off).to_warm == ["step95", "step96"]
 
 
@@ -166,7 +169,7 @@ def test_turns_and_tool_results_have_their_own_windows():
         item("result95", step=95, source="tool_result", tool_call_id="c95"),
         item("result99", step=99, source="tool_result", tool_call_id="c99"),
     ]
-    settings = ContextSettings.model_validate({"protectedTurns": 12, "protectedResults": 2})
+    settings = reference_settings({"protectedTurns": 12, "protectedResults": 2})
     result = plan(items, [0.0, 0.0, 0.0], 250, 300, settings=settings)
     assert result.to_warm == ["result95"]  # the turn of step 95 and the step-99 result stay
 
@@ -201,7 +204,7 @@ def test_turns_score_by_kind():
     assert result.to_warm == ["exploration", "status", "decision"]
     assert result.reasons["decision"] == "over budget"
     # A zero turn weight set by configuration protects that kind of turn.
-    no_status = ContextSettings.model_validate({"turnWeights": {"status": 0}})
+    no_status = reference_settings({"turnWeights": {"status": 0}})
     result = plan(items, scores, budget=1000, used=1250, settings=no_status)
     assert result.to_warm == ["exploration", "decision"]
 
@@ -321,12 +324,30 @@ def test_budget_that_cannot_be_met_is_reported_not_hidden():
     assert len(result.report) == 2
 
 
+def test_an_idle_pass_does_not_read_the_scores():
+    from veil.core.types import LazyScores
+
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return [0.1]
+
+    items = [item("a")]
+    lazy = LazyScores(compute, 1)
+    assert plan(items, lazy, 100, 70).to_warm == [] and not lazy.computed  # 70 <= 0.7 x 100
+    assert plan(items, lazy, 100, 200).to_warm == ["a"] and calls == [1]
+    assert plan(items, lazy, 100, 200).to_warm == ["a"] and calls == [1]  # computed once
+    with pytest.raises(ValueError, match="no score implementation"):
+        list(LazyScores(lambda: None, 1))
+
+
 def test_bad_arguments_are_named():
     items = [item("a")]
     with pytest.raises(ValueError, match="scores: expected 1"):
         plan(items, [0.1, 0.2], 100, 10)
     with pytest.raises(ValueError, match="scores"):
-        plan(items, [float("nan")], 100, 10)
+        plan(items, [float("nan")], 100, 200)  # read (and checked) under pressure
     with pytest.raises(ValueError, match="budget_tokens"):
         plan(items, [0.1], 0, 10)
     with pytest.raises(ValueError, match="embeddings"):
@@ -343,7 +364,9 @@ def test_bad_arguments_are_named():
 
 
 def controller(state=None) -> Controller:
-    return Controller({} if state is None else state, ControllerSettings())
+    return Controller(
+        {} if state is None else state, ControllerSettings(threshold=0.7, min=0.6, max=0.85)
+    )
 
 
 def test_controller_lowers_on_a_burst_of_pressure_evictions():
@@ -431,7 +454,7 @@ def test_controller_is_deterministic_and_json_safe():
 
 
 def test_controller_state_is_clamped_to_new_bounds():
-    c = Controller({"threshold": 0.95}, ControllerSettings())
+    c = Controller({"threshold": 0.95}, ControllerSettings(threshold=0.7, min=0.6, max=0.85))
     assert c.threshold == 0.85
 
 
@@ -445,7 +468,7 @@ def test_evict_pass_detects_evicted_items_coming_back():
         [0.9, 0.9],
         1000,
         800,  # > 0.7 x 1000: pressure, so stage 1 runs; 800 - 100 = 700 leaves stage 2 idle
-        settings=ContextSettings(),
+        settings=reference_settings(),
         controller=c,
         current_step=STEP,
         now=NOW,
@@ -459,7 +482,7 @@ def test_evict_pass_detects_evicted_items_coming_back():
         [0.9, 0.9],
         10_000,
         200,
-        settings=ContextSettings(),
+        settings=reference_settings(),
         controller=c,
         current_step=STEP,
         now=NOW + 60,
@@ -471,7 +494,7 @@ def test_evict_pass_detects_evicted_items_coming_back():
 
 
 def _session(**extra):
-    config = SimpleNamespace(settings=SimpleNamespace(context=ContextSettings()))
+    config = SimpleNamespace(settings=SimpleNamespace(context=reference_settings()))
     return SimpleNamespace(config=config, state={}, **extra)
 
 
@@ -482,9 +505,9 @@ def test_evict_hook_keeps_controller_state_in_the_session():
     result = evict_plugin.evict(
         session=session, items=ItemBatch(items), scores=scores, budget_tokens=1000, used_tokens=1250
     )
-    # A 300-token item frees 300 - 20 (its pointer stub): one leaves in stage 3, the lowest
-    # score 0.8 (1250 - 280 = 970 <= 1000). With a 96-token stub two would (1046, then 842).
-    assert evict_plugin.DEFAULT_POINTER_TOKENS == 20 == ContextSettings().pointer_tokens
+    # A 300-token item frees 300 - 14 (its pointer stub): one leaves in stage 3, the lowest
+    # score 0.8 (1250 - 286 = 964 <= 1000). With a 96-token stub two would (1046, then 842).
+    assert evict_plugin.DEFAULT_POINTER_TOKENS == 14 == ContextSettings().pointer_tokens
     assert result.to_warm == ["s1"] and result.report == []
     state = session.state["veil_fsrs"]["controller"]
     assert state["evicted"] == {"s1": NOW}
@@ -492,7 +515,7 @@ def test_evict_hook_keeps_controller_state_in_the_session():
     json.dumps(session.state)
     # context.pointerTokens is read from the settings.
     wide = _session(step=STEP, clock=lambda: NOW)
-    wide.config.settings.context = ContextSettings.model_validate({"pointerTokens": 96})
+    wide.config.settings.context = reference_settings({"pointerTokens": 96})
     result = evict_plugin.evict(
         session=wide, items=ItemBatch(items), scores=scores, budget_tokens=1000, used_tokens=1250
     )
@@ -621,7 +644,7 @@ def test_plan_invariants(batch, budget, extra, threshold, current_step, pointer_
     groups: dict[str, list[ContextItem]] = {}  # in batch order of first appearance
     for it in items:
         groups.setdefault(it.tool_call_id or f"own:{it.id}", []).append(it)
-    weights = ContextSettings().turn_weights.model_dump()
+    weights = reference_settings().turn_weights.model_dump()
 
     def strong(it: ContextItem) -> bool:  # blocked whatever its step
         return (

@@ -69,25 +69,62 @@ def eviction_order(
     picks = np.flatnonzero(candidates)
     if len(picks) == 0:
         return picks
-    ids = [item_identifiers(item) for item in items]
     covered: set[str] = set()
     for pos in np.flatnonzero(staying).tolist():
-        covered |= ids[pos]
+        covered |= item_identifiers(items[pos])
+    members = group_identifiers(items, group, picks)
+    keep, spent = keep_order(members, freed, retention, covered)
+    # spent groups leave first (lowest retention, then oldest), then the kept order reversed
+    spent.sort(key=lambda g: (float(retention[g]), g))
+    return np.array(spent + keep[::-1], dtype=np.int64)
+
+
+def group_identifiers(
+    items: ItemBatch, group: np.ndarray, picks: np.ndarray
+) -> dict[int, set[str]]:
+    """Identifiers of each group in ``picks`` (the union over its members)."""
     members: dict[int, set[str]] = {int(g): set() for g in picks.tolist()}
     for pos, g in enumerate(group.tolist()):
         bucket = members.get(g)
         if bucket is not None:
-            bucket |= ids[pos]
+            bucket |= item_identifiers(items[pos])
+    return members
+
+
+def keep_order(
+    members: dict[int, set[str]],
+    sizes: np.ndarray,
+    retention: np.ndarray,
+    covered: set[str],
+    room: float | None = None,
+) -> tuple[list[int], list[int]]:
+    """The lazy greedy for budgeted maximum coverage (see the module docstring).
+
+    Args:
+        members: group number -> its identifiers (only the groups to rank).
+        sizes: tokens per group number (what keeping it costs).
+        retention: per group number, in [0, 1].
+        covered: identifiers already in the prompt; grows with each kept group (changed in
+            place).
+        room: tokens the kept groups may take in all; a group that no longer fits is passed
+            over (neither kept nor spent) and the greedy goes on with smaller ones. None: no
+            limit.
+
+    Returns:
+        ``(keep, spent)``: the groups in the order the greedy keeps them (most new identifiers
+        per token first), and the groups that add no new identifier once their turn comes.
+    """
+    left = float("inf") if room is None else float(room)
 
     def value(g: int) -> float:
         novel = len(members[g] - covered) if members[g] else 0
-        return novel / (float(freed[g]) + POINTER_ALLOWANCE) * (0.5 + float(retention[g]))
+        return novel / (float(sizes[g]) + POINTER_ALLOWANCE) * (0.5 + float(retention[g]))
 
     # max-heap on value; ties keep the newer group (higher number) first
     heap = [(-value(g), -g) for g in members]
     heapq.heapify(heap)
     keep: list[int] = []
-    spent: list[int] = []  # groups that add nothing new once reached
+    spent: list[int] = []
     while heap:
         neg, neg_g = heapq.heappop(heap)
         g = -neg_g
@@ -98,8 +135,9 @@ def eviction_order(
         if heap and current < -heap[0][0] - 1e-15:
             heapq.heappush(heap, (-current, neg_g))  # stale value: re-rank it
             continue
+        if sizes[g] > left:
+            continue  # does not fit any more
+        left -= float(sizes[g])
         keep.append(g)
         covered |= members[g]
-    # spent groups leave first (lowest retention, then oldest), then the kept order reversed
-    spent.sort(key=lambda g: (float(retention[g]), g))
-    return np.array(spent + keep[::-1], dtype=np.int64)
+    return keep, spent

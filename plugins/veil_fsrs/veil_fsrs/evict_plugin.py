@@ -13,12 +13,16 @@ What it reads from the session (all optional except ``config``):
 * ``session.clock()``: Unix time in seconds (replay's recorded time); without it, the newest
   ``created_at`` / ``last_access`` among the items.
 * ``session.item_embeddings``: a mapping item id -> vector, for the rescue of old turns.
+* ``session.page_in_candidates()``: this session's evicted items that may come back (the
+  re-selection of :mod:`veil_fsrs.eviction`); they are scored through the ``score`` hook
+  (``session.veil.pm``) like the live items.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from veil.core.items import ItemBatch
 from veil.core.types import EvictionPlan
 from veil.hookspecs import hookimpl
 from veil_fsrs.batch_index import as_batch as _as_batch
@@ -27,9 +31,9 @@ from veil_fsrs.eviction import Controller as _Controller
 from veil_fsrs.eviction import evict_pass as _evict_pass
 
 STATE_KEY = "veil_fsrs"
-DEFAULT_POINTER_TOKENS = 20
+DEFAULT_POINTER_TOKENS = 14
 """Tokens assumed for the stub that replaces an evicted item when settings do not say
-(``context.pointerTokens``): the core's stub is an id and a size, ~15-20 tokens in cl100k_base;
+(``context.pointerTokens``): the core's stub is a size and an id, 13-15 tokens in cl100k_base;
 an item frees its tokens minus this."""
 
 
@@ -85,7 +89,30 @@ def evict(
         embeddings=getattr(session, "item_embeddings", None),
         stale_recency=_optional_setting(settings, "stale_recency", _STALE_RECENCY),
         pointer_tokens=_optional_setting(settings, "pointer_tokens", DEFAULT_POINTER_TOKENS),
+        page_in=lambda: _page_in_candidates(session),
     )
+
+
+def _page_in_candidates(session: Any) -> tuple[ItemBatch | None, Any]:
+    """The session's page-in candidates as a batch and their scores (None when it offers none
+    or no scorer answers: then the pass only evicts)."""
+    offer = getattr(session, "page_in_candidates", None)
+    if not callable(offer):
+        return None, None
+    candidates = offer()
+    if not candidates:
+        return None, None
+    batch = ItemBatch(candidates)
+    pm = getattr(getattr(session, "veil", None), "pm", None)
+    scores = None
+    if pm is not None:
+        scores = pm.hook.score(
+            session=session,
+            items=batch,
+            task_tags=getattr(session, "task_tags", frozenset()),
+            now=_now(session, batch),
+        )
+    return batch, scores
 
 
 @hookimpl

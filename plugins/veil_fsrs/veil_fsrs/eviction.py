@@ -46,11 +46,24 @@ already hold leave first, then the lowest new-identifiers-per-token value, weigh
 ``1 - e``); without it, or beyond :data:`COVERAGE_MAX_GROUPS` candidates, by ``e`` alone.
 Stages 2-4 then take a prefix of that order (a cumulative sum and a binary search), with no
 re-ranking after each pick. Everything is deterministic.
+
+**Re-selection (page-in).** When the session offers page-in candidates (items earlier passes
+evicted; ``context.pageIn``, on by default) and coverage is on, stages 2-3 become one choice
+over the live candidate groups *and* the paged-out groups: the same greedy (new identifiers per
+token, weighted by retention) fills ``threshold x budget`` less what stays whatever happens,
+passing over a group that no longer fits; live groups that add no new name stay while room
+is left. Live candidates not chosen leave (reason ``"low score"``, or ``"over budget"`` for a
+retention at or above the threshold); paged-out groups chosen come back
+(``EvictionPlan.to_live``, reason :data:`PAGED_IN`). It only runs under pressure, so between
+passes the prompt only grows at its end. Why: eviction alone is one-way, and the replay of
+recorded sessions showed that a one-way choice keeps worse sets than choosing again at every
+pass (bench/RESULTS.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -60,7 +73,7 @@ from veil.core.settings import ContextSettings
 from veil.core.types import ITEM_KINDS, EvictionPlan
 from veil_fsrs.batch_index import BatchIndex, index_for
 from veil_fsrs.controller import Controller
-from veil_fsrs.coverage import eviction_order
+from veil_fsrs.coverage import eviction_order, group_identifiers, item_identifiers, keep_order
 from veil_fsrs.fsrs import retrievability
 from veil_fsrs.rescue import max_cosine
 from veil_fsrs.scoring import SECONDS_PER_DAY
@@ -76,6 +89,8 @@ COVERAGE_MAX_GROUPS = 2_000
 coverage order costs ~10 us per group; a real session rarely has more than a few hundred)."""
 
 REASONS = {1: "stale", 2: "low score", 3: "over budget", 4: "over budget: protected"}
+PAGED_IN = "paged in"
+"""Reason recorded for an item the re-selection brings back (``EvictionPlan.to_live``)."""
 """Reason recorded in ``EvictionPlan.reasons`` for each stage."""
 
 
@@ -111,6 +126,8 @@ def plan_eviction(
     embeddings: Mapping[str, Any] | None = None,
     stale_recency: float = STALE_RECENCY,
     pointer_tokens: int = 0,
+    paged_out: ItemBatch | None = None,
+    paged_scores: Any = None,
 ) -> EvictionPlan:
     """Choose the items that leave the prompt (see the module docstring for the stages).
 
@@ -126,28 +143,35 @@ def plan_eviction(
         embeddings: optional item id -> vector (unit or not; normalised here) for the rescue.
         stale_recency: stage 1's retrievability bound.
         pointer_tokens: tokens of the stub that replaces an evicted item.
+        paged_out: items of this session that earlier passes evicted and that may come back
+            (page-in candidates; see "Re-selection" in the module docstring). None or empty:
+            eviction only.
+        paged_scores: retention scores aligned with ``paged_out`` (default 0.5 each).
 
     Returns:
-        An :class:`EvictionPlan` with ``to_warm`` (stage order), ``reasons``, ``threshold`` and
-        ``report`` (hard-budget moves, budget that cannot be met).
+        An :class:`EvictionPlan` with ``to_warm`` (stage order), ``to_live`` (paged in),
+        ``reasons``, ``threshold`` and ``report`` (hard-budget moves, budget that cannot be
+        met).
 
     Raises:
         ValueError: ``scores`` has the wrong length or non-finite values; ``budget_tokens`` <= 0
             or ``used_tokens`` < 0; embeddings of different sizes.
     """
     n = len(items)
+    if budget_tokens <= 0:
+        raise ValueError(f"budget_tokens must be > 0, got {budget_tokens!r}")
+    if used_tokens < 0:
+        raise ValueError(f"used_tokens must be >= 0, got {used_tokens!r}")
+    if len(scores) != n:
+        raise ValueError(f"scores: expected {n} values (one per item), got {len(scores)}")
+    plan = EvictionPlan(threshold=threshold)
+    if n == 0 or used_tokens <= threshold * budget_tokens:
+        return plan  # no pressure: every stage needs used > threshold x budget (scores unread)
     score = np.asarray(scores, dtype=np.float64).reshape(-1)
     if score.shape[0] != n:
         raise ValueError(f"scores: expected {n} values (one per item), got {score.shape[0]}")
     if not np.isfinite(score).all():
         raise ValueError("scores: every score must be a finite number in [0, 1]")
-    if budget_tokens <= 0:
-        raise ValueError(f"budget_tokens must be > 0, got {budget_tokens!r}")
-    if used_tokens < 0:
-        raise ValueError(f"used_tokens must be >= 0, got {used_tokens!r}")
-    plan = EvictionPlan(threshold=threshold)
-    if n == 0 or used_tokens <= threshold * budget_tokens:
-        return plan  # no pressure: every stage needs used > threshold x budget
 
     cols = items.columns()
     index = index_for(items)
@@ -200,25 +224,44 @@ def plan_eviction(
         group_e = np.full(n_groups, np.inf)
         np.minimum.at(group_e, group, evict_score)
         candidates = ~group_blocked & (stage == 0)
-        if settings.coverage and 0 < int(candidates.sum()) <= COVERAGE_MAX_GROUPS:
-            order = eviction_order(
+        n_paged = len(paged_out) if paged_out is not None else 0
+        if settings.coverage and n_paged and int(candidates.sum()) + n_paged <= COVERAGE_MAX_GROUPS:
+            used = _reselect(
+                plan,
                 items,
-                group,
+                index,
                 candidates,
-                ~candidates[group] & (stage[group] == 0),
+                stage,
                 freed,
                 1.0 - np.clip(group_e, 0.0, 1.0),
+                _paged_groups(paged_out, paged_scores, settings, pointer_tokens),
+                used=used,
+                soft_target=soft_target,
+                threshold=threshold,
             )
-            ranking = np.concatenate([order, np.flatnonzero(~candidates)])
         else:
-            ranking = np.argsort(-group_e, kind="stable")
-        low = ~group_blocked & (stage == 0) & (1.0 - group_e < threshold)
-        taken, used = _take_prefix(ranking[low[ranking]], freed, used, soft_target)
-        stage[taken] = 2
-        if used > budget:
-            rest = ~group_blocked & (stage == 0)
-            taken, used = _take_prefix(ranking[rest[ranking]], freed, used, budget)
-            stage[taken] = 3
+            if settings.coverage and 0 < int(candidates.sum()) <= COVERAGE_MAX_GROUPS:
+                order = eviction_order(
+                    items,
+                    group,
+                    candidates,
+                    ~candidates[group] & (stage[group] == 0),
+                    freed,
+                    1.0 - np.clip(group_e, 0.0, 1.0),
+                )
+                ranking = np.concatenate([order, np.flatnonzero(~candidates)])
+            else:
+                ranking = np.argsort(-group_e, kind="stable")
+            used = _stages_2_3(
+                ranking,
+                ~group_blocked & (stage == 0),
+                stage,
+                group_e,
+                freed,
+                used,
+                threshold,
+                budget,
+            )
 
     # Hard budget: window tool results, then window turns, then pinned tool results.
     if used > budget:
@@ -227,6 +270,111 @@ def plan_eviction(
     if stage.any():
         _fill_plan(plan, index, group, stage)
     return plan
+
+
+@dataclass
+class _Paged:
+    """Page-in candidates as groups: ``ids`` per group, ``cost`` (tokens it adds back: its
+    tokens less the stub it replaces), ``retention`` and ``members`` (identifiers)."""
+
+    ids: list[list[str]]
+    cost: np.ndarray
+    retention: np.ndarray
+    members: list[set[str]]
+
+
+def _paged_groups(
+    paged: ItemBatch, scores: Any, settings: ContextSettings, pointer_tokens: int
+) -> _Paged:
+    index = index_for(paged)
+    static = _static_arrays(index, settings, pointer_tokens)
+    score = (
+        np.full(len(paged), 0.5)
+        if scores is None
+        else np.clip(np.asarray(scores, dtype=np.float64).reshape(-1), 0.0, 1.0)
+    )
+    if score.shape[0] != len(paged):
+        raise ValueError(f"paged_scores: expected {len(paged)} values, got {score.shape[0]}")
+    group_e = np.full(index.n_groups, np.inf)
+    np.minimum.at(group_e, index.group, (1.0 - score) * static["turn_weight"])
+    ids: list[list[str]] = [[] for _ in range(index.n_groups)]
+    members: list[set[str]] = [set() for _ in range(index.n_groups)]
+    for pos, g in enumerate(index.group.tolist()):
+        ids[g].append(index.ids[pos])
+        members[g] |= item_identifiers(paged[pos])
+    return _Paged(ids, static["freed"], 1.0 - np.clip(group_e, 0.0, 1.0), members)
+
+
+def _reselect(
+    plan: EvictionPlan,
+    items: ItemBatch,
+    index: BatchIndex,
+    candidates: np.ndarray,
+    stage: np.ndarray,
+    freed: np.ndarray,
+    retention: np.ndarray,
+    paged: _Paged,
+    *,
+    used: float,
+    soft_target: float,
+    threshold: float,
+) -> float:
+    """Stages 2-3 as one re-selection over the live candidates and the paged-out groups (see
+    the module docstring); marks ``stage`` (2 or 3) for live groups that leave and lists the
+    paged-out ones that come back in ``plan.to_live``. Returns the new ``used``."""
+    group, n_live = index.group, index.n_groups
+    cand = np.flatnonzero(candidates)
+    covered: set[str] = set()
+    for pos in np.flatnonzero(~candidates[group] & (stage[group] == 0)).tolist():
+        covered |= item_identifiers(items[pos])
+    members = group_identifiers(items, group, cand)
+    for j, names in enumerate(paged.members):
+        members[n_live + j] = names
+    sizes = np.concatenate([freed, paged.cost])
+    keep_value = np.concatenate([retention, paged.retention])
+    base = used - float(freed[cand].sum())  # what stays whatever happens (stubs included)
+    room = soft_target - base
+    kept: set[int] = set()
+    order, spent = keep_order(members, sizes, keep_value, covered, room=max(room, 0.0))
+    kept.update(order)
+    room -= float(sum(sizes[g] for g in order))
+    # Live groups that add no new name stay while there is room: moving them gains nothing.
+    for g in sorted((g for g in spent if g < n_live), key=lambda g: -keep_value[g]):
+        if sizes[g] <= room:
+            kept.add(g)
+            room -= float(sizes[g])
+    for g in cand.tolist():
+        if g not in kept:
+            stage[g] = 2 if retention[g] < threshold else 3
+            used -= float(freed[g])
+    for g in sorted(g for g in kept if g >= n_live):
+        for item_id in paged.ids[g - n_live]:
+            plan.to_live.append(item_id)
+            plan.reasons[item_id] = PAGED_IN
+        used += float(paged.cost[g - n_live])
+    return used
+
+
+def _stages_2_3(
+    ranking: np.ndarray,
+    open_groups: np.ndarray,
+    stage: np.ndarray,
+    group_e: np.ndarray,
+    freed: np.ndarray,
+    used: float,
+    threshold: float,
+    budget: float,
+) -> float:
+    """Stages 2 and 3 as prefixes of one ranking (evict first = first); marks ``stage``;
+    returns the new ``used``."""
+    low = open_groups & (1.0 - group_e < threshold)
+    taken, used = _take_prefix(ranking[low[ranking]], freed, used, threshold * budget)
+    stage[taken] = 2
+    if used > budget:
+        rest = open_groups & (stage == 0)
+        taken, used = _take_prefix(ranking[rest[ranking]], freed, used, budget)
+        stage[taken] = 3
+    return used
 
 
 def _static_arrays(
@@ -332,6 +480,7 @@ def evict_pass(
     embeddings: Mapping[str, Any] | None = None,
     stale_recency: float = STALE_RECENCY,
     pointer_tokens: int = 0,
+    page_in: Callable[[], tuple[ItemBatch | None, Any]] | None = None,
 ) -> EvictionPlan:
     """One eviction pass with the controller: detect re-requests, apply calm periods, plan with
     the current threshold, then record the pass.
@@ -339,7 +488,9 @@ def evict_pass(
     An item this policy evicted that is among the live ``items`` again was brought back
     (hydrated, promoted, recalled): it counts as a re-request at ``now``.
 
-    Arguments as :func:`plan_eviction`; ``controller`` holds the threshold.
+    Arguments as :func:`plan_eviction`; ``controller`` holds the threshold; ``page_in``
+    returns the page-in candidates and their scores (``plan_eviction``'s ``paged_out`` and
+    ``paged_scores``), called only under pressure.
 
     Raises:
         ValueError: as :func:`plan_eviction`.
@@ -349,6 +500,9 @@ def evict_pass(
         for item_id in [i for i in controller.state["evicted"] if i in live]:
             controller.on_rerequest(item_id, now)
     controller.tick(now)
+    paged_out, paged_scores = None, None
+    if page_in is not None and len(items) and used_tokens > controller.threshold * budget_tokens:
+        paged_out, paged_scores = page_in()  # only under pressure: nothing to do otherwise
     plan = plan_eviction(
         items,
         scores,
@@ -361,7 +515,11 @@ def evict_pass(
         embeddings=embeddings,
         stale_recency=stale_recency,
         pointer_tokens=pointer_tokens,
+        paged_out=paged_out,
+        paged_scores=paged_scores,
     )
-    pressure = any(reason != REASONS[1] for reason in plan.reasons.values())
+    pressure = any(reason not in (REASONS[1], PAGED_IN) for reason in plan.reasons.values())
     controller.record_pass(now, plan.to_warm, pressure)
+    for item_id in plan.to_live:  # brought back by the policy itself: not a re-request
+        controller.state["evicted"].pop(item_id, None)
     return plan

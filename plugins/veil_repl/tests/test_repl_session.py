@@ -101,6 +101,20 @@ def test_eviction_dims_the_tool_call_line():
     lines = buf.getvalue().splitlines()
     assert lines[-1].startswith('⏺ read(path="a.py")') and "→ warm (low score)" in lines[-1]
     assert "c1" in d.evicted
+    # paged back in by a later pass: no longer dimmed
+    d.show(
+        RenderEvent(
+            "eviction",
+            {
+                "items": [
+                    {"id": "item_1", "toolCallId": "c1", "tier": "live", "reason": "paged in"}
+                ],
+                "report": [],
+            },
+        )
+    )
+    assert buf.getvalue().splitlines()[-1] == '⏺ read(path="a.py") ← paged in'
+    assert "c1" not in d.evicted
 
 
 def test_render_is_silent_when_no_repl_runs(capsys):

@@ -62,6 +62,10 @@ class Display:
             for item in data.get("items", []):
                 call_id = item.get("toolCallId")
                 label = self.calls.get(call_id or "", item.get("id", ""))
+                if item.get("tier") == "live":  # paged back in by the eviction pass
+                    self.evicted.discard(call_id or item.get("id", ""))
+                    self.console.print(f"[green]⏺ {escape(label)}[/green] [dim]← paged in[/dim]")
+                    continue
                 self.evicted.add(call_id or item.get("id", ""))
                 self.console.print(
                     f"[dim strike]⏺ {escape(label)}[/dim strike] [dim]→ {item.get('tier')} "

@@ -14,6 +14,7 @@ the assistant content already). The window veil manages is the budget itself.
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +27,7 @@ from veil.core.loop import capture
 from veil.core.replay.formats import Trajectory
 from veil.core.replay.measures import SEPARATOR, identifier_tokens
 from veil.core.tokens import cl100k_count
-from veil.core.types import CaptureEvent, ToolResult
+from veil.core.types import CaptureEvent, ToolResult, seeded_ids
 
 CompactionMode = Literal["none", "masking", "full", "both"]
 STEP_SECONDS = 30.0  # DESIGN.md: 30 s per step when a format records no time
@@ -159,6 +160,7 @@ class VeilReplayPolicy:
         self._task_sent = False
         self._batch_embedded = False
         self.traj = traj
+        self._ids = random.Random(f"{Path(traj.path).name}:{len(traj.steps)}")
 
     @property
     def evictions(self) -> int:
@@ -246,7 +248,13 @@ class VeilReplayPolicy:
         self.veil.pm.hook.after_iteration(session=session, iteration=t + 1)
 
     def prompt_for_step(self, traj: Trajectory, t: int) -> tuple[list[dict[str, Any]], str]:
-        """The prompt veil would send for step ``t`` and the text references may match."""
+        """The prompt veil would send for step ``t`` and the text references may match. Item
+        ids come from a generator seeded per recording, so a replay gives the same figures
+        every time."""
+        with seeded_ids(self._ids):
+            return self._prompt_for_step(traj, t)
+
+    def _prompt_for_step(self, traj: Trajectory, t: int) -> tuple[list[dict[str, Any]], str]:
         session = self.session
         if not self._task_sent:
             session.clock_override = self._time(0)

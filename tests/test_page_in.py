@@ -1,0 +1,98 @@
+"""The session side of page-in: which evicted items it offers the eviction policy, and how
+it applies ``EvictionPlan.to_live`` (tiers, stubs, event log)."""
+
+from __future__ import annotations
+
+from veil.core.types import EvictionPlan
+
+PAGED_IN = "paged in"
+
+
+def _session_with_results(make_veil, count: int):
+    from veil.core.loop import capture
+    from veil.core.types import CaptureEvent, ToolResult
+
+    veil = make_veil([])
+    session = veil.new_session()
+    for n in range(count):
+        call_id = f"c{n}"
+        msg = {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": "read", "arguments": "{}"}}
+            ],
+        }
+        session.append(msg)
+        text = f"contents of src/mod_{n}.py: def func_{n}(): pass"
+        tool_msg = {"role": "tool", "tool_call_id": call_id, "content": text}
+        idx = session.append(tool_msg)
+        capture(
+            session,
+            CaptureEvent(
+                "tool_result",
+                tool_msg,
+                n + 1,
+                message_index=idx,
+                tool_name="read",
+                tool_call_id=call_id,
+                result=ToolResult(text),
+            ),
+        )
+    return veil, session
+
+
+def test_the_session_pages_in_what_the_policy_brings_back(make_veil):
+    veil, session = _session_with_results(make_veil, 3)
+    first, second, third = list(session.live_items)
+    session.apply_eviction(EvictionPlan(to_warm=[first.id, second.id]))
+    assert session.page_in_candidates() == []  # closed outside the prompt builder
+    session.page_in_open = True
+    assert [i.id for i in session.page_in_candidates()] == [first.id, second.id]
+    notes = session.apply_eviction(
+        EvictionPlan(to_live=[first.id, "item_unknown"], reasons={first.id: PAGED_IN})
+    )
+    assert notes == ["paged in 1 item(s)"]
+    assert first.tier == "live" and session.live_items.has_id(first.id)
+    assert first.message_index not in session.stubs and second.message_index in session.stubs
+    assert veil.store.get_item(first.id).tier == "live"
+    assert [i.id for i in session.page_in_candidates()] == [second.id]
+    [event] = veil.store.events(session.id, ("evict",))[-1:]
+    assert event["payload"]["items"] == [
+        {
+            "id": first.id,
+            "tier": "live",
+            "reason": PAGED_IN,
+            "toolCallId": first.tool_call_id,
+            "messageIndex": first.message_index,
+        }
+    ]
+    # the kept messages send the paged-in content again, in place
+    from veil.core.context import kept_messages
+
+    sent = kept_messages(session)
+    assert sent[1]["content"].startswith("contents of src/mod_0.py")
+    assert sent[3]["content"] == session.stubs[second.message_index]
+
+
+def test_items_demoted_or_forgotten_by_hand_are_not_offered(make_veil):
+    from veil.core.context_ops import demote, forget, hydrate
+
+    veil, session = _session_with_results(make_veil, 3)
+    first, second, third = list(session.live_items)
+    demote(session, first.id)
+    session.apply_eviction(EvictionPlan(to_warm=[second.id, third.id]))
+    session.page_in_open = True
+    assert [i.id for i in session.page_in_candidates()] == [second.id, third.id]
+    forget(session, second.id)
+    hydrate(session, third.id)
+    assert session.page_in_candidates() == []
+
+
+def test_page_in_off_offers_nothing(make_veil):
+    veil, session = _session_with_results(make_veil, 2)
+    session.config.settings.context.page_in = False
+    first = next(iter(session.live_items))
+    session.apply_eviction(EvictionPlan(to_warm=[first.id]))
+    session.page_in_open = True
+    assert session.page_in_candidates() == []
