@@ -159,6 +159,17 @@ def test_listing_sessions_never_creates_a_project_store(tmp_path):
     assert not (folder / ".veil").exists()
 
 
+def test_listing_sessions_with_a_bad_settings_file_names_the_field(tmp_path):
+    (tmp_path / ".veil").mkdir()
+    (tmp_path / ".veil" / "settings.json").write_text('{"context": {"protectedResults": -1}}')
+    result = CliRunner().invoke(
+        cli_mod.cli, ["--project", str(tmp_path), "sessions"], obj=cli_mod.VeilContext(None, [])
+    )
+    assert result.exit_code == 1 and result.exception is not None
+    assert isinstance(result.exception, SystemExit)  # a clean CLI error, not a traceback
+    assert "settings.json" in result.output and "context.protectedResults" in result.output
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -258,7 +258,10 @@ def sessions_cmd(state: VeilContext, as_json: bool, limit: int) -> None:
     """List stored sessions, most recent first."""
     from veil.core.settings import load_config
 
-    store = load_config(state.project).veil_dir / "context.db"
+    try:
+        store = load_config(state.project).veil_dir / "context.db"
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
     if not store.exists():  # a listing never creates a project's .veil/
         click.echo("[]" if as_json else f"no sessions yet (no {store})")
         return

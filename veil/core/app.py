@@ -270,7 +270,11 @@ class Veil:
         return out
 
     def close(self) -> None:
-        """Release the store's connection."""
+        """Release the store's connection, once background turn embeddings of this app's
+        sessions are done (queued ones are skipped)."""
+        from veil.core import turn_embeddings
+
+        turn_embeddings.drain(self)
         self.store.close()
 
 

@@ -208,7 +208,10 @@ class ControllerSettings(_Model):
     @model_validator(mode="after")
     def _ordered(self) -> ControllerSettings:
         if not self.min <= self.threshold <= self.max:
-            raise ValueError("controller: need min <= threshold <= max")
+            raise ValueError(
+                f"need min <= threshold <= max, got min {self.min}, threshold {self.threshold}, "
+                f"max {self.max} (defaults: 0.95, 1.0, 1.0; set min and max with threshold)"
+            )
         return self
 
 

@@ -51,6 +51,22 @@ JOB_SIZE = 32
 """Turns per background job: a job in flight when the process exits ends within a fraction of
 a second, and exit waits for it (a daemon thread killed inside torch aborts the process)."""
 EXIT_WAIT_SECONDS = 60.0
+_closing: set[int] = set()  # id() of Veil apps being closed: their queued jobs are skipped
+_pending: dict[int, list[threading.Event]] = {}  # id() of a Veil app -> its unfinished jobs
+
+
+def drain(veil: object, timeout: float = EXIT_WAIT_SECONDS) -> None:
+    """Before ``veil`` closes its store: skip its queued jobs and wait (up to ``timeout``
+    seconds) for the one in flight, while the interpreter is still whole. (A job still loading
+    the model when Python shuts down fails inside torch's import: "can't register atexit after
+    shutdown".)"""
+    key = id(veil)
+    _closing.add(key)
+    try:
+        for done in _pending.pop(key, []):
+            done.wait(timeout)
+    finally:
+        _closing.discard(key)
 
 
 def _run_jobs() -> None:
@@ -133,9 +149,14 @@ class TurnEmbeddings:
             self._embed(turns)
             return
         self.pending = [e for e in self.pending if not e.is_set()]
+        key = id(self.session.veil)
+        mine = _pending.setdefault(key, [])
+        mine[:] = [e for e in mine if not e.is_set()]
         for start in range(0, len(turns), JOB_SIZE):
             chunk = turns[start : start + JOB_SIZE]
-            self.pending.append(_submit(lambda chunk=chunk: self._embed(chunk)))
+            done = _submit(lambda chunk=chunk: key in _closing or self._embed(chunk))
+            self.pending.append(done)
+            mine.append(done)
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until every background job submitted so far has finished (tests, replays).
