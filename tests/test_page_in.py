@@ -96,3 +96,12 @@ def test_page_in_off_offers_nothing(make_veil):
     session.apply_eviction(EvictionPlan(to_warm=[first.id]))
     session.page_in_open = True
     assert session.page_in_candidates() == []
+
+
+def test_items_whose_message_was_compacted_away_are_not_offered(make_veil):
+    veil, session = _session_with_results(make_veil, 3)
+    first, second, third = list(session.live_items)
+    session.apply_eviction(EvictionPlan(to_warm=[first.id, third.id]))
+    session.page_in_open = True
+    session.compact_size = first.message_index + 1  # compaction summarised the first step
+    assert [i.id for i in session.page_in_candidates()] == [third.id]

@@ -264,10 +264,15 @@ class Session:
         back (``EvictionPlan.to_live``), oldest first; empty when ``context.pageIn`` is off or
         the prompt builder has not opened page-in for this pass. Items demoted or forgotten by
         hand, hydrated since, or evicted before this process opened the session are not
-        offered."""
+        offered, nor items whose message full compaction summarised."""
         if not (self.page_in_open and self.config.settings.context.page_in):
             return []
-        return list(self.paged_out.values())
+        # an item whose message was compacted away could not come back into the prompt
+        return [
+            i
+            for i in self.paged_out.values()
+            if i.message_index is None or i.message_index >= self.compact_size
+        ]
 
     def apply_eviction(self, plan: Any, *, pageable: bool = True) -> list[str]:
         """Move the items of an :class:`~veil.core.types.EvictionPlan` out of the prompt.
