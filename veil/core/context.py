@@ -64,12 +64,6 @@ def pointer_stub(item: ContextItem, preview_chars: int = 48) -> str:
     return f"[evicted turn {item.id}]"
 
 
-def is_turn_stub(content: str) -> bool:
-    """True when ``content`` is the stub of an evicted (or cold) turn made by
-    :func:`pointer_stub`."""
-    return content.startswith(("[evicted turn item_", '[cold "')) and content.endswith("]")
-
-
 def system_sections(session: Session) -> list[PromptSection]:
     """The base prompt plus every plugin's ``system_prompt_sections``, sorted by ``order``."""
     loop = session.config.settings.loop
