@@ -347,10 +347,12 @@ class Session:
                 self.veil.tiers.on_moved([item for item, t in moved if t == tier], tier)
             if back:
                 ids = [item.id for item in back]
-                conn.execute(
-                    f"UPDATE items SET tier = 'live' WHERE id IN ({','.join('?' * len(ids))})",
-                    ids,
-                )
+                for start in range(0, len(ids), 500):  # SQLite's variable limit
+                    chunk = ids[start : start + 500]
+                    conn.execute(
+                        f"UPDATE items SET tier = 'live' WHERE id IN ({','.join('?' * len(chunk))})",
+                        chunk,
+                    )
                 for item in back:
                     self.veil.tiers.on_hydrated(item, "warm")
         gone = {item.id for item, _ in moved}
