@@ -309,29 +309,14 @@ class Session:
                 "toolCallId": item.tool_call_id,
                 "messageIndex": item.message_index,
             }
-            for item, tier in moved
-        ] + [
-            {
-                "id": item.id,
-                "tier": "live",
-                "reason": plan.reasons.get(item.id, ""),
-                "toolCallId": item.tool_call_id,
-                "messageIndex": item.message_index,
-            }
-            for item in back
+            for item, tier in [*moved, *((item, "live") for item in back)]
         ]
         call_ids = {entry["toolCallId"] for entry in entries}
         # One transaction for the tiers, the event log and the recall index (a crash leaves the
         # whole pass or none of it); one event per pass, listing every item it moved.
         with store.transaction() as conn:
             for tier in ("warm", "cold"):
-                ids = [item.id for item, t in moved if t == tier]
-                for start in range(0, len(ids), 500):  # SQLite's variable limit
-                    chunk = ids[start : start + 500]
-                    conn.execute(
-                        f"UPDATE items SET tier = ? WHERE id IN ({','.join('?' * len(chunk))})",
-                        [tier, *chunk],
-                    )
+                _set_tier(conn, [item.id for item, t in moved if t == tier], tier)
             conn.execute(
                 "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
                 " VALUES (?, ?, ?, ?, 'evict', ?)",
@@ -345,16 +330,9 @@ class Session:
             )
             for tier in ("warm", "cold"):  # index / compress; embedding waits for the next search
                 self.veil.tiers.on_moved([item for item, t in moved if t == tier], tier)
-            if back:
-                ids = [item.id for item in back]
-                for start in range(0, len(ids), 500):  # SQLite's variable limit
-                    chunk = ids[start : start + 500]
-                    conn.execute(
-                        f"UPDATE items SET tier = 'live' WHERE id IN ({','.join('?' * len(chunk))})",
-                        chunk,
-                    )
-                for item in back:
-                    self.veil.tiers.on_hydrated(item, "warm")
+            _set_tier(conn, [item.id for item in back], "live")
+            for item in back:
+                self.veil.tiers.on_hydrated(item, "warm")
         gone = {item.id for item, _ in moved}
         for item, tier in moved:
             item.tier = tier
@@ -375,3 +353,13 @@ class Session:
         if back:
             notes.append(f"paged in {len(back)} item(s)")
         return notes + list(plan.report)
+
+
+def _set_tier(conn: Any, ids: list[str], tier: str) -> None:
+    """``UPDATE items SET tier`` for ``ids``, 500 at a time (SQLite's variable limit)."""
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        conn.execute(
+            f"UPDATE items SET tier = ? WHERE id IN ({','.join('?' * len(chunk))})",
+            [tier, *chunk],
+        )
