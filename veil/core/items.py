@@ -361,6 +361,25 @@ class ItemBatch(list):
         row = int(np.searchsorted(seqs, seq))
         return row if row < store.n and seqs[row] == seq else None
 
+    def lookup(self, ids: Iterable[str]) -> dict[str, ContextItem]:
+        """``{id: item}`` for the ids in ``ids`` that are in the batch (others are left out):
+        O(k log n) for k ids, where a dict of the whole batch would cost O(n)."""
+        store = self._ensure_store()
+        seq_of = store.seq_of
+        found = [(i, seq) for i in ids if (seq := seq_of.get(i)) is not None]
+        if not found:
+            return {}
+        n = store.n
+        seqs = store.arrays["seq"][:n]
+        wanted = np.fromiter((seq for _, seq in found), dtype=np.int64, count=len(found))
+        rows = np.minimum(np.searchsorted(seqs, wanted), n - 1)
+        present = (seqs[rows] == wanted).tolist()
+        return {
+            item_id: self[row]
+            for (item_id, _), row, ok in zip(found, rows.tolist(), present, strict=True)
+            if ok
+        }
+
     def has_id(self, item_id: str) -> bool:
         """Whether an item with id ``item_id`` is in the batch (O(log n))."""
         return self.row_of(item_id) is not None

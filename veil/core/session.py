@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from veil.core.errors import SessionClosed
 from veil.core.items import ItemBatch
+from veil.core.tiers import moved_row
 from veil.core.turn_embeddings import TurnEmbeddings
 from veil.core.types import ContextItem, Message, RenderEvent
 
@@ -277,10 +278,13 @@ class Session:
     def apply_eviction(self, plan: Any, *, pageable: bool = True) -> list[str]:
         """Move the items of an :class:`~veil.core.types.EvictionPlan` out of the prompt.
 
-        Tiers change in one transaction with one ``evict`` event in the event log whose payload
-        lists every moved item (``{"items": [{"id", "tier", "reason", "toolCallId",
-        "messageIndex"}], "threshold"}``; paged-in items are listed with tier ``live``), and an
-        ``eviction`` render event names the same items (front ends dim their tool calls).
+        The session's view (live items, stubs, page-in candidates) changes at once; the store
+        records the pass behind the call path, in one transaction: the tiers, one ``evict``
+        event whose payload lists every moved item (``{"items": [{"id", "tier", "reason",
+        "toolCallId", "messageIndex"}], "threshold"}``; paged-in items are listed with tier
+        ``live``) and the recall index. Any later use of the store waits for it
+        (:meth:`~veil.core.store.Store.write_behind`). An ``eviction`` render event names the
+        same items (front ends dim their tool calls).
 
         Args:
             plan: the policy's answer; ``to_live`` may only name items of
@@ -290,8 +294,8 @@ class Session:
 
         Returns notes for front ends.
         """
-        by_id = {item.id: item for item in self.live_items}
         moves = [(i, "warm") for i in plan.to_warm] + [(i, "cold") for i in plan.to_cold]
+        by_id = self.live_items.lookup(i for i, _ in moves)
         moved = [(by_id[i], tier) for i, tier in moves if i in by_id]
         back = [
             self.paged_out[i]
@@ -300,7 +304,6 @@ class Session:
         ]
         if not moved and not back:
             return list(plan.report)
-        store = self.veil.store
         entries = [
             {
                 "id": item.id,
@@ -311,28 +314,6 @@ class Session:
             }
             for item, tier in [*moved, *((item, "live") for item in back)]
         ]
-        call_ids = {entry["toolCallId"] for entry in entries}
-        # One transaction for the tiers, the event log and the recall index (a crash leaves the
-        # whole pass or none of it); one event per pass, listing every item it moved.
-        with store.transaction() as conn:
-            for tier in ("warm", "cold"):
-                _set_tier(conn, [item.id for item, t in moved if t == tier], tier)
-            conn.execute(
-                "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
-                " VALUES (?, ?, ?, ?, 'evict', ?)",
-                (
-                    self.clock(),
-                    self.id,
-                    self.step,
-                    next(iter(call_ids)) if len(call_ids) == 1 else None,
-                    json.dumps({"items": entries, "threshold": plan.threshold}),
-                ),
-            )
-            for tier in ("warm", "cold"):  # index / compress; embedding waits for the next search
-                self.veil.tiers.on_moved([item for item, t in moved if t == tier], tier)
-            _set_tier(conn, [item.id for item in back], "live")
-            for item in back:
-                self.veil.tiers.on_hydrated(item, "warm")
         gone = {item.id for item, _ in moved}
         for item, tier in moved:
             item.tier = tier
@@ -347,12 +328,69 @@ class Session:
                 self.stubs.pop(item.message_index, None)
         if back:
             self.live_items.extend(back)
+        # last: the writer thread starts now, and would share the GIL with the work above
+        self._write_eviction(moved, back, entries, plan.threshold)
         self.turn_embeddings.start()  # under pressure now: old turns may need the rescue
         self.emit("eviction", items=entries, threshold=plan.threshold, report=list(plan.report))
         notes = [f"evicted {len(moved)} item(s)"] if moved else []
         if back:
             notes.append(f"paged in {len(back)} item(s)")
         return notes + list(plan.report)
+
+    def _write_eviction(
+        self,
+        moved: list[tuple[ContextItem, str]],
+        back: list[ContextItem],
+        entries: list[dict[str, Any]],
+        threshold: float | None,
+    ) -> None:
+        """Record a pass in the store, behind the call path (:meth:`Store.write_behind`): the
+        tiers, one ``evict`` event and the recall index in one transaction (a crash leaves the
+        whole pass or none of it; none means its items are still ``live`` in the store, and a
+        resumed session evicts them again). What the job writes is taken now."""
+        tiers = self.veil.tiers
+        ids: dict[str, list[str]] = {"warm": [], "cold": []}
+        rows: dict[str, list[Any]] = {"warm": [], "cold": []}
+        for item, tier in moved:
+            ids[tier].append(item.id)
+            rows[tier].append(moved_row(item))
+        back_ids = [item.id for item in back]
+        call_ids = {entry["toolCallId"] for entry in entries}
+        event = (
+            self.clock(),
+            self.id,
+            self.step,
+            next(iter(call_ids)) if len(call_ids) == 1 else None,
+            {"items": entries, "threshold": threshold},
+        )
+
+        def job(conn: Any) -> None:
+            for tier in ("warm", "cold"):
+                _set_tier(conn, ids[tier], tier)
+            conn.execute(
+                "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
+                " VALUES (?, ?, ?, ?, 'evict', ?)",
+                (*event[:4], json.dumps(event[4])),
+            )
+            for tier in ("warm", "cold"):  # index / compress; embedding waits for the next search
+                tiers.write_moved(conn, rows[tier], tier)
+            _set_tier(conn, back_ids, "live")
+            for item_id in back_ids:  # paged-out items are warm: no content comes back
+                tiers.write_hydrated(conn, item_id)
+
+        self.veil.store.write_behind(
+            job,
+            f"eviction pass of {len(moved)} item(s), {len(back)} paged in",
+            tier_deltas={self.id: _tier_deltas(moved, back)},
+        )
+
+
+def _tier_deltas(moved: list[tuple[ContextItem, str]], back: list[ContextItem]) -> dict[str, int]:
+    """Item-count change per tier of a pass (paged-in items come back from warm)."""
+    deltas = {"live": len(back) - len(moved), "warm": -len(back), "cold": 0}
+    for _item, tier in moved:
+        deltas[tier] += 1
+    return deltas
 
 
 def _set_tier(conn: Any, ids: list[str], tier: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 from veil.core import db
 from veil.core.errors import ConfigError, SessionNotFound
 from veil.core.types import ContextItem, Message
+from veil.core.write_behind import WriteBehind
 
 ITEM_COLUMNS = (
     "id",
@@ -45,28 +46,54 @@ ITEM_COLUMNS = (
 )
 
 
+_TIER_COUNTS = "SELECT tier, COUNT(*) AS n FROM items WHERE session_id = ? GROUP BY tier"
+
+
+_INSERT_ITEMS = (
+    f"INSERT OR REPLACE INTO items ({', '.join(ITEM_COLUMNS)})"
+    f" VALUES ({', '.join('?' for _ in ITEM_COLUMNS)})"
+)
+
+
 class Store:
     """SQLite-backed persistence for sessions, messages, items and events.
 
     Args:
         path: database file (``.veil/context.db``) or ``":memory:"``.
+        write_behind: apply :meth:`write_behind` jobs on a background thread (a file database
+            only; ``:memory:`` has one connection, so they run at once).
 
     Raises:
         ConfigError: the file exists but is not a SQLite database (names the file).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, write_behind: bool = True) -> None:
         self.path = str(path)
         self._local = threading.local()
         self._memory_conn: Any = None
         self._write_lock = threading.RLock()
         self.conn  # open now so a broken file fails at start, naming the file  # noqa: B018
+        self._behind: WriteBehind | None = None
+        if write_behind and self.path != ":memory:":
+            self._behind = WriteBehind(lambda: db.connect(self.path, migrate=False), self.path)
 
     # -- connections ------------------------------------------------------------------------
 
     @property
     def conn(self) -> Any:
-        """This thread's connection (one shared connection for ``:memory:``)."""
+        """This thread's connection (one shared connection for ``:memory:``), once every queued
+        :meth:`write_behind` job has landed (outside a transaction: a block that holds the
+        write lock cannot wait for the writer thread, which needs it).
+
+        Raises:
+            WriteBehindError: a queued write failed (it was rolled back)."""
+        behind = getattr(self, "_behind", None)  # None while __init__ opens the connection
+        pending = behind is not None and (behind.pending or behind.failed)
+        if pending and not getattr(self._local, "depth", 0):
+            behind.drain()
+        return self._thread_conn()
+
+    def _thread_conn(self) -> Any:
         if self.path == ":memory:":
             if self._memory_conn is None:
                 self._memory_conn = db.connect(":memory:")
@@ -85,22 +112,73 @@ class Store:
         """Run a block in one ``BEGIN IMMEDIATE`` transaction (rolled back on any exception).
 
         Re-entrant: a block opened inside another on the same thread joins the outer
-        transaction (one commit for both; an exception rolls back both)."""
+        transaction (one commit for both; an exception rolls back both). Queued
+        :meth:`write_behind` jobs land first."""
+        conn = self.conn  # drains the write-behind queue before taking the lock
         with self._write_lock:
-            conn = self.conn
             if conn.in_transaction:
                 yield conn
                 return
-            conn.execute("BEGIN IMMEDIATE")
+            self._local.depth = getattr(self._local, "depth", 0) + 1
             try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            finally:
+                self._local.depth -= 1
+
+    def write_behind(
+        self,
+        job: Callable[[Any], None],
+        what: str,
+        *,
+        tier_deltas: dict[str, dict[str, int]] | None = None,
+    ) -> None:
+        """Apply ``job(conn)`` in one transaction off the call path (see
+        :mod:`veil.core.write_behind`): queued for the writer thread, in order; every later use
+        of the store waits for it. ``:memory:`` or ``write_behind=False``: run now.
+
+        Args:
+            job: the writes; called with a connection inside ``BEGIN IMMEDIATE``.
+            what: names the job in a :class:`~veil.core.write_behind.WriteBehindError`.
+            tier_deltas: ``{session_id: {tier: change}}`` in item counts, so
+                :meth:`tier_counts` is right while the job waits.
+        """
+        if self._behind is None:
+            with self.transaction() as conn:
+                job(conn)
+            return
+        self._behind.submit(job, what, tier_deltas)
+
+    def flush(self) -> None:
+        """Wait for every queued :meth:`write_behind` job.
+
+        Raises:
+            WriteBehindError: a queued write failed (it was rolled back)."""
+        if self._behind is not None:
+            self._behind.drain()
+
+    @property
+    def writer(self) -> WriteBehind | None:
+        """The write-behind queue (None for ``:memory:`` or ``write_behind=False``)."""
+        return self._behind
 
     def close(self) -> None:
-        """Close this thread's connection."""
+        """Let queued writes land, then close this thread's connection.
+
+        Raises:
+            WriteBehindError: a queued write failed (it was rolled back)."""
+        try:
+            if self._behind is not None:
+                self._behind.close()
+        finally:
+            self._close_connection()
+
+    def _close_connection(self) -> None:
         conn = getattr(self._local, "conn", None) or self._memory_conn
         if conn is not None:
             conn.close()
@@ -198,11 +276,8 @@ class Store:
         if not items:
             return
         rows = [_item_values(i) for i in items]
-        marks = ", ".join("?" for _ in ITEM_COLUMNS)
         with self.transaction() as conn:
-            conn.executemany(
-                f"INSERT OR REPLACE INTO items ({', '.join(ITEM_COLUMNS)}) VALUES ({marks})", rows
-            )
+            conn.executemany(_INSERT_ITEMS, rows)
 
     def set_tier(self, item_ids: list[str], tier: str) -> None:
         """Move items to ``tier`` (``live``, ``warm`` or ``cold``) in one transaction."""
@@ -247,13 +322,20 @@ class Store:
         return _row_item(row) if row else None
 
     def tier_counts(self, session_id: str) -> dict[str, int]:
-        """``{"live": n, "warm": n, "cold": n}`` for a session."""
+        """``{"live": n, "warm": n, "cold": n}`` for a session, queued moves included (without
+        waiting for them: the manifest asks right after an eviction pass)."""
         counts = {"live": 0, "warm": 0, "cold": 0}
-        for row in self.conn.execute(
-            "SELECT tier, COUNT(*) AS n FROM items WHERE session_id = ? GROUP BY tier",
-            (session_id,),
-        ):
+        behind = self._behind
+        if behind is None or behind.failed:
+            rows, pending = self.conn.execute(_TIER_COUNTS, (session_id,)).fetchall(), {}
+        else:
+            with behind.counts_lock:  # no job commits between the query and its deltas
+                rows = self._thread_conn().execute(_TIER_COUNTS, (session_id,)).fetchall()
+                pending = behind.pending_tier_deltas(session_id)
+        for row in rows:
             counts[row["tier"]] = int(row["n"])
+        for tier, change in pending.items():
+            counts[tier] = counts.get(tier, 0) + change
         return counts
 
     # -- event log and usage ----------------------------------------------------------------

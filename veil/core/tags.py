@@ -76,17 +76,14 @@ def extract_targets(text: str, limit: int = 32) -> list[str]:
     first-seen order, at most ``limit``."""
     runs = _runs(text)
     seen = dict.fromkeys(_paths(runs))
-    # Each distinct run is classified alone (a full regex search per pattern over the whole
-    # text costs ~0.2 ms per 3 KB).
-    for run in runs:
+    # Symbols of every run that is not a path, found by one regex scan of the runs joined by
+    # newlines (no symbol spans a newline); the order is the runs' first-seen order.
+    rest = "\n".join(run for run in runs if run.rstrip(".-/") not in seen)
+    for symbol in dict.fromkeys(_SYMBOL.findall(rest)):
         if len(seen) >= limit:
             break
-        run = run.rstrip(".-/")
-        if run in seen:
-            continue
-        for symbol in _SYMBOL.findall(run):
-            if symbol not in seen and symbol.rsplit(".", 1)[-1].lower() not in _CODE_EXT:
-                seen.setdefault(symbol, None)
+        if symbol not in seen and symbol.rsplit(".", 1)[-1].lower() not in _CODE_EXT:
+            seen.setdefault(symbol, None)
     return list(seen)[:limit]
 
 

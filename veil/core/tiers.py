@@ -90,6 +90,15 @@ def decompress(blob: bytes, sha256: str, item_id: str = "?") -> str:
     return raw.decode("utf-8")
 
 
+MovedRow = tuple[str, "str | None", list[str], str]
+"""``(item id, session id, tags, content)``: what a move to warm or cold writes of an item."""
+
+
+def moved_row(item: ContextItem) -> MovedRow:
+    """The :data:`MovedRow` of ``item`` as it is now (tags copied)."""
+    return (item.id, item.session_id, list(item.tags), item.content)
+
+
 def cold_preview(text: str) -> str:
     """What ``items.content`` holds for a cold item: whitespace collapsed, at most
     :data:`COLD_PREVIEW_CHARS` characters."""
@@ -260,11 +269,8 @@ class Tiers:
     def on_moved(self, items: Sequence[ContextItem], tier: str) -> None:
         """Items left the prompt for ``tier`` (``"warm"`` or ``"cold"``), or moved between them.
 
-        Writes, in one transaction: the items' ``recall_index`` rows, and for cold the
-        compressed content (``items.content`` then keeps :func:`cold_preview`); for warm,
-        content coming back from cold is written back whole. FTS5 entries and embeddings are
-        only queued (the next search makes them). A forgotten item stays forgotten until it is
-        hydrated. ``item.content`` is updated in place when it comes back from cold.
+        Writes, in one transaction, what :meth:`write_moved` writes; ``item.content`` is
+        updated in place when it comes back from cold.
 
         Raises:
             ValueError: ``tier`` is not warm or cold.
@@ -274,82 +280,120 @@ class Tiers:
             raise ValueError(f"tier: expected 'warm' or 'cold', got {tier!r}")
         if not items:
             return
-        ids = [item.id for item in items]
         with self.store.transaction() as conn:
-            seqs = {
-                r[0]: int(r[1]) for r in _rows_for(conn, "SELECT id, rowid FROM items", "id", ids)
-            }
-            missing = [i for i in ids if i not in seqs]
-            if missing:
-                raise KeyError(f"item {missing[0]} is not in the store")
-            known = {
-                r[0]: (int(r[1]), r[2], bool(r[3]))
-                for r in _rows_for(
-                    conn, "SELECT item_id, row, tier, forgotten FROM recall_index", "item_id", ids
-                )
-            }
-            cold = {
-                r[0]: decompress(r[1], r[2], r[0])
-                for r in _rows_for(
-                    conn, "SELECT item_id, zcontent, sha256 FROM cold_content", "item_id", ids
-                )
-            }
-            rev = _next_rev(conn)
-            next_row = int(
-                conn.execute("SELECT coalesce(max(row), 0) + 1 FROM recall_index").fetchone()[0]
+            restored = self.write_moved(conn, [moved_row(item) for item in items], tier)
+        for item in items:
+            if item.id in restored:
+                item.content = restored[item.id]
+
+    def write_moved(self, conn: Any, rows: Sequence[MovedRow], tier: str) -> dict[str, str]:
+        """The writes of a move to ``tier`` on ``conn`` (inside the caller's transaction; the
+        eviction pass runs them behind the call path): the items' ``recall_index`` rows, and
+        for cold the compressed content (``items.content`` then keeps :func:`cold_preview`);
+        for warm, content coming back from cold is written back whole. FTS5 entries and
+        embeddings are only queued (the next search makes them). A forgotten item stays
+        forgotten until it is hydrated.
+
+        Args:
+            conn: a connection in an open transaction.
+            rows: ``(item id, session id, tags, content)`` per item (:func:`moved_row`: taken
+                when the move is decided, so later changes to the item do not leak in).
+            tier: ``"warm"`` or ``"cold"``.
+
+        Returns:
+            ``{item id: whole content}`` for the items whose content came back from cold.
+
+        Raises:
+            ValueError: ``tier`` is not warm or cold.
+            KeyError: an item is not in the store's ``items`` table.
+        """
+        if tier not in SEARCHABLE_TIERS:
+            raise ValueError(f"tier: expected 'warm' or 'cold', got {tier!r}")
+        if not rows:
+            return {}
+        ids = [row[0] for row in rows]
+        seqs = {r[0]: int(r[1]) for r in _rows_for(conn, "SELECT id, rowid FROM items", "id", ids)}
+        missing = [i for i in ids if i not in seqs]
+        if missing:
+            raise KeyError(f"item {missing[0]} is not in the store")
+        known = {
+            r[0]: (int(r[1]), r[2], bool(r[3]))
+            for r in _rows_for(
+                conn, "SELECT item_id, row, tier, forgotten FROM recall_index", "item_id", ids
             )
-            inserts, updates, to_cold, back = [], [], [], []
-            for item in items:
-                row, old_tier, forgotten = known.get(item.id, (None, None, False))
-                if forgotten:
-                    continue
-                content = cold.get(item.id, item.content)
-                if tier == "cold" and item.id not in cold:
-                    to_cold.append((item.id, content))
-                elif tier == "warm" and item.id in cold:
-                    back.append((content, item.id))
-                    item.content = content
-                values = (item.session_id, seqs[item.id], tier, json.dumps(item.tags), rev)
-                if row is None:
-                    row = next_row
-                    next_row += 1
-                    inserts.append((row, item.id, *values))
-                else:
-                    updates.append((*values, row))
-                known[item.id] = (row, tier, False)  # an item listed twice is indexed once
-            conn.executemany(
-                "INSERT INTO recall_index (row, item_id, session_id, seq, tier, tags, rev)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                inserts,
+        }
+        cold = {
+            r[0]: decompress(r[1], r[2], r[0])
+            for r in _rows_for(
+                conn, "SELECT item_id, zcontent, sha256 FROM cold_content", "item_id", ids
             )
-            conn.executemany(
-                "UPDATE recall_index SET session_id = ?, seq = ?, tier = ?, tags = ?, rev = ?"
-                " WHERE row = ?",
-                updates,
-            )
-            for item_id, content in to_cold:
-                self._write_cold(conn, item_id, content)
-            conn.executemany("UPDATE items SET content = ? WHERE id = ?", back)
-            conn.executemany("DELETE FROM cold_content WHERE item_id = ?", [(i,) for _, i in back])
+        }
+        rev = _next_rev(conn)
+        next_row = int(
+            conn.execute("SELECT coalesce(max(row), 0) + 1 FROM recall_index").fetchone()[0]
+        )
+        inserts, updates, to_cold, back = [], [], [], []
+        for item_id, session_id, tags, content in rows:
+            row, _old_tier, forgotten = known.get(item_id, (None, None, False))
+            if forgotten:
+                continue
+            content = cold.get(item_id, content)
+            if tier == "cold" and item_id not in cold:
+                to_cold.append((item_id, content))
+            elif tier == "warm" and item_id in cold:
+                back.append((content, item_id))
+            values = (session_id, seqs[item_id], tier, json.dumps(tags), rev)
+            if row is None:
+                row = next_row
+                next_row += 1
+                inserts.append((row, item_id, *values))
+            else:
+                updates.append((*values, row))
+            known[item_id] = (row, tier, False)  # an item listed twice is indexed once
+        conn.executemany(
+            "INSERT INTO recall_index (row, item_id, session_id, seq, tier, tags, rev)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            inserts,
+        )
+        conn.executemany(
+            "UPDATE recall_index SET session_id = ?, seq = ?, tier = ?, tags = ?, rev = ?"
+            " WHERE row = ?",
+            updates,
+        )
+        for item_id, content in to_cold:
+            self._write_cold(conn, item_id, content)
+        conn.executemany("UPDATE items SET content = ? WHERE id = ?", back)
+        conn.executemany("DELETE FROM cold_content WHERE item_id = ?", [(i,) for _, i in back])
+        return {item_id: content for content, item_id in back}
 
     def on_hydrated(self, item: ContextItem, previous_tier: str) -> None:
         """``item`` is live again (hydrate, promote, pin): its whole content goes back into
         ``items.content`` and ``item.content`` (if it was cold), it leaves the indexes, and a
         forget mark is cleared. Its embedding stays cached for its next eviction."""
         with self.store.transaction() as conn:
-            self._restore_from_cold(conn, item)
-            index_row = conn.execute(
-                "SELECT row, fts FROM recall_index WHERE item_id = ?", (item.id,)
-            ).fetchone()
-            if index_row is None:
-                return
-            if index_row["fts"]:
-                conn.execute("DELETE FROM recall_fts WHERE rowid = ?", (index_row["row"],))
-            conn.execute(
-                "UPDATE recall_index SET tier = 'live', forgotten = 0, fts = 0, rev = ?"
-                " WHERE row = ?",
-                (_next_rev(conn), index_row["row"]),
-            )
+            full = self.write_hydrated(conn, item.id)
+        if full is not None:
+            item.content = full
+
+    def write_hydrated(self, conn: Any, item_id: str) -> str | None:
+        """The writes of :meth:`on_hydrated` on ``conn`` (inside the caller's transaction).
+        Returns the whole content when it came back from cold, else None."""
+        full = self._cold_text(conn, item_id)
+        if full is not None:
+            conn.execute("UPDATE items SET content = ? WHERE id = ?", (full, item_id))
+            conn.execute("DELETE FROM cold_content WHERE item_id = ?", (item_id,))
+        index_row = conn.execute(
+            "SELECT row, fts FROM recall_index WHERE item_id = ?", (item_id,)
+        ).fetchone()
+        if index_row is None:
+            return full
+        if index_row["fts"]:
+            conn.execute("DELETE FROM recall_fts WHERE rowid = ?", (index_row["row"],))
+        conn.execute(
+            "UPDATE recall_index SET tier = 'live', forgotten = 0, fts = 0, rev = ? WHERE row = ?",
+            (_next_rev(conn), index_row["row"]),
+        )
+        return full
 
     def forget(self, item_id: str) -> None:
         """Take an item out of every index (keyword, vector) for good; its whole content is
@@ -427,14 +471,6 @@ class Tiers:
             (item_id, blob, digest, len(content)),
         )
         conn.execute("UPDATE items SET content = ? WHERE id = ?", (cold_preview(content), item_id))
-
-    def _restore_from_cold(self, conn: Any, item: ContextItem) -> None:
-        full = self._cold_text(conn, item.id)
-        if full is None:
-            return
-        conn.execute("UPDATE items SET content = ? WHERE id = ?", (full, item.id))
-        conn.execute("DELETE FROM cold_content WHERE item_id = ?", (item.id,))
-        item.content = full
 
     # -- keeping the in-memory state in step ------------------------------------------------------
 
