@@ -36,7 +36,7 @@ def fake_model(messages: list[dict], step: int) -> dict:
             for m in messages
             if m["role"] == "tool" and m["content"].startswith("[evicted")
         )
-        pointer = stub.rstrip("]").rsplit(" ", 1)[1]  # "[evicted 812 tokens item_…]"
+        pointer = stub.rstrip("]").rsplit(" ", 1)[1]  # "[evicted 812 tokens #3]" -> "#3"
         return {
             "role": "assistant",
             "content": "Loading the first part back.",

@@ -83,6 +83,36 @@ def test_hydrate_brings_an_evicted_result_back_in_place(make_veil, project):
     assert [e["kind"] for e in veil.store.events(session.id, ("hydrate",))] == ["hydrate"]
 
 
+def test_hydrate_follows_the_handle_a_stub_gives(make_veil, project):
+    (project / "notes.txt").write_text("alpha-bravo-charlie\n" * 30)
+    veil = make_veil(
+        [call("read", path="notes.txt"), "first done"], plugins=[("ev", EvictToolResults())]
+    )
+    session = veil.new_session()
+    veil.run_turn(session, "read the notes")
+    item = veil.store.items(session.id, ("warm",))[0]
+    # the stub in the prompt names the tool message by its index in the session
+    assert session.stubs[item.message_index] == (
+        f"[evicted {item.tokens} tokens #{item.message_index}]"
+    )
+    assert session.messages[item.message_index]["role"] == "tool"
+    handle = f"#{item.message_index}"
+    veil.model.add(
+        call("veil_hydrate", pointer=handle),
+        call("veil_hydrate", pointer="#999"),
+        call("veil_hydrate", pointer="#x1"),
+        "got it",
+    )
+    veil.run_turn(session, "bring it back")
+    first, missing, malformed = tool_outputs(session)[-3:]
+    assert first.startswith(f"{item.id} is loaded again")
+    assert first.count("alpha-bravo-charlie") == 30
+    assert veil.store.get_item(item.id).tier == "live"
+    assert item.message_index not in session.stubs
+    assert "no item for message #999 in this session" in missing
+    assert "'#x1' is not a message handle" in malformed
+
+
 def test_pin_protects_and_unpin_releases(make_veil, project):
     (project / "a.txt").write_text("A\n")
     veil = make_veil([call("read", path="a.txt"), "ok"], plugins=[("ev", EvictToolResults())])

@@ -44,24 +44,32 @@ class Prompt:
     notes: list[str] = field(default_factory=list)
 
 
+def stub_handle(item: ContextItem) -> str:
+    """The handle a warm stub gives for ``item``: ``#<message index>`` (2 tokens; the message
+    it stands for, unique in its session, which :func:`veil.core.context_ops.find_item`
+    resolves), or the item id (7-8 tokens) for an item without a message."""
+    return f"#{item.message_index}" if item.message_index is not None else item.id
+
+
 def pointer_stub(item: ContextItem, preview_chars: int = 48) -> str:
-    """The short stub that stands for an evicted item in the prompt (about 13-15 tokens in
-    cl100k_base; the manifest says once how to follow one: ``veil_hydrate(id)``).
+    """The short stub that stands for an evicted item in the prompt (7-9 tokens in cl100k_base;
+    the manifest says once how to follow one: ``veil_hydrate("#17")``).
 
     A tool result's call stays visible next to it, so its stub holds only the size and the
-    id: ``[evicted 812 tokens item_ab12cd34ef56]``; an evicted turn: ``[evicted turn
-    item_ab12cd34ef56]``. An item in cold storage also keeps a preview of ``preview_chars``
-    characters (issue 3: the cold tier hands back an id and a preview): ``[cold "I will patch
-    parse()…" item_ab12cd34ef56]``. Stubs cost prompt tokens on every step (replay: about 20
-    stubs per step at an 8k budget), which is why they are this short.
+    handle of its message (:func:`stub_handle`): ``[evicted 812 tokens #17]``; an evicted turn:
+    ``[evicted turn #16]``. An item in cold storage keeps its item id and a preview of
+    ``preview_chars`` characters (issue 3: the cold tier hands back an id and a preview):
+    ``[cold "I will patch parse()…" item_ab12cd34ef56]``. Stubs cost prompt tokens on every
+    step (replay: about 20 stubs per step at an 8k budget), which is why they are this short:
+    an item id costs 5 tokens more than a message handle.
     """
     if item.tier == "cold":
         preview = " ".join(item.content.split())[:preview_chars]
         more = "…" if len(item.content) > preview_chars else ""
         return f'[cold "{preview}{more}" {item.id}]'
     if item.source == "tool_result":
-        return f"[evicted {item.tokens} tokens {item.id}]"
-    return f"[evicted turn {item.id}]"
+        return f"[evicted {item.tokens} tokens {stub_handle(item)}]"
+    return f"[evicted turn {stub_handle(item)}]"
 
 
 def system_sections(session: Session) -> list[PromptSection]:
@@ -105,7 +113,7 @@ def _with_stub(message: Message, stub: str) -> Message:
     """``message`` with its content replaced by ``stub``. An evicted assistant turn's item holds
     its tool calls' arguments too (:func:`veil.core.capture.assistant_text`), so those leave
     with it: each call keeps its id and name (its result stays paired) and its arguments become
-    ``{"evicted": "<item id>"}``, valid JSON for every provider."""
+    ``{"evicted": "<the stub's handle>"}``, valid JSON for every provider."""
     out = {**message, "content": stub}
     calls = message.get("tool_calls")
     if calls and message.get("role") == "assistant":

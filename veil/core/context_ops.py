@@ -24,18 +24,38 @@ GRADE_EASY = 4
 
 
 def find_item(session: Session, item_id: str) -> ContextItem:
-    """The item with ``item_id`` (a pointer may be given with brackets or quotes around it).
+    """The item with ``item_id`` (a pointer may be given with brackets or quotes around it), or
+    the item a stub's message handle ``#N`` names: the evicted item of message N of this
+    session (:func:`veil.core.context.stub_handle`).
 
     Raises:
-        BadRequest: no such item in this project's store.
+        BadRequest: no such item in this project's store, or no item for that message.
     """
     item_id = item_id.strip().strip("[]\"' ")
+    if item_id.startswith("#"):
+        return _item_of_message(session, item_id)
     for item in session.live_items:
         if item.id == item_id:
             return item
     item = session.veil.store.get_item(item_id)
     if item is None:
-        raise BadRequest(f"id: no item {item_id!r} (ids look like item_0123456789ab)")
+        raise BadRequest(
+            f"id: no item {item_id!r} (ids look like item_0123456789ab; stubs also give #N)"
+        )
+    return item
+
+
+def _item_of_message(session: Session, handle: str) -> ContextItem:
+    try:
+        index = int(handle[1:])
+    except ValueError:
+        raise BadRequest(f"id: {handle!r} is not a message handle (#17, as in a stub)") from None
+    for item in session.paged_out.values():  # the common case: a stub of this session
+        if item.message_index == index:
+            return item
+    item = session.veil.store.item_of_message(session.id, index)
+    if item is None:
+        raise BadRequest(f"id: no item for message {handle} in this session")
     return item
 
 

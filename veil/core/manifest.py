@@ -55,8 +55,8 @@ def build_manifest(
         collapsed = getattr(session, "collapsed_steps", 0)
         gone = f" {collapsed} earlier steps left whole (turn and results)." if collapsed else ""
         lines.append(
-            "Evicted content appears as [evicted … item_…] and [cold … item_…] stubs: "
-            "veil_hydrate(id) loads one "
+            "Evicted content appears as [evicted … #N] and [cold … item_…] stubs: "
+            "veil_hydrate(#N or the id) loads one "
             f"back; veil_recall(query) and veil_history(query) search the rest.{gone}"
         )
     text = "\n".join(lines)

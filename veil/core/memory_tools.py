@@ -224,9 +224,14 @@ def memory_tools() -> list[Tool]:
         ),
         Tool(
             "veil_hydrate",
-            "Load the full content behind a pointer stub ([evicted to ...: item_...]).",
+            "Load the full content behind a pointer stub ([evicted ... #N] or [cold ... item_...]).",
             _schema(
-                {"pointer": {"type": "string", "description": "the item id in the stub"}},
+                {
+                    "pointer": {
+                        "type": "string",
+                        "description": "the stub's handle (#17) or an item id (item_...)",
+                    }
+                },
                 ["pointer"],
             ),
             hydrate,

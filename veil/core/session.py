@@ -208,10 +208,15 @@ class Session:
         return self._token_cache[key]
 
     def _stub_item(self, item: ContextItem) -> None:
+        self._stub_items([item])
+
+    def _stub_items(self, items: list[ContextItem]) -> None:
         from veil.core.context import pointer_stub
 
-        if item.message_index is not None and item.source in ("tool_result", "user", "assistant"):
-            self.stubs[item.message_index] = pointer_stub(item)
+        stubs = self.stubs
+        for item in items:
+            if item.message_index is not None and item.source in _STUBBED_SOURCES:
+                stubs[item.message_index] = pointer_stub(item)
 
     WORKING_SET_TURNS = 3
 
@@ -315,11 +320,12 @@ class Session:
             for item, tier in [*moved, *((item, "live") for item in back)]
         ]
         gone = {item.id for item, _ in moved}
+        paged_out = self.paged_out
         for item, tier in moved:
             item.tier = tier
-            self._stub_item(item)
             if tier == "warm" and pageable:
-                self.paged_out[item.id] = item
+                paged_out[item.id] = item
+        self._stub_items([item for item, _ in moved])
         self.live_items.remove_ids(gone)  # incremental: columns compacted, not rebuilt
         for item in back:
             del self.paged_out[item.id]
@@ -383,6 +389,9 @@ class Session:
             f"eviction pass of {len(moved)} item(s), {len(back)} paged in",
             tier_deltas={self.id: _tier_deltas(moved, back)},
         )
+
+
+_STUBBED_SOURCES = frozenset({"tool_result", "user", "assistant"})
 
 
 def _tier_deltas(moved: list[tuple[ContextItem, str]], back: list[ContextItem]) -> dict[str, int]:

@@ -321,6 +321,16 @@ class Store:
         row = self.conn.execute("SELECT * FROM items WHERE id = ?", (item_id,)).fetchone()
         return _row_item(row) if row else None
 
+    def item_of_message(self, session_id: str, message_index: int) -> ContextItem | None:
+        """The item captured from message ``message_index`` of a session (one that left the
+        prompt first, then the newest), or None."""
+        row = self.conn.execute(
+            "SELECT * FROM items WHERE session_id = ? AND message_index = ?"
+            " ORDER BY tier = 'live', rowid DESC LIMIT 1",
+            (session_id, message_index),
+        ).fetchone()
+        return _row_item(row) if row else None
+
     def tier_counts(self, session_id: str) -> dict[str, int]:
         """``{"live": n, "warm": n, "cold": n}`` for a session, queued moves included (without
         waiting for them: the manifest asks right after an eviction pass)."""

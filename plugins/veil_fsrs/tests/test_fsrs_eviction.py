@@ -365,7 +365,8 @@ def test_bad_arguments_are_named():
 
 def controller(state=None) -> Controller:
     return Controller(
-        {} if state is None else state, ControllerSettings(threshold=0.7, min=0.6, max=0.85)
+        {} if state is None else state,
+        ControllerSettings(threshold=0.7, min=0.6, max=0.85, step=0.05),
     )
 
 
@@ -454,7 +455,9 @@ def test_controller_is_deterministic_and_json_safe():
 
 
 def test_controller_state_is_clamped_to_new_bounds():
-    c = Controller({"threshold": 0.95}, ControllerSettings(threshold=0.7, min=0.6, max=0.85))
+    c = Controller(
+        {"threshold": 0.95}, ControllerSettings(threshold=0.7, min=0.6, max=0.85, step=0.05)
+    )
     assert c.threshold == 0.85
 
 
@@ -505,9 +508,9 @@ def test_evict_hook_keeps_controller_state_in_the_session():
     result = evict_plugin.evict(
         session=session, items=ItemBatch(items), scores=scores, budget_tokens=1000, used_tokens=1250
     )
-    # A 300-token item frees 300 - 14 (its pointer stub): one leaves in stage 3, the lowest
-    # score 0.8 (1250 - 286 = 964 <= 1000). With a 96-token stub two would (1046, then 842).
-    assert evict_plugin.DEFAULT_POINTER_TOKENS == 14 == ContextSettings().pointer_tokens
+    # A 300-token item frees 300 - 9 (its pointer stub): one leaves in stage 3, the lowest
+    # score 0.8 (1250 - 291 = 959 <= 1000). With a 96-token stub two would (1046, then 842).
+    assert evict_plugin.DEFAULT_POINTER_TOKENS == 9 == ContextSettings().pointer_tokens
     assert result.to_warm == ["s1"] and result.report == []
     state = session.state["veil_fsrs"]["controller"]
     assert state["evicted"] == {"s1": NOW}

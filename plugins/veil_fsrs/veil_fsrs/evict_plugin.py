@@ -31,10 +31,10 @@ from veil_fsrs.eviction import Controller as _Controller
 from veil_fsrs.eviction import evict_pass as _evict_pass
 
 STATE_KEY = "veil_fsrs"
-DEFAULT_POINTER_TOKENS = 14
+DEFAULT_POINTER_TOKENS = 9
 """Tokens assumed for the stub that replaces an evicted item when settings do not say
-(``context.pointerTokens``): the core's stub is a size and an id, 13-15 tokens in cl100k_base;
-an item frees its tokens minus this."""
+(``context.pointerTokens``): the core's warm stub is a size and a message handle, 7-9 tokens in
+cl100k_base; an item frees its tokens minus this."""
 
 
 def _now(session: Any, items: Any) -> float:
