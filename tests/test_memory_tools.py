@@ -64,14 +64,19 @@ class EvictToolResults:
         return EvictionPlan(to_warm=ids, reasons={i: "test" for i in ids})
 
 
-def test_hydrate_brings_an_evicted_result_back_in_place(make_veil, project):
+def _notes_read_and_evicted(make_veil, project):
+    """A session that read a 30-line file whose result was then evicted: (veil, session, item)."""
     (project / "notes.txt").write_text("alpha-bravo-charlie\n" * 30)
     veil = make_veil(
         [call("read", path="notes.txt"), "first done"], plugins=[("ev", EvictToolResults())]
     )
     session = veil.new_session()
     veil.run_turn(session, "read the notes")
-    item = veil.store.items(session.id, ("warm",))[0]
+    return veil, session, veil.store.items(session.id, ("warm",))[0]
+
+
+def test_hydrate_brings_an_evicted_result_back_in_place(make_veil, project):
+    veil, session, item = _notes_read_and_evicted(make_veil, project)
     assert item.source == "tool_result" and "alpha-bravo-charlie" in item.content
 
     veil.model.add(call("veil_hydrate", pointer=item.id), "got it")
@@ -84,13 +89,7 @@ def test_hydrate_brings_an_evicted_result_back_in_place(make_veil, project):
 
 
 def test_hydrate_follows_the_handle_a_stub_gives(make_veil, project):
-    (project / "notes.txt").write_text("alpha-bravo-charlie\n" * 30)
-    veil = make_veil(
-        [call("read", path="notes.txt"), "first done"], plugins=[("ev", EvictToolResults())]
-    )
-    session = veil.new_session()
-    veil.run_turn(session, "read the notes")
-    item = veil.store.items(session.id, ("warm",))[0]
+    veil, session, item = _notes_read_and_evicted(make_veil, project)
     # the stub in the prompt names the tool message by its index in the session
     assert session.stubs[item.message_index] == (
         f"[evicted {item.tokens} tokens #{item.message_index}]"

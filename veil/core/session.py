@@ -353,13 +353,13 @@ class Session:
         """Record a pass in the store, behind the call path (:meth:`Store.write_behind`): the
         tiers, one ``evict`` event and the recall index in one transaction (a crash leaves the
         whole pass or none of it; none means its items are still ``live`` in the store, and a
-        resumed session evicts them again). What the job writes is taken now."""
+        resumed session evicts them again). The job reads each moved item's id, session, tags
+        and content when it runs (none of them changes once an item has left the prompt), so
+        the pass itself does no per-item copying for it."""
         tiers = self.veil.tiers
-        ids: dict[str, list[str]] = {"warm": [], "cold": []}
-        rows: dict[str, list[Any]] = {"warm": [], "cold": []}
+        by_tier: dict[str, list[ContextItem]] = {"warm": [], "cold": []}
         for item, tier in moved:
-            ids[tier].append(item.id)
-            rows[tier].append(moved_row(item))
+            by_tier[tier].append(item)
         back_ids = [item.id for item in back]
         call_ids = {entry["toolCallId"] for entry in entries}
         event = (
@@ -372,14 +372,14 @@ class Session:
 
         def job(conn: Any) -> None:
             for tier in ("warm", "cold"):
-                _set_tier(conn, ids[tier], tier)
+                _set_tier(conn, [item.id for item in by_tier[tier]], tier)
             conn.execute(
                 "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
                 " VALUES (?, ?, ?, ?, 'evict', ?)",
                 (*event[:4], json.dumps(event[4])),
             )
             for tier in ("warm", "cold"):  # index / compress; embedding waits for the next search
-                tiers.write_moved(conn, rows[tier], tier)
+                tiers.write_moved(conn, [moved_row(item) for item in by_tier[tier]], tier)
             _set_tier(conn, back_ids, "live")
             for item_id in back_ids:  # paged-out items are warm: no content comes back
                 tiers.write_hydrated(conn, item_id)

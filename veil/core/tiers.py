@@ -99,6 +99,11 @@ def moved_row(item: ContextItem) -> MovedRow:
     return (item.id, item.session_id, list(item.tags), item.content)
 
 
+def _check_tier(tier: str) -> None:
+    if tier not in SEARCHABLE_TIERS:
+        raise ValueError(f"tier: expected 'warm' or 'cold', got {tier!r}")
+
+
 def cold_preview(text: str) -> str:
     """What ``items.content`` holds for a cold item: whitespace collapsed, at most
     :data:`COLD_PREVIEW_CHARS` characters."""
@@ -276,8 +281,7 @@ class Tiers:
             ValueError: ``tier`` is not warm or cold.
             KeyError: an item is not in the store's ``items`` table.
         """
-        if tier not in SEARCHABLE_TIERS:
-            raise ValueError(f"tier: expected 'warm' or 'cold', got {tier!r}")
+        _check_tier(tier)
         if not items:
             return
         with self.store.transaction() as conn:
@@ -307,8 +311,7 @@ class Tiers:
             ValueError: ``tier`` is not warm or cold.
             KeyError: an item is not in the store's ``items`` table.
         """
-        if tier not in SEARCHABLE_TIERS:
-            raise ValueError(f"tier: expected 'warm' or 'cold', got {tier!r}")
+        _check_tier(tier)
         if not rows:
             return {}
         ids = [row[0] for row in rows]
