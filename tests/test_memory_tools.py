@@ -198,3 +198,40 @@ def test_bad_arguments_name_the_field(make_veil, name, args, message):
     session = veil.new_session()
     veil.run_turn(session, "go")
     assert message in tool_outputs(session)[0]
+
+
+def test_hydrate_rejects_handles_that_are_not_plain_message_numbers(make_veil, project):
+    veil, session, item = _notes_read_and_evicted(make_veil, project)
+    huge = "#" + "9" * 30
+    veil.model.add(
+        call("veil_hydrate", pointer=huge),
+        call("veil_hydrate", pointer="#\uff13"),  # a full-width digit
+        call("veil_hydrate", pointer="#+3"),
+        call("veil_hydrate", pointer="#99999"),
+        "done",
+    )
+    veil.run_turn(session, "try odd handles")
+    outs = tool_outputs(session)[-4:]
+    assert outs[0] == f"veil_hydrate: pointer: {huge!r} is not a message handle (#17, as in a stub)"
+    assert "pointer: '#\uff13' is not a message handle" in outs[1]
+    assert "pointer: '#+3' is not a message handle" in outs[2]
+    assert outs[3] == "veil_hydrate: pointer: no item for message #99999 in this session"
+    assert veil.store.get_item(item.id).tier == "warm"  # nothing came back
+
+
+def test_an_item_of_another_session_comes_back_as_a_copy(make_veil, project):
+    veil, other, item = _notes_read_and_evicted(make_veil, project)
+    stub = other.stubs[item.message_index]
+    session = veil.new_session()
+    veil.model.add(call("veil_hydrate", pointer=item.id), call("veil_demote", id=item.id), "ok")
+    veil.run_turn(session, "load the other session's notes")
+    loaded, refused = tool_outputs(session)[-2:]
+    assert loaded.count("alpha-bravo-charlie") == 30
+    (copy,) = [i for i in session.live_items if "alpha-bravo-charlie" in i.content]
+    assert copy.id != item.id and copy.session_id == session.id and copy.message_index is None
+    assert veil.store.get_item(copy.id).tier == "live"
+    # the other session's item, its tier and its stub are untouched
+    assert veil.store.get_item(item.id).tier == "warm"
+    assert veil.store.get_item(item.id).session_id == other.id
+    assert other.stubs[item.message_index] == stub
+    assert "belongs to another session" in refused

@@ -105,3 +105,19 @@ def test_items_whose_message_was_compacted_away_are_not_offered(make_veil):
     session.page_in_open = True
     session.compact_size = first.message_index + 1  # compaction summarised the first step
     assert [i.id for i in session.page_in_candidates()] == [third.id]
+
+
+def test_a_resumed_session_offers_what_passes_evicted_and_nothing_else(make_veil):
+    from veil.core.context_ops import demote, forget
+
+    veil, session = _session_with_results(make_veil, 5)
+    a, b, c, d, e = list(session.live_items)
+    demote(session, a.id)  # by hand: never offered
+    session.apply_eviction(EvictionPlan(to_warm=[b.id, c.id, d.id]))
+    session.apply_eviction(EvictionPlan(to_live=[c.id]))  # paged in again: live
+    forget(session, d.id)
+    session.mask_items({e.message_index})  # observation masking: never offered
+    resumed = veil.load_session(session.id)
+    resumed.page_in_open = True
+    assert [i.id for i in resumed.page_in_candidates()] == [b.id]
+    assert resumed.stubs[b.message_index] == session.stubs[b.message_index]

@@ -151,3 +151,45 @@ def test_an_eviction_pass_records_tiers_event_and_recall_index_behind(make_veil)
     ]
     assert veil.tiers.counts()["warm"] == 2 and veil.tiers.counts()["cold"] == 1
     assert veil.tiers.content(items[2].id) == items[2].content  # cold: compressed, whole
+
+
+def test_a_job_that_cannot_even_begin_leaves_no_pending_counts(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    import time
+
+    from veil.core import db
+
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 200)  # the writer's connection gives up fast
+    path = tmp_path / "c.db"
+    store = Store(path)
+    _session_with_items(store, 2)
+    # another process holds the write lock (a second SQLite library in this process would not
+    # see its lock, so it has to be another process)
+    locker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time\n"
+            f"c = sqlite3.connect({str(path)!r}, isolation_level=None)\n"
+            "c.execute('BEGIN IMMEDIATE'); print('locked', flush=True); time.sleep(3)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert locker.stdout is not None and locker.stdout.readline().strip() == "locked"
+        store.write_behind(
+            lambda conn: conn.execute("UPDATE items SET tier = 'warm' WHERE id = 'item_0'"),
+            "move",
+            tier_deltas={"s": {"live": -1, "warm": 1}},
+        )
+        start = time.monotonic()
+        with pytest.raises(WriteBehindError, match="locked"):
+            store.flush()
+        assert time.monotonic() - start < 2.5  # it failed on the lock, not after it
+    finally:
+        locker.wait(10)
+    # the failed job's move is not counted: the manifest must not show what did not happen
+    assert store.tier_counts("s") == {"live": 2, "warm": 0, "cold": 0}
+    store.close()

@@ -215,7 +215,7 @@ class BeliefStore:
         Raises:
             BadRequest: unknown or closed conflict, or ``keep`` is not one of its beliefs.
         """
-        conflict = self.store.conn.execute(
+        conflict = self.store.reader.execute(
             "SELECT * FROM belief_conflicts WHERE id = ?", (conflict_id,)
         ).fetchone()
         if conflict is None or conflict["status"] != "open":
@@ -335,7 +335,7 @@ class BeliefStore:
     # -- reading -------------------------------------------------------------------------------
 
     def _active_same(self, statement: str, claim: Claim | None) -> str | None:
-        conn = self.store.conn
+        conn = self.store.reader
         if claim is not None:
             row = conn.execute(
                 "SELECT id FROM beliefs WHERE status='active' AND subject=? AND"
@@ -350,7 +350,7 @@ class BeliefStore:
         return row["id"] if row else None
 
     def _members(self, subject: str, predicate: str) -> list[dict[str, Any]]:
-        rows = self.store.conn.execute(
+        rows = self.store.reader.execute(
             "SELECT * FROM beliefs WHERE subject=? AND predicate=? AND status='active'"
             " ORDER BY created_at",
             (subject, predicate),
@@ -358,7 +358,7 @@ class BeliefStore:
         return [dict(r) for r in rows]
 
     def _conflict_of(self, belief_id: str) -> str | None:
-        row = self.store.conn.execute(
+        row = self.store.reader.execute(
             "SELECT c.id FROM belief_conflicts c JOIN beliefs b ON b.subject=c.subject AND"
             " b.predicate=c.predicate WHERE b.id=? AND c.status='open'",
             (belief_id,),
@@ -368,13 +368,13 @@ class BeliefStore:
     def beliefs(self, include_retracted: bool = False) -> list[dict[str, Any]]:
         """Beliefs, oldest first (active only unless ``include_retracted``)."""
         sql = "SELECT * FROM beliefs" + ("" if include_retracted else " WHERE status='active'")
-        return [dict(r) for r in self.store.conn.execute(sql + " ORDER BY created_at, id")]
+        return [dict(r) for r in self.store.reader.execute(sql + " ORDER BY created_at, id")]
 
     def open_conflicts(self) -> list[dict[str, Any]]:
         """Open conflicts: ``[{"id", "subject", "predicate", "beliefs": [belief rows with
         provenance and a readable "when"]}]``."""
         out = []
-        for c in self.store.conn.execute(
+        for c in self.store.reader.execute(
             "SELECT * FROM belief_conflicts WHERE status='open' ORDER BY opened_at, id"
         ):
             members = self._members(c["subject"], c["predicate"])

@@ -7,7 +7,9 @@ Every change is stored at once and logged in the append-only event log.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -19,43 +21,56 @@ from veil.core.types import ContextItem
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
 
+DEMOTED = "demoted by the model"
+"""The eviction reason of a demotion by hand (such an item is never paged back in)."""
+
 GRADE_GOOD = 3
 GRADE_EASY = 4
 
 
-def find_item(session: Session, item_id: str) -> ContextItem:
+def find_item(session: Session, item_id: str, field: str = "id") -> ContextItem:
     """The item with ``item_id`` (a pointer may be given with brackets or quotes around it), or
     the item a stub's message handle ``#N`` names: the evicted item of message N of this
     session (:func:`veil.core.context.stub_handle`).
+
+    Args:
+        session: the session asking.
+        item_id: an item id or a handle ``#N`` (N in ASCII digits).
+        field: the tool argument it came from, named in errors.
 
     Raises:
         BadRequest: no such item in this project's store, or no item for that message.
     """
     item_id = item_id.strip().strip("[]\"' ")
     if item_id.startswith("#"):
-        return _item_of_message(session, item_id)
+        return _item_of_message(session, item_id, field)
     for item in session.live_items:
         if item.id == item_id:
             return item
     item = session.veil.store.get_item(item_id)
     if item is None:
         raise BadRequest(
-            f"id: no item {item_id!r} (ids look like item_0123456789ab; stubs also give #N)"
+            f"{field}: no item {item_id!r} (ids look like item_0123456789ab; stubs also give #N)"
         )
     return item
 
 
-def _item_of_message(session: Session, handle: str) -> ContextItem:
-    try:
-        index = int(handle[1:])
-    except ValueError:
-        raise BadRequest(f"id: {handle!r} is not a message handle (#17, as in a stub)") from None
+_HANDLE = re.compile(r"#([0-9]{1,18})", re.ASCII)
+
+
+def _item_of_message(session: Session, handle: str, field: str) -> ContextItem:
+    match = _HANDLE.fullmatch(handle)
+    if match is None:
+        raise BadRequest(f"{field}: {handle!r} is not a message handle (#17, as in a stub)")
+    index = int(match.group(1))
     for item in session.paged_out.values():  # the common case: a stub of this session
         if item.message_index == index:
             return item
-    item = session.veil.store.item_of_message(session.id, index)
+    item = None
+    if index < len(session.messages):
+        item = session.veil.store.item_of_message(session.id, index)
     if item is None:
-        raise BadRequest(f"id: no item for message {handle} in this session")
+        raise BadRequest(f"{field}: no item for message {handle} in this session")
     return item
 
 
@@ -97,21 +112,53 @@ def _accessed_many(
         )
 
 
-def _make_live(session: Session, item: ContextItem) -> None:
+def _make_live(session: Session, item: ContextItem) -> ContextItem:
+    """Bring ``item`` into the prompt; returns the item that is now live: ``item`` itself, or
+    for an item of another session a copy owned by this session (the other session's item, its
+    tier and its stub stay as they are)."""
+    if item.session_id is not None and item.session_id != session.id:
+        return _live_copy(session, item)
     if item.tier == "live" and session.live_items.has_id(item.id):  # O(log n), no scan
-        return
+        return item
     previous = item.tier
     item.tier = "live"
     session.paged_out.pop(item.id, None)
     session.veil.store.update_item(item.id, tier="live")
-    if item.session_id == session.id and item.message_index is not None:
+    if item.message_index is not None:
         session.stubs.pop(item.message_index, None)
-    elif item.session_id != session.id:
-        # an item from another session comes back as a copy owned by this session
-        item.session_id = session.id
-        item.message_index = None
     session.live_items.append(item)
     session.veil.tiers.on_hydrated(item, previous)
+    return item
+
+
+def _live_copy(session: Session, item: ContextItem) -> ContextItem:
+    from veil.core.types import new_id
+
+    content = session.veil.tiers.content(item.id) or item.content  # whole, even when cold
+    copy = dataclasses.replace(
+        item,
+        id=new_id("item"),
+        session_id=session.id,
+        message_index=None,
+        tool_call_id=None,
+        tier="live",
+        content=content,
+        tags=list(item.tags),
+        targets=list(item.targets),
+        identifiers=None,
+    )
+    session.add_items([copy])
+    return copy
+
+
+def _own(session: Session, item: ContextItem, field: str = "id") -> ContextItem:
+    """``item`` when this session may change it in place (its own, or no session's)."""
+    if item.session_id is not None and item.session_id != session.id:
+        raise BadRequest(
+            f"{field}: {item.id} belongs to another session; veil_hydrate or veil_promote it to "
+            "work on a copy"
+        )
+    return item
 
 
 def touch_related(session: Session, targets: list[str]) -> int:
@@ -138,9 +185,9 @@ def hydrate(session: Session, pointer: str) -> ContextItem:
     When the item's message is in the kept history, its stub is removed and the original content
     is sent again in place; otherwise (another session, a memory) the tool result carries it.
     """
-    item = find_item(session, pointer)
+    item = find_item(session, pointer, "pointer")
     previous = item.tier
-    _make_live(session, item)
+    item = _make_live(session, item)
     _accessed(session, item, GRADE_GOOD, previous)
     _log(session, "hydrate", item, previous_tier=previous)
     return item
@@ -150,7 +197,7 @@ def promote(session: Session, item_id: str) -> ContextItem:
     """Make an item live, loaded by hand (x1.5 when scored), with an Easy recall."""
     item = find_item(session, item_id)
     previous = item.tier
-    _make_live(session, item)
+    item = _make_live(session, item)
     item.loaded_by_hand = True
     session.veil.store.update_item(item.id, loaded_by_hand=True)
     _accessed(session, item, GRADE_EASY, previous)
@@ -166,13 +213,13 @@ def demote(session: Session, item_id: str, tier: str = "warm") -> ContextItem:
     """
     from veil.core.types import EvictionPlan
 
-    item = find_item(session, item_id)
+    item = _own(session, find_item(session, item_id))
     if item.pinned:
         raise BadRequest(f"id: {item.id} is pinned; unpin it first")
     if item.kind in ("correction", "intent"):
         raise BadRequest(f"id: {item.id} is a {item.kind}; those stay in the prompt")
     if item.tier == "live":
-        plan = EvictionPlan(reasons={item.id: "demoted by the model"})
+        plan = EvictionPlan(reasons={item.id: DEMOTED})
         (plan.to_cold if tier == "cold" else plan.to_warm).append(item.id)
         session.apply_eviction(plan, pageable=False)
     elif item.tier != tier:
@@ -186,10 +233,12 @@ def demote(session: Session, item_id: str, tier: str = "warm") -> ContextItem:
 def set_pinned(session: Session, item_id: str, pinned: bool) -> ContextItem:
     """Pin (bring live and protect from eviction) or unpin an item."""
     item = find_item(session, item_id)
-    if pinned and item.tier != "live":
+    if pinned and (item.tier != "live" or item.session_id not in (None, session.id)):
         previous = item.tier
-        _make_live(session, item)
+        item = _make_live(session, item)
         _accessed(session, item, GRADE_GOOD, previous)
+    elif not pinned:
+        _own(session, item)
     item.pinned = pinned
     session.veil.store.update_item(item.id, pinned=pinned)
     session.live_items.refresh(item)
@@ -228,7 +277,7 @@ def remember(
 def forget(session: Session, item_id: str) -> ContextItem:
     """Take an item out of the prompt and out of recall; its content stays in the store and the
     event log (nothing is lost). Pinned items refuse."""
-    item = find_item(session, item_id)
+    item = _own(session, find_item(session, item_id))
     if item.pinned:
         raise BadRequest(f"id: {item.id} is pinned; unpin it first")
     if item.tier == "live":

@@ -69,13 +69,15 @@ class Session:
         self._token_cache: dict[tuple[str, str], int] = {}
         # message index -> pointer stub, for items that left the prompt
         self.stubs: dict[int, str] = {}
-        # items eviction passes moved to warm in this process: the policy may page them back in
-        # (context.pageIn); build_prompt opens that door on the first eviction round only
+        # items eviction passes moved to warm (rebuilt from the event log on resume): the policy
+        # may page them back in (context.pageIn); build_prompt opens that door on the first
+        # eviction round only
         self.paged_out: dict[str, ContextItem] = {}
         self.page_in_open = False
         if resumed:
-            for item in veil.store.items(self.id, ("warm", "cold")):
-                self._stub_item(item)
+            stored = veil.store.items(self.id, ("warm", "cold"))
+            self._stub_items(stored)
+            self.paged_out = _pageable(veil.store, self.id, stored)
         self.turn_embeddings = TurnEmbeddings(self, self.config.settings.context.rescue_embeddings)
         if resumed and self.stubs:
             self.turn_embeddings.start()  # it was under pressure before
@@ -269,8 +271,9 @@ class Session:
         """This session's items that eviction passes moved to the warm tier and that may come
         back (``EvictionPlan.to_live``), oldest first; empty when ``context.pageIn`` is off or
         the prompt builder has not opened page-in for this pass. Items demoted or forgotten by
-        hand, hydrated since, or evicted before this process opened the session are not
-        offered, nor items whose message full compaction summarised."""
+        hand, masked, or hydrated since are not offered, nor items whose message full
+        compaction summarised. A resumed session offers the warm items whose last move was an
+        eviction pass (from the event log)."""
         if not (self.page_in_open and self.config.settings.context.page_in):
             return []
         # an item whose message was compacted away could not come back into the prompt
@@ -392,6 +395,22 @@ class Session:
 
 
 _STUBBED_SOURCES = frozenset({"tool_result", "user", "assistant"})
+
+
+def _pageable(store: Any, session_id: str, stored: list[ContextItem]) -> dict[str, ContextItem]:
+    """The page-in candidates of a resumed session: its warm items whose last move was an
+    eviction pass (not a demotion by hand, not observation masking), as the event log says."""
+    from veil.core.context_ops import DEMOTED
+
+    last: dict[str, bool] = {}  # item id -> may come back
+    for event in store.events(session_id, ("evict", "mask")):
+        payload = event["payload"]
+        if event["kind"] == "mask":
+            last[payload.get("item", "")] = False
+            continue
+        for entry in payload.get("items", []):
+            last[entry["id"]] = entry["tier"] == "warm" and entry.get("reason") != DEMOTED
+    return {i.id: i for i in stored if i.tier == "warm" and last.get(i.id, False)}
 
 
 def _tier_deltas(moved: list[tuple[ContextItem, str]], back: list[ContextItem]) -> dict[str, int]:

@@ -93,6 +93,16 @@ class Store:
             behind.drain()
         return self._thread_conn()
 
+    @property
+    def reader(self) -> Any:
+        """This thread's connection for reads of tables that :meth:`write_behind` jobs never
+        write (sessions, messages, beliefs, usage, embeddings), without waiting for queued
+        jobs: a prompt built right after an eviction pass reads the open belief conflicts while
+        the writer thread records the pass. The jobs write ``items``, ``events``,
+        ``recall_index``, ``recall_fts`` and ``cold_content``: read those through
+        :attr:`conn`."""
+        return self._thread_conn()
+
     def _thread_conn(self) -> Any:
         if self.path == ":memory:":
             if self._memory_conn is None:

@@ -167,8 +167,8 @@ class WriteBehind:
             conn.close()
 
     def _apply(self, conn: Any, job: Job, deltas: dict[str, dict[str, int]]) -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        try:  # BEGIN too: a lock held past the busy timeout fails here, and the deltas must go
+            conn.execute("BEGIN IMMEDIATE")
             job(conn)
             with self._lock:  # committed counts and pending deltas change together
                 conn.execute("COMMIT")
