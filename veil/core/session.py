@@ -209,9 +209,6 @@ class Session:
             self._token_cache[key] = model.count_tokens(text) if text else 0
         return self._token_cache[key]
 
-    def _stub_item(self, item: ContextItem) -> None:
-        self._stub_items([item])
-
     def _stub_items(self, items: list[ContextItem]) -> None:
         from veil.core.context import pointer_stub
 

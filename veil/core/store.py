@@ -350,7 +350,7 @@ class Store:
             rows, pending = self.conn.execute(_TIER_COUNTS, (session_id,)).fetchall(), {}
         else:
             with behind.counts_lock:  # no job commits between the query and its deltas
-                rows = self._thread_conn().execute(_TIER_COUNTS, (session_id,)).fetchall()
+                rows = self.reader.execute(_TIER_COUNTS, (session_id,)).fetchall()
                 pending = behind.pending_tier_deltas(session_id)
         for row in rows:
             counts[row["tier"]] = int(row["n"])

@@ -300,8 +300,7 @@ class Tiers:
 
         Args:
             conn: a connection in an open transaction.
-            rows: ``(item id, session id, tags, content)`` per item (:func:`moved_row`: taken
-                when the move is decided, so later changes to the item do not leak in).
+            rows: ``(item id, session id, tags, content)`` per item (:func:`moved_row`).
             tier: ``"warm"`` or ``"cold"``.
 
         Returns:

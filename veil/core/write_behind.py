@@ -57,8 +57,6 @@ class WriteBehind:
         self._lock = threading.Lock()  # guards _pending and the commit of a job carrying deltas
         self._pending: list[dict[str, dict[str, int]]] = []
         self._atexit_registered = False
-        self.jobs = 0
-        """Jobs queued so far (for benchmarks and tests)."""
         self.seconds = 0.0
         """Seconds the thread has spent applying jobs, commits included (for benchmarks)."""
 
@@ -71,11 +69,6 @@ class WriteBehind:
     def failed(self) -> bool:
         """A job failed and the next :meth:`drain` will raise its error."""
         return self._error is not None
-
-    @property
-    def thread(self) -> threading.Thread | None:
-        """The writer thread, once a job has started it."""
-        return self._thread
 
     def submit(
         self, job: Job, what: str, tier_deltas: dict[str, dict[str, int]] | None = None
@@ -90,7 +83,6 @@ class WriteBehind:
         deltas = tier_deltas or {}
         with self._lock:
             self._pending.append(deltas)
-        self.jobs += 1
         self._queue.put((job, what, deltas))
 
     def drain(self) -> None:
