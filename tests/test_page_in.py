@@ -121,3 +121,22 @@ def test_a_resumed_session_offers_what_passes_evicted_and_nothing_else(make_veil
     resumed.page_in_open = True
     assert [i.id for i in resumed.page_in_candidates()] == [b.id]
     assert resumed.stubs[b.message_index] == session.stubs[b.message_index]
+
+
+def test_the_session_counts_the_items_that_mention_each_name_and_a_resumed_one_recounts(
+    make_veil,
+):
+    """Three results: src/mod_N.py and func_N once each (N = 0, 1, 2); 'contents' is not
+    identifier-shaped. A memory item naming src/mod_1.py makes that path's count 2. The
+    resumed session counts the same from the store."""
+    veil, session = _session_with_results(make_veil, 3)
+    from veil.core.types import ContextItem
+
+    session.add_items([ContextItem(content="remember src/mod_1.py", kind="fact", source="memory")])
+    counts = session.identifier_mentions
+    assert counts["src/mod_0.py"] == 1
+    assert counts["src/mod_1.py"] == 2
+    assert counts["func_2"] == 1
+    assert "contents" not in counts
+    resumed = veil.load_session(session.id)
+    assert resumed.identifier_mentions == counts

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from veil.core.errors import SessionClosed
 from veil.core.items import ItemBatch
+from veil.core.tags import content_identifiers
 from veil.core.tiers import moved_row
 from veil.core.turn_embeddings import TurnEmbeddings
 from veil.core.types import ContextItem, Message, RenderEvent
@@ -74,6 +76,9 @@ class Session:
         # eviction round only
         self.paged_out: dict[str, ContextItem] = {}
         self.page_in_open = False
+        # identifier -> how many of this session's items mention it (a resumed session counts
+        # its stored items on first use)
+        self._mentions: Counter[str] | None = None if resumed else Counter()
         if resumed:
             stored = veil.store.items(self.id, ("warm", "cold"))
             self._stub_items(stored)
@@ -87,6 +92,20 @@ class Session:
         """Item id -> vector of the session's turns embedded so far (the eviction policy's
         rescue of old turns reads it; see :mod:`veil.core.turn_embeddings`)."""
         return self.turn_embeddings.vectors
+
+    @property
+    def identifier_mentions(self) -> Counter[str]:
+        """Identifier (DESIGN.md "Measures" shape) -> how many of this session's items mention
+        it, each item counted once: its turns, tool results and memory items, wherever they
+        are now (live, warm or cold). veil_fsrs' coverage-aware eviction weighs new names by
+        it (``context.mentionPower``). A resumed session counts its stored items on first
+        use."""
+        if self._mentions is None:
+            counts: Counter[str] = Counter()
+            for item in self.veil.store.items(self.id, ("live", "warm", "cold")):
+                counts.update(_identifiers(item))
+            self._mentions = counts
+        return self._mentions
 
     # -- shortcuts --------------------------------------------------------------------------
 
@@ -132,6 +151,9 @@ class Session:
             item.session_id = self.id
         self.veil.store.add_items(items)
         self.live_items.extend(items)
+        if self._mentions is not None:
+            for item in items:
+                self._mentions.update(_identifiers(item))
         self.turn_embeddings.add(items)
 
     def save_state(self) -> None:
@@ -392,6 +414,12 @@ class Session:
 
 
 _STUBBED_SOURCES = frozenset({"tool_result", "user", "assistant"})
+
+
+def _identifiers(item: ContextItem) -> frozenset[str]:
+    if item.identifiers is None:
+        item.identifiers = content_identifiers(item.content)
+    return item.identifiers
 
 
 def _pageable(store: Any, session_id: str, stored: list[ContextItem]) -> dict[str, ContextItem]:

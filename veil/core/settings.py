@@ -238,6 +238,10 @@ class ContextSettings(_Model):
     for the results that bring new names).
     ``coverage``: stages 2-3 keep the groups that bring the most new identifiers per token
     (:mod:`veil_fsrs.coverage`) instead of ranking by eviction score alone.
+    ``mention_power``: in that choice a new identifier counts ``m ** mention_power``, where
+    ``m`` is how many of the session's items mention it (its messages, tool results and
+    memory items): the names a session keeps coming back to are the ones its next action
+    uses. 0 counts every new identifier once (replay tuning, bench/RESULTS.md: 2).
     ``elide_repeats``: over budget, first replace runs of lines that a newer message repeats
     by a marker (lossless; :mod:`veil.core.elision`).
     ``rescue_embeddings``: how turns get the embeddings the rescue of old turns compares
@@ -263,6 +267,7 @@ class ContextSettings(_Model):
     protected_turns: int = Field(default=12, ge=0)
     protected_results: int = Field(default=2, ge=0)
     coverage: bool = True
+    mention_power: float = Field(default=2.0, ge=0, le=8)
     page_in: bool = True
     rescue_cosine: float = Field(default=0.7, ge=0, le=1)
     stale_recency: float = Field(default=0.9, gt=0, le=1)

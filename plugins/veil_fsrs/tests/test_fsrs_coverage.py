@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from veil_fsrs.coverage import eviction_order, item_identifiers
+from veil_fsrs.coverage import eviction_order, item_identifiers, mention_weigher
 from veil_fsrs.eviction import plan_eviction
 
 from veil.core.items import ItemBatch
@@ -94,3 +94,43 @@ def test_eviction_prefers_the_redundant_result_with_coverage_and_the_older_witho
     without = plan_eviction(ItemBatch(items), scores, 280, 300, settings=off, **args)
     assert with_cov.to_warm == ["repeat_new"]
     assert without.to_warm == ["unique_old"]
+
+
+def test_mention_weigher_sums_each_new_name_s_count_to_the_power():
+    """mentions: src/core.py 3, alpha_x 1; beta_y unknown (counts 1). Power 2: 3**2 + 1 + 1 =
+    11; power 0 or no counts: how many names there are."""
+    mentions = {"src/core.py": 3, "alpha_x": 1}
+    names = {"src/core.py", "alpha_x", "beta_y"}
+    assert mention_weigher(mentions, 2.0)(names) == 11.0
+    assert mention_weigher(mentions, 1.5)({"src/core.py"}) == 3.0**1.5
+    assert mention_weigher(mentions, 0.0)(names) == 3
+    assert mention_weigher(None, 2.0)(names) == 3
+    assert mention_weigher({}, 2.0)(names) == 3
+
+
+def test_the_name_the_session_keeps_mentioning_outweighs_two_new_ones():
+    """Two old results of 100 tokens, equal scores; one must leave (300 used, soft target
+    0.95 x 280 = 266). 'pair' brings two names, 'core' one. Counting names, core's value is
+    1/120 against pair's 2/120, so core leaves. With mentions (src/core.py in 3 of the
+    session's items, the others in 1) at power 2, core's value is 9/120 against 2/120, so
+    pair leaves."""
+    items = [
+        item("pair", "alpha_x and beta_y", step=10),
+        item("core", "see src/core.py", step=11),
+        item("recent", "nothing to name", step=100),
+    ]
+    scores = [0.3, 0.3, 0.3]
+    args = dict(threshold=0.95, current_step=100, now=NOW)
+    mentions = {"src/core.py": 3, "alpha_x": 1, "beta_y": 1}
+    on = ContextSettings()  # mentionPower 2
+    flat = ContextSettings.model_validate({"mentionPower": 0})
+    counted = plan_eviction(
+        ItemBatch(items), scores, 280, 300, settings=on, mentions=mentions, **args
+    )
+    plain = plan_eviction(
+        ItemBatch(items), scores, 280, 300, settings=flat, mentions=mentions, **args
+    )
+    without = plan_eviction(ItemBatch(items), scores, 280, 300, settings=on, **args)
+    assert counted.to_warm == ["pair"]
+    assert plain.to_warm == ["core"]
+    assert without.to_warm == ["core"]

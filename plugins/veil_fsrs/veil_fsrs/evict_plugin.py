@@ -16,6 +16,8 @@ What it reads from the session (all optional except ``config``):
 * ``session.page_in_candidates()``: this session's evicted items that may come back (the
   re-selection of :mod:`veil_fsrs.eviction`); they are scored through the ``score`` hook
   (``session.veil.pm``) like the live items.
+* ``session.identifier_mentions``: identifier -> how many of the session's items mention it;
+  the coverage ranking weighs new names by it (``context.mentionPower``).
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ def evict(
         stale_recency=_optional_setting(settings, "stale_recency", _STALE_RECENCY),
         pointer_tokens=_optional_setting(settings, "pointer_tokens", DEFAULT_POINTER_TOKENS),
         page_in=lambda: _page_in_candidates(session),
+        mentions=lambda: getattr(session, "identifier_mentions", None),
     )
 
 

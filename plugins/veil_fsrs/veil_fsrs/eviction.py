@@ -73,7 +73,14 @@ from veil.core.settings import ContextSettings
 from veil.core.types import ITEM_KINDS, EvictionPlan
 from veil_fsrs.batch_index import BatchIndex, index_for
 from veil_fsrs.controller import Controller
-from veil_fsrs.coverage import eviction_order, group_identifiers, item_identifiers, keep_order
+from veil_fsrs.coverage import (
+    Weigher,
+    eviction_order,
+    group_identifiers,
+    item_identifiers,
+    keep_order,
+    mention_weigher,
+)
 from veil_fsrs.fsrs import retrievability
 from veil_fsrs.rescue import max_cosine
 from veil_fsrs.scoring import SECONDS_PER_DAY
@@ -128,6 +135,7 @@ def plan_eviction(
     pointer_tokens: int = 0,
     paged_out: ItemBatch | None = None,
     paged_scores: Any = None,
+    mentions: Mapping[str, int] | None = None,
 ) -> EvictionPlan:
     """Choose the items that leave the prompt (see the module docstring for the stages).
 
@@ -147,6 +155,10 @@ def plan_eviction(
             (page-in candidates; see "Re-selection" in the module docstring). None or empty:
             eviction only.
         paged_scores: retention scores aligned with ``paged_out`` (default 0.5 each).
+        mentions: identifier -> how many of the session's items mention it; the coverage
+            ranking weighs each new identifier by that count to the power
+            ``settings.mention_power`` (:func:`veil_fsrs.coverage.mention_weigher`). None:
+            every new identifier counts 1.
 
     Returns:
         An :class:`EvictionPlan` with ``to_warm`` (stage order), ``to_live`` (paged in),
@@ -224,6 +236,7 @@ def plan_eviction(
         group_e = np.full(n_groups, np.inf)
         np.minimum.at(group_e, group, evict_score)
         candidates = ~group_blocked & (stage == 0)
+        weigh = mention_weigher(mentions, settings.mention_power)
         n_paged = len(paged_out) if paged_out is not None else 0
         if settings.coverage and n_paged and int(candidates.sum()) + n_paged <= COVERAGE_MAX_GROUPS:
             used = _reselect(
@@ -238,6 +251,7 @@ def plan_eviction(
                 used=used,
                 soft_target=soft_target,
                 threshold=threshold,
+                weigh=weigh,
             )
         else:
             if settings.coverage and 0 < int(candidates.sum()) <= COVERAGE_MAX_GROUPS:
@@ -248,6 +262,7 @@ def plan_eviction(
                     ~candidates[group] & (stage[group] == 0),
                     freed,
                     1.0 - np.clip(group_e, 0.0, 1.0),
+                    weigh,
                 )
                 ranking = np.concatenate([order, np.flatnonzero(~candidates)])
             else:
@@ -318,6 +333,7 @@ def _reselect(
     used: float,
     soft_target: float,
     threshold: float,
+    weigh: Weigher = len,
 ) -> float:
     """Stages 2-3 as one re-selection over the live candidates and the paged-out groups (see
     the module docstring); marks ``stage`` (2 or 3) for live groups that leave and lists the
@@ -335,7 +351,7 @@ def _reselect(
     base = used - float(freed[cand].sum())  # what stays whatever happens (stubs included)
     room = soft_target - base
     kept: set[int] = set()
-    order, spent = keep_order(members, sizes, keep_value, covered, room=max(room, 0.0))
+    order, spent = keep_order(members, sizes, keep_value, covered, room=max(room, 0.0), weigh=weigh)
     kept.update(order)
     room -= float(sum(sizes[g] for g in order))
     # Live groups that add no new name stay while there is room: moving them gains nothing.
@@ -481,6 +497,7 @@ def evict_pass(
     stale_recency: float = STALE_RECENCY,
     pointer_tokens: int = 0,
     page_in: Callable[[], tuple[ItemBatch | None, Any]] | None = None,
+    mentions: Callable[[], Mapping[str, int] | None] | None = None,
 ) -> EvictionPlan:
     """One eviction pass with the controller: detect re-requests, apply calm periods, plan with
     the current threshold, then record the pass.
@@ -490,7 +507,8 @@ def evict_pass(
 
     Arguments as :func:`plan_eviction`; ``controller`` holds the threshold; ``page_in``
     returns the page-in candidates and their scores (``plan_eviction``'s ``paged_out`` and
-    ``paged_scores``), called only under pressure.
+    ``paged_scores``), called only under pressure; so is ``mentions``, which returns
+    ``plan_eviction``'s ``mentions``.
 
     Raises:
         ValueError: as :func:`plan_eviction`.
@@ -500,9 +518,13 @@ def evict_pass(
         for item_id in [i for i in controller.state["evicted"] if i in live]:
             controller.on_rerequest(item_id, now)
     controller.tick(now)
-    paged_out, paged_scores = None, None
-    if page_in is not None and len(items) and used_tokens > controller.threshold * budget_tokens:
-        paged_out, paged_scores = page_in()  # only under pressure: nothing to do otherwise
+    paged_out, paged_scores, counts = None, None, None
+    if len(items) and used_tokens > controller.threshold * budget_tokens:
+        # only under pressure: nothing to do otherwise
+        if page_in is not None:
+            paged_out, paged_scores = page_in()
+        if mentions is not None:
+            counts = mentions()
     plan = plan_eviction(
         items,
         scores,
@@ -517,6 +539,7 @@ def evict_pass(
         pointer_tokens=pointer_tokens,
         paged_out=paged_out,
         paged_scores=paged_scores,
+        mentions=counts,
     )
     pressure = any(reason not in (REASONS[1], PAGED_IN) for reason in plan.reasons.values())
     controller.record_pass(now, plan.to_warm, pressure)
