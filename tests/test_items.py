@@ -81,6 +81,10 @@ def assert_columns_match(batch: ItemBatch) -> None:
     for pos, item in enumerate(batch):
         assert batch.row_of(item.id) == pos
     assert batch.row_of("item_absent") is None
+    # lookup follows appends, removals and refreshes (ids are unique here)
+    found = batch.lookup([*(i.id for i in batch), "item_absent"])
+    assert list(found) == [i.id for i in batch]
+    assert all(found[i.id] is i for i in batch)
 
 
 def assert_index_matches(batch: ItemBatch, task: frozenset[str]) -> None:
@@ -145,6 +149,7 @@ def test_incremental_columns_and_index_equal_a_rebuild(seed: int, ops: list[str]
             removed = batch.remove_ids(gone)
             assert {i.id for i in removed} == gone
             assert not any(i.id in gone for i in batch)
+            assert batch.lookup(gone) == {}
         elif op == "remove_absent":
             version = batch.version
             assert batch.remove_ids(["item_absent"]) == []

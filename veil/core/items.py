@@ -88,6 +88,7 @@ class _Columns:
     arrays: dict[str, np.ndarray]
     n: int
     seq_of: dict[str, int] = field(default_factory=dict)  # item id -> its append number
+    item_of: dict[str, ContextItem] = field(default_factory=dict)  # the same ids -> the item
     next_seq: int = 0
 
     @property
@@ -219,6 +220,7 @@ class ItemBatch(list):
         arrays["seq"][:n] = np.arange(n)
         store = _Columns(arrays=arrays, n=n, next_seq=n)
         store.seq_of = {item.id: pos for pos, item in enumerate(self)}
+        store.item_of = {item.id: item for item in self}
         self._store = store
         self._cols = None
         return store
@@ -299,6 +301,7 @@ class ItemBatch(list):
                 store.arrays["seq"][start:stop] = np.arange(seq, seq + len(items))
                 for offset, item in enumerate(items):
                     store.seq_of[item.id] = seq + offset
+                    store.item_of[item.id] = item
                 store.next_seq = seq + len(items)
                 store.n = stop
         self._record("append", items, start=start)
@@ -343,11 +346,13 @@ class ItemBatch(list):
             store.arrays[name] = fresh
         store.n = kept
         if len(store.seq_of) == n:
+            seq_of, item_of = store.seq_of, store.item_of
             for item in removed:
-                store.seq_of.pop(item.id, None)
+                del seq_of[item.id], item_of[item.id]
         else:  # duplicate ids: rebuild the id -> append number map from what is left
             seqs = store.arrays["seq"][:kept].tolist()
             store.seq_of = dict(zip(store.arrays["id"][:kept].tolist(), seqs, strict=True))
+            store.item_of = {item.id: item for item in self}
         self._record("remove", tuple(removed), rows=gone_rows, size=n)
         return removed
 
@@ -363,22 +368,10 @@ class ItemBatch(list):
 
     def lookup(self, ids: Iterable[str]) -> dict[str, ContextItem]:
         """``{id: item}`` for the ids in ``ids`` that are in the batch (others are left out):
-        O(k log n) for k ids, where a dict of the whole batch would cost O(n)."""
-        store = self._ensure_store()
-        seq_of = store.seq_of
-        found = [(i, seq) for i in ids if (seq := seq_of.get(i)) is not None]
-        if not found:
-            return {}
-        n = store.n
-        seqs = store.arrays["seq"][:n]
-        wanted = np.fromiter((seq for _, seq in found), dtype=np.int64, count=len(found))
-        rows = np.minimum(np.searchsorted(seqs, wanted), n - 1)
-        present = (seqs[rows] == wanted).tolist()
-        return {
-            item_id: self[row]
-            for (item_id, _), row, ok in zip(found, rows.tolist(), present, strict=True)
-            if ok
-        }
+        O(k) dict look-ups for k ids, where a dict of the whole batch would cost O(n). With
+        duplicate ids, the item an id maps to is the one :meth:`row_of` finds."""
+        item_of = self._ensure_store().item_of
+        return {i: item for i in ids if (item := item_of.get(i)) is not None}
 
     def has_id(self, item_id: str) -> bool:
         """Whether an item with id ``item_id`` is in the batch (O(log n))."""
@@ -415,7 +408,9 @@ class ItemBatch(list):
                 if ids[pos] != item.id:  # an id changed: keep the id -> row map right
                     if store.seq_of.get(ids[pos]) == seqs[pos]:
                         del store.seq_of[ids[pos]]
+                        store.item_of.pop(ids[pos], None)
                     store.seq_of[item.id] = int(seqs[pos])
+                    store.item_of[item.id] = item
             _write_rows(store.arrays, positions, items)
         self._record("refresh", items, rows=positions)
 

@@ -87,8 +87,7 @@ class Controller:
         """
         s = self.settings
         evicted = self.state["evicted"]
-        for item_id in evicted_ids:
-            evicted[item_id] = now
+        evicted.update(dict.fromkeys(evicted_ids, now))
         # Forget evictions too old to count as re-requested.
         for item_id in [i for i, t in evicted.items() if now - t > s.rerequest_window]:
             del evicted[item_id]

@@ -477,10 +477,10 @@ def _fill_plan(plan: EvictionPlan, index: BatchIndex, group: np.ndarray, stage: 
     item_stage = stage[group]
     ids = index.ids
     for number in (1, 2, 3, 4):
-        reason = REASONS[number]
-        for pos in np.flatnonzero(item_stage == number).tolist():
-            plan.to_warm.append(ids[pos])
-            plan.reasons[ids[pos]] = reason
+        # one gather and C-level list / dict building per stage (a pass may move thousands)
+        taken = ids[item_stage == number].tolist()
+        plan.to_warm.extend(taken)
+        plan.reasons.update(dict.fromkeys(taken, REASONS[number]))
 
 
 def evict_pass(
@@ -541,7 +541,7 @@ def evict_pass(
         paged_scores=paged_scores,
         mentions=counts,
     )
-    pressure = any(reason not in (REASONS[1], PAGED_IN) for reason in plan.reasons.values())
+    pressure = bool(set(plan.reasons.values()) - {REASONS[1], PAGED_IN})
     controller.record_pass(now, plan.to_warm, pressure)
     for item_id in plan.to_live:  # brought back by the policy itself: not a re-request
         controller.state["evicted"].pop(item_id, None)
