@@ -59,7 +59,7 @@ def main() -> int:
         print(
             f"| {name} | {p['prompt_tokens']:,} | {p['prompt_tokens'] / full:.3f} | "
             f"{p['peak_prompt_tokens']:,} | {p['references']:,} | {p['misses']:,} | "
-            f"{p.get('evictions', '')} |"
+            f"{format(p['evictions'], ',') if 'evictions' in p else ''} |"
         )
     v, m, r = total["veil"], total["masking"], total["recency"]
     print(

@@ -140,3 +140,21 @@ def test_the_session_counts_the_items_that_mention_each_name_and_a_resumed_one_r
     assert "contents" not in counts
     resumed = veil.load_session(session.id)
     assert resumed.identifier_mentions == counts
+
+
+def test_a_resumed_session_counts_a_cold_item_by_its_whole_content(make_veil):
+    """The items table keeps only a preview of a cold item; the recount reads the whole text
+    from cold storage, so src/pkg_49.py (far past the preview) still counts once."""
+    from veil.core import context_ops
+    from veil.core.types import ContextItem
+
+    veil, session = _session_with_results(make_veil, 1)
+    long_text = "\n".join(f"line {n}: see src/pkg_{n}.py" for n in range(50))
+    note = ContextItem(content=long_text, kind="fact", source="memory")
+    session.add_items([note])
+    context_ops.demote(session, note.id, "cold")
+    veil.store.flush()
+    assert "src/pkg_49.py" not in veil.store.items(session.id, ("cold",))[0].content
+    resumed = veil.load_session(session.id)
+    assert resumed.identifier_mentions["src/pkg_49.py"] == 1
+    assert resumed.identifier_mentions == session.identifier_mentions

@@ -84,6 +84,8 @@ def test_seed_example_files_load_with_camel_case_keys(project):
         ({"compaction": {"threshold": 0.05}}, "compaction.threshold"),
         ({"memory": {"maxLines": 0}}, "memory.maxLines"),
         ({"compaction": {"treshold": 0.5}}, "compaction.treshold"),
+        ({"context": {"mentionPower": -1}}, "context.mentionPower"),
+        ({"context": {"mentionPower": 100}}, "context.mentionPower"),
     ],
 )
 def test_wrong_settings_values_name_the_file_and_the_field(project, data, field):
@@ -92,6 +94,14 @@ def test_wrong_settings_values_name_the_file_and_the_field(project, data, field)
         load_config(project)
     assert str(project / ".veil/settings.json") in err.value.message
     assert field in err.value.message
+
+
+def test_a_nan_mention_power_is_refused_as_not_finite(project):
+    write(project / ".veil/settings.json", {"context": {"mentionPower": float("nan")}})
+    with pytest.raises(ConfigError) as err:
+        load_config(project)
+    assert "context.mentionPower" in err.value.message
+    assert "finite" in err.value.message
 
 
 @pytest.mark.parametrize("count", [0, 100, -1])

@@ -347,8 +347,9 @@ class ItemBatch(list):
         store.n = kept
         if len(store.seq_of) == n:
             seq_of, item_of = store.seq_of, store.item_of
-            for item in removed:
-                del seq_of[item.id], item_of[item.id]
+            for item in removed:  # pop: an id changed in place without refresh is tolerated
+                seq_of.pop(item.id, None)
+                item_of.pop(item.id, None)
         else:  # duplicate ids: rebuild the id -> append number map from what is left
             seqs = store.arrays["seq"][:kept].tolist()
             store.seq_of = dict(zip(store.arrays["id"][:kept].tolist(), seqs, strict=True))

@@ -102,7 +102,10 @@ class Session:
         use."""
         if self._mentions is None:
             counts: Counter[str] = Counter()
+            tiers = self.veil.tiers
             for item in self.veil.store.items(self.id, ("live", "warm", "cold")):
+                if item.tier == "cold":  # the items table keeps a preview of a cold item
+                    item.identifiers = content_identifiers(tiers.content(item.id) or item.content)
                 counts.update(_identifiers(item))
             self._mentions = counts
         return self._mentions

@@ -267,7 +267,7 @@ class ContextSettings(_Model):
     protected_turns: int = Field(default=12, ge=0)
     protected_results: int = Field(default=2, ge=0)
     coverage: bool = True
-    mention_power: float = Field(default=2.0, ge=0, le=8)
+    mention_power: float = Field(default=2.0, ge=0, le=8, allow_inf_nan=False)
     page_in: bool = True
     rescue_cosine: float = Field(default=0.7, ge=0, le=1)
     stale_recency: float = Field(default=0.9, gt=0, le=1)

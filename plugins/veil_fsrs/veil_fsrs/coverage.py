@@ -16,7 +16,7 @@ where ``m(x)`` is how many of the session's items mention identifier ``x`` and `
 ``context.mentionPower`` (2; with 0, or without counts, every new name counts 1). The names a
 session keeps coming back to (the file it is fixing, the function under test) are the ones its
 next action uses: on the recorded sessions of ``veil replay`` this weighting cut the misses by a
-tenth (bench/RESULTS.md). Weighted coverage is still submodular, so the lazy greedy holds.
+fifth (442 -> 354 at an 8,000-token budget; bench/RESULTS.md). Weighted coverage is still submodular, so the lazy greedy holds.
 
 ``covered`` starts as the identifiers of everything that stays regardless (protected, pinned,
 corrections, intents) and grows with each group kept. Values only fall as ``covered`` grows
