@@ -158,3 +158,23 @@ def test_a_resumed_session_counts_a_cold_item_by_its_whole_content(make_veil):
     resumed = veil.load_session(session.id)
     assert resumed.identifier_mentions["src/pkg_49.py"] == 1
     assert resumed.identifier_mentions == session.identifier_mentions
+
+
+def test_a_turn_naming_a_file_touches_the_live_items_that_point_at_it(make_veil):
+    """touch_related: only items whose targets hold a named path count an access (one each);
+    the live columns follow, and an item evicted earlier is no longer a row to touch."""
+    from veil.core.context_ops import touch_related
+
+    veil, session = _session_with_results(make_veil, 4)
+    live = session.live_items
+    before = {i.id: i.access_count for i in live}
+    first = live[0]  # names src/mod_0.py
+    session.apply_eviction(EvictionPlan(to_warm=[first.id], reasons={first.id: "low score"}))
+    assert touch_related(session, ["src/mod_2.py", "src/mod_0.py", "src/absent.py"]) == 1
+    assert touch_related(session, ["nothing_here.py"]) == 0
+    after = {i.id: i.access_count for i in session.live_items}
+    touched = [i for i in session.live_items if after[i.id] != before[i.id]]
+    assert [i.targets[0] for i in touched] == ["src/mod_2.py"]
+    assert after[touched[0].id] == before[touched[0].id] + 1
+    row = session.live_items.row_of(touched[0].id)
+    assert session.live_items.columns()["access_count"][row] == after[touched[0].id]

@@ -13,6 +13,8 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from veil.core.errors import BadRequest
 from veil.core.items import ItemBatch
 from veil.core.tags import extract_tags, extract_targets
@@ -166,11 +168,15 @@ def touch_related(session: Session, targets: list[str]) -> int:
     counts an access (FSRS review, grade Good), which keeps what the agent works on from
     decaying. Returns how many items were touched."""
     wanted = set(targets)
-    if not wanted:
+    live = session.live_items
+    if not wanted or not len(live):
         return 0
     rows, touched = [], []
-    for row, item in enumerate(session.live_items):
-        if item.targets and not wanted.isdisjoint(item.targets):
+    # only the rows whose item has targets at all (the column is kept up to date): at 10k live
+    # items a Python pass over every item cost ~1 ms per assistant turn
+    for row in np.flatnonzero(live.columns()["has_targets"]).tolist():
+        item = live[row]
+        if not wanted.isdisjoint(item.targets):
             rows.append(row)
             touched.append(item)
     if touched:
