@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from veil.core.context import build_prompt
 from veil.core.errors import BadRequest
 from veil.core.llm import ContextWindowExceededError
-from veil.core.tags import content_identifiers
+from veil.core.tags import item_identifiers
 from veil.core.types import (
     CaptureEvent,
     CompactRequest,
@@ -76,8 +76,7 @@ def capture(session: Session, event: CaptureEvent) -> list[ContextItem]:
             item.tool_call_id = event.tool_call_id
         if not item.tokens:
             item.tokens = _prompt_cost(session, item)
-        if item.identifiers is None:
-            item.identifiers = content_identifiers(item.content)
+        item_identifiers(item)  # computed once here, for coverage and the mention counts
         item.created_at = item.last_access = now
     session.add_items(items)
     return items

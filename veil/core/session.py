@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from veil.core.errors import SessionClosed
 from veil.core.items import ItemBatch
-from veil.core.tags import content_identifiers
+from veil.core.tags import content_identifiers, item_identifiers
 from veil.core.tiers import moved_row
 from veil.core.turn_embeddings import TurnEmbeddings
 from veil.core.types import ContextItem, Message, RenderEvent
@@ -105,8 +105,9 @@ class Session:
             tiers = self.veil.tiers
             for item in self.veil.store.items(self.id, ("live", "warm", "cold")):
                 if item.tier == "cold":  # the items table keeps a preview of a cold item
-                    item.identifiers = content_identifiers(tiers.content(item.id) or item.content)
-                counts.update(_identifiers(item))
+                    counts.update(content_identifiers(tiers.content(item.id) or item.content))
+                else:
+                    counts.update(item_identifiers(item))
             self._mentions = counts
         return self._mentions
 
@@ -156,7 +157,7 @@ class Session:
         self.live_items.extend(items)
         if self._mentions is not None:
             for item in items:
-                self._mentions.update(_identifiers(item))
+                self._mentions.update(item_identifiers(item))
         self.turn_embeddings.add(items)
 
     def save_state(self) -> None:
@@ -417,12 +418,6 @@ class Session:
 
 
 _STUBBED_SOURCES = frozenset({"tool_result", "user", "assistant"})
-
-
-def _identifiers(item: ContextItem) -> frozenset[str]:
-    if item.identifiers is None:
-        item.identifiers = content_identifiers(item.content)
-    return item.identifiers
 
 
 def _pageable(store: Any, session_id: str, stored: list[ContextItem]) -> dict[str, ContextItem]:

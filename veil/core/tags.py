@@ -4,6 +4,7 @@ and symbols for the "structure" signal (seed 002)."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _CANDIDATE = re.compile(r"[\w./-]+")
@@ -127,3 +128,12 @@ def content_identifiers(content: str) -> frozenset[str]:
     """:func:`identifier_tokens` of the first :data:`IDENTIFIER_SCAN_CHARS` characters of an
     item's content (``ContextItem.identifiers``)."""
     return frozenset(identifier_tokens(content[:IDENTIFIER_SCAN_CHARS]))
+
+
+def item_identifiers(item: Any) -> frozenset[str]:
+    """``item.identifiers`` of a :class:`~veil.core.types.ContextItem`, computed once from its
+    content with :func:`content_identifiers` and kept on the item when nobody has yet (capture
+    does it; items read back from the store do not have them)."""
+    if item.identifiers is None:
+        item.identifiers = content_identifiers(item.content)
+    return item.identifiers

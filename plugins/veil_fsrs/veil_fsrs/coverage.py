@@ -16,7 +16,8 @@ where ``m(x)`` is how many of the session's items mention identifier ``x`` and `
 ``context.mentionPower`` (2; with 0, or without counts, every new name counts 1). The names a
 session keeps coming back to (the file it is fixing, the function under test) are the ones its
 next action uses: on the recorded sessions of ``veil replay`` this weighting cut the misses by a
-fifth (442 -> 354 at an 8,000-token budget; bench/RESULTS.md). Weighted coverage is still submodular, so the lazy greedy holds.
+fifth (442 -> 354 at an 8,000-token budget; bench/RESULTS.md). Weighted coverage is still
+submodular, so the lazy greedy holds.
 
 ``covered`` starts as the identifiers of everything that stays regardless (protected, pinned,
 corrections, intents) and grows with each group kept. Values only fall as ``covered`` grows
@@ -25,7 +26,8 @@ The eviction order is the keep order reversed: groups that add no new name leave
 retention first among them), then the least valuable of the rest.
 
 Identifiers of an item are computed once from its content: by the core at capture
-(``ContextItem.identifiers``), or here for an item read back from the store.
+(``ContextItem.identifiers``), or on first use for an item read back from the store
+(:func:`veil.core.tags.item_identifiers`, re-exported here).
 """
 
 from __future__ import annotations
@@ -36,8 +38,17 @@ from collections.abc import Callable, Mapping, Set
 import numpy as np
 
 from veil.core.items import ItemBatch
-from veil.core.tags import content_identifiers
-from veil.core.types import ContextItem
+from veil.core.tags import item_identifiers
+
+__all__ = [
+    "POINTER_ALLOWANCE",
+    "Weigher",
+    "eviction_order",
+    "group_identifiers",
+    "item_identifiers",
+    "keep_order",
+    "mention_weigher",
+]
 
 POINTER_ALLOWANCE = 20.0
 """Tokens added to a group's size in its value (about one pointer stub), so tiny items do not
@@ -70,14 +81,6 @@ def mention_weigher(mentions: Mapping[str, int] | None, power: float) -> Weigher
         return total
 
     return weigh
-
-
-def item_identifiers(item: ContextItem) -> frozenset[str]:
-    """``item.identifiers``, computed from its content and kept on the item when the core has
-    not done it at capture (items read back from the store)."""
-    if item.identifiers is None:
-        item.identifiers = content_identifiers(item.content)
-    return item.identifiers
 
 
 def eviction_order(
