@@ -27,12 +27,24 @@ def test_bundled_model_tool_round_trip_through_the_loop(project, monkeypatch):
     config = load_config(project)
     veil = open_veil(project, config=config, use_entry_points=False)
     assert veil.llm.is_offline_default and "SmolLM2" in (veil.llm.notice or "")
-    session = veil.new_session()
-    result = veil.run_turn(
-        session, "How many Python files are in this directory? Use a tool.", max_iterations=4
-    )
-    roles = [m["role"] for m in session.messages]
-    assert roles[:3] == ["user", "assistant", "tool"], roles
+    # Greedy decoding is deterministic for one prompt, but the prompt holds the project's path
+    # and today's date, and whether a 135M model calls a tool at all turns on them (one pytest
+    # base directory in six made it answer without a tool). The loop is under test, not the
+    # model's will: up to three phrasings, each in a new session, until one calls a tool.
+    asks = [
+        "How many Python files are in this directory? Use a tool.",
+        "Use a tool to list the files in this directory, then say how many end in .py.",
+        "Call the ls tool on this directory.",
+    ]
+    attempts = []
+    for ask in asks:
+        session = veil.new_session()
+        result = veil.run_turn(session, ask, max_iterations=4)
+        roles = [m["role"] for m in session.messages]
+        attempts.append(roles)
+        if roles[:3] == ["user", "assistant", "tool"]:
+            break
+    assert roles[:3] == ["user", "assistant", "tool"], attempts
     call = session.messages[1]["tool_calls"][0]
     assert call["function"]["name"] in {"ls", "bash", "grep", "read"}
     tool_result = session.messages[2]["content"]
