@@ -10,8 +10,12 @@ uses, given content of 4 characters per token, at most 2,000), stored in the ite
 Two tables (milliseconds, median / p95):
 
 1. **Per tool call**, no eviction: ``capture`` = :func:`veil.core.loop.capture` of one tool
-   result (the core's capture hook: tags, targets, token count, the INSERT, the append to the
-   live columns); ``pressure check`` = :func:`veil.core.context.manage_pressure` with the
+   result (the core's capture hook: tags, targets, identifiers, token count, queueing the
+   INSERT, the append to the live columns); ``INSERT (writer thread)`` = the mean time the
+   store's write-behind thread spent applying the queued INSERTs (on the other core, while the
+   next calls run, as it would while the next tool runs or the model answers; the calls are
+   timed back to back, so the writer's own Python work competes for the GIL inside
+   them); ``pressure check`` = :func:`veil.core.context.manage_pressure` with the
    prompt well under budget, as veil runs it before every model call: the ``evict`` hook (the
    controller's tick, no pressure) returns before reading the scores, which are computed
    lazily (:class:`veil.core.types.LazyScores`), so an idle pass scores nothing. ``score`` =
@@ -181,7 +185,12 @@ def per_tool_call(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
     start = time.perf_counter()
     hook.score(session=session, items=session.live_items, task_tags=TASK_TAGS, now=NOW)
     first_build = (time.perf_counter() - start) * 1e3
-    samples: dict[str, list[float]] = {"capture": [], "check": [], "score": [], "total": []}
+    samples: dict[str, list[float]] = {
+        "capture": [], "check": [], "score": [], "total": []
+    }  # fmt: skip
+    writer = veil.store.writer
+    veil.store.flush()
+    behind_before = writer.seconds if writer else 0.0
     gc.collect()
     for number in range(calls):
         event = tool_result_event(session, number)
@@ -197,24 +206,32 @@ def per_tool_call(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
         for name, ns in (("capture", t1 - t0), ("check", t2 - t1), ("score", t3 - t2)):
             samples[name].append(ns / 1e6)
         samples["total"].append((t2 - t0) / 1e6)
-    return {"first_build": first_build, **{k: summary(v) for k, v in samples.items()}}
+    veil.store.flush()
+    insert_ms = 1e3 * (writer.seconds - behind_before) / calls if writer else math.nan
+    return {
+        "first_build": first_build,
+        "insert_mean": insert_ms,
+        **{k: summary(v) for k, v in samples.items()},
+    }
 
 
 def capture_parts(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
     """The parts of one tool-result capture, each timed alone on the same kind of event:
-    tag and target extraction (veil.core.tags), the token count (the main model's), the
-    INSERT (``Store.add_items``: dataclass to row, one transaction), the append to the live
-    columns (``ItemBatch.append``) and veil_fsrs' index following it (``index_for``)."""
+    tag extraction, the scan for path-or-symbol runs, targets and identifiers from those runs
+    (veil.core.tags), the token count (the main model's), the INSERT (``Store.add_items``:
+    dataclass to row, one transaction, run here on the calling thread; capture queues it),
+    the append to the live columns (``ItemBatch.append``) and veil_fsrs' index following it
+    (``index_for``)."""
     from veil_fsrs.batch_index import index_for
 
     from veil.core.capture import capture_event
-    from veil.core.tags import extract_tags, extract_targets
+    from veil.core.tags import distinct_runs, extract_tags, extract_targets
 
     batch = session.live_items
     index_for(batch)  # built once, as in the steady state
     model = veil.llm.model_for("main")
     samples: dict[str, list[float]] = {
-        k: [] for k in ("tags", "targets", "tokens", "insert", "append", "index")
+        k: [] for k in ("tags", "runs", "targets", "tokens", "insert", "append", "index")
     }
     gc.collect()
     for number in range(calls):
@@ -223,7 +240,10 @@ def capture_parts(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
         t0 = time.perf_counter_ns()
         extract_tags(f"read  src/pkg/mod.py {text[:4000]}")
         t1 = time.perf_counter_ns()
-        extract_targets(text)
+        runs = distinct_runs(text)
+        t1b = time.perf_counter_ns()
+        extract_targets(text, runs=runs)
+        content_identifiers(text, runs=runs)
         t2 = time.perf_counter_ns()
         model.count_tokens(text)
         t3 = time.perf_counter_ns()
@@ -238,7 +258,8 @@ def capture_parts(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
         t7 = time.perf_counter_ns()
         for name, ns in (
             ("tags", t1 - t0),
-            ("targets", t2 - t1),
+            ("runs", t1b - t1),
+            ("targets", t2 - t1b),
             ("tokens", t3 - t2),
             ("insert", t5 - t4),
             ("append", t6 - t5),
@@ -367,16 +388,18 @@ def main() -> None:
         try:
             print(
                 "| live items | calls | capture | pressure check (idle pass) "
-                "| capture + check | score (only under pressure) | first score (build) |"
+                "| capture + check | INSERT (writer thread) | score (only under pressure) "
+                "| first score (build) |"
             )
-            print("|---:|---:|---:|---:|---:|---:|---:|")
+            print("|---:|---:|---:|---:|---:|---:|---:|---:|")
             parts_size, parts = calls[1][0] if len(calls) > 1 else calls[0][0], None
             for size, count in calls:
                 session = seeded_session(veil, fresh_copies(bases[size]))
                 r = per_tool_call(veil, session, count)
                 print(
                     f"| {size:,} | {count} | {fmt(r['capture'])} | {fmt(r['check'])} "
-                    f"| {fmt(r['total'])} | {fmt(r['score'])} | {r['first_build']:.1f} |"
+                    f"| {fmt(r['total'])} | {r['insert_mean']:.3f} (mean) | {fmt(r['score'])} "
+                    f"| {r['first_build']:.1f} |"
                 )
                 if size == parts_size:  # measured now, before a larger live set exists
                     parts = capture_parts(veil, session, count)
@@ -384,9 +407,11 @@ def main() -> None:
             assert parts is not None
             print(
                 f"\ncapture, part by part, at {parts_size:,} live items:\n\n"
-                "| tags | targets | token count | INSERT (Store.add_items) "
-                "| ItemBatch.append | veil_fsrs index_for |\n|---:|---:|---:|---:|---:|---:|\n"
-                f"| {fmt(parts['tags'])} | {fmt(parts['targets'])} | {fmt(parts['tokens'])} "
+                "| tags | runs scan | targets + identifiers | token count "
+                "| INSERT (Store.add_items) | ItemBatch.append | veil_fsrs index_for |\n"
+                "|---:|---:|---:|---:|---:|---:|---:|\n"
+                f"| {fmt(parts['tags'])} | {fmt(parts['runs'])} | {fmt(parts['targets'])} "
+                f"| {fmt(parts['tokens'])} "
                 f"| {fmt(parts['insert'])} | {fmt(parts['append'])} | {fmt(parts['index'])} |"
             )
             print(
@@ -413,7 +438,8 @@ def main() -> None:
         "page-in\ncandidates, the eviction render event, queueing the store writes). 'store "
         "writes' is the\nwrite-behind job of the pass (tiers, evict event, recall index; one "
         "transaction), applied\non its own thread while the model answers: not in the pass "
-        "total."
+        "total. Likewise a tool\nresult's INSERT: capture queues it; it lands while the next "
+        "tool runs ('INSERT (writer\nthread)', not in capture)."
     )
 
 

@@ -102,6 +102,86 @@ def test_cl100k_count_survives_lone_surrogates():
     assert tokens.cl100k_count("a\udc80b") == tokens.cl100k_count("a\ufffdb")
 
 
+def test_bpe_openai_is_the_fast_path_here():
+    """Installed with veil on this platform, it passed the probes, so it does the counting."""
+    pytest.importorskip("bpe_openai")
+    assert tokens._fast_cl100k() is not None
+
+
+EDGE_STRINGS = [
+    "a\n\n\n   \t\r\n b",
+    "I'm   we'LL they've   DON'T",
+    "x" * 3000,
+    " " * 4000 + "y",
+    "\u200b\u200d\ufeff zero widths",
+    "ＦＵＬＬＷＩＤＴＨ ａｂｃ １２３",
+    "\U0001f468\u200d\U0001f469\u200d\U0001f467 family",
+]
+
+
+@pytest.mark.parametrize("text", EDGE_STRINGS, ids=range(len(EDGE_STRINGS)))
+def test_cl100k_count_fast_path_equals_tiktoken_on_edge_strings(text):
+    enc = _tiktoken("cl100k_base")
+    assert tokens.cl100k_count(text) == len(enc.encode_ordinary(text))
+
+
+def test_cl100k_count_equals_tiktoken_on_every_shared_text():
+    """Every message of every recorded trajectory (all three formats, whatever the fast path)."""
+    data = _need_data()
+    enc = _tiktoken("cl100k_base")
+    texts: list[str] = []
+
+    def walk(value):
+        if isinstance(value, str):
+            texts.append(value)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    paths = sorted((data / "trajectories").rglob("*.json"))
+    paths += sorted((data / "trajectories").rglob("*.traj"))
+    assert len(paths) >= 29
+    for path in paths:
+        walk(json.loads(path.read_text(encoding="utf-8")))
+    texts = list(dict.fromkeys(t for t in texts if t))
+    assert len(texts) > 5_000
+    mismatched = [t[:60] for t in texts if tokens.cl100k_count(t) != len(enc.encode_ordinary(t))]
+    assert mismatched == []
+
+
+def test_cl100k_count_falls_back_to_tiktoken(monkeypatch):
+    enc = _tiktoken("cl100k_base")
+
+    class Refuses:
+        def encode_ordinary(self, text):
+            raise ValueError("too long")
+
+    monkeypatch.setattr(tokens, "_fast_cl100k", lambda: Refuses())
+    assert tokens.cl100k_count("hello world") == 2
+    long = "word " * (tokens.FAST_COUNT_MAX_CHARS // 5 + 10)
+    assert tokens.cl100k_count(long) == len(enc.encode_ordinary(long))
+
+
+def test_fast_path_refused_when_it_disagrees_on_a_probe(monkeypatch, caplog):
+    bpe_openai = pytest.importorskip("bpe_openai")
+
+    class OffByOne:
+        def encode_ordinary(self, text):
+            return [0] * (len(text) + 1)
+
+    monkeypatch.setattr(bpe_openai, "get_encoding", lambda name: OffByOne())
+    tokens._fast_cl100k.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger="veil.core.tokens"):
+            assert tokens._fast_cl100k() is None
+        assert "disagrees with tiktoken" in caplog.text
+    finally:
+        tokens._fast_cl100k.cache_clear()
+
+
 def test_exact_tokenizer_model_routing():
     assert tokens.exact_tokenizer_model("openai/gpt-4o") == "gpt-4o"
     assert tokens.exact_tokenizer_model("gpt-4") == "gpt-4"

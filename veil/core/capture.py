@@ -17,7 +17,7 @@ import re
 from typing import TYPE_CHECKING
 
 from veil.core.context_ops import touch_related
-from veil.core.tags import extract_tags, extract_targets
+from veil.core.tags import content_identifiers, distinct_runs, extract_tags, extract_targets
 from veil.core.types import CaptureEvent, ContextItem
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -109,7 +109,8 @@ def capture_event(session: Session, event: CaptureEvent) -> list[ContextItem]:
         path = args.get("path") or (event.result.meta.get("path") if event.result else None)
         if isinstance(path, str) and path:
             targets.append(path)
-        targets += [t for t in extract_targets(text) if t not in targets]
+        runs = distinct_runs(text)  # one scan for the targets and the identifiers
+        targets += [t for t in extract_targets(text, runs=runs) if t not in targets]
         outcome = event.result.outcome if event.result else None
         procedural = event.tool_name == "bash" and outcome == "pass"
         kind = "procedural" if procedural else "episodic"
@@ -123,6 +124,7 @@ def capture_event(session: Session, event: CaptureEvent) -> list[ContextItem]:
                 targets=targets[:32],
                 stability=stab.procedural if procedural else stab.episodic,
                 outcome=outcome,
+                identifiers=content_identifiers(text, runs=runs),
             )
         ]
     return []

@@ -5,7 +5,12 @@ Three functions, all offline (tiktoken's files ship inside litellm's wheel; see
 
 - :func:`cl100k_count`: tiktoken's ``cl100k_base``, ordinary text (special-token strings count as
   plain text). This exact tokenizer is the one ``veil replay`` measures with (DESIGN.md
-  "Measures").
+  "Measures"). Where the ``bpe-openai`` package is installed (a dependency on Linux x86-64,
+  macOS arm64 and Windows), its implementation of the same BPE (GitHub's ``bpe-openai`` Rust
+  crate) does the counting: the same counts, 2-4x faster (tiktoken 0.58 ms, bpe-openai 0.14 ms
+  for a 3,600-character file read on this machine). It is used only after it has given
+  tiktoken's counts on :data:`CL100K_PROBES`; otherwise, for texts over
+  :data:`FAST_COUNT_MAX_CHARS` and on any error of its own, tiktoken counts.
 - :func:`count_text_tokens` / :func:`count_message_tokens`: litellm's ``token_counter`` when
   litellm holds the model's own tokenizer -- OpenAI models (every name tiktoken maps to an
   encoding) and DeepSeek V3/V4 models (litellm bundles that tokenizer) -- otherwise
@@ -42,12 +47,15 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from veil.core.offline import import_litellm, prepare_offline_env
+
+log = logging.getLogger(__name__)
 
 MESSAGE_OVERHEAD = 5
 """Estimated tokens around one chat message (role header and separators, ChatML's five)."""
@@ -67,6 +75,22 @@ _DEEPSEEK_MODEL = re.compile(
 )
 
 
+FAST_COUNT_MAX_CHARS = 50_000
+"""Longest text (characters) given to ``bpe-openai``: its encoder refuses more than 200,000
+tokens, and a character is at most 4 tokens (its UTF-8 bytes)."""
+
+CL100K_PROBES = (
+    "def handler(request):\n    return parse_config('src/pkg/mod_3.py')  # 12345678\n",
+    "I'm sure they've   said\r\n\r\n it'll    work\t\t\n    \n",
+    "<|endoftext|> <|fim_prefix|> are plain text here",
+    "naïve café 東京都 русский текст 😀👍🏽 \u200b",
+    "x = [1,2,3]; y = {'a': (4.5e-6, -7)}; z = a->b || c && !d;   ",
+    "   leading and trailing whitespace   \n\n\n",
+)
+"""Strings ``bpe-openai`` must count exactly as tiktoken does before veil uses it: code,
+contractions, whitespace runs, special-token text, non-ASCII scripts and emoji, punctuation."""
+
+
 @functools.lru_cache(maxsize=1)
 def _cl100k() -> Any:
     prepare_offline_env()
@@ -75,18 +99,56 @@ def _cl100k() -> Any:
     return tiktoken.get_encoding("cl100k_base")
 
 
+def _tiktoken_count(text: str) -> int:
+    return len(_cl100k().encode_ordinary(text))
+
+
+@functools.lru_cache(maxsize=1)
+def _fast_cl100k() -> Any:
+    """``bpe-openai``'s cl100k_base encoder when it is installed and agrees with tiktoken on
+    :data:`CL100K_PROBES`, else None (the reason is logged)."""
+    try:
+        import bpe_openai
+
+        encoding = bpe_openai.get_encoding("cl100k_base")
+        for probe in CL100K_PROBES:
+            if len(encoding.encode_ordinary(probe)) != _tiktoken_count(probe):
+                log.warning("bpe-openai disagrees with tiktoken on %r; tiktoken counts", probe)
+                return None
+    except ImportError:
+        return None
+    except Exception as exc:  # a broken install must not stop counting
+        log.warning("bpe-openai failed to load (%s); tiktoken counts", exc)
+        return None
+    return encoding
+
+
+def _without_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD, as a provider decoding the JSON
+    would (a surrogate pair written as two code points becomes the one character it encodes)."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def cl100k_count(text: str) -> int:
     """Tokens of ``text`` under tiktoken's ``cl100k_base``, special-token strings as plain text.
 
-    The measure ``veil replay`` uses (DESIGN.md "Measures"). The encoder is loaded once, offline,
-    from litellm's bundled file.
+    The measure ``veil replay`` uses (DESIGN.md "Measures"). The encoder is loaded once, offline
+    (from litellm's bundled file, or ``bpe-openai``'s, see the module docstring). Lone surrogates
+    count as U+FFFD.
     """
     if not text:
         return 0
     try:
-        return len(_cl100k().encode_ordinary(text))
-    except UnicodeEncodeError:  # lone surrogates: count them as U+FFFD, as a provider would
-        return len(_cl100k().encode_ordinary(text.encode("utf-8", "replace").decode("utf-8")))
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = _without_surrogates(text)
+    fast = _fast_cl100k() if len(text) <= FAST_COUNT_MAX_CHARS else None
+    if fast is not None:
+        try:
+            return len(fast.encode_ordinary(text))
+        except Exception:  # noqa: BLE001 - any refusal of the fast path falls back to tiktoken
+            pass
+    return _tiktoken_count(text)
 
 
 def estimate_tokens(text: str) -> int:

@@ -1,0 +1,96 @@
+"""veil.core.tags: the ASCII fast routes give exactly what their regular expressions give.
+
+The reference for each is the pattern itself, applied with ``re.findall`` to the same text.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from veil.core import tags
+
+# Characters that matter to the patterns (word characters, run punctuation, separators,
+# whitespace of every kind, digits) and some non-ASCII letters and punctuation.
+ALPHABET = st.sampled_from(
+    list("aZ_9 0./-\n\t\r\x0b\x0c\x1c\x1f'\"(),:;=<>{}[]#@!?*+|\\`~$%^&")
+    + list("éßK\u212a\u2014\u201c東😀\u00a0")
+)
+ASCII_TEXT = st.text(alphabet=st.sampled_from([chr(c) for c in range(128)]), max_size=300)
+MIXED_TEXT = st.text(alphabet=ALPHABET, max_size=300)
+
+_TOKEN_REFERENCE = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{3,}|[0-9]{4,}")
+
+
+def _reference_identifiers(text: str) -> set[str]:
+    found = set()
+    for token in _TOKEN_REFERENCE.findall(text):
+        if (
+            token[0].isdigit()
+            or any(c in "_./0123456789" for c in token)
+            or any(c.isupper() for c in token[1:])
+        ):
+            found.add(token)
+    return found
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(ASCII_TEXT, MIXED_TEXT))
+def test_fast_routes_equal_the_patterns(text):
+    lowered = text.lower()
+    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]{2,}", lowered)
+    assert tags._distinct_words(lowered) == list(dict.fromkeys(words))
+    assert tags._candidate_runs(text) == re.findall(r"[\w./-]+", text)
+    assert tags.identifier_tokens(text) == _reference_identifiers(text)
+
+
+def test_words_by_hand():
+    assert tags._distinct_words("12abc 1ab x_y9 __init__ 4567 9abc") == ["abc", "x_y9", "__init__"]
+    assert tags.extract_tags("The parse_config() of CONFIG 2024abc") == [
+        "parse_config",
+        "parse",
+        "config",
+        "abc",  # a word starts at a letter: "2024abc" gives "abc"
+    ]
+
+
+def test_runs_and_identifiers_by_hand():
+    text = "see src/pkg/mod.py:12, then handler_1(x) -- v2.0 and 123456; plain words. 东京/a_b"
+    assert tags._candidate_runs(text) == [
+        "see", "src/pkg/mod.py", "12", "then", "handler_1", "x", "--", "v2.0", "and", "123456",
+        "plain", "words.", "东京/a_b",
+    ]  # fmt: skip
+    assert tags.identifier_tokens(text) == {
+        "src/pkg/mod.py", "handler_1", "v2.0", "123456", "words."
+    }  # fmt: skip
+    assert tags.identifier_tokens("pre-commit a--- Pre-Commit getValue word") == {
+        "Pre-Commit", "getValue"
+    }  # fmt: skip
+    # "words." keeps its trailing dot (DESIGN.md "Measures"); in "东京/a_b" the ASCII part
+    # "a_b" is one character short of a token
+
+
+def test_targets_and_identifiers_share_one_scan():
+    text = "read src/a.py and tests/test_a.py: ConfigLoader.load_all() calls parse_config"
+    runs = tags.distinct_runs(text)
+    assert (
+        tags.extract_targets(text, runs=runs)
+        == tags.extract_targets(text)
+        == [
+            "src/a.py",
+            "tests/test_a.py",
+            "ConfigLoader.load_all",
+            "parse_config",
+        ]
+    )
+    assert tags.content_identifiers(text, runs=runs) == tags.content_identifiers(text)
+
+
+def test_scans_stop_at_scan_chars():
+    filler = "x " * (tags.SCAN_CHARS // 2)  # exactly SCAN_CHARS characters
+    text = filler + "late/path.py late_symbol"
+    assert tags.extract_targets(text) == []
+    assert tags.content_identifiers(text) == frozenset()
+    assert tags.identifier_tokens(text) == {"late/path.py", "late_symbol"}  # the measure: all
