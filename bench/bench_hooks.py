@@ -10,18 +10,15 @@ uses, given content of 4 characters per token, at most 2,000), stored in the ite
 Two tables (milliseconds, median / p95):
 
 1. **Per tool call**, no eviction: ``capture`` = :func:`veil.core.loop.capture` of one tool
-   result (the core's capture hook: tags, targets, identifiers, token count, queueing the
-   INSERT, the append to the live columns); ``INSERT (writer thread)`` = the mean time the
-   store's write-behind thread spent applying the queued INSERTs (on the other core, while the
-   next calls run, as it would while the next tool runs or the model answers; the calls are
-   timed back to back, so the writer's own Python work competes for the GIL inside
-   them); ``pressure check`` = :func:`veil.core.context.manage_pressure` with the
-   prompt well under budget, as veil runs it before every model call: the ``evict`` hook (the
-   controller's tick, no pressure) returns before reading the scores, which are computed
-   lazily (:class:`veil.core.types.LazyScores`), so an idle pass scores nothing. ``score`` =
-   the ``score`` hook over every live item, timed on its own: what a pass under pressure adds
-   (each call appends an item, so it includes bringing the columns and veil_fsrs' index up to
-   date). Target (issue 3): capture + score + evict <= 1 ms median at 10k items.
+   result (the core's capture hook: tags, targets, identifiers, token count, the INSERT, the
+   append to the live columns); ``pressure check`` = :func:`veil.core.context.manage_pressure`
+   with the prompt well under budget, as veil runs it before every model call: the ``evict``
+   hook (the controller's tick, no pressure) returns before reading the scores, which are
+   computed lazily (:class:`veil.core.types.LazyScores`), so an idle pass scores nothing.
+   ``score`` = the ``score`` hook over every live item, timed on its own: what a pass under
+   pressure adds (each call appends an item, so it includes bringing the columns and
+   veil_fsrs' index up to date). Target (issue 3): capture + score + evict <= 1 ms median at
+   10k items.
 2. **Eviction pass** evicting ~10% of the items: :func:`veil.core.context.manage_pressure`
    (score, evict, ``Session.apply_eviction``: stubs, page-in candidates, the live columns
    compacted, the store writes queued), the store writes themselves (tiers, event log and
@@ -75,6 +72,7 @@ from veil.core.session import Session  # noqa: E402
 from veil.core.settings import load_config  # noqa: E402
 from veil.core.tags import content_identifiers  # noqa: E402
 from veil.core.testing import ScriptedModel  # noqa: E402
+from veil.core.tokens import wait_for_fast_counter  # noqa: E402
 from veil.core.types import CaptureEvent, ContextItem, ToolResult, new_id  # noqa: E402
 
 TASK_TAGS = frozenset({"w0", "w3", "w17", "w250"})
@@ -185,12 +183,7 @@ def per_tool_call(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
     start = time.perf_counter()
     hook.score(session=session, items=session.live_items, task_tags=TASK_TAGS, now=NOW)
     first_build = (time.perf_counter() - start) * 1e3
-    samples: dict[str, list[float]] = {
-        "capture": [], "check": [], "score": [], "total": []
-    }  # fmt: skip
-    writer = veil.store.writer
-    veil.store.flush()
-    behind_before = writer.seconds if writer else 0.0
+    samples: dict[str, list[float]] = {"capture": [], "check": [], "score": [], "total": []}
     gc.collect()
     for number in range(calls):
         event = tool_result_event(session, number)
@@ -206,22 +199,15 @@ def per_tool_call(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
         for name, ns in (("capture", t1 - t0), ("check", t2 - t1), ("score", t3 - t2)):
             samples[name].append(ns / 1e6)
         samples["total"].append((t2 - t0) / 1e6)
-    veil.store.flush()
-    insert_ms = 1e3 * (writer.seconds - behind_before) / calls if writer else math.nan
-    return {
-        "first_build": first_build,
-        "insert_mean": insert_ms,
-        **{k: summary(v) for k, v in samples.items()},
-    }
+    return {"first_build": first_build, **{k: summary(v) for k, v in samples.items()}}
 
 
 def capture_parts(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
     """The parts of one tool-result capture, each timed alone on the same kind of event:
     tag extraction, the scan for path-or-symbol runs, targets and identifiers from those runs
     (veil.core.tags), the token count (the main model's), the INSERT (``Store.add_items``:
-    dataclass to row, one transaction, run here on the calling thread; capture queues it),
-    the append to the live columns (``ItemBatch.append``) and veil_fsrs' index following it
-    (``index_for``)."""
+    dataclass to row, one transaction), the append to the live columns (``ItemBatch.append``)
+    and veil_fsrs' index following it (``index_for``)."""
     from veil_fsrs.batch_index import index_for
 
     from veil.core.capture import capture_event
@@ -382,23 +368,24 @@ def main() -> None:
         f"Python {platform.python_version()}, numpy {np.__version__}"
     )
     print("times in ms, median / p95; core + veil_fsrs, SQLite store in a file\n")
+    fast = wait_for_fast_counter()  # loaded in the background: time the steady state
+    print(f"token counter: {'bpe-openai' if fast else 'tiktoken'} (cl100k_base)\n")
     bases = {size: steady_items(size) for size in {s for s, _ in calls + passes}}
     with tempfile.TemporaryDirectory() as tmp:
         veil = open_bench_veil(Path(tmp))
         try:
             print(
                 "| live items | calls | capture | pressure check (idle pass) "
-                "| capture + check | INSERT (writer thread) | score (only under pressure) "
-                "| first score (build) |"
+                "| capture + check | score (only under pressure) | first score (build) |"
             )
-            print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+            print("|---:|---:|---:|---:|---:|---:|---:|")
             parts_size, parts = calls[1][0] if len(calls) > 1 else calls[0][0], None
             for size, count in calls:
                 session = seeded_session(veil, fresh_copies(bases[size]))
                 r = per_tool_call(veil, session, count)
                 print(
                     f"| {size:,} | {count} | {fmt(r['capture'])} | {fmt(r['check'])} "
-                    f"| {fmt(r['total'])} | {r['insert_mean']:.3f} (mean) | {fmt(r['score'])} "
+                    f"| {fmt(r['total'])} | {fmt(r['score'])} "
                     f"| {r['first_build']:.1f} |"
                 )
                 if size == parts_size:  # measured now, before a larger live set exists
@@ -438,8 +425,7 @@ def main() -> None:
         "page-in\ncandidates, the eviction render event, queueing the store writes). 'store "
         "writes' is the\nwrite-behind job of the pass (tiers, evict event, recall index; one "
         "transaction), applied\non its own thread while the model answers: not in the pass "
-        "total. Likewise a tool\nresult's INSERT: capture queues it; it lands while the next "
-        "tool runs ('INSERT (writer\nthread)', not in capture)."
+        "total."
     )
 
 

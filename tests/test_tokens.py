@@ -103,9 +103,11 @@ def test_cl100k_count_survives_lone_surrogates():
 
 
 def test_bpe_openai_is_the_fast_path_here():
-    """Installed with veil on this platform, it passed the probes, so it does the counting."""
+    """Installed with veil on this platform, it passes the probes, so it does the counting once
+    its background load is done."""
     pytest.importorskip("bpe_openai")
-    assert tokens._fast_cl100k() is not None
+    assert tokens.wait_for_fast_counter(timeout=120)
+    assert tokens._fast_cl100k() is tokens._fast_encoding is not None
 
 
 EDGE_STRINGS = [
@@ -173,13 +175,14 @@ def test_fast_path_refused_when_it_disagrees_on_a_probe(monkeypatch, caplog):
             return [0] * (len(text) + 1)
 
     monkeypatch.setattr(bpe_openai, "get_encoding", lambda name: OffByOne())
-    tokens._fast_cl100k.cache_clear()
-    try:
-        with caplog.at_level("WARNING", logger="veil.core.tokens"):
-            assert tokens._fast_cl100k() is None
-        assert "disagrees with tiktoken" in caplog.text
-    finally:
-        tokens._fast_cl100k.cache_clear()
+    with caplog.at_level("WARNING", logger="veil.core.tokens"):
+        assert tokens.checked_fast_encoding() is None
+    assert "disagrees with tiktoken" in caplog.text
+
+
+def test_fast_path_absent_without_the_package(monkeypatch):
+    monkeypatch.setattr(tokens.importlib.util, "find_spec", lambda name: None)
+    assert tokens.checked_fast_encoding() is None
 
 
 def test_exact_tokenizer_model_routing():

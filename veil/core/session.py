@@ -150,12 +150,10 @@ class Session:
 
     def add_items(self, items: list[ContextItem]) -> None:
         """Store items and make them live (appended to ``live_items``: O(len(items)) for its
-        columns, see :class:`~veil.core.items.ItemBatch`). The INSERT is queued on the store's
-        write-behind thread (:meth:`~veil.core.store.Store.add_items`), off the tool call's
-        path; every later read of the items table waits for it."""
+        columns, see :class:`~veil.core.items.ItemBatch`)."""
         for item in items:
             item.session_id = self.id
-        self.veil.store.add_items(items, behind=True)
+        self.veil.store.add_items(items)
         self.live_items.extend(items)
         if self._mentions is not None:
             for item in items:

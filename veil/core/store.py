@@ -281,31 +281,11 @@ class Store:
 
     # -- items ------------------------------------------------------------------------------
 
-    def add_items(self, items: list[ContextItem], *, behind: bool = False) -> None:
-        """Insert context items (tags and targets stored as JSON lists).
-
-        Args:
-            items: the items; their rows are taken now, so later changes to them are not
-                written.
-            behind: queue the INSERT on the write-behind thread (:meth:`write_behind`), as a
-                session's capture does: the rows land while the tool runs or the model
-                answers, every later read of ``items`` waits for them, and
-                :meth:`tier_counts` counts them at once.
-        """
+    def add_items(self, items: list[ContextItem]) -> None:
+        """Insert context items (tags and targets stored as JSON lists)."""
         if not items:
             return
         rows = [_item_values(i) for i in items]
-        if behind and self._behind is not None:
-            deltas: dict[str, dict[str, int]] = {}
-            for item in items:
-                per_tier = deltas.setdefault(item.session_id or "", {})
-                per_tier[item.tier] = per_tier.get(item.tier, 0) + 1
-            self.write_behind(
-                lambda conn: conn.executemany(_INSERT_ITEMS, rows),
-                f"insert of {len(rows)} item(s)",
-                tier_deltas=deltas,
-            )
-            return
         with self.transaction() as conn:
             conn.executemany(_INSERT_ITEMS, rows)
 

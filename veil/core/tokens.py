@@ -8,9 +8,10 @@ Three functions, all offline (tiktoken's files ship inside litellm's wheel; see
   "Measures"). Where the ``bpe-openai`` package is installed (a dependency on Linux x86-64,
   macOS arm64 and Windows), its implementation of the same BPE (GitHub's ``bpe-openai`` Rust
   crate) does the counting: the same counts, 2-4x faster (tiktoken 0.58 ms, bpe-openai 0.14 ms
-  for a 3,600-character file read on this machine). It is used only after it has given
-  tiktoken's counts on :data:`CL100K_PROBES`; otherwise, for texts over
-  :data:`FAST_COUNT_MAX_CHARS` and on any error of its own, tiktoken counts.
+  for a 2,900-character file read on this machine). It is loaded on a background thread (its
+  import takes about a second) and used only after it has given tiktoken's counts on
+  :data:`CL100K_PROBES`; until then, for texts over :data:`FAST_COUNT_MAX_CHARS` and on any
+  error of its own, tiktoken counts.
 - :func:`count_text_tokens` / :func:`count_message_tokens`: litellm's ``token_counter`` when
   litellm holds the model's own tokenizer -- OpenAI models (every name tiktoken maps to an
   encoding) and DeepSeek V3/V4 models (litellm bundles that tokenizer) -- otherwise
@@ -46,10 +47,13 @@ Messages add :data:`MESSAGE_OVERHEAD` tokens each (ChatML's ``<|im_start|>role\\
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import logging
 import math
 import re
+import threading
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -103,10 +107,50 @@ def _tiktoken_count(text: str) -> int:
     return len(_cl100k().encode_ordinary(text))
 
 
-@functools.lru_cache(maxsize=1)
+_fast_encoding: Any = None  # bpe-openai's encoder, once loaded and checked
+_fast_loader: threading.Thread | None = None
+_fast_lock = threading.Lock()
+
+
 def _fast_cl100k() -> Any:
-    """``bpe-openai``'s cl100k_base encoder when it is installed and agrees with tiktoken on
-    :data:`CL100K_PROBES`, else None (the reason is logged)."""
+    """``bpe-openai``'s cl100k_base encoder once it is loaded and has agreed with tiktoken on
+    :data:`CL100K_PROBES`; None before that (tiktoken counts), and for good when the package is
+    missing or disagrees.
+
+    :func:`cl100k_count` starts loading it on a daemon thread after its first count (by
+    tiktoken): importing the package parses all its bundled rank files in Python (about 1.2 s
+    and 90 MiB here), which would otherwise stall the first count of every process. An agent
+    loop spends that time waiting for the model, with the GIL released."""
+    return _fast_encoding
+
+
+def _start_fast_loader() -> None:
+    global _fast_loader
+    with _fast_lock:
+        if _fast_loader is not None:
+            return
+        # its bundled files are read with a deprecated importlib.resources call; a filter set
+        # here, once and narrowly, since catch_warnings is not thread-safe
+        warnings.filterwarnings(
+            "ignore", "open_binary is deprecated", DeprecationWarning, "bpe_openai"
+        )
+        _fast_loader = threading.Thread(
+            target=_load_fast_encoding, name="veil-bpe-openai", daemon=True
+        )
+        _fast_loader.start()
+
+
+def _load_fast_encoding() -> None:
+    global _fast_encoding
+    _fast_encoding = checked_fast_encoding()
+
+
+def checked_fast_encoding() -> Any:
+    """Load ``bpe-openai``'s cl100k_base encoder and return it if it counts every string of
+    :data:`CL100K_PROBES` as tiktoken does; None when the package is not installed, fails to
+    load or disagrees (the last two are logged as warnings)."""
+    if importlib.util.find_spec("bpe_openai") is None:
+        return None
     try:
         import bpe_openai
 
@@ -115,12 +159,21 @@ def _fast_cl100k() -> Any:
             if len(encoding.encode_ordinary(probe)) != _tiktoken_count(probe):
                 log.warning("bpe-openai disagrees with tiktoken on %r; tiktoken counts", probe)
                 return None
-    except ImportError:
-        return None
     except Exception as exc:  # a broken install must not stop counting
         log.warning("bpe-openai failed to load (%s); tiktoken counts", exc)
         return None
     return encoding
+
+
+def wait_for_fast_counter(timeout: float | None = 60.0) -> bool:
+    """Start loading ``bpe-openai`` if nothing has, wait up to ``timeout`` seconds for it, and
+    say whether it now does the counting (benchmarks call this so they time the steady state).
+    """
+    _start_fast_loader()
+    loader = _fast_loader
+    if loader is not None:
+        loader.join(timeout)
+    return _fast_encoding is not None
 
 
 def _without_surrogates(text: str) -> str:
@@ -148,7 +201,10 @@ def cl100k_count(text: str) -> int:
             return len(fast.encode_ordinary(text))
         except Exception:  # noqa: BLE001 - any refusal of the fast path falls back to tiktoken
             pass
-    return _tiktoken_count(text)
+    count = _tiktoken_count(text)
+    if _fast_loader is None:  # after tiktoken has loaded: this count does not share the GIL
+        _start_fast_loader()
+    return count
 
 
 def estimate_tokens(text: str) -> int:

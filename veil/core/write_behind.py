@@ -5,17 +5,13 @@ recall index, the event log): 40-50 ms of writes on this machine, where the deci
 takes 3 ms. The pass is decided in memory, so the session's own view is already right; its
 writes only have to land before anything reads the store. They are queued here and applied by
 one thread, each job in one ``BEGIN IMMEDIATE`` transaction on the thread's own connection, in
-the order they were queued, while the model answers. A captured item's INSERT takes the same
-path (0.25-0.35 ms per tool call at 10k live items, applied while the next tool runs): the
-session holds the item in memory already.
+the order they were queued, while the model answers.
 
 Reads stay consistent: :class:`~veil.core.store.Store` drains the queue (:meth:`WriteBehind.drain`)
 before any other thread uses the database, so every read and write after a pass sees the pass
 whole. A crash before a job commits loses that pass's bookkeeping only: its items stay
 ``live`` in the store (nothing is lost; a resumed session evicts them again), because the job's
-transaction is atomic. A crash before a captured item's INSERT commits leaves its message in
-the stored history without an item (the message was written first, in its own transaction, as
-it was before the INSERT moved here). A job that fails rolls back and its error is raised by the next drain.
+transaction is atomic. A job that fails rolls back and its error is raised by the next drain.
 """
 
 from __future__ import annotations
