@@ -163,8 +163,18 @@ def test_cl100k_count_falls_back_to_tiktoken(monkeypatch):
 
     monkeypatch.setattr(tokens, "_fast_cl100k", lambda: Refuses())
     assert tokens.cl100k_count("hello world") == 2
-    long = "word " * (tokens.FAST_COUNT_MAX_CHARS // 5 + 10)
+    long = "word " * (tokens.FAST_COUNT_MAX_BYTES // 5 + 10)
     assert tokens.cl100k_count(long) == len(enc.encode_ordinary(long))
+
+
+@pytest.mark.parametrize("size", [199_999, 200_000, 200_001])
+def test_cl100k_count_at_the_fast_path_limit(size):
+    """Around the byte limit (one token per byte at most): either path gives tiktoken's count."""
+    enc = _tiktoken("cl100k_base")
+    tokens.wait_for_fast_counter(timeout=120)
+    text = ("é" * size)[: size // 2] + "x" * (size % 2)  # 2-byte characters, ``size`` bytes
+    assert len(text.encode("utf-8")) == size
+    assert tokens.cl100k_count(text) == len(enc.encode_ordinary(text))
 
 
 def test_fast_path_refused_when_it_disagrees_on_a_probe(monkeypatch, caplog):

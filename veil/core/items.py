@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import compress, repeat
+from operator import is_
 from typing import Any, Literal
 
 import numpy as np
@@ -320,10 +321,10 @@ class ItemBatch(list):
         n = store.n
         if len(store.seq_of) == n:  # unique ids: find the rows by append number, O(k log n)
             seqs = store.arrays["seq"][:n]
-            wanted_seqs = np.fromiter(
-                (seq for i in wanted if (seq := store.seq_of.get(i)) is not None), dtype=np.int64
-            )
-            rows = np.searchsorted(seqs, wanted_seqs)
+            found = list(map(store.seq_of.get, wanted))  # the look-ups run in C
+            if None in found:  # ids not in the batch are ignored
+                found = [seq for seq in found if seq is not None]
+            rows = np.searchsorted(seqs, np.array(found, dtype=np.int64))
             keep = np.ones(n, dtype=bool)
             keep[rows] = False
         else:
@@ -346,10 +347,11 @@ class ItemBatch(list):
             store.arrays[name] = fresh
         store.n = kept
         if len(store.seq_of) == n:
-            seq_of, item_of = store.seq_of, store.item_of
-            for item in removed:  # pop: an id changed in place without refresh is tolerated
-                seq_of.pop(item.id, None)
-                item_of.pop(item.id, None)
+            # pop with a default: an id changed in place without refresh is tolerated; the
+            # pops run in C (deque of length 0 drains the maps)
+            gone_ids = [item.id for item in removed]
+            deque(map(store.seq_of.pop, gone_ids, repeat(None)), maxlen=0)
+            deque(map(store.item_of.pop, gone_ids, repeat(None)), maxlen=0)
         else:  # duplicate ids: rebuild the id -> append number map from what is left
             seqs = store.arrays["seq"][:kept].tolist()
             store.seq_of = dict(zip(store.arrays["id"][:kept].tolist(), seqs, strict=True))
@@ -371,8 +373,12 @@ class ItemBatch(list):
         """``{id: item}`` for the ids in ``ids`` that are in the batch (others are left out):
         O(k) dict look-ups for k ids, where a dict of the whole batch would cost O(n). With
         duplicate ids, the item an id maps to is the one :meth:`row_of` finds."""
-        item_of = self._ensure_store().item_of
-        return {i: item for i in ids if (item := item_of.get(i)) is not None}
+        ids = ids if isinstance(ids, (list, tuple)) else list(ids)
+        items = list(map(self._ensure_store().item_of.get, ids))  # the look-ups run in C
+        # "None in items" would call the dataclass __eq__ of every item; is_ stays in C
+        if any(map(is_, items, repeat(None))):
+            return {i: item for i, item in zip(ids, items, strict=True) if item is not None}
+        return dict(zip(ids, items, strict=True))
 
     def has_id(self, item_id: str) -> bool:
         """Whether an item with id ``item_id`` is in the batch (O(log n))."""
