@@ -124,6 +124,7 @@ EDGE_STRINGS = [
 @pytest.mark.parametrize("text", EDGE_STRINGS, ids=range(len(EDGE_STRINGS)))
 def test_cl100k_count_fast_path_equals_tiktoken_on_edge_strings(text):
     enc = _tiktoken("cl100k_base")
+    tokens.wait_for_fast_counter(timeout=120)  # the fast path, where it is installed
     assert tokens.cl100k_count(text) == len(enc.encode_ordinary(text))
 
 
@@ -131,6 +132,7 @@ def test_cl100k_count_equals_tiktoken_on_every_shared_text():
     """Every message of every recorded trajectory (all three formats, whatever the fast path)."""
     data = _need_data()
     enc = _tiktoken("cl100k_base")
+    tokens.wait_for_fast_counter(timeout=120)  # the fast path, where it is installed
     texts: list[str] = []
 
     def walk(value):
