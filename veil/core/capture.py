@@ -71,14 +71,16 @@ def capture_event(session: Session, event: CaptureEvent) -> list[ContextItem]:
     msg = event.message
     if event.phase == "user":
         text = msg.get("content") or ""
+        runs = distinct_runs(text)  # one scan for the targets and the identifiers
         return [
             ContextItem(
                 content=text,
                 kind=user_kind(text),
                 source="user",
                 tags=extract_tags(text),
-                targets=extract_targets(text),
+                targets=extract_targets(text, runs=runs),
                 stability=stab.decision,
+                identifiers=content_identifiers(text, runs=runs),
             )
         ]
     if event.phase == "assistant":
@@ -89,7 +91,8 @@ def capture_event(session: Session, event: CaptureEvent) -> list[ContextItem]:
             return []
         kind = assistant_kind(text, names)
         tags = extract_tags(rendered)
-        targets = extract_targets(rendered)
+        runs = distinct_runs(rendered)
+        targets = extract_targets(rendered, runs=runs)
         session.note_turn(tags)
         touch_related(session, targets)
         return [
@@ -100,6 +103,7 @@ def capture_event(session: Session, event: CaptureEvent) -> list[ContextItem]:
                 tags=tags,
                 targets=targets,
                 stability=getattr(stab, kind, stab.episodic),
+                identifiers=content_identifiers(rendered, runs=runs),
             )
         ]
     if event.phase == "tool_result":
