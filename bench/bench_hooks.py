@@ -204,14 +204,15 @@ def per_tool_call(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
 
 def capture_parts(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
     """The parts of one tool-result capture, each timed alone on the same kind of event:
-    tag extraction, the scan for path-or-symbol runs, targets and identifiers from those runs
+    the scan for path-or-symbol runs, tag extraction (from those runs joined, as capture does
+    for a result of at most 4,000 characters), targets and identifiers from the runs
     (veil.core.tags), the token count (the main model's), the INSERT (``Store.add_items``:
-    dataclass to row, one transaction), the append to the live columns (``ItemBatch.append``)
+    dataclass to row, one statement), the append to the live columns (``ItemBatch.append``)
     and veil_fsrs' index following it (``index_for``)."""
     from veil_fsrs.batch_index import index_for
 
     from veil.core.capture import capture_event
-    from veil.core.tags import distinct_runs, extract_tags, extract_targets
+    from veil.core.tags import distinct_runs, extract_tags, extract_targets, tags_text
 
     batch = session.live_items
     index_for(batch)  # built once, as in the steady state
@@ -224,9 +225,9 @@ def capture_parts(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
         event = tool_result_event(session, number)
         text = event.message["content"]
         t0 = time.perf_counter_ns()
-        extract_tags(f"read  src/pkg/mod.py {text[:4000]}")
-        t1 = time.perf_counter_ns()
         runs = distinct_runs(text)
+        t1 = time.perf_counter_ns()
+        extract_tags(f"read  src/pkg/mod.py {tags_text(text, runs)}")  # as capture: text <= 4,000
         t1b = time.perf_counter_ns()
         extract_targets(text, runs=runs)
         content_identifiers(text, runs=runs)
@@ -243,8 +244,8 @@ def capture_parts(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
         index_for(batch)
         t7 = time.perf_counter_ns()
         for name, ns in (
-            ("tags", t1 - t0),
-            ("runs", t1b - t1),
+            ("runs", t1 - t0),
+            ("tags", t1b - t1),
             ("targets", t2 - t1b),
             ("tokens", t3 - t2),
             ("insert", t5 - t4),
@@ -319,9 +320,9 @@ def eviction_pass(veil: Veil, items: list[ContextItem], repeats: int) -> dict[st
         callers = hook.score, hook.evict  # pluggy's HookCallers, put back afterwards
         score, plan = _Timer(callers[0]), _Timer(callers[1])
         remove = None
-        if hasattr(session.live_items, "remove_ids"):  # the incremental ItemBatch
+        if hasattr(session.live_items, "remove_rows"):  # the incremental ItemBatch
             batch = session.live_items
-            remove = batch.remove_ids = _Timer(batch.remove_ids)
+            remove = batch.remove_rows = _Timer(batch.remove_rows)
         before = len(session.live_items)
         behind_before = writer.seconds if writer else 0.0
         gc.collect()
@@ -394,10 +395,10 @@ def main() -> None:
             assert parts is not None
             print(
                 f"\ncapture, part by part, at {parts_size:,} live items:\n\n"
-                "| tags | runs scan | targets + identifiers | token count "
+                "| runs scan | tags | targets + identifiers | token count "
                 "| INSERT (Store.add_items) | ItemBatch.append | veil_fsrs index_for |\n"
                 "|---:|---:|---:|---:|---:|---:|---:|\n"
-                f"| {fmt(parts['tags'])} | {fmt(parts['runs'])} | {fmt(parts['targets'])} "
+                f"| {fmt(parts['runs'])} | {fmt(parts['tags'])} | {fmt(parts['targets'])} "
                 f"| {fmt(parts['tokens'])} "
                 f"| {fmt(parts['insert'])} | {fmt(parts['append'])} | {fmt(parts['index'])} |"
             )
@@ -421,11 +422,11 @@ def main() -> None:
         "\nonly when a pass is under pressure, so a tool call costs capture + check); an "
         "eviction pass\nevicting 10% of 10k items <= 10 ms. Embedding model time: 0 here "
         "(Tiers.write_moved queues\nembeddings; the next search computes them: bench_recall.py)."
-        "\n'apply: session' is apply_eviction less the columns' remove_ids (pointer stubs, "
-        "page-in\ncandidates, the eviction render event, queueing the store writes). 'store "
-        "writes' is the\nwrite-behind job of the pass (tiers, evict event, recall index; one "
-        "transaction), applied\non its own thread while the model answers: not in the pass "
-        "total."
+        "\n'apply: session' is apply_eviction less the columns' remove_rows (pointer stubs, "
+        "page-in\ncandidates, queueing the store writes; the eviction render event only where "
+        "a front end\nlistens: none here). 'store writes' is the write-behind job of the pass "
+        "(tiers, evict\nevent, recall index; one transaction), applied on its own thread while "
+        "the model\nanswers: not in the pass total."
     )
 
 

@@ -85,6 +85,8 @@ def assert_columns_match(batch: ItemBatch) -> None:
     found = batch.lookup([*(i.id for i in batch), "item_absent"])
     assert list(found) == [i.id for i in batch]
     assert all(found[i.id] is i for i in batch)
+    ids = [i.id for i in batch]
+    assert batch.rows_of(["item_absent", *ids[::-1]]).tolist() == [-1, *range(len(batch))[::-1]]
 
 
 def assert_index_matches(batch: ItemBatch, task: frozenset[str]) -> None:
@@ -127,7 +129,17 @@ def _pairs(index) -> set[tuple[str, int]]:
 
 
 OPS = st.sampled_from(
-    ["append", "extend", "remove", "remove_absent", "refresh", "refresh_rows", "check", "reset"]
+    [
+        "append",
+        "extend",
+        "remove",
+        "remove_rows",
+        "remove_absent",
+        "refresh",
+        "refresh_rows",
+        "check",
+        "reset",
+    ]
 )
 
 
@@ -150,6 +162,12 @@ def test_incremental_columns_and_index_equal_a_rebuild(seed: int, ops: list[str]
             assert {i.id for i in removed} == gone
             assert not any(i.id in gone for i in batch)
             assert batch.lookup(gone) == {}
+        elif op == "remove_rows" and len(batch):
+            rows = [r for r in range(len(batch)) if rng.random() < 0.3]
+            expected = [batch[r] for r in rows]
+            kept = [i for r, i in enumerate(batch) if r not in set(rows)]
+            assert batch.remove_rows(rows + rows[:1]) == expected  # a repeat counts once
+            assert list(batch) == kept
         elif op == "remove_absent":
             version = batch.version
             assert batch.remove_ids(["item_absent"]) == []
@@ -185,6 +203,29 @@ def test_remove_ids_keeps_order_and_old_snapshots() -> None:
     after = batch.columns()
     np.testing.assert_array_equal(after["tokens"], tokens_before[[0, 2, 3, 5]])
     assert batch.row_of("item_0005") == 3 and batch.row_of("item_0004") is None
+
+
+def test_rows_of_and_remove_rows_by_hand() -> None:
+    rng = random.Random(5)
+    batch = ItemBatch(make_item(rng, n) for n in range(5))
+    snapshot = batch.columns()
+    assert batch.rows_of([]).tolist() == []
+    assert batch.rows_of(["item_0003", "item_9999", "item_0000"]).tolist() == [3, -1, 0]
+    with pytest.raises(IndexError, match="rows"):
+        batch.remove_rows([1, 5])
+    assert len(batch) == 5 and batch.columns() is snapshot  # nothing removed
+    removed = batch.remove_rows(np.array([3, 1]))
+    assert [i.id for i in removed] == ["item_0001", "item_0003"]  # batch order
+    assert batch.rows_of(["item_0003", "item_0004"]).tolist() == [-1, 2]
+    assert batch.remove_rows([]) == []
+    # duplicate ids: the last copy's row, as row_of finds it; remove_ids takes every copy
+    twin = copy.copy(batch[0])
+    batch.append(twin)
+    assert batch.rows_of(["item_0000"]).tolist() == [3] == [batch.row_of("item_0000")]
+    assert [i.id for i in batch.remove_ids(["item_0000"])] == ["item_0000", "item_0000"]
+    assert [i.id for i in batch] == ["item_0002", "item_0004"]
+    assert_columns_match(batch)
+    assert ItemBatch().rows_of(["item_0000"]).tolist() == [-1]
 
 
 def test_appends_grow_past_the_capacity() -> None:

@@ -101,3 +101,85 @@ def test_event_log_is_append_only_in_order(tmp_path):
     assert b == a + 1
     assert [e["kind"] for e in store.events("s")] == ["assert", "retract"]
     assert store.events("s", ("retract",))[0]["payload"] == {"x": 1}
+
+
+def test_one_item_is_written_atomically_and_read_back_by_another_connection(tmp_path):
+    from veil.core.types import ContextItem
+
+    path = tmp_path / "c.db"
+    store = Store(path)
+    store.create_session("s", "default", None, {})
+    item = ContextItem(
+        content='say "hi"\\n',
+        kind="episodic",
+        source="tool_result",
+        tags=["alpha", 'quo"te', "back\\slash", "tab\there", "naïve"],
+        targets=["src/a.py", "pkg.mod.func"],
+        stability=2.5,
+        pinned=True,
+        session_id="s",
+    )
+    store.add_items([item])  # the single-statement path
+    assert not store.conn.in_transaction
+    other = Store(path).get_item(item.id)  # committed: visible to a second connection
+    assert other is not None
+    assert (other.tags, other.targets, other.pinned, other.loaded_by_hand) == (
+        item.tags,
+        item.targets,
+        True,
+        False,
+    )
+    assert other.content == item.content and other.stability == 2.5
+    # a failing statement writes nothing and leaves the earlier row as it was
+    with pytest.raises(db.sqlite3.IntegrityError):
+        store.add_items(
+            [
+                ContextItem(
+                    content="x",
+                    kind="episodic",
+                    source="user",
+                    stability=1,
+                    session_id="no-such-session",
+                )
+            ]
+        )
+    assert [i.id for i in Store(path).items("s")] == [item.id]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [],
+        ["alpha", "beta_gamma", "src/pkg/mod.py"],
+        ['quo"te'],
+        ["back\\slash"],
+        ["new\nline", "tab\t", "\x00nul", "\x7fdel"],
+        ["naïve", "日本語", "emoji 🙂", "\u2028sep"],
+        ["\ud800lone surrogate"],
+        [1, "mixed"],
+        ("a", "tuple"),
+        {"not": "a list"},
+    ],
+)
+def test_dumps_strings_writes_what_json_dumps_writes(values):
+    import json
+
+    expected = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
+    assert db.dumps_strings(values) == expected
+    assert db.dumps(values) == expected
+
+
+def test_dumps_strings_matches_json_on_generated_lists():
+    import json
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.text(max_size=12), max_size=8))
+    def check(values):
+        assert db.dumps_strings(values) == json.dumps(
+            values, ensure_ascii=False, separators=(",", ":")
+        )
+
+    check()

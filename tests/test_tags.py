@@ -46,6 +46,33 @@ def test_fast_routes_equal_the_patterns(text):
     assert tags.identifier_tokens(text) == _reference_identifiers(text)
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(ASCII_TEXT, MIXED_TEXT, st.text(alphabet="aZ_.9-/ \n", max_size=80)))
+def test_symbol_scan_equals_the_plain_pattern(text):
+    """The possessive form of the symbol pattern (Python 3.11+) finds what the plain one finds."""
+    assert tags._SYMBOL.findall(text) == re.findall(tags.SYMBOL_PATTERN, text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(ASCII_TEXT, MIXED_TEXT))
+def test_tags_of_the_joined_runs_equal_the_tags_of_the_text(text):
+    source = tags.tags_text(text, tags.distinct_runs(text))
+    assert tags.extract_tags(source) == tags.extract_tags(text)
+    assert tags.extract_tags(source, limit=3) == tags.extract_tags(text, limit=3)
+    if not text.isascii():
+        assert source is text
+
+
+def test_tags_text_by_hand():
+    text = "Read src/Pkg/mod_a.py: parse_config(mod_a) -- parse_config again; 2024abc"
+    runs = tags.distinct_runs(text)
+    assert tags.tags_text(text, runs) == (
+        "Read src/Pkg/mod_a.py parse_config mod_a -- again 2024abc"
+    )
+    long = "word " * (tags.SCAN_CHARS // 5 + 1)  # longer than the runs cover
+    assert tags.tags_text(long, tags.distinct_runs(long)) is long
+
+
 def test_words_by_hand():
     assert tags._distinct_words("12abc 1ab x_y9 __init__ 4567 9abc") == ["abc", "x_y9", "__init__"]
     assert tags.extract_tags("The parse_config() of CONFIG 2024abc") == [

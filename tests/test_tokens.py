@@ -107,7 +107,9 @@ def test_bpe_openai_is_the_fast_path_here():
     its background load is done."""
     pytest.importorskip("bpe_openai")
     assert tokens.wait_for_fast_counter(timeout=120)
-    assert tokens._fast_cl100k() is tokens._fast_encoding is not None
+    assert tokens._fast_encoding is not None
+    # the binding's count, which gives the same counts without building the token list
+    assert tokens._fast_cl100k() == tokens._fast_encoding._backend.count
 
 
 EDGE_STRINGS = [
@@ -159,11 +161,10 @@ def test_cl100k_count_equals_tiktoken_on_every_shared_text():
 def test_cl100k_count_falls_back_to_tiktoken(monkeypatch):
     enc = _tiktoken("cl100k_base")
 
-    class Refuses:
-        def encode_ordinary(self, text):
-            raise ValueError("too long")
+    def refuses(text):
+        raise ValueError("too long")
 
-    monkeypatch.setattr(tokens, "_fast_cl100k", lambda: Refuses())
+    monkeypatch.setattr(tokens, "_fast_cl100k", lambda: refuses)
     assert tokens.cl100k_count("hello world") == 2
     long = "word " * (tokens.FAST_COUNT_MAX_BYTES // 5 + 10)
     assert tokens.cl100k_count(long) == len(enc.encode_ordinary(long))
@@ -190,6 +191,30 @@ def test_fast_path_refused_when_it_disagrees_on_a_probe(monkeypatch, caplog):
     with caplog.at_level("WARNING", logger="veil.core.tokens"):
         assert tokens.checked_fast_encoding() is None
     assert "disagrees with tiktoken" in caplog.text
+
+
+def test_fast_counter_uses_the_binding_count_only_when_it_agrees():
+    class Backend:
+        def __init__(self, offset):
+            self.offset = offset
+
+        def count(self, text):
+            return len(text.split()) + self.offset
+
+    class Encoding:
+        def __init__(self, offset):
+            self._backend = Backend(offset)
+
+        def encode_ordinary(self, text):
+            return text.split()
+
+    agrees, disagrees = Encoding(0), Encoding(1)
+    assert tokens.fast_counter(agrees) == agrees._backend.count
+    counter = tokens.fast_counter(disagrees)  # falls back to the encoder
+    assert counter("one two three") == 3
+    no_backend = Encoding(0)
+    del no_backend._backend
+    assert tokens.fast_counter(no_backend)("a b") == 2
 
 
 def test_fast_path_absent_without_the_package(monkeypatch):

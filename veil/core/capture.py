@@ -17,7 +17,13 @@ import re
 from typing import TYPE_CHECKING
 
 from veil.core.context_ops import touch_related
-from veil.core.tags import content_identifiers, distinct_runs, extract_tags, extract_targets
+from veil.core.tags import (
+    content_identifiers,
+    distinct_runs,
+    extract_tags,
+    extract_targets,
+    tags_text,
+)
 from veil.core.types import CaptureEvent, ContextItem
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,6 +39,8 @@ _DECISION = re.compile(
     r"i chose|going with|plan:)\b",
     re.IGNORECASE,
 )
+TAG_CHARS = 4_000
+"""Characters of a tool result its tags are taken from (with the tool's name, command and path)."""
 ACTION_TOOLS = frozenset({"write", "edit", "bash", "memory_write"})
 EXPLORATION_TOOLS = frozenset(
     {"read", "grep", "ls", "veil_recall", "veil_history", "memory_search"}
@@ -71,13 +79,13 @@ def capture_event(session: Session, event: CaptureEvent) -> list[ContextItem]:
     msg = event.message
     if event.phase == "user":
         text = msg.get("content") or ""
-        runs = distinct_runs(text)  # one scan for the targets and the identifiers
+        runs = distinct_runs(text)  # one scan for the tags, targets and identifiers
         return [
             ContextItem(
                 content=text,
                 kind=user_kind(text),
                 source="user",
-                tags=extract_tags(text),
+                tags=extract_tags(tags_text(text, runs)),
                 targets=extract_targets(text, runs=runs),
                 stability=stab.decision,
                 identifiers=content_identifiers(text, runs=runs),
@@ -90,8 +98,8 @@ def capture_event(session: Session, event: CaptureEvent) -> list[ContextItem]:
         if not rendered.strip():
             return []
         kind = assistant_kind(text, names)
-        tags = extract_tags(rendered)
         runs = distinct_runs(rendered)
+        tags = extract_tags(tags_text(rendered, runs))
         targets = extract_targets(rendered, runs=runs)
         session.note_turn(tags)
         touch_related(session, targets)
@@ -113,18 +121,20 @@ def capture_event(session: Session, event: CaptureEvent) -> list[ContextItem]:
         path = args.get("path") or (event.result.meta.get("path") if event.result else None)
         if isinstance(path, str) and path:
             targets.append(path)
-        runs = distinct_runs(text)  # one scan for the targets and the identifiers
+        runs = distinct_runs(text)  # one scan for the tags, targets and identifiers
         targets += [t for t in extract_targets(text, runs=runs) if t not in targets]
         outcome = event.result.outcome if event.result else None
         procedural = event.tool_name == "bash" and outcome == "pass"
         kind = "procedural" if procedural else "episodic"
         command = args.get("command") if isinstance(args.get("command"), str) else ""
+        # the tags read the first TAG_CHARS characters (all of them: the runs, shorter)
+        head = tags_text(text, runs) if len(text) <= TAG_CHARS else text[:TAG_CHARS]
         return [
             ContextItem(
                 content=text,
                 kind=kind,
                 source="tool_result",
-                tags=extract_tags(f"{event.tool_name} {command} {path or ''} {text[:4000]}"),
+                tags=extract_tags(f"{event.tool_name} {command} {path or ''} {head}"),
                 targets=targets[:32],
                 stability=stab.procedural if procedural else stab.episodic,
                 outcome=outcome,

@@ -3,9 +3,10 @@
 The columns are maintained incrementally: the live set changes a little on every tool call (one
 item appended, a few evicted), and rebuilding every column in Python each time cost 20-60 ms at
 10k items. An :class:`ItemBatch` builds its columns once, then appends write new rows into
-preallocated arrays (capacity doubling), :meth:`ItemBatch.remove_ids` compacts every column with
-one boolean mask, and :meth:`ItemBatch.refresh` / :meth:`ItemBatch.refresh_rows` rewrite the rows
-of items changed in place.
+preallocated arrays (capacity doubling), :meth:`ItemBatch.remove_rows` (and
+:meth:`ItemBatch.remove_ids`, which finds the rows first) compacts every column with one gather,
+and :meth:`ItemBatch.refresh` / :meth:`ItemBatch.refresh_rows` rewrite the rows of items changed
+in place.
 
 Consumers that derive state of their own from a batch (a scorer's per-batch index) follow the
 same changes through :attr:`ItemBatch.version` and :meth:`ItemBatch.changes_since`, which replays
@@ -18,7 +19,6 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import is_
 from typing import Any, Literal
 
 import numpy as np
@@ -89,7 +89,6 @@ class _Columns:
     arrays: dict[str, np.ndarray]
     n: int
     seq_of: dict[str, int] = field(default_factory=dict)  # item id -> its append number
-    item_of: dict[str, ContextItem] = field(default_factory=dict)  # the same ids -> the item
     next_seq: int = 0
 
     @property
@@ -165,10 +164,10 @@ class ItemBatch(list):
     past its end; removal builds new arrays); :meth:`refresh` rewrites rows in place.
 
     Cost: the first ``columns()`` builds everything (O(n) Python); after that ``append`` /
-    ``extend`` cost O(new items), :meth:`remove_ids` O(n) numpy plus O(removed) Python, and
-    :meth:`refresh` / :meth:`refresh_rows` O(refreshed). Every other list mutation (``insert``,
-    ``pop``, ``remove``, ``sort``, item assignment, ``del``...) and :meth:`invalidate` drop the
-    columns; the next ``columns()`` rebuilds them.
+    ``extend`` cost O(new items), :meth:`remove_rows` / :meth:`remove_ids` O(n) numpy plus
+    O(removed) Python, and :meth:`refresh` / :meth:`refresh_rows` O(refreshed). Every other list
+    mutation (``insert``, ``pop``, ``remove``, ``sort``, item assignment, ``del``...) and
+    :meth:`invalidate` drop the columns; the next ``columns()`` rebuilds them.
 
     Callers that change an item's fields in place call :meth:`refresh` (or :meth:`refresh_rows`;
     :meth:`invalidate` also works, at the price of a rebuild).
@@ -221,7 +220,6 @@ class ItemBatch(list):
         arrays["seq"][:n] = np.arange(n)
         store = _Columns(arrays=arrays, n=n, next_seq=n)
         store.seq_of = {item.id: pos for pos, item in enumerate(self)}
-        store.item_of = {item.id: item for item in self}
         self._store = store
         self._cols = None
         return store
@@ -252,7 +250,7 @@ class ItemBatch(list):
         """The changes after ``version``, oldest first (empty when ``version`` is current).
 
         Returns None when they cannot be replayed (a mutation other than append / extend /
-        :meth:`remove_ids` / refresh happened since, the log of :data:`LOG_LIMIT` changes no
+        :meth:`remove_rows` / refresh happened since, the log of :data:`LOG_LIMIT` changes no
         longer reaches back, or ``version`` is not one of this batch's): rebuild from scratch.
         """
         if version == self.version:
@@ -302,7 +300,6 @@ class ItemBatch(list):
                 store.arrays["seq"][start:stop] = np.arange(seq, seq + len(items))
                 for offset, item in enumerate(items):
                     store.seq_of[item.id] = seq + offset
-                    store.item_of[item.id] = item
                 store.next_seq = seq + len(items)
                 store.n = stop
         self._record("append", items, start=start)
@@ -310,52 +307,78 @@ class ItemBatch(list):
     def remove_ids(self, ids: Iterable[str]) -> list[ContextItem]:
         """Remove the items whose id is in ``ids`` (ids not in the batch are ignored).
 
-        Every column is compacted with one numpy gather of the rows left (new arrays: earlier
-        ``columns()`` dicts stay valid snapshots); with unique ids the rows are found by binary
-        search, O(k log n). Returns the removed items, in batch order.
+        The rows are found as :meth:`rows_of` finds them (O(k log n) with unique ids), then
+        removed as :meth:`remove_rows` removes them. With duplicate ids every copy goes.
+        Returns the removed items, in batch order.
         """
         wanted = ids if isinstance(ids, (set, frozenset)) else set(ids)
         if not wanted or not len(self):
             return []
         store = self._ensure_store()
         n = store.n
-        if len(store.seq_of) == n:  # unique ids: find the rows by append number, O(k log n)
-            seqs = store.arrays["seq"][:n]
-            found = list(map(store.seq_of.get, wanted))  # the look-ups run in C
-            if None in found:  # ids not in the batch are ignored
-                found = [seq for seq in found if seq is not None]
-            rows = np.searchsorted(seqs, np.array(found, dtype=np.int64))
-            keep = np.ones(n, dtype=bool)
-            keep[rows] = False
-        else:
-            gone = np.fromiter(
-                map(wanted.__contains__, store.arrays["id"][:n].tolist()), dtype=bool, count=n
-            )
-            keep = ~gone
-        if keep.all():
+        if len(store.seq_of) == n:  # unique ids
+            rows = self.rows_of(list(wanted))
+            return self.remove_rows(rows[rows >= 0])
+        gone = np.fromiter(
+            map(wanted.__contains__, store.arrays["id"][:n].tolist()), dtype=bool, count=n
+        )
+        return self.remove_rows(np.flatnonzero(gone))
+
+    def rows_of(self, ids: Sequence[str]) -> np.ndarray:
+        """Positions of the items with ids ``ids``, aligned with ``ids`` (int64, -1 for an id
+        not in the batch): O(k) dict look-ups and one binary search, O(k log n) for k ids.
+        With duplicate ids, the position is the one :meth:`row_of` finds."""
+        store = self._ensure_store()
+        n = store.n
+        if not len(ids):
+            return np.zeros(0, dtype=np.int64)
+        if len(store.seq_of) != n:  # duplicate ids: the last copy's row, as row_of finds it
+            last = {item_id: row for row, item_id in enumerate(store.arrays["id"][:n].tolist())}
+            return np.fromiter((last.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+        # the look-ups run in C; -1 (no append number) for ids not in the batch
+        seqs = np.fromiter(map(store.seq_of.get, ids, repeat(-1)), dtype=np.int64, count=len(ids))
+        batch_seqs = store.arrays["seq"][:n]
+        rows = np.minimum(np.searchsorted(batch_seqs, seqs), max(n - 1, 0))
+        # an append number not in the batch (an id changed in place without refresh) gives -1
+        return np.where((seqs >= 0) & (batch_seqs[rows] == seqs), rows, -1) if n else rows - 1
+
+    def remove_rows(self, rows: Iterable[int] | np.ndarray) -> list[ContextItem]:
+        """Remove the items at positions ``rows`` (repeats allowed); returns them in batch order.
+
+        Every column is compacted with one numpy gather of the rows left (new arrays: earlier
+        ``columns()`` dicts stay valid snapshots): O(n) numpy plus O(removed) Python.
+
+        Raises:
+            IndexError: a position outside the batch (nothing is removed).
+        """
+        gone_rows = np.unique(np.asarray(rows, dtype=np.int64).reshape(-1))
+        n = len(self)
+        if not len(gone_rows):
             return []
-        gone_rows = np.flatnonzero(~keep)
-        removed = [self[row] for row in gone_rows.tolist()]
+        if gone_rows[0] < 0 or gone_rows[-1] >= n:
+            raise IndexError(f"rows: positions must be in 0..{n - 1}, got {gone_rows.tolist()}")
+        store = self._ensure_store()
+        removed = list(map(self.__getitem__, gone_rows.tolist()))  # the reads run in C
+        keep = np.ones(n, dtype=bool)
+        keep[gone_rows] = False
         # compress over Python bools: iterating numpy scalars is slow
         list.__setitem__(self, slice(None), list(compress(self, keep.tolist())))
         kept = len(self)
         rows_kept = np.flatnonzero(keep)
         capacity = _capacity_after_removal(kept)
+        unique_ids = len(store.seq_of) == n
         for name, old in store.arrays.items():
             fresh = np.empty(capacity, dtype=old.dtype)
             np.take(old[:n], rows_kept, out=fresh[:kept])
             store.arrays[name] = fresh
         store.n = kept
-        if len(store.seq_of) == n:
+        if unique_ids:
             # pop with a default: an id changed in place without refresh is tolerated; the
-            # pops run in C (deque of length 0 drains the maps)
-            gone_ids = [item.id for item in removed]
-            deque(map(store.seq_of.pop, gone_ids, repeat(None)), maxlen=0)
-            deque(map(store.item_of.pop, gone_ids, repeat(None)), maxlen=0)
+            # pops run in C (deque of length 0 drains the map)
+            deque(map(store.seq_of.pop, [item.id for item in removed], repeat(None)), maxlen=0)
         else:  # duplicate ids: rebuild the id -> append number map from what is left
             seqs = store.arrays["seq"][:kept].tolist()
             store.seq_of = dict(zip(store.arrays["id"][:kept].tolist(), seqs, strict=True))
-            store.item_of = {item.id: item for item in self}
         self._record("remove", tuple(removed), rows=gone_rows, size=n)
         return removed
 
@@ -371,14 +394,15 @@ class ItemBatch(list):
 
     def lookup(self, ids: Iterable[str]) -> dict[str, ContextItem]:
         """``{id: item}`` for the ids in ``ids`` that are in the batch (others are left out):
-        O(k) dict look-ups for k ids, where a dict of the whole batch would cost O(n). With
-        duplicate ids, the item an id maps to is the one :meth:`row_of` finds."""
+        found by :meth:`rows_of`, O(k log n) for k ids, where a dict of the whole batch would
+        cost O(n)."""
         ids = ids if isinstance(ids, (list, tuple)) else list(ids)
-        items = list(map(self._ensure_store().item_of.get, ids))  # the look-ups run in C
-        # "None in items" would call the dataclass __eq__ of every item; is_ stays in C
-        if any(map(is_, items, repeat(None))):
-            return {i: item for i, item in zip(ids, items, strict=True) if item is not None}
-        return dict(zip(ids, items, strict=True))
+        rows = self.rows_of(ids)
+        if (rows < 0).any():
+            found = rows >= 0
+            ids = list(compress(ids, found.tolist()))
+            rows = rows[found]
+        return dict(zip(ids, map(self.__getitem__, rows.tolist()), strict=True))
 
     def has_id(self, item_id: str) -> bool:
         """Whether an item with id ``item_id`` is in the batch (O(log n))."""
@@ -415,9 +439,7 @@ class ItemBatch(list):
                 if ids[pos] != item.id:  # an id changed: keep the id -> row map right
                     if store.seq_of.get(ids[pos]) == seqs[pos]:
                         del store.seq_of[ids[pos]]
-                        store.item_of.pop(ids[pos], None)
                     store.seq_of[item.id] = int(seqs[pos])
-                    store.item_of[item.id] = item
             _write_rows(store.arrays, positions, items)
         self._record("refresh", items, rows=positions)
 

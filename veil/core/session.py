@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
+from collections import Counter, deque
+from itertools import compress, repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -325,9 +327,15 @@ class Session:
 
         Returns notes for front ends.
         """
-        moves = [(i, "warm") for i in plan.to_warm] + [(i, "cold") for i in plan.to_cold]
-        by_id = self.live_items.lookup(i for i, _ in moves)
-        moved = [(by_id[i], tier) for i, tier in moves if i in by_id]
+        live = self.live_items
+        tiers = ["warm"] * len(plan.to_warm) + ["cold"] * len(plan.to_cold)
+        rows = live.rows_of([*plan.to_warm, *plan.to_cold])  # -1: not live (ignored)
+        found = rows >= 0
+        if not found.all():
+            tiers = list(compress(tiers, found.tolist()))
+            rows = rows[found]
+        moved = list(map(live.__getitem__, rows.tolist()))  # warm ones first, then cold
+        warm = tiers.count("warm")
         back = [
             self.paged_out[i]
             for i in dict.fromkeys(getattr(plan, "to_live", ()))
@@ -335,24 +343,12 @@ class Session:
         ]
         if not moved and not back:
             return list(plan.report)
-        entries = [
-            {
-                "id": item.id,
-                "tier": tier,
-                "reason": plan.reasons.get(item.id, ""),
-                "toolCallId": item.tool_call_id,
-                "messageIndex": item.message_index,
-            }
-            for item, tier in [*moved, *((item, "live") for item in back)]
-        ]
-        gone = {item.id for item, _ in moved}
-        paged_out = self.paged_out
-        for item, tier in moved:
-            item.tier = tier
-            if tier == "warm" and pageable:
-                paged_out[item.id] = item
-        self._stub_items([item for item, _ in moved])
-        self.live_items.remove_ids(gone)  # incremental: columns compacted, not rebuilt
+        # per-item work in C: the tiers set, the warm items made page-in candidates
+        deque(map(setattr, moved, repeat("tier"), tiers), maxlen=0)
+        if pageable:
+            self.paged_out.update(zip(map(_item_id, moved[:warm]), moved[:warm], strict=True))
+        self._stub_items(moved)
+        live.remove_rows(rows)  # incremental: columns compacted, not rebuilt
         for item in back:
             del self.paged_out[item.id]
             item.tier = "live"
@@ -361,51 +357,53 @@ class Session:
         if back:
             self.live_items.extend(back)
         # last: the writer thread starts now, and would share the GIL with the work above
-        self._write_eviction(moved, back, entries, plan.threshold)
+        self._write_eviction(moved, warm, back, plan)
         self.turn_embeddings.start()  # under pressure now: old turns may need the rescue
-        self.emit("eviction", items=entries, threshold=plan.threshold, report=list(plan.report))
+        if self.veil.pm.hook.render.get_hookimpls():  # the entries only for a front end
+            self.emit(
+                "eviction",
+                items=eviction_entries(moved, warm, back, plan.reasons),
+                threshold=plan.threshold,
+                report=list(plan.report),
+            )
         notes = [f"evicted {len(moved)} item(s)"] if moved else []
         if back:
             notes.append(f"paged in {len(back)} item(s)")
         return notes + list(plan.report)
 
     def _write_eviction(
-        self,
-        moved: list[tuple[ContextItem, str]],
-        back: list[ContextItem],
-        entries: list[dict[str, Any]],
-        threshold: float | None,
+        self, moved: list[ContextItem], warm: int, back: list[ContextItem], plan: Any
     ) -> None:
         """Record a pass in the store, behind the call path (:meth:`Store.write_behind`): the
         tiers, one ``evict`` event and the recall index in one transaction (a crash leaves the
         whole pass or none of it; none means its items are still ``live`` in the store, and a
-        resumed session evicts them again). The job reads each moved item's id, session, tags
-        and content when it runs (none of them changes once an item has left the prompt), so
-        the pass itself does no per-item copying for it."""
+        resumed session evicts them again). ``moved``: the items that left, the first ``warm``
+        of them to the warm tier, the rest to cold. The job reads each moved item's id,
+        session, tool call, message, tags and content when it runs (none of them changes once
+        an item has left the prompt) and builds the event's entries then, so the pass itself
+        does no per-item work for it."""
         tiers = self.veil.tiers
-        by_tier: dict[str, list[ContextItem]] = {"warm": [], "cold": []}
-        for item, tier in moved:
-            by_tier[tier].append(item)
-        back_ids = [item.id for item in back]
-        call_ids = {entry["toolCallId"] for entry in entries}
-        event = (
-            self.clock(),
-            self.id,
-            self.step,
-            next(iter(call_ids)) if len(call_ids) == 1 else None,
-            {"items": entries, "threshold": threshold},
-        )
+        by_tier = {"warm": moved[:warm], "cold": moved[warm:]}
+        reasons, threshold = plan.reasons, plan.threshold
+        when = (self.clock(), self.id, self.step)
 
         def job(conn: Any) -> None:
+            entries = eviction_entries(moved, warm, back, reasons)
+            call_ids = {entry["toolCallId"] for entry in entries}
             for tier in ("warm", "cold"):
                 _set_tier(conn, [item.id for item in by_tier[tier]], tier)
             conn.execute(
                 "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
                 " VALUES (?, ?, ?, ?, 'evict', ?)",
-                (*event[:4], json.dumps(event[4])),
+                (
+                    *when,
+                    next(iter(call_ids)) if len(call_ids) == 1 else None,
+                    json.dumps({"items": entries, "threshold": threshold}),
+                ),
             )
             for tier in ("warm", "cold"):  # index / compress; embedding waits for the next search
                 tiers.write_moved(conn, [moved_row(item) for item in by_tier[tier]], tier)
+            back_ids = [item.id for item in back]
             _set_tier(conn, back_ids, "live")
             for item_id in back_ids:  # paged-out items are warm: no content comes back
                 tiers.write_hydrated(conn, item_id)
@@ -413,8 +411,37 @@ class Session:
         self.veil.store.write_behind(
             job,
             f"eviction pass of {len(moved)} item(s), {len(back)} paged in",
-            tier_deltas={self.id: _tier_deltas(moved, back)},
+            tier_deltas={
+                self.id: {
+                    "live": len(back) - len(moved),
+                    "warm": warm - len(back),
+                    "cold": len(moved) - warm,
+                }
+            },
         )
+
+
+_item_id = attrgetter("id")
+
+
+def eviction_entries(
+    moved: list[ContextItem], warm: int, back: list[ContextItem], reasons: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The entries of an eviction pass, as the ``evict`` event and the ``eviction`` render
+    event list them: ``{"id", "tier", "reason", "toolCallId", "messageIndex"}`` per item, the
+    first ``warm`` of ``moved`` with tier ``warm``, the rest ``cold``, then the paged-in items
+    ``back`` with tier ``live``; ``reason`` from the plan's ``reasons`` (``""`` when absent)."""
+    tiers = ["warm"] * warm + ["cold"] * (len(moved) - warm) + ["live"] * len(back)
+    return [
+        {
+            "id": item.id,
+            "tier": tier,
+            "reason": reasons.get(item.id, ""),
+            "toolCallId": item.tool_call_id,
+            "messageIndex": item.message_index,
+        }
+        for item, tier in zip([*moved, *back], tiers, strict=True)
+    ]
 
 
 _STUBBED_SOURCES = frozenset({"tool_result", "user", "assistant"})
@@ -434,14 +461,6 @@ def _pageable(store: Any, session_id: str, stored: list[ContextItem]) -> dict[st
         for entry in payload.get("items", []):
             last[entry["id"]] = entry["tier"] == "warm" and entry.get("reason") != DEMOTED
     return {i.id: i for i in stored if i.tier == "warm" and last.get(i.id, False)}
-
-
-def _tier_deltas(moved: list[tuple[ContextItem, str]], back: list[ContextItem]) -> dict[str, int]:
-    """Item-count change per tier of a pass (paged-in items come back from warm)."""
-    deltas = {"live": len(back) - len(moved), "warm": -len(back), "cold": 0}
-    for _item, tier in moved:
-        deltas[tier] += 1
-    return deltas
 
 
 def _set_tier(conn: Any, ids: list[str], tier: str) -> None:

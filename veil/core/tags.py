@@ -12,15 +12,25 @@ from __future__ import annotations
 
 import re
 import string
+import sys
 from typing import Any
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _CANDIDATE = re.compile(r"[\w./-]+")
 _PATH = re.compile(r"(?:\.{1,2}/)?(?:[\w.-]+/)*[\w-]+\.([A-Za-z0-9]{1,8})")
-_SYMBOL = re.compile(
+SYMBOL_PATTERN = (
     r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[a-z]+_[a-z0-9_]+|"
     r"[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+"
 )
+"""Dotted, snake_case and CamelCase symbols (:func:`extract_targets`)."""
+# The same matches with possessive quantifiers (Python 3.11+), 2x faster: giving back part of
+# a run of word characters never helps, since a shorter run is followed by a word character
+# where the pattern needs ".", "_" or a capital (tests/test_tags.py compares the two).
+_SYMBOL_POSSESSIVE = (
+    r"[A-Za-z_][A-Za-z0-9_]*+(?:\.[A-Za-z_][A-Za-z0-9_]*+)++|[a-z]++_[a-z0-9_]++|"
+    r"[A-Z][a-z0-9]++(?:[A-Z][a-z0-9]++)++"
+)
+_SYMBOL = re.compile(_SYMBOL_POSSESSIVE if sys.version_info >= (3, 11) else SYMBOL_PATTERN)
 _CODE_EXT = frozenset(
     "py pyi js ts tsx jsx go rs java kt c h cc cpp hpp cs rb php swift scala sh toml yaml yml json "
     "md txt cfg ini sql html css lock".split()
@@ -96,6 +106,17 @@ def distinct_runs(text: str) -> list[str]:
     :func:`extract_targets` and :func:`content_identifiers` read, so a caller that needs both
     scans the text once."""
     return list(dict.fromkeys(_candidate_runs(text[:SCAN_CHARS])))
+
+
+def tags_text(text: str, runs: list[str]) -> str:
+    """``text``, or a shorter text with the same :func:`extract_tags` result: the distinct
+    runs ``runs`` (``distinct_runs(text)``) joined by spaces, when ``text`` is ASCII and no
+    longer than :data:`SCAN_CHARS` (so the runs cover all of it). Every word of the tags lies
+    inside a run, and a word is first seen in the first occurrence of a run that holds it, so
+    the words come in the same first-seen order (tests/test_tags.py checks it)."""
+    if len(text) <= SCAN_CHARS and text.isascii():
+        return " ".join(runs)
+    return text
 
 
 def paths_in(text: str) -> list[str]:

@@ -739,3 +739,44 @@ def test_rescue_reads_vectors_that_arrive_later_and_many_rows():
         [*olds, recent], [0.2] * 300 + [0.5], budget=150, used=3100, embeddings=embeddings
     )
     assert "o123" not in result.to_warm and len(result.to_warm) == 299
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 400),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([2, 5, 1000]),  # distinct keys: heavy ties .. almost none
+    st.floats(0.0, 1.2),
+)
+def test_ranked_prefix_equals_the_prefix_of_the_full_stable_ranking(m, seed, levels, share):
+    """The partial selection takes exactly what the full stable sort would take, ties and
+    all, whether the first guess is enough or has to grow (shares above 1: everything)."""
+    from veil_fsrs.eviction import _ranked_prefix, _take_prefix
+
+    rng = np.random.default_rng(seed)
+    n_groups = m + 5
+    key = rng.integers(0, levels, n_groups) / levels - 1.0  # like -group_e: in [-1, 0]
+    freed = rng.choice([0.0, 1.0, 7.0, 250.0, 3000.0], n_groups)
+    candidates = np.sort(rng.choice(n_groups, m, replace=False))
+    used = 1_000_000.0
+    target = used - share * float(freed[candidates].sum())
+    expected = _take_prefix(
+        candidates[np.argsort(key[candidates], kind="stable")], freed, used, target
+    )
+    taken, left = _ranked_prefix(candidates, key, freed, used, target)
+    assert taken.tolist() == expected[0].tolist()
+    assert left == expected[1]
+
+
+def test_ranked_prefix_by_hand():
+    from veil_fsrs.eviction import _ranked_prefix
+
+    key = np.array([-0.9, -0.2, -0.9, -0.5, -0.9])
+    freed = np.array([10.0, 10.0, 10.0, 10.0, 10.0])
+    groups = np.arange(5)
+    # highest eviction score first, ties oldest first: 0, 2, 4, then 3, then 1
+    assert _ranked_prefix(groups, key, freed, 100.0, 75.0)[0].tolist() == [0, 2, 4]
+    assert _ranked_prefix(groups, key, freed, 100.0, 65.0)[0].tolist() == [0, 2, 4, 3]
+    taken, used = _ranked_prefix(groups, key, freed, 100.0, 0.0)
+    assert (taken.tolist(), used) == ([0, 2, 4, 3, 1], 50.0)  # all of it: still over target
+    assert _ranked_prefix(groups, key, freed, 60.0, 60.0)[0].tolist() == []  # no pressure

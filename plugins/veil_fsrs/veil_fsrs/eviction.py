@@ -120,6 +120,39 @@ def _take_prefix(
     return order[:count], used - float(cumulative[count - 1])
 
 
+def _ranked_prefix(
+    candidates: np.ndarray, key: np.ndarray, freed: np.ndarray, used: float, target: float
+) -> tuple[np.ndarray, float]:
+    """:func:`_take_prefix` over ``candidates`` (group numbers, ascending) ranked by ``key``
+    ascending, ties by group number (a stable sort), without sorting all of them: a
+    partition finds the ``k`` lowest keys (every candidate tied with the k-th included), only
+    those are sorted, and ``k`` grows 4x while their freed tokens are not enough. The result
+    is exactly ``_take_prefix(candidates[np.argsort(key[candidates], kind="stable")], ...)``
+    (tests/test_fsrs_eviction.py compares them): the candidates whose key is at most the k-th
+    lowest are the first ones of the full ranking, in the same order, and cumulative sums of
+    the same prefix are the same numbers."""
+    if used <= target or len(candidates) == 0:
+        return candidates[:0], used
+    need = used - target
+    keys = key[candidates]
+    sizes = freed[candidates]
+    m = len(candidates)
+    mean = float(sizes.mean())
+    # a first guess at how many it takes, with room to spare; grown below if short
+    k = m if mean <= 0 else min(m, int(1.5 * need / mean) + 64)
+    while True:
+        if k < m:
+            head = np.flatnonzero(keys <= np.partition(keys, k - 1)[k - 1])
+            head = head[np.argsort(keys[head], kind="stable")]
+        else:
+            head = np.argsort(keys, kind="stable")
+        cumulative = np.cumsum(sizes[head])
+        if k >= m or cumulative[-1] >= need:
+            count = min(int(np.searchsorted(cumulative, need, side="left")) + 1, len(head))
+            return candidates[head[:count]], used - float(cumulative[count - 1])
+        k = min(m, 4 * k)
+
+
 def plan_eviction(
     items: ItemBatch,
     scores: Any,
@@ -265,8 +298,8 @@ def plan_eviction(
                     weigh,
                 )
                 ranking = np.concatenate([order, np.flatnonzero(~candidates)])
-            else:
-                ranking = np.argsort(-group_e, kind="stable")
+            else:  # the plain ranking by eviction score, highest first: sorted only as needed
+                ranking = None
             used = _stages_2_3(
                 ranking,
                 ~group_blocked & (stage == 0),
@@ -372,7 +405,7 @@ def _reselect(
 
 
 def _stages_2_3(
-    ranking: np.ndarray,
+    ranking: np.ndarray | None,
     open_groups: np.ndarray,
     stage: np.ndarray,
     group_e: np.ndarray,
@@ -382,13 +415,21 @@ def _stages_2_3(
     budget: float,
 ) -> float:
     """Stages 2 and 3 as prefixes of one ranking (evict first = first); marks ``stage``;
-    returns the new ``used``."""
+    returns the new ``used``. ``ranking``: every group, in order; None for the plain order
+    by eviction score ``group_e``, highest first, ties by group number (then only the
+    prefixes taken are sorted: :func:`_ranked_prefix`)."""
     low = open_groups & (1.0 - group_e < threshold)
-    taken, used = _take_prefix(ranking[low[ranking]], freed, used, threshold * budget)
+    if ranking is None:
+        taken, used = _ranked_prefix(np.flatnonzero(low), -group_e, freed, used, threshold * budget)
+    else:
+        taken, used = _take_prefix(ranking[low[ranking]], freed, used, threshold * budget)
     stage[taken] = 2
     if used > budget:
         rest = open_groups & (stage == 0)
-        taken, used = _take_prefix(ranking[rest[ranking]], freed, used, budget)
+        if ranking is None:
+            taken, used = _ranked_prefix(np.flatnonzero(rest), -group_e, freed, used, budget)
+        else:
+            taken, used = _take_prefix(ranking[rest[ranking]], freed, used, budget)
         stage[taken] = 3
     return used
 
