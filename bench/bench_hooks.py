@@ -165,6 +165,15 @@ def tool_result_event(session: Session, number: int) -> CaptureEvent:
     )
 
 
+def speed_check() -> float:
+    """Milliseconds a fixed pure-Python workload takes now (sorting 2,000 short strings): the
+    tables report its median beside each row, so runs on a machine whose speed drifts (shared
+    VMs) can be compared with each other."""
+    start = time.perf_counter_ns()
+    sorted(str(i) for i in range(2_000))
+    return (time.perf_counter_ns() - start) / 1e6
+
+
 def summary(samples: list[float]) -> tuple[float, float]:
     """Median and p95 (nearest rank) of ``samples`` (ms)."""
     ordered = sorted(samples)
@@ -184,8 +193,11 @@ def per_tool_call(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
     hook.score(session=session, items=session.live_items, task_tags=TASK_TAGS, now=NOW)
     first_build = (time.perf_counter() - start) * 1e3
     samples: dict[str, list[float]] = {"capture": [], "check": [], "score": [], "total": []}
+    speed = []
     gc.collect()
     for number in range(calls):
+        if number % 10 == 0:
+            speed.append(speed_check())
         event = tool_result_event(session, number)
         t0 = time.perf_counter_ns()
         captured = capture(session, event)
@@ -199,7 +211,11 @@ def per_tool_call(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
         for name, ns in (("capture", t1 - t0), ("check", t2 - t1), ("score", t3 - t2)):
             samples[name].append(ns / 1e6)
         samples["total"].append((t2 - t0) / 1e6)
-    return {"first_build": first_build, **{k: summary(v) for k, v in samples.items()}}
+    return {
+        "first_build": first_build,
+        "speed": statistics.median(speed),
+        **{k: summary(v) for k, v in samples.items()},
+    }
 
 
 def capture_parts(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
@@ -309,6 +325,7 @@ def eviction_pass(veil: Veil, items: list[ContextItem], repeats: int) -> dict[st
     rows: dict[str, list[float]] = {
         k: [] for k in ("total", "score", "plan", "apply", "remove", "behind", "next_score")
     }
+    speed = []
     evicted = []
     hook = veil.pm.hook
     writer = veil.store.writer
@@ -325,6 +342,7 @@ def eviction_pass(veil: Veil, items: list[ContextItem], repeats: int) -> dict[st
             remove = batch.remove_rows = _Timer(batch.remove_rows)
         before = len(session.live_items)
         behind_before = writer.seconds if writer else 0.0
+        speed.append(speed_check())
         gc.collect()
         hook.score, hook.evict = score, plan
         try:
@@ -344,7 +362,11 @@ def eviction_pass(veil: Veil, items: list[ContextItem], repeats: int) -> dict[st
         rows["plan"].append(plan.ms)
         rows["apply"].append(apply.ms - (remove.ms if remove else 0.0))
         rows["remove"].append(remove.ms if remove else float("nan"))
-    return {"evicted": int(statistics.median(evicted)), **{k: summary(v) for k, v in rows.items()}}
+    return {
+        "evicted": int(statistics.median(evicted)),
+        "speed": statistics.median(speed),
+        **{k: summary(v) for k, v in rows.items()},
+    }
 
 
 def fmt(pair: tuple[float, float]) -> str:
@@ -377,9 +399,10 @@ def main() -> None:
         try:
             print(
                 "| live items | calls | capture | pressure check (idle pass) "
-                "| capture + check | score (only under pressure) | first score (build) |"
+                "| capture + check | score (only under pressure) | first score (build) "
+                "| speed check |"
             )
-            print("|---:|---:|---:|---:|---:|---:|---:|")
+            print("|---:|---:|---:|---:|---:|---:|---:|---:|")
             parts_size, parts = calls[1][0] if len(calls) > 1 else calls[0][0], None
             for size, count in calls:
                 session = seeded_session(veil, fresh_copies(bases[size]))
@@ -387,7 +410,7 @@ def main() -> None:
                 print(
                     f"| {size:,} | {count} | {fmt(r['capture'])} | {fmt(r['check'])} "
                     f"| {fmt(r['total'])} | {fmt(r['score'])} "
-                    f"| {r['first_build']:.1f} |"
+                    f"| {r['first_build']:.1f} | {r['speed']:.3f} |"
                 )
                 if size == parts_size:  # measured now, before a larger live set exists
                     parts = capture_parts(veil, session, count)
@@ -405,15 +428,15 @@ def main() -> None:
             print(
                 "\n| live items | evicted | pass total | score | plan (evict hook) "
                 "| apply: session | apply: columns | store writes (writer thread) "
-                "| next score |"
+                "| next score | speed check |"
             )
-            print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for size, count in passes:
                 r = eviction_pass(veil, bases[size], count)
                 print(
                     f"| {size:,} | {r['evicted']} | {fmt(r['total'])} | {fmt(r['score'])} "
                     f"| {fmt(r['plan'])} | {fmt(r['apply'])} | {fmt(r['remove'])} "
-                    f"| {fmt(r['behind'])} | {fmt(r['next_score'])} |"
+                    f"| {fmt(r['behind'])} | {fmt(r['next_score'])} | {r['speed']:.3f} |"
                 )
         finally:
             veil.close()
@@ -426,7 +449,9 @@ def main() -> None:
         "page-in\ncandidates, queueing the store writes; the eviction render event only where "
         "a front end\nlistens: none here). 'store writes' is the write-behind job of the pass "
         "(tiers, evict\nevent, recall index; one transaction), applied on its own thread while "
-        "the model\nanswers: not in the pass total."
+        "the model\nanswers: not in the pass total. 'speed check': the median time of a fixed "
+        "pure-Python\nworkload (bench_hooks.speed_check) taken during the row: it tells a slow "
+        "run of the\nmachine from a slow run of veil."
     )
 
 

@@ -277,6 +277,10 @@ def test_estimate_by_hand():
     assert tokens.cl100k_count(text) == 31
     assert tokens.estimate_tokens(text) == 35
     assert tokens.estimate_tokens("") == 0
+    # Digits in non-ASCII text count the same way: ceil(10 ASCII / 3) = 4 plus 2 bytes for "é"
+    # = 6; cl100k ("é" "123" "456" "789" "0") 5 -> ceil(5.5) = 6; max 6, plus 7 for the digits.
+    assert tokens.cl100k_count("é1234567890") == 5
+    assert tokens.estimate_tokens("é1234567890") == 13
 
 
 def test_count_message_tokens_estimate_adds_documented_overheads():

