@@ -178,3 +178,63 @@ def test_a_turn_naming_a_file_touches_the_live_items_that_point_at_it(make_veil)
     assert after[touched[0].id] == before[touched[0].id] + 1
     row = session.live_items.row_of(touched[0].id)
     assert session.live_items.columns()["access_count"][row] == after[touched[0].id]
+
+
+def test_a_malformed_plan_fails_before_anything_changes(make_veil):
+    import pytest
+
+    veil, session = _session_with_results(make_veil, 2)
+    first, _ = list(session.live_items)
+    plan = EvictionPlan(to_warm=[first.id])
+    plan.reasons = None  # not a mapping
+    with pytest.raises(TypeError):
+        session.apply_eviction(plan)
+    assert session.live_items.has_id(first.id) and first.tier == "live"
+    assert session.stubs == {}
+    veil.store.flush()  # nothing queued that could fail later
+    assert veil.store.get_item(first.id).tier == "live"
+
+
+def test_eviction_takes_every_copy_of_an_id_held_twice(make_veil):
+    import dataclasses
+
+    veil, session = _session_with_results(make_veil, 2)
+    first, second = list(session.live_items)
+    session.live_items.append(dataclasses.replace(first))  # the core never does this
+    assert not session.live_items.ids_unique
+    session.apply_eviction(EvictionPlan(to_warm=[first.id]))
+    assert [i.id for i in session.live_items] == [second.id]
+    veil.store.flush()
+    assert veil.store.get_item(first.id).tier == "warm"
+
+
+def test_the_eviction_render_event_goes_to_a_front_end_registered_later(make_veil):
+    from veil.hookspecs import hookimpl
+
+    veil, session = _session_with_results(make_veil, 3)
+    first, second, third = list(session.live_items)
+    session.apply_eviction(EvictionPlan(to_warm=[first.id]))  # no front end: no event built
+    seen = []
+
+    class FrontEnd:
+        @hookimpl
+        def render(self, event):
+            if event.kind == "eviction":
+                seen.append(event.data)
+
+    veil.pm.register(FrontEnd(), name="test_front_end")
+    session.apply_eviction(EvictionPlan(to_warm=[second.id], reasons={second.id: "low score"}))
+    assert len(seen) == 1
+    assert seen[0]["items"] == [
+        {
+            "id": second.id,
+            "tier": "warm",
+            "reason": "low score",
+            "toolCallId": "c1",
+            "messageIndex": second.message_index,
+        }
+    ]
+    veil.store.flush()
+    payloads = [e["payload"]["items"] for e in veil.store.events(session.id, ("evict",))]
+    assert payloads[-1] == seen[0]["items"]  # the event log lists the same entries
+    assert [entry["id"] for entry in payloads[0]] == [first.id]

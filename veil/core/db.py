@@ -199,7 +199,7 @@ def dumps(value: Any) -> str:
 def dumps_strings(values: Any) -> str:
     """:func:`dumps` of ``values``, faster for a list of strings none of which needs escaping
     (no ``"``, no backslash, only printable characters: nearly every tag and target); anything
-    else goes through :func:`dumps`. Same text either way (tests/test_db.py compares them)."""
+    else goes through :func:`dumps`. Same text either way (tests/test_store.py compares them)."""
     if type(values) is list:
         try:
             joined = "".join(values)

@@ -324,6 +324,12 @@ class ItemBatch(list):
         )
         return self.remove_rows(np.flatnonzero(gone))
 
+    @property
+    def ids_unique(self) -> bool:
+        """Whether no two items of the batch share an id (O(1) once the columns exist)."""
+        store = self._ensure_store()
+        return len(store.seq_of) == store.n
+
     def rows_of(self, ids: Sequence[str]) -> np.ndarray:
         """Positions of the items with ids ``ids``, aligned with ``ids`` (int64, -1 for an id
         not in the batch): O(k) dict look-ups and one binary search, O(k log n) for k ids.

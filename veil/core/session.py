@@ -317,7 +317,8 @@ class Session:
         "toolCallId", "messageIndex"}], "threshold"}``; paged-in items are listed with tier
         ``live``) and the recall index. Any later use of the store waits for it
         (:meth:`~veil.core.store.Store.write_behind`). An ``eviction`` render event names the
-        same items (front ends dim their tool calls).
+        same items (front ends dim their tool calls); it is built and sent only when a plugin
+        implements the ``render`` hook (nobody else would receive it).
 
         Args:
             plan: the policy's answer; ``to_live`` may only name items of
@@ -326,7 +327,11 @@ class Session:
                 hand: the model asked for them to leave).
 
         Returns notes for front ends.
+
+        Raises:
+            TypeError: ``plan.reasons`` is not a mapping (checked before anything changes).
         """
+        reasons = dict(plan.reasons)  # a copy the writer thread reads later; fails early if bad
         live = self.live_items
         tiers = ["warm"] * len(plan.to_warm) + ["cold"] * len(plan.to_cold)
         rows = live.rows_of([*plan.to_warm, *plan.to_cold])  # -1: not live (ignored)
@@ -348,7 +353,10 @@ class Session:
         if pageable:
             self.paged_out.update(zip(map(_item_id, moved[:warm]), moved[:warm], strict=True))
         self._stub_items(moved)
-        live.remove_rows(rows)  # incremental: columns compacted, not rebuilt
+        if live.ids_unique:
+            live.remove_rows(rows)  # incremental: columns compacted, not rebuilt
+        else:  # an id held twice (never by the core): every copy leaves, as remove_ids does
+            live.remove_ids({item.id for item in moved})
         for item in back:
             del self.paged_out[item.id]
             item.tier = "live"
@@ -357,12 +365,12 @@ class Session:
         if back:
             self.live_items.extend(back)
         # last: the writer thread starts now, and would share the GIL with the work above
-        self._write_eviction(moved, warm, back, plan)
+        self._write_eviction(moved, warm, back, reasons, plan.threshold)
         self.turn_embeddings.start()  # under pressure now: old turns may need the rescue
         if self.veil.pm.hook.render.get_hookimpls():  # the entries only for a front end
             self.emit(
                 "eviction",
-                items=eviction_entries(moved, warm, back, plan.reasons),
+                items=eviction_entries(moved, warm, back, reasons),
                 threshold=plan.threshold,
                 report=list(plan.report),
             )
@@ -372,7 +380,12 @@ class Session:
         return notes + list(plan.report)
 
     def _write_eviction(
-        self, moved: list[ContextItem], warm: int, back: list[ContextItem], plan: Any
+        self,
+        moved: list[ContextItem],
+        warm: int,
+        back: list[ContextItem],
+        reasons: dict[str, str],
+        threshold: float | None,
     ) -> None:
         """Record a pass in the store, behind the call path (:meth:`Store.write_behind`): the
         tiers, one ``evict`` event and the recall index in one transaction (a crash leaves the
@@ -384,7 +397,6 @@ class Session:
         does no per-item work for it."""
         tiers = self.veil.tiers
         by_tier = {"warm": moved[:warm], "cold": moved[warm:]}
-        reasons, threshold = plan.reasons, plan.threshold
         when = (self.clock(), self.id, self.step)
 
         def job(conn: Any) -> None:

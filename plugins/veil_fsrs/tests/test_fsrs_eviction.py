@@ -756,6 +756,8 @@ def test_ranked_prefix_equals_the_prefix_of_the_full_stable_ranking(m, seed, lev
     rng = np.random.default_rng(seed)
     n_groups = m + 5
     key = rng.integers(0, levels, n_groups) / levels - 1.0  # like -group_e: in [-1, 0]
+    if seed % 3 == 0:  # a NaN eviction score (a NaN embedding's cosine) sorts last, as argsort
+        key[rng.random(n_groups) < 0.3] = np.nan
     freed = rng.choice([0.0, 1.0, 7.0, 250.0, 3000.0], n_groups)
     candidates = np.sort(rng.choice(n_groups, m, replace=False))
     used = 1_000_000.0
@@ -780,3 +782,23 @@ def test_ranked_prefix_by_hand():
     taken, used = _ranked_prefix(groups, key, freed, 100.0, 0.0)
     assert (taken.tolist(), used) == ([0, 2, 4, 3, 1], 50.0)  # all of it: still over target
     assert _ranked_prefix(groups, key, freed, 60.0, 60.0)[0].tolist() == []  # no pressure
+
+
+def test_ranked_prefix_with_mostly_nan_scores_takes_what_argsort_takes():
+    """A reviewer's case: the k-th lowest key is NaN (fewer real keys than the first guess)."""
+    from veil_fsrs.eviction import _stages_2_3
+
+    group_e = np.full(1000, np.nan)
+    group_e[:10] = 0.9
+    freed = np.full(1000, 10.0)
+    expected, got = np.zeros(1000, np.int8), np.zeros(1000, np.int8)
+    ranking = np.argsort(-group_e, kind="stable")
+    used_full = _stages_2_3(
+        ranking, np.ones(1000, bool), expected, group_e, freed, 10_500.0, 0.7, 10_000.0
+    )
+    used = _stages_2_3(None, np.ones(1000, bool), got, group_e, freed, 10_500.0, 0.7, 10_000.0)
+    assert used == used_full == 10_000.0
+    assert got.tolist() == expected.tolist()
+    # stage 2: the 10 scored groups (retention 0.1 < 0.7); stage 3: 40 NaN ones, oldest first
+    assert np.flatnonzero(got == 2).tolist() == list(range(10))
+    assert np.flatnonzero(got == 3).tolist() == list(range(10, 50))

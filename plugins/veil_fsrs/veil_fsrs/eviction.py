@@ -141,11 +141,12 @@ def _ranked_prefix(
     # a first guess at how many it takes, with room to spare; grown below if short
     k = m if mean <= 0 else min(m, int(1.5 * need / mean) + 64)
     while True:
-        if k < m:
-            head = np.flatnonzero(keys <= np.partition(keys, k - 1)[k - 1])
+        bound = np.partition(keys, k - 1)[k - 1] if k < m else np.nan
+        if not np.isnan(bound):  # (NaN keys sort last; a NaN bound: sort them all, as argsort)
+            head = np.flatnonzero(keys <= bound)
             head = head[np.argsort(keys[head], kind="stable")]
         else:
-            head = np.argsort(keys, kind="stable")
+            head, k = np.argsort(keys, kind="stable"), m
         cumulative = np.cumsum(sizes[head])
         if k >= m or cumulative[-1] >= need:
             count = min(int(np.searchsorted(cumulative, need, side="left")) + 1, len(head))
