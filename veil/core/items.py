@@ -314,13 +314,14 @@ class ItemBatch(list):
         wanted = ids if isinstance(ids, (set, frozenset)) else set(ids)
         if not wanted or not len(self):
             return []
-        store = self._ensure_store()
-        n = store.n
-        if len(store.seq_of) == n:  # unique ids
+        if self.ids_unique:
             rows = self.rows_of(list(wanted))
             return self.remove_rows(rows[rows >= 0])
+        n = len(self)
         gone = np.fromiter(
-            map(wanted.__contains__, store.arrays["id"][:n].tolist()), dtype=bool, count=n
+            map(wanted.__contains__, self._ensure_store().arrays["id"][:n].tolist()),
+            dtype=bool,
+            count=n,
         )
         return self.remove_rows(np.flatnonzero(gone))
 

@@ -419,18 +419,17 @@ def _stages_2_3(
     returns the new ``used``. ``ranking``: every group, in order; None for the plain order
     by eviction score ``group_e``, highest first, ties by group number (then only the
     prefixes taken are sorted: :func:`_ranked_prefix`)."""
-    low = open_groups & (1.0 - group_e < threshold)
-    if ranking is None:
-        taken, used = _ranked_prefix(np.flatnonzero(low), -group_e, freed, used, threshold * budget)
-    else:
-        taken, used = _take_prefix(ranking[low[ranking]], freed, used, threshold * budget)
+    neg_e = -group_e
+
+    def take(groups: np.ndarray, used: float, target: float) -> tuple[np.ndarray, float]:
+        if ranking is None:
+            return _ranked_prefix(np.flatnonzero(groups), neg_e, freed, used, target)
+        return _take_prefix(ranking[groups[ranking]], freed, used, target)
+
+    taken, used = take(open_groups & (1.0 - group_e < threshold), used, threshold * budget)
     stage[taken] = 2
     if used > budget:
-        rest = open_groups & (stage == 0)
-        if ranking is None:
-            taken, used = _ranked_prefix(np.flatnonzero(rest), -group_e, freed, used, budget)
-        else:
-            taken, used = _take_prefix(ranking[rest[ranking]], freed, used, budget)
+        taken, used = take(open_groups & (stage == 0), used, budget)
         stage[taken] = 3
     return used
 
