@@ -238,3 +238,29 @@ def test_the_eviction_render_event_goes_to_a_front_end_registered_later(make_vei
     payloads = [e["payload"]["items"] for e in veil.store.events(session.id, ("evict",))]
     assert payloads[-1] == seen[0]["items"]  # the event log lists the same entries
     assert [entry["id"] for entry in payloads[0]] == [first.id]
+
+
+def test_an_id_listed_twice_moves_once_and_cold_wins(make_veil):
+    """A plan naming an item in both lists (and one twice in to_warm) moves each item once:
+    one tier in the store, one event entry, one note, page-in only for what went warm."""
+    veil, session = _session_with_results(make_veil, 3)
+    first, second, third = list(session.live_items)
+    notes = session.apply_eviction(
+        EvictionPlan(to_warm=[first.id, second.id, second.id], to_cold=[first.id])
+    )
+    assert notes == ["evicted 2 item(s)"]
+    assert (first.tier, second.tier) == ("cold", "warm")
+    assert [i.id for i in session.live_items] == [third.id]
+    expected = {"live": 1, "warm": 1, "cold": 1}
+    assert veil.store.tier_counts(session.id) == expected  # queued moves counted once
+    session.page_in_open = True
+    assert [i.id for i in session.page_in_candidates()] == [second.id]
+    veil.store.flush()
+    assert veil.store.get_item(first.id).tier == "cold"
+    assert veil.store.get_item(second.id).tier == "warm"
+    [event] = veil.store.events(session.id, ("evict",))
+    assert [(e["id"], e["tier"]) for e in event["payload"]["items"]] == [
+        (second.id, "warm"),
+        (first.id, "cold"),
+    ]
+    assert veil.store.tier_counts(session.id) == expected  # and once committed

@@ -24,6 +24,37 @@ MIXED_TEXT = st.text(alphabet=ALPHABET, max_size=300)
 _TOKEN_REFERENCE = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{3,}|[0-9]{4,}")
 
 
+def _reference_tags(text: str, limit: int = 64) -> list[str]:
+    """extract_tags as its docstring defines it, from the word pattern."""
+    seen: dict[str, None] = {}
+    for word in dict.fromkeys(re.findall(r"[A-Za-z_][A-Za-z0-9_]{2,}", text.lower())):
+        for part in (word, *word.split("_")) if "_" in word else (word,):
+            if len(part) >= 3 and part not in tags.STOPWORDS and not part.isdigit():
+                seen.setdefault(part, None)
+        if len(seen) >= limit:
+            break
+    return list(seen)[:limit]
+
+
+def _reference_targets(text: str, limit: int = 32) -> list[str]:
+    """extract_targets as its docstring defines it, from the run, path and symbol patterns."""
+    runs = list(dict.fromkeys(re.findall(r"[\w./-]+", text[: tags.SCAN_CHARS])))
+    seen: dict[str, None] = {}
+    for run in runs:
+        path = re.fullmatch(
+            r"(?:\.{1,2}/)?(?:[\w.-]+/)*[\w-]+\.([A-Za-z0-9]{1,8})", run.rstrip(".-/")
+        )
+        if path and path.group(1).lower() in tags._CODE_EXT:
+            seen.setdefault(run.rstrip(".-/"), None)
+    for run in runs:
+        if run.rstrip(".-/") in seen:
+            continue
+        for symbol in re.findall(tags.SYMBOL_PATTERN, run):
+            if symbol.rsplit(".", 1)[-1].lower() not in tags._CODE_EXT:
+                seen.setdefault(symbol, None)
+    return list(seen)[:limit]
+
+
 def _reference_identifiers(text: str) -> set[str]:
     found = set()
     for token in _TOKEN_REFERENCE.findall(text):
@@ -39,11 +70,12 @@ def _reference_identifiers(text: str) -> set[str]:
 @settings(max_examples=400, deadline=None)
 @given(st.one_of(ASCII_TEXT, MIXED_TEXT))
 def test_fast_routes_equal_the_patterns(text):
-    lowered = text.lower()
-    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]{2,}", lowered)
-    assert tags._distinct_words(lowered) == list(dict.fromkeys(words))
+    assert tags.extract_tags(text) == _reference_tags(text)
+    assert tags.extract_tags(text, limit=2) == _reference_tags(text, limit=2)
     assert tags._candidate_runs(text) == re.findall(r"[\w./-]+", text)
     assert tags.identifier_tokens(text) == _reference_identifiers(text)
+    assert tags.extract_targets(text) == _reference_targets(text)
+    assert tags.extract_targets(text, limit=2) == _reference_targets(text, limit=2)
 
 
 @settings(max_examples=400, deadline=None)
@@ -74,7 +106,14 @@ def test_tags_text_by_hand():
 
 
 def test_words_by_hand():
-    assert tags._distinct_words("12abc 1ab x_y9 __init__ 4567 9abc") == ["abc", "x_y9", "__init__"]
+    # words: "abc", "x_y9", "__init__" ("1ab" and "4567" hold none; "9abc" repeats "abc")
+    assert tags.extract_tags("12abc 1ab x_y9 __init__ 4567 9abc") == [
+        "abc",
+        "x_y9",
+        "__init__",
+        "init",
+    ]
+    assert tags.extract_tags("the_file abc_123_xyz") == ["the_file", "abc_123_xyz", "abc", "xyz"]
     assert tags.extract_tags("The parse_config() of CONFIG 2024abc") == [
         "parse_config",
         "parse",
@@ -121,3 +160,26 @@ def test_scans_stop_at_scan_chars():
     assert tags.extract_targets(text) == []
     assert tags.content_identifiers(text) == frozenset()
     assert tags.identifier_tokens(text) == {"late/path.py", "late_symbol"}  # the measure: all
+
+
+CODE_PIECES = st.sampled_from(
+    [
+        "src/a.py", "src/a.py.", "./b.json", "../c/d.ts/", "a.py", "x.unknown", "mod_x", "FooBar",
+        "JsOn", "Json.Py", "os.path.join", "handler_5_0", "v2.0", "12345", "CONFIG", "the_file",
+        "parse_config", "__init__", "a-b.md", "é.py", "東京/x.py", "pkg.mod.Class",
+    ]
+)  # fmt: skip
+CODE_TEXT = st.lists(
+    st.tuples(CODE_PIECES, st.sampled_from([" ", "\n", "(", "'", ": ", ".", "/", ", "])),
+    max_size=60,
+).map(lambda pairs: "".join(piece + sep for piece, sep in pairs))
+
+
+@settings(max_examples=300, deadline=None)
+@given(CODE_TEXT)
+def test_targets_and_tags_of_code_equal_the_references(text):
+    """Paths, symbols and tags of code-like text (the shapes random text rarely forms)."""
+    for limit in (1, 5, 32):
+        assert tags.extract_targets(text, limit) == _reference_targets(text, limit)
+    for limit in (1, 5, 64):
+        assert tags.extract_tags(text, limit) == _reference_tags(text, limit)

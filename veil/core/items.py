@@ -297,9 +297,13 @@ class ItemBatch(list):
                     self._grow(store, stop)
                 _write_rows(store.arrays, start, items)
                 seq = store.next_seq
-                store.arrays["seq"][start:stop] = np.arange(seq, seq + len(items))
-                for offset, item in enumerate(items):
-                    store.seq_of[item.id] = seq + offset
+                if len(items) == 1:  # the common case (one captured item): a scalar write
+                    store.arrays["seq"][start] = seq
+                    store.seq_of[items[0].id] = seq
+                else:
+                    store.arrays["seq"][start:stop] = np.arange(seq, seq + len(items))
+                    for offset, item in enumerate(items):
+                        store.seq_of[item.id] = seq + offset
                 store.next_seq = seq + len(items)
                 store.n = stop
         self._record("append", items, start=start)

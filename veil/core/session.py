@@ -10,6 +10,8 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from veil.core.errors import SessionClosed
 from veil.core.items import ItemBatch
 from veil.core.tags import content_identifiers, item_identifiers
@@ -322,7 +324,9 @@ class Session:
 
         Args:
             plan: the policy's answer; ``to_live`` may only name items of
-                :meth:`page_in_candidates`, others are ignored.
+                :meth:`page_in_candidates`, others are ignored. An id listed more than once
+                moves once, to the tier of its last listing (``to_cold`` when it is in both
+                lists); ids not in the prompt are ignored.
             pageable: items moved to warm become page-in candidates (False for a demotion by
                 hand: the model asked for them to leave).
 
@@ -339,6 +343,14 @@ class Session:
         if not found.all():
             tiers = list(compress(tiers, found.tolist()))
             rows = rows[found]
+        if len(rows) > 1:
+            # an id listed twice (in both lists, or twice in one) moves once: to its last
+            # listing's tier, so cold wins over warm (one sort, no per-item Python)
+            distinct, last = np.unique(rows[::-1], return_index=True)
+            if len(distinct) < len(rows):
+                picked = np.sort(len(rows) - 1 - last)
+                rows = rows[picked]
+                tiers = list(map(tiers.__getitem__, picked.tolist()))
         moved = list(map(live.__getitem__, rows.tolist()))  # warm ones first, then cold
         warm = tiers.count("warm")
         back = [

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import string
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
@@ -56,21 +57,6 @@ _NOT_WORD = _spaces_except(_WORD_CHARS)  # ASCII text: _WORD matches lie in thes
 _NOT_CANDIDATE = _spaces_except(_WORD_CHARS + "./-")  # ASCII text: the runs _CANDIDATE matches
 
 
-def _distinct_words(lowered: str) -> list[str]:
-    """``_WORD.findall(lowered)`` without repeats, in first-seen order. In ASCII text a match
-    is a maximal run of word characters less its leading digits, when 3+ characters remain
-    (the runs are de-duplicated in C first, so the Python loop sees each distinct run once)."""
-    if not lowered.isascii():
-        return list(dict.fromkeys(_WORD.findall(lowered)))
-    words: dict[str, None] = {}
-    for run in dict.fromkeys(lowered.translate(_NOT_WORD).split()):
-        if run[0] in _DIGITS:
-            run = run.lstrip(_DIGITS)
-        if len(run) >= 3:
-            words[run] = None
-    return list(words)
-
-
 def _candidate_runs(text: str) -> list[str]:
     """``_CANDIDATE.findall(text)``: the maximal runs of word characters, ``.``, ``/`` and
     ``-``, in order (for ASCII text, the pieces left between the other characters)."""
@@ -81,14 +67,31 @@ def _candidate_runs(text: str) -> list[str]:
 
 def extract_tags(text: str, limit: int = 64) -> list[str]:
     """Lower-case content words of ``text`` (3+ characters, no stop words), in first-seen order,
-    at most ``limit``. Identifiers split on ``_`` contribute their parts too."""
+    at most ``limit``. Identifiers split on ``_`` contribute their parts too.
+
+    A word is a match of ``[A-Za-z_][A-Za-z0-9_]{2,}`` in the lower-cased text; a word that
+    holds ``_`` is followed by its parts, and digit-only parts are dropped."""
+    lowered = text.lower()
+    if lowered.isascii():
+        # the runs of word characters, de-duplicated in C; a run's match is the run less its
+        # leading digits (so the Python loop below sees each distinct run once)
+        words: Iterable[str] = dict.fromkeys(lowered.translate(_NOT_WORD).split())
+    else:
+        words = dict.fromkeys(_WORD.findall(lowered))
     seen: dict[str, None] = {}
-    # the scan and the de-duplication run in C; the Python loop sees each distinct word once
-    for word in _distinct_words(text.lower()):
-        parts = (word, *word.split("_")) if "_" in word else (word,)
-        for part in parts:
-            if len(part) >= 3 and part not in STOPWORDS and not part.isdigit():
-                seen.setdefault(part, None)
+    for word in words:
+        if word[0] in _DIGITS:
+            word = word.lstrip(_DIGITS)
+        if len(word) < 3:
+            continue
+        if "_" in word:
+            if word not in STOPWORDS:
+                seen.setdefault(word, None)
+            for part in word.split("_"):
+                if len(part) >= 3 and part not in STOPWORDS and not part.isdigit():
+                    seen.setdefault(part, None)
+        elif word not in STOPWORDS:  # it starts with a letter, so it is not all digits
+            seen.setdefault(word, None)
         if len(seen) >= limit:
             break
     return list(seen)[:limit]
@@ -122,19 +125,19 @@ def tags_text(text: str, runs: list[str]) -> str:
 def paths_in(text: str) -> list[str]:
     """File paths with a known code/text extension in ``text`` (its first
     :data:`SCAN_CHARS` characters), in first-seen order, each once."""
-    return _paths(distinct_runs(text))
+    return list(dict.fromkeys(_path_runs(distinct_runs(text)).values()))
 
 
-def _paths(runs: list[str]) -> list[str]:
-    found: dict[str, None] = {}
-    for run in runs:
-        if "." not in run:
-            continue  # a path needs its extension
-        run = run.rstrip(".-/")
-        path = _PATH.fullmatch(run)
-        if path and path.group(1).lower() in _CODE_EXT:
-            found.setdefault(run, None)
-    return list(found)
+def _path_runs(runs: list[str]) -> dict[str, str]:
+    """The runs of ``runs`` that are file paths with a known extension, each mapped to its path
+    (the run less trailing ``.``, ``-`` and ``/``), in order."""
+    found: dict[str, str] = {}
+    for run in [run for run in runs if "." in run]:  # a path needs its extension
+        path = run.rstrip(".-/")
+        shape = _PATH.fullmatch(path)
+        if shape and shape.group(1).lower() in _CODE_EXT:
+            found[run] = path
+    return found
 
 
 def extract_targets(text: str, limit: int = 32, *, runs: list[str] | None = None) -> list[str]:
@@ -149,15 +152,16 @@ def extract_targets(text: str, limit: int = 32, *, runs: list[str] | None = None
     """
     if runs is None:
         runs = distinct_runs(text)
-    seen = dict.fromkeys(_paths(runs))
+    path_runs = _path_runs(runs)
+    seen = dict.fromkeys(path_runs.values())
     # Symbols of every run that is not a path, found by one regex scan of the runs joined by
     # newlines (no symbol spans a newline); the order is the runs' first-seen order.
-    rest = "\n".join(run for run in runs if run.rstrip(".-/") not in seen)
+    rest = "\n".join([run for run in runs if run not in path_runs] if path_runs else runs)
     for symbol in dict.fromkeys(_SYMBOL.findall(rest)):
         if len(seen) >= limit:
             break
         if symbol not in seen and symbol.rsplit(".", 1)[-1].lower() not in _CODE_EXT:
-            seen.setdefault(symbol, None)
+            seen[symbol] = None
     return list(seen)[:limit]
 
 

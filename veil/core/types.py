@@ -6,9 +6,9 @@ everything here is a dataclass so plugins need nothing but the standard library 
 
 from __future__ import annotations
 
+import os
 import random
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -44,15 +44,16 @@ _id_source: random.Random | None = None
 
 def new_id(prefix: str) -> str:
     """Return a fresh identifier such as ``item_3f2a9c0e1b7d`` (12 hex characters after the prefix):
-    random (uuid4), or from the generator :func:`seeded_ids` installed."""
+    48 random bits from the OS (``os.urandom``, as ``uuid4`` draws them, without building a
+    UUID: 0.7 vs 3.1 us here), or from the generator :func:`seeded_ids` installed."""
     if _id_source is not None:
         return f"{prefix}_{_id_source.getrandbits(48):012x}"
-    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+    return f"{prefix}_{os.urandom(6).hex()}"
 
 
 @contextmanager
 def seeded_ids(source: random.Random) -> Iterator[None]:
-    """Within the block, :func:`new_id` draws from ``source`` instead of uuid4 (replays: an id's
+    """Within the block, :func:`new_id` draws from ``source`` instead of the OS (replays: an id's
     tokens count in the prompt through pointer stubs, so random ids would make two runs of the
     same recording differ by a token here and there). Not thread-safe; restores on exit."""
     global _id_source
