@@ -18,7 +18,10 @@ Two tables (milliseconds, median / p95):
    ``score`` = the ``score`` hook over every live item, timed on its own: what a pass under
    pressure adds (each call appends an item, so it includes bringing the columns and
    veil_fsrs' index up to date). Target (issue 3): capture + score + evict <= 1 ms median at
-   10k items.
+   10k items. A speed check (:func:`speed_check`) opens every block of :data:`SPEED_BLOCK`
+   calls; a second table gives the median call of the blocks with the faster and the slower
+   half of the checks (:func:`speed_halves`), so one run on a machine whose speed drifts
+   shows what a call costs in each of its states.
 2. **Eviction pass** evicting ~10% of the items: :func:`veil.core.context.manage_pressure`
    (score, evict, ``Session.apply_eviction``: stubs, page-in candidates, the live columns
    compacted, the store writes queued), the store writes themselves (tiers, event log and
@@ -196,7 +199,7 @@ def per_tool_call(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
     speed = []
     gc.collect()
     for number in range(calls):
-        if number % 10 == 0:
+        if number % SPEED_BLOCK == 0:
             speed.append(speed_check())
         event = tool_result_event(session, number)
         t0 = time.perf_counter_ns()
@@ -214,8 +217,35 @@ def per_tool_call(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
     return {
         "first_build": first_build,
         "speed": statistics.median(speed),
+        "halves": speed_halves(speed, samples["total"]),
         **{k: summary(v) for k, v in samples.items()},
     }
+
+
+SPEED_BLOCK = 10
+"""Calls per speed check in :func:`per_tool_call` (each check stands for the block it opens)."""
+
+
+def speed_halves(speed: list[float], totals: list[float]) -> dict[str, tuple[float, float]]:
+    """The row's calls split by the speed check of their block (:data:`SPEED_BLOCK` calls per
+    check): ``{"faster": (median check, median call), "slower": (...)}``, the blocks with the
+    lower and the upper half of the checks (ms). On a machine whose speed drifts it shows what
+    a call costs in each of its states, from one run; the row's own median stays the figure."""
+    order = sorted(range(len(speed)), key=speed.__getitem__)
+    halves = {"faster": order[: len(order) // 2], "slower": order[len(order) // 2 :]}
+    out = {}
+    for name, blocks in halves.items():
+        calls = [
+            total
+            for block in blocks
+            for total in totals[block * SPEED_BLOCK : (block + 1) * SPEED_BLOCK]
+        ]
+        checks = [speed[block] for block in blocks]
+        out[name] = (
+            statistics.median(checks) if checks else math.nan,
+            statistics.median(calls) if calls else math.nan,
+        )
+    return out
 
 
 def capture_parts(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
@@ -404,9 +434,11 @@ def main() -> None:
             )
             print("|---:|---:|---:|---:|---:|---:|---:|---:|")
             parts_size, parts = calls[1][0] if len(calls) > 1 else calls[0][0], None
+            halves = []
             for size, count in calls:
                 session = seeded_session(veil, fresh_copies(bases[size]))
                 r = per_tool_call(veil, session, count)
+                halves.append((size, r["halves"]))
                 print(
                     f"| {size:,} | {count} | {fmt(r['capture'])} | {fmt(r['check'])} "
                     f"| {fmt(r['total'])} | {fmt(r['score'])} "
@@ -415,6 +447,19 @@ def main() -> None:
                 if size == parts_size:  # measured now, before a larger live set exists
                     parts = capture_parts(veil, session, count)
                 del session
+            print(
+                "\nthe same calls split by their block's speed check (blocks of "
+                f"{SPEED_BLOCK} calls; medians, ms):\n\n"
+                "| live items | speed check, faster half | capture + check there "
+                "| speed check, slower half | capture + check there |\n"
+                "|---:|---:|---:|---:|---:|"
+            )
+            for size, h in halves:
+                (fast_check, fast_call), (slow_check, slow_call) = h["faster"], h["slower"]
+                print(
+                    f"| {size:,} | {fast_check:.3f} | {fast_call:.3f} "
+                    f"| {slow_check:.3f} | {slow_call:.3f} |"
+                )
             assert parts is not None
             print(
                 f"\ncapture, part by part, at {parts_size:,} live items:\n\n"
