@@ -106,6 +106,7 @@ def test_tags_text_by_hand():
 
 
 def test_words_by_hand():
+    assert not any("_" in word for word in tags.STOPWORDS)  # extract_tags relies on it
     # words: "abc", "x_y9", "__init__" ("1ab" and "4567" hold none; "9abc" repeats "abc")
     assert tags.extract_tags("12abc 1ab x_y9 __init__ 4567 9abc") == [
         "abc",

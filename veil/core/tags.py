@@ -85,8 +85,7 @@ def extract_tags(text: str, limit: int = 64) -> list[str]:
         if len(word) < 3:
             continue
         if "_" in word:
-            if word not in STOPWORDS:
-                seen.setdefault(word, None)
+            seen.setdefault(word, None)  # no stop word holds "_"
             for part in word.split("_"):
                 if len(part) >= 3 and part not in STOPWORDS and not part.isdigit():
                     seen.setdefault(part, None)
