@@ -81,7 +81,8 @@ def test_show_and_search(cli: click.Group, project: Path) -> None:
         "The API listens on port 5051.",
     ]
     assert hits[0]["file"] == ".veil/memory/MEMORY.md" and hits[0]["scope"] == "global"
-    assert set(hits[0]) == {"scope", "file", "date", "content", "score"}
+    assert set(hits[0]) == {"scope", "file", "date", "content", "score", "provenance"}
+    assert [h["provenance"] for h in hits] == ["agent", "agent"]  # written through veil
     text = run(cli, "memory", "search", "staging", "--project", p).output
     assert "Staging port is 6061." in text
     assert (

@@ -8,6 +8,7 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
 
+from veil.core.paths import veil_file
 from veil_repl import display
 
 HELP_HEADER = (
@@ -43,7 +44,8 @@ class Repl:
     ) -> None:
         self.veil = veil
         self.session = session
-        history = veil.config.veil_dir / "history"
+        # prompt-toolkit appends to the file through any link: refuse a linked .veil/history
+        history = veil_file(veil.config.project_dir, "history")
         history.parent.mkdir(parents=True, exist_ok=True)
         self.prompt = PromptSession(
             history=FileHistory(str(history)),
