@@ -54,6 +54,7 @@ from pathlib import Path
 
 import filelock
 
+from veil.core.app import ensure_gitignore
 from veil.core.paths import (
     append_bytes_nofollow,
     checked,
@@ -318,6 +319,7 @@ class Provenance:
                 size = -1
             if size < 0:
                 data = RECORD_HEADER + data
+                ensure_gitignore(self.project_dir)  # `veil memory write` alone opens no Veil
             elif size and read_bytes_nofollow(path, size - 1) != b"\n":
                 data = b"\n" + data  # close a torn last line first
             append_bytes_nofollow(path, data)
