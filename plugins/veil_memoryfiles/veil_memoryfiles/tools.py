@@ -46,9 +46,12 @@ def _int_arg(args: dict[str, Any], name: str, default: int | None, minimum: int)
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool]:
+    # At most ``limit`` characters, the note saying where the cut fell included.
     if len(text) <= limit:
         return text, False
-    return f"{text[:limit]} [... cut at {limit} of {len(text)} characters]", True
+    room = limit - len(f" [... cut at {limit} of {len(text)} characters]")
+    keep = max(room, 0)
+    return f"{text[:keep]} [... cut at {keep} of {len(text)} characters]"[:limit], True
 
 
 def memory_write_handler(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
@@ -136,18 +139,20 @@ def memory_search_handler(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     limit = min(limit, MAX_SEARCH_LIMIT)
     offset = _int_arg(args, "offset", 0, 0) or 0
     hits, total = svc.search_page(query, limit, offset)
+    shown_query = repr(query if len(query) <= 80 else query[:77] + "...")
     if not hits:
-        empty = f"No memory entry matches {query!r}."
+        empty = f"No memory entry matches {shown_query}."
         if total:
-            empty = f"{total} memory entries match {query!r}; none after offset {offset}."
+            empty = f"{total} memory entries match {shown_query}; none after offset {offset}."
         meta = {"hits": [], "total": total, "offset": offset, "truncated": False}
         return ToolResult(content=empty, meta=meta)
     budget = _budget(ctx.session)
+    head = f"{total} memory entries match {shown_query} (best first)"
     blocks: list[str] = []
-    used = 0
+    used = len(head) + len(f"; showing {offset + 1}-{offset + limit}:") + 2
     cut_any = False
     for i, hit in enumerate(hits, offset + 1):
-        block, cut = _cut(svc.format_hit(i, hit), budget)
+        block, cut = _cut(svc.format_hit(i, hit), max(budget - used, 100))
         if blocks and used + len(block) + 2 > budget:
             break
         blocks.append(block)
@@ -155,7 +160,6 @@ def memory_search_handler(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         cut_any = cut_any or cut
     shown = hits[: len(blocks)]
     last = offset + len(shown)
-    head = f"{total} memory entries match {query!r} (best first)"
     if offset or last < total:
         head += f"; showing {offset + 1}-{last}"
     content = head + ":\n\n" + "\n\n".join(blocks)
