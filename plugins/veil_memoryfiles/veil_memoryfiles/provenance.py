@@ -60,6 +60,7 @@ from veil.core.paths import (
     checked,
     read_bytes_nofollow,
     refuse_links,
+    remove_interrupted_temps,
     veil_dir_of,
 )
 from veil.core.settings import user_config_dir
@@ -346,6 +347,7 @@ class Provenance:
             live.update(self.document_tags(key, path, parse(text)))
         kept = [t for t in rec.order if t in live]
         body = RECORD_HEADER + b"".join(t.encode("ascii") + b"\n" for t in kept)
+        remove_interrupted_temps(self.veil_dir, RECORD_FILE)  # a pruning cut short before
         core_atomic_write(self.record_path, body)
         with _state_lock:
             _records.pop(str(self.record_path), None)
