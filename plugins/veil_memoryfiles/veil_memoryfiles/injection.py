@@ -122,15 +122,19 @@ class _Source:
 def instruction_file_paths(cwd: Path, names: list[str]) -> list[Path]:
     """Existing instruction files among ``names`` (relative to the project root ``cwd``).
 
-    Names that are absolute or climb out with ``..`` are skipped with a warning in the log.
+    Names that are absolute, climb out with ``..`` or hold a control character or a line
+    separator (a repository's settings.json could otherwise put a line of its choosing into the
+    ``## <name>`` heading) are skipped with a warning in the log.
     """
     out = []
     root = Path(cwd).resolve()
     for name in names:
         pure = PurePath(name)
-        if pure.is_absolute() or ".." in pure.parts or "\x00" in name:
+        odd = any(ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029" for c in name)
+        if pure.is_absolute() or ".." in pure.parts or odd:
             log.warning(
-                "memory.instructionFiles: %r skipped: must be a path inside the project", name
+                "memory.instructionFiles: %r skipped: must be a plain path inside the project",
+                name,
             )
             continue
         path = root / pure

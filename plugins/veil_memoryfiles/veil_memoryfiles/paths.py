@@ -62,8 +62,8 @@ def validate_file_name(name: object) -> str:
     why = None
     if "\x00" in name:
         why = "it holds a NUL character"
-    elif any(ord(c) < 32 or ord(c) == 127 for c in name):
-        why = "it holds a control character"
+    elif any(ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029" for c in name):
+        why = "it holds a control character or a line separator"
     elif "/" in name or "\\" in name or ":" in name:
         why = "it holds a path separator or drive letter"
     elif PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute():

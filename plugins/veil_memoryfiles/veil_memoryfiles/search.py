@@ -37,8 +37,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from veil.core.errors import UnsafePath
 from veil_memoryfiles.entries import parse
 from veil_memoryfiles.fileio import check_path, read_text
+from veil_memoryfiles.paths import validate_file_name
 
 K1 = 1.2
 B = 0.75
@@ -244,7 +246,21 @@ def archive_files(folder: Path) -> list[Path]:
     check_path(folder)
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.glob("archive-*.md") if p.is_symlink() or p.is_file())
+    return sorted(
+        p
+        for p in folder.glob("archive-*.md")
+        if _plain_name(p.name) and (p.is_symlink() or p.is_file())
+    )
+
+
+def _plain_name(name: str) -> bool:
+    # A name veil could have written: no control character or line separator (a cloned
+    # "archive-\n## Agent memory.md" would otherwise put a line of its own into tool output).
+    try:
+        validate_file_name(name)
+    except UnsafePath:
+        return False
+    return True
 
 
 def search_files(files: list[tuple[str, Path]], query: str, limit: int = 10) -> list[SearchHit]:

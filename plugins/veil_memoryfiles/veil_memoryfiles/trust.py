@@ -108,8 +108,12 @@ def clear_cache() -> None:
 
 def quote(text: str) -> str:
     """``text`` as a Markdown blockquote: ``> `` before every line (``>`` alone for a blank
-    one), so no line of it starts a heading, a list of veil's or a date comment."""
-    return "\n".join(f"> {line}" if line.strip() else ">" for line in text.split("\n"))
+    one), so no line of it starts a heading, a list of veil's or a date comment. Lines are split
+    at every line boundary :meth:`str.splitlines` knows (``\\r``, ``\\v``, ``\\f``, U+0085,
+    U+2028, U+2029...), each becoming ``\\n``: a separator a model might read as a line break
+    cannot start an unquoted line."""
+    lines = text.splitlines() or [""]
+    return "\n".join(f"> {line}" if line.strip() else ">" for line in lines)
 
 
 def annotated(view: FileView) -> str:
