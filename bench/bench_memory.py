@@ -30,6 +30,9 @@ from veil_memoryfiles.search import clear_cache, search_files
 from veil_memoryfiles.store import append_entry
 
 NOW = dt.datetime(2026, 11, 15, 12, tzinfo=dt.timezone.utc)
+NO_BYTE_CAP = {"max_file_bytes": 10**12}
+"""The synthetic files are larger than memory.maxFileBytes' default (256 KiB): lift it so that
+the rows measure what their names say (maxLines alone decides what is archived)."""
 
 
 def synthetic_entries(n: int, seed: int = 0) -> list[str]:
@@ -93,7 +96,7 @@ def main() -> None:
                 "memory_write (append, no archive)",
                 timed(
                     lambda: append_entry(
-                        path, f"new fact {next(counter)}", max_lines=10**9, now=NOW
+                        path, f"new fact {next(counter)}", max_lines=10**9, now=NOW, **NO_BYTE_CAP
                     ),
                     repeat,
                 ),
@@ -103,11 +106,16 @@ def main() -> None:
         rows.append(
             row(
                 "memory_write (skipped_duplicate)",
-                timed(lambda: append_entry(path, "new fact 0", max_lines=10**9, now=NOW), repeat),
+                timed(
+                    lambda: append_entry(
+                        path, "new fact 0", max_lines=10**9, now=NOW, **NO_BYTE_CAP
+                    ),
+                    repeat,
+                ),
                 "re-append of the last entry",
             )
         )
-        append_entry(path, "new fact 0", max_lines=10**9, now=NOW)
+        append_entry(path, "new fact 0", max_lines=10**9, now=NOW, **NO_BYTE_CAP)
 
         queries = ["port deploy", "database cache w17", "部署 测试", "w1 w2 w3 w4", "second line"]
         q = iter(range(10**9))
@@ -150,7 +158,11 @@ def main() -> None:
                 timed(
                     lambda: moved.append(
                         append_entry(
-                            path, f"archive trigger {next(counter)}", max_lines=cap, now=NOW
+                            path,
+                            f"archive trigger {next(counter)}",
+                            max_lines=cap,
+                            now=NOW,
+                            **NO_BYTE_CAP,
                         ).archived
                     ),
                     repeat,
@@ -166,7 +178,7 @@ def main() -> None:
             (Path(tmp) / "archive-2026-11.md").unlink(missing_ok=True)
             half = count_lines(path.read_text("utf-8")) // 2
             t0 = time.perf_counter()
-            r = append_entry(path, f"halving {i}", max_lines=half, now=NOW)
+            r = append_entry(path, f"halving {i}", max_lines=half, now=NOW, **NO_BYTE_CAP)
             half_ms.append((time.perf_counter() - t0) * 1000)
             half_moved.append(r.archived)
         rows.append(
@@ -192,7 +204,37 @@ def main() -> None:
                     lambda: build_memory_section(config, "default", project, 128_000),
                     max(3, repeat // 5),
                 ),
-                "newest entries first, core token counter",
+                "every entry repository-provided (quoted)",
+            )
+        )
+        from veil_memoryfiles.service import MemoryService
+        from veil_memoryfiles.trust import clear_cache as clear_trust_cache
+
+        svc = MemoryService(config, "default")
+        svc.trust("agent")  # the user vouches for the file: every entry tagged
+        clear_trust_cache()
+        rows.append(
+            row(
+                "injection section, entries veil wrote",
+                timed(
+                    lambda: build_memory_section(config, "default", project, 128_000),
+                    max(3, repeat // 5),
+                    before=clear_trust_cache,
+                ),
+                "tags checked per entry (HMAC-SHA256), cold",
+            )
+        )
+        big = {"memory": {"maxFileBytes": 10**12, "maxEntryBytes": 16384}}
+        (project / ".veil" / "settings.json").write_text(__import__("json").dumps(big))
+        svc = MemoryService(load_config(project), "default")
+        rows.append(
+            row(
+                "memory_write from the model (tag + copy guard)",
+                timed(
+                    lambda: svc.write(f"model fact {next(counter)} w1 w2", "agent", origin="agent"),
+                    repeat,
+                ),
+                f"{n:,}-entry file, all entries tagged",
             )
         )
 

@@ -19,6 +19,7 @@ from veil.core.errors import (
     ConfigError,
     NotAvailable,
 )
+from veil.core.paths import append_bytes_nofollow, create_exclusive, read_bytes_nofollow, veil_file
 from veil.core.settings import Config, load_config, validate_agent_name
 from veil.core.store import Store
 from veil.core.types import CompactRequest, RecallHit, RenderEvent, Tool, new_id
@@ -28,7 +29,32 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.loop import TurnResult
     from veil.core.session import Session
 
-VEIL_GITIGNORE = "context.db\ncontext.db-*\nauth.json\n*.lock\n"
+VEIL_GITIGNORE = "context.db\ncontext.db-*\nauth.json\n*.lock\nmemory-provenance\nhistory\n"
+"""What ``.veil/.gitignore`` holds: local state a commit must not carry (the store, the project's
+credentials, locks, the record of what veil wrote to memory files, the REPL history)."""
+
+
+_GITIGNORE_ADDED = ("memory-provenance", "history")
+"""Lines newer than the first ``.veil/.gitignore`` veil wrote: added to an existing file that
+lacks them (the others are left as the project keeps them)."""
+
+
+def ensure_gitignore(project_dir: Path) -> None:
+    """Create ``.veil/.gitignore`` (:data:`VEIL_GITIGNORE`) when missing; to an existing one,
+    append the lines of :data:`_GITIGNORE_ADDED` it lacks (projects made by an older veil).
+
+    Raises:
+        UnsafeVeilPath: ``.veil/.gitignore`` is a symbolic link or not a regular file.
+    """
+    path = veil_file(project_dir, ".gitignore")
+    if create_exclusive(path, VEIL_GITIGNORE.encode("utf-8")):
+        return
+    data = read_bytes_nofollow(path) or b""
+    present = {line.strip() for line in data.decode("utf-8", "replace").splitlines()}
+    missing = [line for line in _GITIGNORE_ADDED if line not in present]
+    if missing:
+        lead = b"" if not data or data.endswith(b"\n") else b"\n"
+        append_bytes_nofollow(path, lead + "".join(f"{m}\n" for m in missing).encode(), 0o644)
 
 
 class Veil:
@@ -57,11 +83,10 @@ class Veil:
         self._llm = llm
         self._llm_lock = threading.Lock()
         if db_path is None:
+            veil_file(config.project_dir)  # .veil itself must not be a symbolic link
             config.veil_dir.mkdir(parents=True, exist_ok=True)
-            gitignore = config.veil_dir / ".gitignore"
-            if not gitignore.exists():
-                gitignore.write_text(VEIL_GITIGNORE, encoding="utf-8")
-            db_path = config.veil_dir / "context.db"
+            ensure_gitignore(config.project_dir)
+            db_path = veil_file(config.project_dir, "context.db")
         self.store = Store(db_path)
         self.tools: dict[str, Tool] = self._collect_tools()
         self._session_locks: dict[str, threading.Lock] = {}

@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from veil.core.paths import refuse_links
+
 try:  # sqlean.py: same API as sqlite3, with load_extension available everywhere
     import sqlean as sqlite3  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - fallback when sqlean.py is not installed
@@ -138,8 +140,11 @@ def connect(path: str | Path, *, migrate: bool = True) -> Any:
 
     Raises:
         sqlite3.DatabaseError: the file is not a SQLite database (the caller names the file).
+        UnsafeVeilPath: the file or its ``-wal`` / ``-shm`` / ``-journal`` is a symbolic link.
     """
     if str(path) != ":memory:":
+        # SQLite follows links: a cloned .veil/context.db-wal -> ~/file would be written through.
+        refuse_links(*(f"{path}{suffix}" for suffix in ("", "-wal", "-shm", "-journal")))
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(
         str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False

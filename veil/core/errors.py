@@ -48,6 +48,19 @@ class UnsafePath(BadRequest):
     code = "INVALID_PATH"
 
 
+class UnsafeVeilPath(UnsafePath, ConfigError):
+    """A path veil opens under ``.veil/`` is a symbolic link, not a regular file, or resolves
+    outside ``.veil/`` (:mod:`veil.core.paths`). The message names the path and the link.
+
+    It is both an :class:`UnsafePath` (tool and HTTP callers see a refused path) and a
+    :class:`ConfigError` (front ends that open a project report it cleanly at start). HTTP
+    answers 409: the project's files, not the request, need fixing.
+    """
+
+    code = "UNSAFE_VEIL_PATH"
+    http_status = 409
+
+
 class AgentNotFound(VeilError):
     """An agent was named that the project does not have: neither the settings' default agent
     nor a folder ``.veil/agents/<name>/`` (a typo would otherwise run with default settings)."""

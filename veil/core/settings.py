@@ -35,6 +35,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from veil.core.errors import ConfigError, UnsafePath
+from veil.core.paths import veil_file
 
 DEFAULT_AGENT = "default"
 AGENT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -102,18 +103,40 @@ class Routing(_Model):
     fallback: list[str] = Field(default_factory=list)
 
 
+MAX_ENTRY_BYTES = 16 * 1024
+"""Default ``memory.maxEntryBytes``: 16 KiB of UTF-8, about 4,000 tokens, far more than a
+focused fact ("Project uses port 5051.") and small enough that one write cannot flood a file."""
+MAX_FILE_BYTES = 256 * 1024
+"""Default ``memory.maxFileBytes``: 256 KiB per MEMORY.md, roughly what ``maxLines`` 500 allows
+with lines of 500 characters; the injected section is capped separately (``injectionShare``)."""
+
+
 class MemorySettings(_Model):
     """``memory`` (seed 000 "Configuring memory"): ``enabled`` true, ``maxLines`` 500.
 
     ``instruction_files``: project files read (never written) into the memory section, so users
     of other agents keep their context. ``injection_share``: the cap of the injected section, as a
-    share of the model's context window (default 10%).
+    share of the model's context window (default 10%). ``max_entry_bytes``: UTF-8 bytes of one
+    written entry (16 KiB; a larger write is refused, nothing written). ``max_file_bytes``: bytes
+    of a MEMORY.md after a write (256 KiB); like ``maxLines``, crossing it moves the oldest
+    whole entries to ``archive-YYYY-MM.md``.
     """
 
     enabled: bool = True
     max_lines: int = Field(default=500, ge=1)
+    max_entry_bytes: int = Field(default=MAX_ENTRY_BYTES, ge=1)
+    max_file_bytes: int = Field(default=MAX_FILE_BYTES, ge=1)
     instruction_files: list[str] = Field(default_factory=lambda: ["AGENTS.md", "CLAUDE.md"])
     injection_share: float = Field(default=0.10, gt=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _entry_fits_a_file(self) -> MemorySettings:
+        if self.max_entry_bytes > self.max_file_bytes:
+            raise ValueError(
+                f"maxEntryBytes ({self.max_entry_bytes}) must not exceed maxFileBytes "
+                f"({self.max_file_bytes}): an entry that large could never be written"
+            )
+        return self
 
 
 class AgentMemory(_Model):
@@ -121,6 +144,8 @@ class AgentMemory(_Model):
 
     enabled: bool | None = None
     max_lines: int | None = Field(default=None, ge=1)
+    max_entry_bytes: int | None = Field(default=None, ge=1)
+    max_file_bytes: int | None = Field(default=None, ge=1)
 
 
 class CompactionSettings(_Model):
@@ -499,8 +524,12 @@ class Config:
         )
 
     def agent_file(self, name: str) -> Path:
-        """Path of ``.veil/agents/<name>/agent.json`` (name validated)."""
-        return self.veil_dir / "agents" / validate_agent_name(name) / "agent.json"
+        """Path of ``.veil/agents/<name>/agent.json`` (name validated, no symlink on the way).
+
+        Raises:
+            UnsafePath: a bad agent name. UnsafeVeilPath: a symbolic link under ``.veil/``.
+        """
+        return veil_file(self.project_dir, "agents", validate_agent_name(name), "agent.json")
 
     def agent(self, name: str) -> AgentConfig:
         """Load and validate an agent's agent.json (defaults when it does not exist).
@@ -518,15 +547,25 @@ class Config:
         return self._agents[name]
 
     def memory_for(self, agent: str) -> MemorySettings:
-        """Memory settings for ``agent``: agent.json's ``memory`` overrides settings.json."""
+        """Memory settings for ``agent``: agent.json's ``memory`` overrides settings.json.
+
+        Raises:
+            ConfigError: the merged ``maxEntryBytes`` exceeds ``maxFileBytes`` (names agent.json).
+        """
         base = self.settings.memory
         over = self.agent(agent).memory
-        return base.model_copy(
-            update={
-                "enabled": base.enabled if over.enabled is None else over.enabled,
-                "max_lines": base.max_lines if over.max_lines is None else over.max_lines,
-            }
-        )
+        update = {
+            name: getattr(over, name)
+            for name in ("enabled", "max_lines", "max_entry_bytes", "max_file_bytes")
+            if getattr(over, name) is not None
+        }
+        merged = base.model_copy(update=update)
+        if merged.max_entry_bytes > merged.max_file_bytes:
+            raise ConfigError(
+                f"{self.agent_file(agent)}: memory.maxEntryBytes ({merged.max_entry_bytes}) "
+                f"must not exceed memory.maxFileBytes ({merged.max_file_bytes})"
+            )
+        return merged
 
     def memory_enabled(self, agent: str) -> bool:
         """Whether memory (memory_write and the pre-compaction extractor) is on for ``agent``."""
@@ -543,7 +582,7 @@ def load_config(project_dir: str | Path | None = None) -> Config:
         ConfigError: a file is unreadable or a field is wrong; the message names file and field.
     """
     root = Path(project_dir or os.getcwd()).resolve()
-    settings_file = root / ".veil" / "settings.json"
+    settings_file = veil_file(root, "settings.json")  # no symlink inside .veil/ (issue 17)
     data = read_json_file(settings_file)
     try:
         SettingsFile.model_validate(data)  # the file alone, so errors name the file
@@ -558,7 +597,7 @@ def load_config(project_dir: str | Path | None = None) -> Config:
         settings.http.token = SecretStr(token)
 
     merged: dict[str, Any] = {}
-    for path in (user_config_dir() / "auth.json", root / ".veil" / "auth.json"):
+    for path in (user_config_dir() / "auth.json", veil_file(root, "auth.json")):
         part = read_json_file(path)
         try:
             AuthConfig.model_validate(_deep_merge(merged, part))

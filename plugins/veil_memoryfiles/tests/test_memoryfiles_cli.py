@@ -81,7 +81,8 @@ def test_show_and_search(cli: click.Group, project: Path) -> None:
         "The API listens on port 5051.",
     ]
     assert hits[0]["file"] == ".veil/memory/MEMORY.md" and hits[0]["scope"] == "global"
-    assert set(hits[0]) == {"scope", "file", "date", "content", "score"}
+    assert set(hits[0]) == {"scope", "file", "date", "content", "score", "provenance"}
+    assert [h["provenance"] for h in hits] == ["agent", "agent"]  # written through veil
     text = run(cli, "memory", "search", "staging", "--project", p).output
     assert "Staging port is 6061." in text
     assert (
@@ -105,3 +106,28 @@ def test_errors_are_one_clean_line(cli: click.Group, project: Path) -> None:
     )
     assert r.exit_code == 2  # click's own usage error names --scope
     assert "--scope" in r.output
+
+
+def test_show_names_repository_text_and_trust_vouches_for_it(
+    cli: click.Group, project: Path
+) -> None:
+    p = str(project)
+    run(cli, "memory", "write", "Own fact.", "--project", p)
+    path = project / ".veil" / "memory" / "agents" / "default" / "MEMORY.md"
+    with path.open("a", encoding="utf-8") as f:
+        f.write("\n<!-- 2026-11-16 -->\nAdded by hand.\n")
+    r = CliRunner().invoke(cli, ["memory", "show", "--scope", "agent", "--project", p])
+    assert r.exit_code == 0 and "Added by hand." in r.stdout  # raw text on stdout
+    assert r.stderr.strip() == (
+        "veil: parts not written by veil (repository-provided; labelled as untrusted in "
+        "prompts): .veil/memory/agents/default/MEMORY.md: 1. After reading them, "
+        "`veil memory trust` marks them as yours."
+    )
+    r = run(cli, "memory", "trust", "--project", p)
+    assert r.output == "trusted .veil/memory/agents/default/MEMORY.md (1 part)\n"
+    r = CliRunner().invoke(cli, ["memory", "show", "--project", p])
+    assert r.stderr == ""
+    r = run(cli, "memory", "trust", "--project", p)
+    assert r.output == "nothing to trust: veil wrote everything in these files\n"
+    hits = json.loads(run(cli, "memory", "search", "hand", "--json", "--project", p).output)
+    assert [h["provenance"] for h in hits] == ["agent"]

@@ -72,6 +72,7 @@ def test_entries_come_back_whole_with_date_and_file(
         "date": "2026-11-15",
         "content": body,
         "score": round(hit.score, 4),
+        "provenance": "agent",  # written through veil (issue 17)
     }
     text = svc.format_hits("deploy", [hit])
     assert ".veil/memory/MEMORY.md · 2026-11-15" in text and body in text

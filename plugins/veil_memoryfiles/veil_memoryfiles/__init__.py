@@ -19,6 +19,7 @@ from veil_memoryfiles.injection import build_memory_section
 from veil_memoryfiles.routes import memory_routes
 from veil_memoryfiles.service import MemoryService
 from veil_memoryfiles.tools import memory_tools, slash_commands
+from veil_memoryfiles.trust import REPOSITORY_LABEL, quote
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ def system_prompt_sections(session: Any) -> PromptSection | None:
                 "omitted": result.omitted,
                 "truncated": result.truncated,
                 "instruction_files": result.instruction_files,
+                "repository_provided": result.repository_provided,
             }
             if result
             else None
@@ -103,18 +105,26 @@ def recall(session: Any, query: str, limit: int) -> list[RecallHit] | None:
     """Memory entries of the session agent's readable scopes matching ``query`` (BM25).
 
     ``RecallHit.score`` squashes BM25 into [0, 1) as ``s / (s + 1)`` (monotone, so the order is
-    BM25's). Returns None without a session (no agent to read for)."""
+    BM25's). Returns None without a session (no agent to read for). An entry veil did not write
+    comes quoted under the repository-provided label (``meta["provenance"]`` is
+    ``repository``), as in ``memory_search``."""
     if session is None or not query or not query.strip():
         return None
     svc = MemoryService(session.config, session.agent)
     hits = svc.search(query, max(1, int(limit)))
-    return [
-        RecallHit(
-            id=f"memory:{d['file']}:{h.position}",
-            content=h.content,
-            score=h.score / (h.score + 1.0),
-            source="memory",
-            meta=d,
+    out = []
+    for h in hits:
+        d = svc.hit_dict(h)
+        content = h.content
+        if d["provenance"] != "agent":
+            content = f"[{REPOSITORY_LABEL}]\n{quote(content)}"
+        out.append(
+            RecallHit(
+                id=f"memory:{d['file']}:{h.position}",
+                content=content,
+                score=h.score / (h.score + 1.0),
+                source="memory",
+                meta=d,
+            )
         )
-        for h, d in ((h, svc.hit_dict(h)) for h in hits)
-    ]
+    return out

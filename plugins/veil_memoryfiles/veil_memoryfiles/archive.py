@@ -5,6 +5,8 @@ entries are moved to a dated archive-YYYY-MM.md file in the same directory (entr
 split mid-body)". Decisions where the seed is silent (DESIGN.md, issue 4):
 
 * Lines are counted with :func:`~veil_memoryfiles.entries.count_lines`; the header counts too.
+* ``maxFileBytes`` (issue 17) works the same way on the UTF-8 size of the file: entries move,
+  oldest first, until the file fits both caps.
 * Entries move oldest first until the file fits, but the newest entry (the one just written)
   always stays; the header is never moved. If the file still exceeds the cap, the newest entry or
   the header alone is longer than it: they are kept whole and the caller logs it.
@@ -37,6 +39,9 @@ class ArchivePlan:
         lines_after: lines of ``kept``.
         over_cap: ``lines_after`` still exceeds the cap (newest entry or header too long).
         header_lines, newest_lines: lines of the header and of the newest entry (for the log).
+        bytes_after: UTF-8 bytes of ``kept``.
+        over_bytes: ``bytes_after`` still exceeds ``max_bytes`` (header and newest entry alone
+            are larger).
     """
 
     kept: str
@@ -46,6 +51,8 @@ class ArchivePlan:
     over_cap: bool
     header_lines: int = 0
     newest_lines: int = 0
+    bytes_after: int = 0
+    over_bytes: bool = False
 
 
 def archive_name(day: date) -> str:
@@ -53,32 +60,54 @@ def archive_name(day: date) -> str:
     return f"archive-{day.year:04d}-{day.month:02d}.md"
 
 
-def plan_archive(text: str, max_lines: int) -> ArchivePlan:
-    """Choose the oldest whole entries to move so that the file has at most ``max_lines`` lines.
+def _utf8_len(text: str) -> int:
+    # surrogatepass: a size is asked for before any encoding check could have refused the text
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def plan_archive(text: str, max_lines: int, max_bytes: int | None = None) -> ArchivePlan:
+    """Choose the oldest whole entries to move so that the file has at most ``max_lines`` lines
+    and, when ``max_bytes`` is given, at most ``max_bytes`` bytes of UTF-8.
 
     Args:
         text: the file as it would be after the write.
         max_lines: the cap (``maxLines``), >= 1.
+        max_bytes: the byte cap (``maxFileBytes``), >= 1, or None for none.
 
     Returns:
         An :class:`ArchivePlan`; nothing moves when the file already fits.
     """
     lines = count_lines(text)
-    if lines <= max_lines:
-        return ArchivePlan(kept=text, moved="", moved_count=0, lines_after=lines, over_cap=False)
+    size = _utf8_len(text)
+
+    def fits() -> bool:
+        return lines <= max_lines and (max_bytes is None or size <= max_bytes)
+
+    if fits():
+        return ArchivePlan(text, "", 0, lines, False, bytes_after=size)
     starts = date_comment_lines(text)
     first = next(starts, None)
     if first is None:  # header only: nothing can move
-        return ArchivePlan(text, "", 0, lines, True, header_lines=lines)
+        return ArchivePlan(
+            text,
+            "",
+            0,
+            lines,
+            lines > max_lines,
+            header_lines=lines,
+            bytes_after=size,
+            over_bytes=max_bytes is not None and size > max_bytes,
+        )
     header_end = cut = first.start()
     moved_count = 0
     # Each entry but the newest ends with a line ending (the next date comment starts a line),
     # so removing the text before the next start removes exactly that entry's lines.
     for m in starts:
         lines -= text.count("\n", cut, m.start())
+        size -= _utf8_len(text[cut : m.start()])
         cut = m.start()
         moved_count += 1
-        if lines <= max_lines:
+        if fits():
             break
     kept = text[:header_end] + text[cut:]
     over_cap = lines > max_lines
@@ -90,6 +119,8 @@ def plan_archive(text: str, max_lines: int) -> ArchivePlan:
         over_cap=over_cap,
         header_lines=count_lines(text[:header_end]),
         newest_lines=count_lines(text[cut:]) if over_cap else 0,
+        bytes_after=size,
+        over_bytes=max_bytes is not None and size > max_bytes,
     )
 
 

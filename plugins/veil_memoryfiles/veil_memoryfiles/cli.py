@@ -5,6 +5,9 @@
   the agent) and exits 0; ``TEXT`` ``-`` reads the text from standard input.
 * ``veil memory show [--scope agent|global] [--agent NAME]`` prints the files' raw text.
 * ``veil memory search QUERY [--json] [--limit N] [--agent NAME]`` prints the hits.
+* ``veil memory trust [--scope agent|global] [--agent NAME]`` records what the files hold now
+  (archives included) as written by veil: the user has read the repository-provided parts
+  (issue 17) and vouches for them, so they stop being labelled in prompts.
 
 Every command takes ``--project DIR`` (default: the current directory). Bad configuration or a
 refused name exits 1 with the error's message (no traceback).
@@ -21,11 +24,53 @@ from typing import Any
 
 import click
 
-from veil.core.errors import VeilError
+from veil.core.errors import BadRequest, VeilError
 from veil.core.settings import load_config
+from veil_memoryfiles.errors import MemoryLimitExceeded
+from veil_memoryfiles.paths import display_path
 from veil_memoryfiles.service import MemoryService
 
 _SCOPE = click.Choice(["agent", "global"])
+
+
+STDIN_SLACK_BYTES = 1 << 20
+"""Bytes read from standard input beyond ``maxEntryBytes`` (leading and trailing whitespace is
+trimmed before the entry is measured); anything longer is refused without reading it all."""
+
+
+def _read_stdin(limit: int) -> str:
+    # Bounded: `veil memory write - < huge.log` must not load the whole file to refuse it.
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text-only stream (embedding callers): count characters as bytes
+        data = sys.stdin.read(limit + STDIN_SLACK_BYTES + 1).encode("utf-8", "surrogatepass")
+    else:
+        data = stream.read(limit + STDIN_SLACK_BYTES + 1)
+    if len(data) > limit + STDIN_SLACK_BYTES:
+        raise MemoryLimitExceeded(
+            f"content: standard input is over memory.maxEntryBytes ({limit} bytes); nothing was "
+            "written"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"content: standard input is not UTF-8 (byte {exc.start})") from exc
+
+
+def _untrusted_note(svc: MemoryService, scope: str | None) -> str | None:
+    parts = []
+    for sc in svc.readable_scopes(scope):
+        for path in svc.files(sc, archives=True):
+            trust = svc.view(path).trust
+            count = (0 if trust.header else 1) + trust.entries.count(False)
+            if count:
+                parts.append(f"{display_path(svc.project, path)}: {count}")
+    if not parts:
+        return None
+    return (
+        "veil: parts not written by veil (repository-provided; labelled as untrusted in "
+        f"prompts): {', '.join(parts)}. After reading them, `veil memory trust` marks them as "
+        "yours."
+    )
 
 
 def _service(project: str | None, agent: str | None) -> MemoryService:
@@ -72,9 +117,10 @@ def add_memory_commands(cli: click.Group) -> click.Group:
     @_clean_errors
     def write(text: str, scope: str, agent: str | None, project: str | None) -> None:
         """Append TEXT as a dated entry; print the status word."""
+        svc = _service(project, agent)
         if text == "-":
-            text = sys.stdin.read()
-        click.echo(_service(project, agent).write(text, scope).status)
+            text = _read_stdin(svc.limits(scope).max_entry_bytes)
+        click.echo(svc.write(text, scope).status)
 
     @memory.command("show")
     @click.option("--scope", type=_SCOPE, default=None, help="One scope (default: both).")
@@ -82,7 +128,23 @@ def add_memory_commands(cli: click.Group) -> click.Group:
     @_clean_errors
     def show(scope: str | None, agent: str | None, project: str | None) -> None:
         """Print the memory files as they are on disk."""
-        click.echo(_service(project, agent).read(scope))
+        svc = _service(project, agent)
+        click.echo(svc.read(scope))
+        note = _untrusted_note(svc, scope)
+        if note:
+            click.echo(note, err=True)
+
+    @memory.command("trust")
+    @click.option("--scope", type=_SCOPE, default=None, help="One scope (default: both).")
+    @_common
+    @_clean_errors
+    def trust(scope: str | None, agent: str | None, project: str | None) -> None:
+        """Mark what the memory files hold now as written by veil (after reading it)."""
+        done = _service(project, agent).trust(scope)
+        if not done:
+            click.echo("nothing to trust: veil wrote everything in these files")
+        for shown, count in done:
+            click.echo(f"trusted {shown} ({count} part{'s' if count != 1 else ''})")
 
     @memory.command("search")
     @click.argument("query")

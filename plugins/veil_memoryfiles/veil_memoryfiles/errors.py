@@ -29,3 +29,14 @@ class MemoryBusy(VeilError):  # noqa: N818 - named like the core's SessionClosed
 
     code = "MEMORY_BUSY"
     http_status = 503
+
+
+class MemoryLimitExceeded(BadRequest):
+    """A write would exceed ``memory.maxEntryBytes`` or ``memory.maxFileBytes`` (bytes of UTF-8).
+
+    The message names the limit, its value and the size asked for; nothing was written. HTTP
+    answers 413 (the content is too large).
+    """
+
+    code = "MEMORY_LIMIT_EXCEEDED"
+    http_status = 413

@@ -9,16 +9,20 @@ Layout under the project root::
 
 Every path handed out here is checked to stay inside ``.veil/memory/``: agent names go through
 the core's :func:`~veil.core.settings.validate_agent_name`, file names through
-:func:`validate_file_name`, and the resolved path (symlinks followed) must still lie under the
-memory root.
+:func:`validate_file_name`, and the path goes through the core's containment check
+(:func:`veil.core.paths.checked`): no symbolic link from ``.veil`` down to the file (the
+``memory`` and ``agents/<name>`` folders included), and the resolved path under ``.veil/``.
+:mod:`.fileio` checks again, with ``O_NOFOLLOW``, when it opens a file, its lock or its archive.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Literal
 
 from veil.core.errors import UnsafePath
+from veil.core.paths import checked, veil_dir_of
 from veil.core.settings import validate_agent_name
 
 Scope = Literal["agent", "global"]
@@ -29,7 +33,7 @@ MAX_NAME_BYTES = 255  # the usual file-name limit of Linux, macOS and Windows fi
 
 def memory_root(project_dir: Path) -> Path:
     """``<project>/.veil/memory``: the folder every memory file must stay in."""
-    return Path(project_dir) / ".veil" / "memory"
+    return veil_dir_of(project_dir) / "memory"
 
 
 def validate_scope(scope: object) -> Scope:
@@ -58,8 +62,8 @@ def validate_file_name(name: object) -> str:
     why = None
     if "\x00" in name:
         why = "it holds a NUL character"
-    elif any(ord(c) < 32 or ord(c) == 127 for c in name):
-        why = "it holds a control character"
+    elif any(ord(c) < 32 or 127 <= ord(c) < 160 or c in "\u2028\u2029" for c in name):
+        why = "it holds a control character or a line separator"
     elif "/" in name or "\\" in name or ":" in name:
         why = "it holds a path separator or drive letter"
     elif PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute():
@@ -89,15 +93,18 @@ def scope_dir(project_dir: Path, scope: Scope, agent: str) -> Path:
 
 
 def contained(project_dir: Path, path: Path) -> Path:
-    """Return ``path`` after checking that, symlinks resolved, it stays under the memory root.
+    """Return ``path`` after checking that it lies under ``.veil/memory/`` with no symbolic link
+    on the way (:func:`veil.core.paths.checked`).
 
     Raises:
-        UnsafePath: the path (or a symlink on the way) leads out of ``.veil/memory/``.
+        UnsafePath: the path is not under ``.veil/memory/``. UnsafeVeilPath (an UnsafePath): a
+            symbolic link from ``.veil`` down to ``path``, or a path resolving outside ``.veil/``.
     """
-    root = memory_root(project_dir).resolve()
-    resolved = path.resolve()
-    if resolved != root and root not in resolved.parents:
-        raise UnsafePath(f"{path} resolves to {resolved}, outside {root}")
+    root = Path(os.path.abspath(memory_root(project_dir)))
+    target = Path(os.path.abspath(path))
+    if target != root and root not in target.parents:
+        raise UnsafePath(f"{path}: outside {memory_root(project_dir)}")
+    checked(veil_dir_of(project_dir), path)
     return path
 
 

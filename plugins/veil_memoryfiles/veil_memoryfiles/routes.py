@@ -2,8 +2,10 @@
 ``GET``/``PUT /agents/{name}/memory/{file}`` (seed 000 "tool/HTTP asymmetry"; issue 4).
 
 ``PUT`` overwrites the file literally with the request body (raw bytes, which must be UTF-8): no
-cleanup guards, no date comment, no ``maxLines`` archive; it shares the atomic write and the
-``<file>.lock`` with ``memory_write``. ``GET`` returns the file's raw text as
+cleanup guards, no date comment, no ``maxLines`` / ``maxFileBytes`` archive; it shares the atomic
+write and the ``<file>.lock`` with ``memory_write``. Its size is bounded by the HTTP body limit
+(``http.maxBodyBytes``, 1 MiB: 413 ``PAYLOAD_TOO_LARGE`` before anything is written). What it
+writes is recorded as veil-written (issue 17): the caller of veil's own API chose it. ``GET`` returns the file's raw text as
 ``text/markdown; charset=utf-8``. File names are plain ``*.md`` names (``MEMORY.md``,
 ``archive-2026-11.md``...); anything else answers 400 ``INVALID_PATH``.
 """
@@ -20,6 +22,7 @@ from veil_memoryfiles.entries import count_lines
 from veil_memoryfiles.errors import MemoryFileNotFound
 from veil_memoryfiles.fileio import read_text
 from veil_memoryfiles.paths import display_path, file_path
+from veil_memoryfiles.provenance import Provenance
 from veil_memoryfiles.store import overwrite
 
 MARKDOWN = "text/markdown; charset=utf-8"
@@ -57,7 +60,8 @@ def get_memory_file(req: RouteRequest) -> RouteResponse:
 
     Raises:
         UnsafePath: bad file or agent name (400). MemoryFileNotFound: no such file (404).
-        MemoryFileInvalid: the file is not UTF-8 (422).
+        MemoryFileInvalid: the file is not UTF-8 (422). UnsafeVeilPath: the file or a folder
+        on the way is a symbolic link (409).
     """
     project, path = _target(req)
     text = read_text(path)
@@ -74,12 +78,14 @@ def put_memory_file(req: RouteRequest) -> RouteResponse:
 
     Raises:
         UnsafePath: bad file or agent name (400). BadRequest: body not UTF-8 (400).
-        MemoryBusy: the file's lock is held too long (503).
+        MemoryBusy: the file's lock is held too long (503). UnsafeVeilPath: a symbolic link
+        on the way (409). (A body over ``http.maxBodyBytes`` is refused with 413 by the HTTP
+        front end before this runs.)
     """
     project, path = _target(req)
     body: Any = req.body
     data = body.encode("utf-8") if isinstance(body, str) else bytes(body or b"")
-    text = overwrite(path, data)
+    text = overwrite(path, data, provenance=Provenance(project))
     return RouteResponse(
         body={"file": display_path(project, path), "bytes": len(data), "lines": count_lines(text)}
     )
@@ -96,7 +102,7 @@ def memory_routes() -> list[Route]:
                 handler=get_memory_file,
                 summary=f"Read a memory file of {who} (raw Markdown)",
                 response_schema=_RAW_BODY,
-                errors=(400, 404, 422),
+                errors=(400, 404, 409, 422),
             )
         )
         routes.append(
@@ -107,7 +113,7 @@ def memory_routes() -> list[Route]:
                 summary=f"Overwrite a memory file of {who} literally (no memory_write guards)",
                 request_schema=_RAW_BODY,
                 response_schema=_PUT_RESPONSE,
-                errors=(400, 503),
+                errors=(400, 409, 413, 503),
             )
         )
     return routes

@@ -37,8 +37,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from veil.core.errors import UnsafePath
 from veil_memoryfiles.entries import parse
-from veil_memoryfiles.fileio import decode
+from veil_memoryfiles.fileio import check_path, read_text
+from veil_memoryfiles.paths import validate_file_name
 
 K1 = 1.2
 B = 0.75
@@ -148,17 +150,19 @@ _EMPTY = FileIndex((), (), 0)
 @lru_cache(maxsize=128)
 def _cached_index(path: str, ino: int, size: int, mtime_ns: int) -> FileIndex:
     p = Path(path)
-    return index_text(p, decode(p.read_bytes(), p))
+    return index_text(p, read_text(p) or "")
 
 
 def load_index(path: Path) -> FileIndex:
     """The index of one memory file (empty when it does not exist), cached while unchanged.
 
     Raises:
-        MemoryFileInvalid: the file is not UTF-8.
+        MemoryFileInvalid: the file is not UTF-8. UnsafeVeilPath: the file (or a folder on the
+            way) is a symbolic link, or not a regular file.
     """
+    check_path(path)
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except FileNotFoundError:
         return _EMPTY
     return _cached_index(str(path), st.st_ino, st.st_size, st.st_mtime_ns)
@@ -182,10 +186,27 @@ def rank(
     Returns:
         Up to ``limit`` hits with score > 0, best first (ties: newer date, later position).
     """
+    return rank_page(indexes, query, limit, 0, k1, b)[0]
+
+
+def rank_page(
+    indexes: list[tuple[str, FileIndex]],
+    query: str,
+    limit: int,
+    offset: int = 0,
+    k1: float = K1,
+    b: float = B,
+) -> tuple[list[SearchHit], int]:
+    """:func:`rank`, skipping the ``offset`` best hits, and the number of documents that match.
+
+    Returns:
+        ``(hits, total)``: hits ``offset + 1`` to ``offset + limit`` in rank order, and how many
+        documents score above 0.
+    """
     q_terms = list(dict.fromkeys(tokenize(query)))
     n_docs = sum(len(ix.documents) for _, ix in indexes)
     if not q_terms or not n_docs:
-        return []
+        return [], 0
     avgdl = sum(ix.total_length for _, ix in indexes) / n_docs or 1.0
     scores: dict[tuple[int, int], float] = {}
     for t in q_terms:
@@ -204,7 +225,7 @@ def rank(
         d = ix.documents[number]
         hits.append(SearchHit(d.path, scope, d.date, d.content, score, d.position))
     key = lambda h: (-h.score, _neg_date(h.date), -h.position)  # noqa: E731
-    return heapq.nsmallest(limit, hits, key=key)
+    return heapq.nsmallest(offset + limit, hits, key=key)[offset:], len(hits)
 
 
 def _neg_date(day: str | None) -> tuple[int, ...]:
@@ -215,16 +236,49 @@ def _neg_date(day: str | None) -> tuple[int, ...]:
 
 
 def archive_files(folder: Path) -> list[Path]:
-    """``archive-*.md`` files of a scope folder, oldest month first."""
+    """``archive-*.md`` names in a scope folder, oldest month first. Symbolic links are listed
+    too, so that reading them is refused with an error naming the link (issue 17), not skipped
+    in silence; folders are left out.
+
+    Raises:
+        UnsafeVeilPath: the folder (or one above it, up to ``.veil``) is a symbolic link.
+    """
+    check_path(folder)
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.glob("archive-*.md") if p.is_file())
+    return sorted(
+        p
+        for p in folder.glob("archive-*.md")
+        if _plain_name(p.name) and (p.is_symlink() or p.is_file())
+    )
+
+
+def _plain_name(name: str) -> bool:
+    # A name veil could have written: no control character or line separator (a cloned
+    # "archive-\n## Agent memory.md" would otherwise put a line of its own into tool output).
+    try:
+        validate_file_name(name)
+    except UnsafePath:
+        return False
+    return True
 
 
 def search_files(files: list[tuple[str, Path]], query: str, limit: int = 10) -> list[SearchHit]:
     """Search the entries (and headers) of ``files`` (pairs of scope name and path) for ``query``.
 
     Raises:
-        MemoryFileInvalid: one of the files is not UTF-8.
+        MemoryFileInvalid: one of the files is not UTF-8. UnsafeVeilPath: one is a link.
     """
     return rank([(scope, load_index(path)) for scope, path in files], query, limit)
+
+
+def search_page(
+    files: list[tuple[str, Path]], query: str, limit: int = 10, offset: int = 0
+) -> tuple[list[SearchHit], int]:
+    """:func:`search_files` from the ``offset``-th best hit on, and the number of matches.
+
+    Raises:
+        as :func:`search_files`.
+    """
+    indexes = [(scope, load_index(path)) for scope, path in files]
+    return rank_page(indexes, query, limit, offset)

@@ -9,23 +9,48 @@ Who may do what (seed 000, "Memory scopes" and "Configuring memory"):
   checks :meth:`veil.core.settings.Config.memory_enabled` the same way.
 * ``read`` / ``search``: the agent's own scope always (seed: "Only that agent"); the global scope
   only while memory is enabled for the agent (seed: "All agents with memory enabled").
+
+Provenance (issue 17, :mod:`.provenance`, :mod:`.trust`): every write records what veil wrote;
+reads for the model quote what veil did not write under a "repository-provided" label, search
+hits say which they are, and a write from the model (``origin="agent"``: ``memory_write``, the
+extractor) that copies repository-provided text is not written: status ``skipped_untrusted``.
+Writes typed by the user (``/remember``, ``veil memory write``) are theirs to make.
+
+Bounds (issue 17): ``memory.maxEntryBytes`` refuses a larger entry (:class:`MemoryLimitExceeded`,
+nothing written); ``memory.maxFileBytes`` archives like ``maxLines``. Both are read like
+``maxLines``: settings.json for every file, the agent's agent.json for its own file.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from veil.core.errors import BadRequest
-from veil.core.settings import Config, validate_agent_name
-from veil_memoryfiles.fileio import read_text
+from veil.core.settings import Config, MemorySettings, validate_agent_name
+from veil_memoryfiles.fileio import file_lock, read_text
+from veil_memoryfiles.injection import instruction_file_paths
 from veil_memoryfiles.paths import SCOPES, Scope, display_path, file_path, scope_dir, validate_scope
-from veil_memoryfiles.search import SearchHit, archive_files, search_files
-from veil_memoryfiles.store import WriteResult, append_entry
+from veil_memoryfiles.provenance import Provenance
+from veil_memoryfiles.search import SearchHit, archive_files, search_page
+from veil_memoryfiles.store import WriteResult, append_entry, check_entry_size, is_empty
+from veil_memoryfiles.trust import (
+    REPOSITORY_LABEL,
+    FileView,
+    Unit,
+    annotated,
+    file_view,
+    find_copy,
+    quote,
+    units_of_text,
+    untrusted_units,
+)
 
-Status = Literal["written", "skipped_empty", "skipped_duplicate", "disabled"]
+Status = Literal["written", "skipped_empty", "skipped_duplicate", "skipped_untrusted", "disabled"]
+Origin = Literal["user", "agent"]
 
 
 @dataclass
@@ -33,21 +58,30 @@ class MemoryWriteOutcome:
     """The answer of :meth:`MemoryService.write`, ready to show or to send as JSON.
 
     Attributes:
-        status: ``written``, ``skipped_empty``, ``skipped_duplicate`` or ``disabled``.
+        status: ``written``, ``skipped_empty``, ``skipped_duplicate``, ``skipped_untrusted``
+            (the model's text repeats repository-provided text) or ``disabled``.
         scope: the scope asked for; file: the file's path relative to the project.
-        result: the store's detailed result (None when disabled).
+        result: the store's detailed result (None when disabled or skipped_untrusted).
+        copied_from: for ``skipped_untrusted``, where the repeated text stands.
     """
 
     status: Status
     scope: Scope
     file: str
     result: WriteResult | None = None
+    copied_from: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields: status, scope, file, and for a write date / archived / archive."""
         out: dict[str, Any] = {"status": self.status, "scope": self.scope, "file": self.file}
         if self.status == "disabled":
             out["reason"] = "memory is disabled for this agent (memory.enabled is false)"
+        if self.status == "skipped_untrusted":
+            out["reason"] = (
+                f"the content repeats repository-provided text ({self.copied_from}) that this "
+                "agent did not write; it stays where it is, labelled, and is not copied into "
+                "memory"
+            )
         r = self.result
         if r is not None and r.status == "written":
             out["date"] = r.date
@@ -73,6 +107,7 @@ class MemoryService:
     def __init__(self, config: Config, agent: str) -> None:
         self.config = config
         self.agent = validate_agent_name(agent)
+        self._units: list[Unit] | None = None
 
     @property
     def project(self) -> Path:
@@ -88,12 +123,22 @@ class MemoryService:
         """The MEMORY.md of ``scope`` for this agent."""
         return file_path(self.project, validate_scope(scope), self.agent)
 
-    def max_lines(self, scope: Scope) -> int:
-        """``maxLines`` of a scope's file: settings.json for every file, the agent's agent.json
-        overriding it for that agent's own file (issue 4)."""
+    @property
+    def provenance(self) -> Provenance:
+        """The record of what veil wrote to this project's memory files."""
+        return Provenance(self.project)
+
+    def limits(self, scope: Scope) -> MemorySettings:
+        """Memory settings that bound a scope's file (``maxLines``, ``maxEntryBytes``,
+        ``maxFileBytes``): settings.json for every file, the agent's agent.json overriding them
+        for that agent's own file (issue 4)."""
         if validate_scope(scope) == "agent":
-            return self.config.memory_for(self.agent).max_lines
-        return self.config.settings.memory.max_lines
+            return self.config.memory_for(self.agent)
+        return self.config.settings.memory
+
+    def max_lines(self, scope: Scope) -> int:
+        """``maxLines`` of a scope's file (see :meth:`limits`)."""
+        return self.limits(scope).max_lines
 
     def readable_scopes(self, scope: str | None = None) -> list[Scope]:
         """Scopes this agent may read, narrowed to ``scope`` when given (see module docstring).
@@ -108,34 +153,107 @@ class MemoryService:
         return [wanted] if wanted in allowed else []
 
     def write(
-        self, content: Any, scope: Any = "agent", now: datetime | None = None
+        self,
+        content: Any,
+        scope: Any = "agent",
+        now: datetime | None = None,
+        origin: Origin = "user",
     ) -> MemoryWriteOutcome:
-        """Append ``content`` to a scope's MEMORY.md (seed 000 ``memory_write``).
+        """Append ``content`` to a scope's MEMORY.md (seed 000 ``memory_write``), recording that
+        veil wrote it.
+
+        Args:
+            content: the text (see :func:`~veil_memoryfiles.store.append_entry`).
+            scope: ``agent`` or ``global``.
+            now: time of the write (tests).
+            origin: ``agent`` for text from the model (``memory_write``, the extractor): it is
+                refused (``skipped_untrusted``) when it copies repository-provided text
+                (:func:`veil_memoryfiles.trust.find_copy`); ``user`` for text the user typed.
 
         Raises:
-            BadRequest / UnsafePath: bad ``content`` or ``scope``. MemoryBusy, MemoryFileInvalid.
+            BadRequest / UnsafePath: bad ``content`` or ``scope``. MemoryLimitExceeded: over
+            ``maxEntryBytes``, or over ``maxFileBytes`` with nothing left to archive.
+            MemoryBusy, MemoryFileInvalid, UnsafeVeilPath.
         """
         scope = validate_scope(scope)
         path = self.path(scope)
         shown = display_path(self.project, path)
         if not self.enabled:
             return MemoryWriteOutcome("disabled", scope, shown)
-        result = append_entry(path, content, max_lines=self.max_lines(scope), now=now)
+        limits = self.limits(scope)
+        if origin == "agent" and isinstance(content, str) and not is_empty(content):
+            check_entry_size(content.strip(), limits.max_entry_bytes)  # before reading files
+            if self._units is None:  # veil's own writes add no untrusted text: compute once
+                self._units = self.untrusted_units()
+            copied = find_copy(content, self._units)
+            if copied is not None:
+                return MemoryWriteOutcome(
+                    "skipped_untrusted", scope, shown, copied_from=copied.where
+                )
+        result = append_entry(
+            path,
+            content,
+            max_lines=limits.max_lines,
+            max_entry_bytes=limits.max_entry_bytes,
+            max_file_bytes=limits.max_file_bytes,
+            now=now,
+            provenance=self.provenance,
+        )
         return MemoryWriteOutcome(result.status, scope, shown, result)
 
-    def read(self, scope: str | None = None) -> str:
-        """The raw text of the readable scopes' MEMORY.md files, each under a heading with its
-        path; archives are listed by name. Says so when memory is disabled for global.
+    # -- reading ----------------------------------------------------------------------------------
+
+    def files(self, scope: Scope, archives: bool = False) -> list[Path]:
+        """A scope's MEMORY.md, then (``archives``) its ``archive-*.md`` files, oldest first."""
+        out = [self.path(scope)]
+        if archives:
+            out.extend(archive_files(scope_dir(self.project, scope, self.agent)))
+        return out
+
+    def view(self, path: Path) -> FileView:
+        """A memory file parsed, with which parts veil wrote (:func:`.trust.file_view`)."""
+        return file_view(self.project, path)
+
+    def untrusted_units(self, instructions: bool = True) -> list[Unit]:
+        """Repository-provided text the agent can see: the parts of the readable scopes' files
+        (archives included) veil did not write, and (``instructions``) every line of the
+        instruction files (AGENTS.md, CLAUDE.md...)."""
+        views = [
+            (display_path(self.project, p), self.view(p))
+            for sc in self.readable_scopes()
+            for p in self.files(sc, archives=True)
+        ]
+        units = untrusted_units(views)
+        if instructions:
+            names = list(self.config.memory_for(self.agent).instruction_files)
+            for path in instruction_file_paths(self.project, names):
+                try:
+                    text = path.read_bytes().decode("utf-8", errors="replace")
+                except OSError:
+                    continue
+                units.extend(units_of_text(display_path(self.project.resolve(), path), text))
+        return units
+
+    def read(self, scope: str | None = None, annotate: bool = False) -> str:
+        """The text of the readable scopes' MEMORY.md files, each under a heading with its path;
+        archives are listed by name. Says so when memory is disabled for global.
+
+        Args:
+            scope: one scope, or None for both.
+            annotate: for the model: text veil did not write is quoted under a
+                ``[repository-provided: ...]`` line (:func:`.trust.annotated`). Without it, the
+                files' raw text (what a user sees with ``veil memory show``).
 
         Raises:
-            UnsafePath: a bad scope. MemoryFileInvalid: a file is not UTF-8.
+            UnsafePath: a bad scope. MemoryFileInvalid: a file is not UTF-8. UnsafeVeilPath: a
+            symbolic link on the way.
         """
         parts = []
         for sc in self.readable_scopes(scope):
             path = self.path(sc)
-            text = read_text(path)
+            text = annotated(self.view(path)) if annotate else (read_text(path) or "").rstrip()
             head = f"# {sc} memory ({display_path(self.project, path)})"
-            parts.append(f"{head}\n\n{text.rstrip() if text and text.strip() else '(empty)'}")
+            parts.append(f"{head}\n\n{text if text.strip() else '(empty)'}")
             archives = archive_files(scope_dir(self.project, sc, self.agent))
             if archives:
                 names = ", ".join(p.name for p in archives)
@@ -146,46 +264,98 @@ class MemoryService:
             )
         return "\n\n".join(parts)
 
-    def search(self, query: str, limit: int = 10) -> list[SearchHit]:
+    def search(self, query: str, limit: int = 10, offset: int = 0) -> list[SearchHit]:
         """BM25 search over the entries (and archives) of the readable scopes.
 
+        Args:
+            query: keywords. limit: hits to return (>= 1). offset: best hits to skip (>= 0).
+
         Raises:
-            BadRequest: ``query`` is not a non-empty string or ``limit`` not a positive integer.
-            MemoryFileInvalid: a file is not UTF-8.
+            BadRequest: ``query`` is not a non-empty string, ``limit`` not a positive integer or
+            ``offset`` a negative one. MemoryFileInvalid: a file is not UTF-8.
+            UnsafeVeilPath: a symbolic link among the files.
+        """
+        return self.search_page(query, limit, offset)[0]
+
+    def search_page(
+        self, query: str, limit: int = 10, offset: int = 0
+    ) -> tuple[list[SearchHit], int]:
+        """:meth:`search` and the number of entries that match at all (for paging).
+
+        Raises:
+            as :meth:`search`.
         """
         if not isinstance(query, str) or not query.strip():
             raise BadRequest("query: expected a non-empty string")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise BadRequest(f"limit: expected a positive integer, got {limit!r}")
-        files: list[tuple[str, Path]] = []
-        for sc in self.readable_scopes():
-            folder = scope_dir(self.project, sc, self.agent)
-            files.append((sc, self.path(sc)))
-            files.extend((sc, p) for p in archive_files(folder))
-        return search_files(files, query, limit)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise BadRequest(f"offset: expected an integer >= 0, got {offset!r}")
+        files = [(sc, p) for sc in self.readable_scopes() for p in self.files(sc, archives=True)]
+        return search_page(files, query, limit, offset)
+
+    def hit_trusted(self, hit: SearchHit) -> bool:
+        """Whether veil wrote the entry (or header) a hit comes from."""
+        trust = self.view(hit.path).trust
+        if hit.position < 0:
+            return trust.header
+        return hit.position < len(trust.entries) and trust.entries[hit.position]
 
     def hit_dict(self, hit: SearchHit) -> dict[str, Any]:
-        """A search hit as JSON: scope, file (relative), date, content, score (rounded)."""
+        """A search hit as JSON: scope, file (relative), date, content, score (rounded), and
+        ``provenance``: ``agent`` (veil wrote it) or ``repository`` (it did not)."""
         return {
             "scope": hit.scope,
             "file": display_path(self.project, hit.path),
             "date": hit.date,
             "content": hit.content,
             "score": round(hit.score, 4),
+            "provenance": "agent" if self.hit_trusted(hit) else "repository",
         }
 
-    def format_hits(self, query: str, hits: list[SearchHit]) -> str:
+    def format_hit(self, number: int, hit: SearchHit) -> str:
+        """One hit as text: number, file, date, score, provenance, then the entry whole (quoted
+        under the repository label when veil did not write it)."""
+        when = hit.date or "header"
+        head = f"[{number}] {display_path(self.project, hit.path)} · {when} · score {hit.score:.3f}"
+        if self.hit_trusted(hit):
+            return f"{head}\n{hit.content}"
+        return f"{head} · [{REPOSITORY_LABEL}]\n{quote(hit.content)}"
+
+    def format_hits(self, query: str, hits: list[SearchHit], offset: int = 0) -> str:
         """Search hits as text for the model or a terminal, best first, each entry whole."""
         if not hits:
             return f"No memory entry matches {query!r}."
         lines = [f"{len(hits)} memory entries match {query!r} (best first):"]
-        for i, h in enumerate(hits, 1):
-            when = h.date or "header"
-            lines.append(
-                f"\n[{i}] {display_path(self.project, h.path)} · {when} · score {h.score:.3f}\n"
-                f"{h.content}"
-            )
+        for i, h in enumerate(hits, offset + 1):
+            lines.append("\n" + self.format_hit(i, h))
         return "\n".join(lines)
+
+    # -- vouching ---------------------------------------------------------------------------------
+
+    def trust(self, scope: str | None = None) -> list[tuple[str, int]]:
+        """Record everything now in the readable scopes' files (archives included) as written by
+        veil: the user has read it and vouches for it (``veil memory trust``).
+
+        Returns:
+            ``(file, parts)`` for each file that had parts veil had not written, ``parts``
+            counting the header and the entries newly trusted.
+
+        Raises:
+            UnsafePath: a bad scope. MemoryFileInvalid, MemoryBusy, UnsafeVeilPath.
+        """
+        done = []
+        for sc in self.readable_scopes(scope):
+            for path in self.files(sc, archives=True):
+                if not os.path.lexists(path):
+                    continue
+                with file_lock(path):
+                    view = self.view(path)
+                    untrusted = (0 if view.trust.header else 1) + view.trust.entries.count(False)
+                    if untrusted:
+                        self.provenance.record_text(path, view.text)
+                        done.append((display_path(self.project, path), untrusted))
+        return done
 
 
 __all__ = ["SCOPES", "MemoryService", "MemoryWriteOutcome", "Status"]

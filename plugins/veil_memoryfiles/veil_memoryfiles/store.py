@@ -1,9 +1,12 @@
 """The two write paths of a memory file.
 
 :func:`append_entry` is the tool path (``memory_write``, ``/remember``, ``veil memory write``):
-it applies seed 000's cleanup guards and the ``maxLines`` archive. :func:`overwrite` is the HTTP
-``PUT`` path: the same lock and atomic write, no guards, no archive (seed 000: "literal
-overwrite"). Both go through :mod:`.fileio` (UTF-8, temp file + fsync + rename, ``<file>.lock``).
+it applies seed 000's cleanup guards, the ``maxLines`` archive and issue 17's byte bounds
+(``maxEntryBytes`` refuses, ``maxFileBytes`` archives like ``maxLines``). :func:`overwrite` is the
+HTTP ``PUT`` path: the same lock and atomic write, no guards, no archive (seed 000: "literal
+overwrite"; its size is bounded by the HTTP body limit). Both go through :mod:`.fileio` (UTF-8,
+temp file + fsync + rename, ``<file>.lock``, no symbolic links) and, given a
+:class:`~veil_memoryfiles.provenance.Provenance`, record what they write before writing it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from veil.core.errors import BadRequest
+from veil.core.settings import MAX_ENTRY_BYTES, MAX_FILE_BYTES
 from veil_memoryfiles.archive import append_to_archive, archive_name, plan_archive
 from veil_memoryfiles.entries import (
     count_lines,
@@ -25,7 +29,9 @@ from veil_memoryfiles.entries import (
     separator_before_entry,
     utc_date,
 )
+from veil_memoryfiles.errors import MemoryLimitExceeded
 from veil_memoryfiles.fileio import LOCK_TIMEOUT_S, atomic_write_bytes, file_lock, read_text
+from veil_memoryfiles.provenance import Provenance
 
 log = logging.getLogger(__name__)
 
@@ -61,24 +67,49 @@ def is_empty(content: object) -> bool:
     return content is None or (isinstance(content, str) and not content.strip())
 
 
+def check_entry_size(content: str, max_entry_bytes: int) -> None:
+    """Refuse an entry whose UTF-8 size (after trimming) is over ``maxEntryBytes``.
+
+    Raises:
+        MemoryLimitExceeded: naming the limit, its value and the entry's size.
+    """
+    size = len(content.encode("utf-8", "surrogatepass"))
+    if size > max_entry_bytes:
+        raise MemoryLimitExceeded(
+            f"content: {size} bytes is over memory.maxEntryBytes ({max_entry_bytes} bytes); "
+            "nothing was written. Write a shorter, focused entry (or raise memory.maxEntryBytes "
+            "in .veil/settings.json)"
+        )
+
+
 def append_entry(
     path: Path,
     content: str | None,
     *,
     max_lines: int,
+    max_entry_bytes: int = MAX_ENTRY_BYTES,
+    max_file_bytes: int = MAX_FILE_BYTES,
     now: datetime | None = None,
     lock_timeout: float = LOCK_TIMEOUT_S,
+    provenance: Provenance | None = None,
 ) -> WriteResult:
-    """Append ``content`` as a dated entry (seed 000 ``memory_write``), with the cleanup guards
-    and the ``maxLines`` archive, atomically and under the file's lock.
+    """Append ``content`` as a dated entry (seed 000 ``memory_write``), with the cleanup guards,
+    the ``maxLines`` / ``maxFileBytes`` archive and the ``maxEntryBytes`` bound, atomically and
+    under the file's lock.
 
     Args:
         path: the MEMORY.md file (created with its folders when missing).
         content: the text to remember; stored trimmed, with the file's line endings.
         max_lines: seed 000 ``maxLines``: when the file ends up with more lines, its oldest whole
             entries move to ``archive-YYYY-MM.md`` in the same folder (see :mod:`.archive`).
+        max_entry_bytes: ``memory.maxEntryBytes``: the trimmed content's UTF-8 size may not be
+            larger (refused, nothing written).
+        max_file_bytes: ``memory.maxFileBytes``: when the file would be larger, its oldest whole
+            entries move to the archive as for ``max_lines``; if the header and the new entry
+            alone are larger, the write is refused and nothing is written.
         now: time of the write (default: now); its UTC date dates the entry and the archive.
         lock_timeout: seconds to wait for the lock.
+        provenance: where to record that veil wrote the entry (before the file is written).
 
     Returns:
         A :class:`WriteResult`; status ``skipped_empty`` for None/empty/whitespace content,
@@ -87,7 +118,9 @@ def append_entry(
 
     Raises:
         BadRequest: ``content`` is not a string (or holds lone surrogates, which UTF-8 cannot
-            encode). MemoryFileInvalid: the file on disk is not UTF-8. MemoryBusy: lock timeout.
+            encode). MemoryLimitExceeded: over ``max_entry_bytes``, or over ``max_file_bytes``
+            even after archiving. MemoryFileInvalid: the file on disk is not UTF-8.
+            MemoryBusy: lock timeout. UnsafeVeilPath: a symbolic link on the way.
     """
     path = Path(path)
     if is_empty(content):
@@ -95,6 +128,7 @@ def append_entry(
     if not isinstance(content, str):
         raise BadRequest(f"content: expected a string, got {type(content).__name__}")
     trimmed = normalize_newlines(content).strip()
+    check_entry_size(trimmed, max_entry_bytes)
     try:
         trimmed.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -109,7 +143,16 @@ def append_entry(
         text = existing + separator_before_entry(existing, newline)
         text += format_entry(trimmed, day, newline)
         result = WriteResult(status="written", path=path, date=day.isoformat())
-        plan = plan_archive(text, max_lines)
+        plan = plan_archive(text, max_lines, max_file_bytes)
+        if plan.over_bytes:
+            raise MemoryLimitExceeded(
+                f"{path.name}: its header and the new entry alone take {plan.bytes_after} bytes, "
+                f"over memory.maxFileBytes ({max_file_bytes} bytes), even with every older "
+                "entry archived; nothing was written. Shorten the file's header (the text "
+                "before its first date comment) or raise memory.maxFileBytes"
+            )
+        if provenance is not None:
+            provenance.record_entry(path, day.isoformat(), trimmed)
         if plan.moved_count:
             result.archive_path = path.parent / archive_name(day)
             result.archived = plan.moved_count
@@ -133,20 +176,31 @@ def append_entry(
         return result
 
 
-def overwrite(path: Path, data: bytes, *, lock_timeout: float = LOCK_TIMEOUT_S) -> str:
+def overwrite(
+    path: Path,
+    data: bytes,
+    *,
+    lock_timeout: float = LOCK_TIMEOUT_S,
+    provenance: Provenance | None = None,
+) -> str:
     """Replace a memory file with ``data`` literally (HTTP ``PUT``): UTF-8 checked, atomic, under
-    the file's lock; no guards, no archive (seed 000: "literal overwrite").
+    the file's lock; no guards, no archive (seed 000: "literal overwrite"). With ``provenance``,
+    the header and every entry of ``data`` are recorded as veil-written first (the caller of
+    veil's own API chose this content).
 
     Returns:
         The decoded text written.
 
     Raises:
         BadRequest: ``data`` is not UTF-8 (names the byte offset). MemoryBusy: lock timeout.
+        UnsafeVeilPath: a symbolic link on the way.
     """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadRequest(f"body: not valid UTF-8 (byte {exc.start})") from exc
     with file_lock(path, lock_timeout):
+        if provenance is not None:
+            provenance.record_text(path, text)
         atomic_write_bytes(path, data)
     return text

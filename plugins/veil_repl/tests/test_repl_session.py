@@ -136,3 +136,19 @@ def test_a_halt_stops_the_run_and_asks_the_user(repl_env):
     model.add({"tool_calls": [{"name": "ls", "arguments": {}}]})
     out = run_repl(veil, veil.new_session(), "fix it\r/exit\r")
     assert "halted: the same failure 3 times" in out and "How should I go on?" in out
+
+
+def test_a_linked_history_file_is_refused_and_the_session_goes_on(repl_env, tmp_path):
+    # A cloned repository's .veil/history -> ~/.bashrc would get every typed line appended.
+    import os
+
+    veil, model, project = repl_env
+    victim = tmp_path / "bashrc"
+    victim.write_bytes(b"precious\n")
+    os.symlink(victim, project / ".veil" / "history")
+    model.add("Fine.")
+    session = veil.new_session()
+    out = run_repl(veil, session, "rm -rf something\r/exit\r")
+    assert "input history not saved" in out and ".veil/history" in out
+    assert "symbolic link" in out and "Fine." in out
+    assert victim.read_bytes() == b"precious\n"

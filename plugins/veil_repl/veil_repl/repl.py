@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.history import FileHistory
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
+from rich.markup import escape
 
+from veil.core.errors import UnsafeVeilPath
+from veil.core.paths import veil_file
 from veil_repl import display
 
 HELP_HEADER = (
@@ -43,10 +46,19 @@ class Repl:
     ) -> None:
         self.veil = veil
         self.session = session
-        history = veil.config.veil_dir / "history"
-        history.parent.mkdir(parents=True, exist_ok=True)
+        # prompt-toolkit appends to the file through any link: a linked .veil/history (a cloned
+        # repository's) is refused, and this session keeps its history in memory instead.
+        self.history_warning: str | None = None
+        history: History
+        try:
+            path = veil_file(veil.config.project_dir, "history")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            history = FileHistory(str(path))
+        except UnsafeVeilPath as exc:
+            self.history_warning = f"input history not saved: {exc.message}"
+            history = InMemoryHistory()
         self.prompt = PromptSession(
-            history=FileHistory(str(history)),
+            history=history,
             multiline=True,
             key_bindings=_bindings(),
             input=input,
@@ -70,6 +82,8 @@ class Repl:
             self.veil.llm.notice_shown = True
         if not self.veil.context_layer_on:
             c.print("[dim]context layer off: no scorer or eviction plugin loaded[/dim]")
+        if self.history_warning:
+            c.print(f"[yellow]{escape(self.history_warning)}[/yellow]")
         c.print(f"[dim]{HELP_HEADER} /help lists commands.[/dim]")
 
     def help_text(self) -> str:
