@@ -5,7 +5,10 @@ them (decisions, conventions, paths, commands, ports, failures to avoid); each f
 entry of the agent's MEMORY.md through the same path as ``memory_write`` (so the guards apply)
 and a belief in the core's belief store (so contradictions surface as conflicts). Disabled with
 ``memory.enabled: false``. A model error writes nothing and is reported, never raised: the
-compaction goes on (extraction runs before, and outside, the compaction transaction).
+compaction goes on (extraction runs before, and outside, the compaction transaction). A fact that
+holds a credential, or the placeholder of one already redacted (``[redacted:NAME]``), is refused:
+neither written nor believed, and the session is told how many were (``security.redactSecrets``;
+:mod:`veil.core.redaction`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from veil.core.redaction import has_placeholder
 from veil_memoryfiles.service import MemoryService
 
 MAX_FACTS = 12
@@ -54,9 +58,16 @@ def parse_facts(answer: str, limit: int = MAX_FACTS) -> list[str]:
     return list(facts)[:limit]
 
 
+def credential_like(fact: str, redactor: Any) -> bool:
+    """Whether an extracted fact is about a credential: it holds one (``redactor`` would change
+    it) or the placeholder of one already redacted. Always False when redaction is off."""
+    return bool(redactor.enabled) and (has_placeholder(fact) or redactor.changes(fact))
+
+
 def extract_before_compaction(session: Any, messages: list[dict[str, Any]]) -> list[str]:
     """Ask the compact model for facts in ``messages`` and write them; return the facts written.
 
+    Credential-like facts (:func:`credential_like`) are dropped; an ``info`` event says how many.
     Returns [] when memory is disabled for the agent or there is nothing to read.
     """
     service = MemoryService(session.config, session.agent)
@@ -77,11 +88,19 @@ def extract_before_compaction(session: Any, messages: list[dict[str, Any]]) -> l
         session.emit("warning", message=f"memory extraction skipped: {exc}")
         return []
     written = []
+    refused = 0
+    redactor = session.config.redactor
     for fact in parse_facts(completion.message.get("content") or ""):
+        if credential_like(fact, redactor):
+            refused += 1
+            continue
         outcome = service.write(fact, "agent")
         if outcome.status == "written":
             written.append(fact)
         session.veil.beliefs.assert_fact(session, fact, source="memory_extraction")
-    if written:
-        session.emit("info", text=f"memory: {len(written)} fact(s) written before compaction")
+    if written or refused:
+        text = f"memory: {len(written)} fact(s) written before compaction"
+        if refused:
+            text += f"; {refused} credential-like fact(s) refused (not written, not believed)"
+        session.emit("info", text=text)
     return written

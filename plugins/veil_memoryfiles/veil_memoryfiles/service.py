@@ -36,12 +36,15 @@ class MemoryWriteOutcome:
         status: ``written``, ``skipped_empty``, ``skipped_duplicate`` or ``disabled``.
         scope: the scope asked for; file: the file's path relative to the project.
         result: the store's detailed result (None when disabled).
+        redacted: credentials in the content were replaced by ``[redacted:NAME]`` before the
+            write (:mod:`veil.core.redaction`).
     """
 
     status: Status
     scope: Scope
     file: str
     result: WriteResult | None = None
+    redacted: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields: status, scope, file, and for a write date / archived / archive."""
@@ -56,6 +59,8 @@ class MemoryWriteOutcome:
                 out["archive"] = r.archive_path.name if r.archive_path else None
             if r.over_cap:
                 out["over_cap"] = True
+        if self.redacted:
+            out["redacted"] = True
         return out
 
 
@@ -112,6 +117,12 @@ class MemoryService:
     ) -> MemoryWriteOutcome:
         """Append ``content`` to a scope's MEMORY.md (seed 000 ``memory_write``).
 
+        Every write of an entry comes here (the tool, ``/remember``, ``veil memory write``,
+        pre-compaction extraction): credentials in ``content`` are replaced by
+        ``[redacted:NAME]`` first (:mod:`veil.core.redaction`, ``security.redactSecrets``), so
+        a memory file, which teams commit, never receives one from veil. The guards then see
+        the redacted text.
+
         Raises:
             BadRequest / UnsafePath: bad ``content`` or ``scope``. MemoryBusy, MemoryFileInvalid.
         """
@@ -120,8 +131,9 @@ class MemoryService:
         shown = display_path(self.project, path)
         if not self.enabled:
             return MemoryWriteOutcome("disabled", scope, shown)
-        result = append_entry(path, content, max_lines=self.max_lines(scope), now=now)
-        return MemoryWriteOutcome(result.status, scope, shown, result)
+        clean = self.config.redactor.text(content) if isinstance(content, str) else content
+        result = append_entry(path, clean, max_lines=self.max_lines(scope), now=now)
+        return MemoryWriteOutcome(result.status, scope, shown, result, clean is not content)
 
     def read(self, scope: str | None = None) -> str:
         """The raw text of the readable scopes' MEMORY.md files, each under a heading with its
