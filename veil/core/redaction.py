@@ -26,6 +26,7 @@ their regular expression; a text with no anchor comes back as the same object.
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import os
@@ -38,6 +39,7 @@ from veil.core.secret_formats import (
     PLACEHOLDER_PATTERN,
     RULES,
     Rule,
+    assignment_label,
     password_name,
     placeholder,
     secret_name,
@@ -292,7 +294,7 @@ class Redactor:
                     and secret_name(key)
                     and secret_value(item, password=password_name(key))
                 ):
-                    result[key], done = placeholder("assignment:" + key[:64]), True
+                    result[key], done = placeholder("assignment:" + assignment_label(key)), True
                 else:
                     result[key], done = self._value(item)
                 changed = changed or done
@@ -365,6 +367,13 @@ class Redactor:
         return replace(result, content=new_content, meta=meta)
 
 
+def placeholders(text: str) -> collections.Counter[str]:
+    """How often each ``[redacted:NAME]`` placeholder occurs in ``text``."""
+    return collections.Counter(
+        m.group(0) for m in PLACEHOLDER_PATTERN.finditer(text) if m.group(0) != "[redacted]"
+    )
+
+
 def has_placeholder(text: str) -> bool:
     """Whether ``text`` holds a redaction placeholder (``[redacted:...]``)."""
     return "[redacted" in text and PLACEHOLDER_PATTERN.search(text) is not None
@@ -393,5 +402,6 @@ __all__ = [
     "environment_secrets",
     "has_placeholder",
     "pattern_redactor",
+    "placeholders",
     "redactor_for",
 ]

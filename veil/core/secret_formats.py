@@ -113,6 +113,20 @@ def secret_name(name: str) -> bool:
     return False
 
 
+_LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,47}", re.ASCII)
+_LONG_PART = re.compile(r"[A-Za-z0-9]{21}", re.ASCII)
+
+
+def assignment_label(name: str) -> str:
+    """The NAME shown for a value assigned to ``name`` (``assignment:<label>``): the name as
+    written, unless it is long or holds a long random-looking part (a name glued to a token
+    must not carry the token into the placeholder); then its last word."""
+    if _LABEL.fullmatch(name) and not _LONG_PART.search(name):
+        return name
+    words = name_words(name)
+    return words[-1] if words else "value"
+
+
 def password_name(name: str) -> bool:
     """Whether ``name`` names a password (its values may be short and less random)."""
     words = name_words(name)
@@ -158,10 +172,12 @@ _FILE_NAME = re.compile(r"[\w.-]+\.(?:pem|key|json|ya?ml|txt|env|cfg|ini|toml|cr
 
 def placeholder_value(value: str) -> bool:
     """Whether ``value`` is a template or a stand-in rather than a credential: it holds ``$``,
-    braces, angle brackets, ``%s`` / ``%(``, ``*``, an already redacted part, a word such as
-    ``example`` / ``changeme`` / ``your_...``, or repeats one character."""
+    braces, angle brackets, ``%s`` / ``%(``, a mask (``***``), an already redacted part, a word
+    such as ``example`` / ``changeme`` / ``your_...``, or repeats one or two characters."""
     low = value.lower()
-    if any(c in value for c in "${}<>*") or "%s" in value or "%(" in value:
+    if any(c in value for c in "${}<>") or "%s" in value or "%(" in value:
+        return True
+    if "***" in value or value.count("*") * 2 > len(value):
         return True
     if "[redacted" in low or any(w in low for w in _PLACEHOLDER_WORDS):
         return True
@@ -240,8 +256,18 @@ class Rule:
         return _splice(match, group, placeholder(self.name))
 
     def apply(self, text: str) -> str:
-        """``text`` with this rule's secrets replaced."""
-        return self.pattern.sub(lambda m: _keep(m, self.replacement(m)), text)
+        """``text`` with this rule's secrets replaced (``text`` itself when there is none)."""
+        pieces: list[str] = []
+        done = 0
+        for match in self.pattern.finditer(text):
+            replaced = self.replacement(match)
+            if replaced is not None:
+                pieces += (text[done : match.start()], replaced)
+                done = match.end()
+        if not pieces:
+            return text
+        pieces.append(text[done:])
+        return "".join(pieces)
 
 
 def _splice(match: re.Match[str], group: str | int, replacement: str) -> str:
@@ -249,10 +275,6 @@ def _splice(match: re.Match[str], group: str | int, replacement: str) -> str:
     whole = match.group(0)
     base = match.start()
     return whole[: start - base] + replacement + whole[end - base :]
-
-
-def _keep(match: re.Match[str], replaced: str | None) -> str:
-    return match.group(0) if replaced is None else replaced
 
 
 def _has_digit_and_letter(value: str) -> bool:
@@ -296,6 +318,8 @@ def _url_password(value: str) -> bool:
     number, or the words documentation uses (``password``, ``pass``, ``secret``...)."""
     low = value.lower()
     if low in ("password", "passwd", "pass", "pw", "pwd", "secret", "token", "x", "xxx"):
+        return False
+    if "[redacted" in low:
         return False
     if value.isdigit() and len(value) <= 5:
         return False
@@ -615,21 +639,21 @@ HEADER_RULES: tuple[Rule, ...] = (
     _rule(
         "user_password",
         "curl",
-        _B + r"curl\b[^\n]*?[ \t](?:-u|--user)[ \t=]*[\"']?[^\s:\"']+:(?P<s>[^\s\"'@]+)",
+        _B + r"curl\b[^\n]*?[ \t](?:-u|--user)[ \t=]*[\"']?[^\s:\"']+:(?P<s>[^\s\"'@\[\]]+)",
         "curl -u / --user user:password (curl manual)",
         check=lambda v: _url_password(v) and not v.isdigit(),
     ),
     _rule(
         "url_password",
         "://",
-        r"://[^\s:/?#@\"'<>\[\]\\]{1,256}:(?P<s>[^\s/?#@\"'<>\[\]\\]{1,256})@",
+        r"://[^\s:/?#@\"'<>\[\]\\]{0,256}:(?P<s>[^\s/?#@\"'<>\[\]\\]{1,256})@",
         "RFC 3986 3.2.1 userinfo user:password@ in URLs (database URLs, git remotes)",
         check=_url_password,
     ),
     _rule(
         "url_password",
         "@tcp(",
-        r"[A-Za-z0-9_.-]+:(?P<s>[^\s@/\"':]{1,256})@tcp\(",
+        r"[A-Za-z0-9_.-]+:(?P<s>[^\s@/\"':\[\]]{1,256})@tcp\(",
         "Go MySQL driver DSNs user:password@tcp(host)",
         check=_url_password,
     ),
@@ -671,7 +695,8 @@ ASSIGNMENT_PATTERN = re.compile(
     r"(?P<close>\\?[\"'](?:\])?)?"
     r"(?:(?P<sep>[ \t]*(?::=|=>|==?|:)[ \t]*)|(?P<xml>>)|(?P<space>[ \t]+))"
     r"(?P<open>\\?[\"'`])?"
-    r"(?P<s>[^\s\"'`\\,;<>(){}\[\]|&]{1,512})",
+    # quoted: up to the quote; bare: up to what ends a word in shells, code and config files
+    r"(?P<s>(?(open)[^\s\"'`\\]{1,512}|[^\s\"'`\\,;<>(){}\[\]|&]{1,512}))",
     re.ASCII,
 )
 # where an assignment can start: a keyword form followed by what _AFTER_KEYWORD lists, or the
@@ -717,8 +742,9 @@ class AssignmentRule(Rule):
         if not secret_value(value, password=password_name(name)):
             return None
         words = "".join(name_words(name))
-        label = "aws_secret_key" if "secretaccesskey" in words else "assignment:" + name[:64]
-        return _splice(match, "s", placeholder(label))
+        if "secretaccesskey" in words:
+            return _splice(match, "s", placeholder("aws_secret_key"))
+        return _splice(match, "s", placeholder("assignment:" + assignment_label(name)))
 
     def starts(self, text: str) -> list[int]:
         """Where an assignment may start in ``text``: the keyword of each anchor."""
