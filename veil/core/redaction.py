@@ -59,6 +59,9 @@ KNOWN = "veil_known"
 """The placeholder NAME of a secret veil itself knows."""
 MIN_KNOWN_CHARS = 8
 """Shorter known secrets are not replaced: they would hit ordinary words."""
+MIN_SECRET_TEXT = 6
+"""Shorter texts hold no match of any rule (the shortest, a one-character password in a URL's
+``://:p@``, takes 6), so they are returned without a scan (ids, tags, short fields)."""
 
 
 def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -243,7 +246,7 @@ class Redactor:
     def text(self, text: str) -> str:
         """``text`` with every credential replaced (the same object when there is none, or
         when redaction is off). Non-strings are returned as they are."""
-        if not self.enabled or not isinstance(text, str) or not text:
+        if not self.enabled or not isinstance(text, str) or len(text) < MIN_SECRET_TEXT:
             return text
         known, rules, starts = self._hits(text)
         original = text

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import math
 import re
 from collections import Counter
@@ -82,6 +83,7 @@ def name_words(name: str) -> list[str]:
     return [w.lower() for w in _NAME_WORDS.findall(name)]
 
 
+@functools.lru_cache(maxsize=4096)  # the same keys and variable names come back all the time
 def secret_name(name: str) -> bool:
     """Whether a variable, field, header or flag called ``name`` holds a credential.
 
