@@ -264,3 +264,24 @@ def test_memory_write_redacts_and_says_so(project):
     assert GITHUB not in text and "deploy token: [redacted:github_token]" in text
     clean = MemoryService(config, "default").write("Tests run with make check.", "agent")
     assert "redacted" not in clean.as_dict()
+
+
+def test_hand_written_memory_and_agents_md_reach_the_prompt_redacted(project):
+    """Files veil did not write keep their bytes; the memory section of the system prompt (and
+    its cache in the session's stored state) shows their credentials redacted."""
+    memory = project / ".veil" / "memory" / "MEMORY.md"
+    memory.parent.mkdir(parents=True)
+    memory.write_text(f"<!-- 2025-03-02 -->\nCI pushes with GITHUB_TOKEN={GITHUB}\n")
+    (project / "AGENTS.md").write_text(f"Payments: stripe key {STRIPE}\n")
+    main = ScriptedModel(["ok"])
+    veil = open_project(project, main, ScriptedModel([]), Recorder())
+    session = veil.new_session()
+    veil.run_turn(session, "hello")
+    system = main.calls[0][0]["content"]
+    assert "CI pushes with GITHUB_TOKEN=[redacted:github_token]" in system
+    assert "stripe key [redacted:stripe_key]" in system
+    assert GITHUB not in system and STRIPE not in system
+    stored = json.dumps(veil.store.get_session(session.id)["state"])
+    assert GITHUB not in stored and STRIPE not in stored
+    assert GITHUB in memory.read_text() and STRIPE in (project / "AGENTS.md").read_text()
+    veil.close()
