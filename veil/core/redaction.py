@@ -310,17 +310,23 @@ class Redactor:
         return data, False
 
     def arguments(self, raw: Any) -> Any:
-        """A tool call's ``function.arguments``: a JSON string is decoded, redacted with
-        :meth:`value` and encoded again (unchanged text when nothing was redacted); a string
-        that is not JSON is redacted as text; a dict as :meth:`value`."""
+        """A tool call's ``function.arguments``: a JSON string in which :meth:`text` finds a
+        credential is decoded, redacted with :meth:`value` (so a value keeps its JSON escapes
+        and a secret-named key counts) and encoded again; otherwise it comes back unchanged. A
+        string that is not JSON is redacted as text; a dict as :meth:`value`."""
         if not self.enabled or not isinstance(raw, str):
             return self.value(raw)
+        as_text = self.text(raw)
+        if as_text is raw:  # nothing in the JSON text: no need to decode it
+            return raw
         try:
             decoded = json.loads(raw)
         except ValueError:
-            return self.text(raw)
+            return as_text
         redacted, changed = self._value(decoded)
-        return json.dumps(redacted, ensure_ascii=False) if changed else raw
+        if changed:
+            return json.dumps(redacted, ensure_ascii=False)
+        return as_text  # found only across the JSON text (its placeholders keep it valid JSON)
 
     def message(self, message: dict[str, Any]) -> dict[str, Any]:
         """An OpenAI chat message with credentials replaced in its content (a string, or the
