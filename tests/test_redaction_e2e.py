@@ -285,3 +285,49 @@ def test_hand_written_memory_and_agents_md_reach_the_prompt_redacted(project):
     assert GITHUB not in stored and STRIPE not in stored
     assert GITHUB in memory.read_text() and STRIPE in (project / "AGENTS.md").read_text()
     veil.close()
+
+
+def test_the_harness_and_veil_remember_store_no_secret(tmp_path):
+    """Another agent loop through VeilHarness: what its host reports (the user's message, the
+    reply's tool calls, a tool's output) and what the model asks veil_remember to keep are
+    redacted before the store holds them."""
+    from veil.harness import VeilHarness
+
+    db = tmp_path / ".veil" / "context.db"
+    harness = VeilHarness(db, context_window=4000, use_entry_points=False)
+    hooks = harness.get_hooks()
+    hooks["on_user_message"](f"deploy with {STRIPE}")
+    call = {"command": f"gh auth login --with-token {GITHUB}"}
+    hooks["on_assistant_message"](
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "x1",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": json.dumps(call)},
+                }
+            ],
+        }
+    )
+    hooks["before_tool_call"]("bash", call, "x1")
+    hooks["after_tool_call"]("bash", call, "x1", f"GITHUB_TOKEN={GITHUB}\nlogged in")
+    out = hooks["call_tool"](
+        "veil_remember", json.dumps({"content": f"the token is {GITHUB}", "kind": "fact"}), "x2"
+    )
+    assert out.startswith("remembered as item_")
+    prompt = json.dumps(hooks["build_prompt"]())
+    session_id = harness.session.id
+    store = harness.veil.store
+    held = json.dumps(
+        [
+            [m for _, m in store.messages(session_id)],
+            [i.content for i in store.items(session_id, ("live", "warm", "cold"))],
+            store.events(),
+        ]
+    )
+    harness.close()
+    for text in (prompt, held, dump_database(db)):
+        assert GITHUB not in text and STRIPE not in text
+    assert "[redacted:github_token]" in held and "[redacted:stripe_key]" in held
