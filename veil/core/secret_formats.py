@@ -794,6 +794,3 @@ RULES: tuple[Rule, ...] = (PEM_RULE, *FORMAT_RULES, *HEADER_RULES, ASSIGNMENT_RU
 """Every rule, in the order the redactor applies them: whole private-key blocks first, then
 the known formats (so ``OPENAI_API_KEY=sk-...`` is named ``openai_key``), headers and URLs, and
 assignments last."""
-
-RULE_NAMES: frozenset[str] = frozenset(r.name for r in RULES) | {"veil_known", "aws_secret_key"}
-"""The NAMEs a placeholder can carry (assignments add ``assignment:<NAME>``)."""
