@@ -87,10 +87,12 @@ class VeilHarness:
     # -- what the host tells the harness ---------------------------------------------------------
 
     def on_user_message(self, text: str) -> None:
-        """A user message starts an exchange (task tags are taken from it)."""
-        self.session.set_task(text)
-        msg = {"role": "user", "content": text}
-        idx = self.session.append(msg)
+        """A user message starts an exchange (task tags are taken from it). Credentials in it
+        are redacted before it is stored (as everything the harness is told:
+        :mod:`veil.core.redaction`)."""
+        idx = self.session.append({"role": "user", "content": text})
+        msg = self.session.messages[idx]
+        self.session.set_task(msg["content"])
         capture(self.session, CaptureEvent("user", msg, self.session.step, message_index=idx))
 
     def on_assistant_message(self, message: Message) -> None:
@@ -99,13 +101,14 @@ class VeilHarness:
         msg = {"role": "assistant", "content": message.get("content")}
         if message.get("tool_calls"):
             msg["tool_calls"] = message["tool_calls"]
-            for call in message["tool_calls"]:
-                self._pending[call["id"]] = msg
         idx = self.session.append(msg)
+        msg = self.session.messages[idx]  # as stored, redacted
+        for call in msg.get("tool_calls") or []:
+            self._pending[call["id"]] = msg
         capture(self.session, CaptureEvent("assistant", msg, self.session.step, message_index=idx))
 
     def before_tool_call(self, name: str, arguments: dict[str, Any], tool_call_id: str) -> None:
-        """A tool call is about to run (``capture`` on the way in)."""
+        """A tool call is about to run (``capture`` on the way in, arguments redacted)."""
         msg = self._pending.get(tool_call_id, {"role": "assistant", "content": None})
         capture(
             self.session,
@@ -115,7 +118,7 @@ class VeilHarness:
                 self.session.step,
                 tool_name=name,
                 tool_call_id=tool_call_id,
-                arguments=arguments,
+                arguments=self.veil.redactor.value(arguments),
             ),
         )
 
@@ -131,9 +134,9 @@ class VeilHarness:
     ) -> None:
         """A tool call returned ``output`` (``capture`` on the way out; stored as its result)."""
         self._pending.pop(tool_call_id, None)
-        msg = {"role": "tool", "tool_call_id": tool_call_id, "content": output}
-        idx = self.session.append(msg)
-        result = ToolResult(output, is_error=is_error, outcome=outcome)  # type: ignore[arg-type]
+        idx = self.session.append({"role": "tool", "tool_call_id": tool_call_id, "content": output})
+        msg = self.session.messages[idx]  # as stored, redacted
+        result = ToolResult(msg["content"], is_error=is_error, outcome=outcome)  # type: ignore[arg-type]
         capture(
             self.session,
             CaptureEvent(
@@ -143,7 +146,7 @@ class VeilHarness:
                 message_index=idx,
                 tool_name=name,
                 tool_call_id=tool_call_id,
-                arguments=arguments,
+                arguments=self.veil.redactor.value(arguments),
                 result=result,
             ),
         )

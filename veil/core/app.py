@@ -112,6 +112,12 @@ class Veil:
         return tools
 
     @property
+    def redactor(self) -> Any:
+        """The :class:`veil.core.redaction.Redactor` every message, capture event, memory
+        write and summary passes through before it is stored (``security.redactSecrets``)."""
+        return self.config.redactor
+
+    @property
     def llm(self) -> LLM:
         """Model access (litellm or the bundled model), created on first use."""
         if self._llm is None:

@@ -255,7 +255,9 @@ def set_pinned(session: Session, item_id: str, pinned: bool) -> ContextItem:
 def remember(
     session: Session, content: str, kind: str, tags: list[str], tool_call_id: str | None = None
 ) -> ContextItem:
-    """Store a new item made by the model (loaded by hand; facts also become beliefs)."""
+    """Store a new item made by the model (loaded by hand; facts also become beliefs).
+    Credentials in ``content`` are redacted first (:mod:`veil.core.redaction`)."""
+    content = session.veil.redactor.text(content)
     stab = session.config.settings.context.initial_stability
     item = ContextItem(
         content=content,

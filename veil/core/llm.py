@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -119,10 +118,12 @@ class ContextWindowExceededError(ProviderError):
 
 
 # --------------------------------------------------------------------------------------------
-# Redaction
+# Redaction of error messages (the rules and the known secrets: veil.core.redaction)
 
 
 _REDACTED = "[redacted]"
+# Loose shapes for provider error text, where removing too much costs nothing; the credential
+# formats of veil.core.secret_formats run after them.
 _KEY_PATTERNS = [
     re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"),  # OpenAI, Anthropic, OpenRouter, DeepSeek keys
     re.compile(r"\bAIza[0-9A-Za-z_\-]{20,}"),  # Google API keys
@@ -130,7 +131,6 @@ _KEY_PATTERNS = [
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/\-]{8,}=*"),
     re.compile(r"(?i)((?:api[_-]?key|x-api-key|token)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{6,}"),
 ]
-_ENV_SECRET_NAME = re.compile(r"(?i)(API_KEY|_TOKEN|SECRET|PASSWORD|_KEY$)")
 _MIN_FRAGMENT = 8
 
 
@@ -154,12 +154,15 @@ def _mask_fragments(text: str, secret: str) -> str:
 
 
 def redact(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
-    """``text`` with API keys removed.
+    """``text`` (an error message) with API keys removed.
 
     Removes every fragment of 8+ characters of each known secret (so a key the provider echoes
-    in part is caught too) and anything shaped like a key (``sk-...``, ``AIza...``,
-    ``Bearer ...``, ``api_key=...``).
+    in part is caught too), anything shaped like a key (``sk-...``, ``AIza...``,
+    ``Bearer ...``, ``api_key=...``), then every credential format of
+    :mod:`veil.core.secret_formats` (:class:`veil.core.redaction.Redactor`).
     """
+    from veil.core.redaction import pattern_redactor
+
     for secret in secrets:
         if secret:
             text = _mask_fragments(text, secret)
@@ -168,15 +171,15 @@ def redact(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
             text = pattern.sub(lambda m: m.group(1) + _REDACTED, text)
         else:
             text = pattern.sub(_REDACTED, text)
-    return text
+    return pattern_redactor().text(text)
 
 
 def _environment_secrets() -> list[str]:
-    return [
-        value
-        for name, value in os.environ.items()
-        if _ENV_SECRET_NAME.search(name) and len(value) >= _MIN_FRAGMENT
-    ]
+    """Values of the environment's credential variables
+    (:func:`veil.core.redaction.environment_secrets`)."""
+    from veil.core.redaction import environment_secrets
+
+    return environment_secrets()
 
 
 # --------------------------------------------------------------------------------------------

@@ -129,12 +129,15 @@ def run_turn(
         veil.llm.notice_shown = True  # once per process: front ends may have shown it already
         session.emit("info", text=veil.llm.notice)
 
+    # stored first: the title, the task tags and the capture read the message as stored,
+    # with any credential the user pasted redacted (Session.append)
+    idx = session.append({"role": "user", "content": text})
+    user_msg = session.messages[idx]
+    text = user_msg["content"]
     if session.title is None:
         session.title = " ".join(text.split())[:80]
         veil.store.update_session(session.id, title=session.title)
     session.set_task(text)
-    user_msg: Message = {"role": "user", "content": text}
-    idx = session.append(user_msg)
     capture(session, CaptureEvent("user", user_msg, session.step, message_index=idx))
 
     pending_calls: list[str] = []
@@ -173,14 +176,18 @@ def run_turn(
             reply = _clean_assistant(completion.message)
             pending_calls = [tc["id"] for tc in reply.get("tool_calls") or []]
             idx = session.append(reply, usage=usage)
-            capture(session, CaptureEvent("assistant", reply, session.step, message_index=idx))
-            session.emit("assistant", text=reply.get("content") or "", toolCalls=len(pending_calls))
+            stored = session.messages[idx]  # redacted: what is captured, shown and sent again
+            capture(session, CaptureEvent("assistant", stored, session.step, message_index=idx))
+            session.emit(
+                "assistant", text=stored.get("content") or "", toolCalls=len(pending_calls)
+            )
 
             if not pending_calls:
-                result.final = reply.get("content") or ""
+                result.final = stored.get("content") or ""
                 break
-            for call in reply["tool_calls"]:
-                _run_tool_call(session, reply, call)
+            # each call runs with the arguments the model sent; the redacted copy is captured
+            for call, shown in zip(reply["tool_calls"], stored["tool_calls"], strict=True):
+                _run_tool_call(session, stored, call, shown)
                 pending_calls.remove(call["id"])
 
             veil.pm.hook.after_iteration(session=session, iteration=iteration)
@@ -250,18 +257,34 @@ def _clean_assistant(message: Message) -> Message:
     return out
 
 
-def _run_tool_call(session: Session, reply: Message, call: dict[str, Any]) -> None:
-    """Run one tool call with capture on the way in and out; append its result message."""
-    veil = session.veil
-    name = call["function"]["name"]
-    call_id = call["id"]
+def _parse_arguments(name: str, raw: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """A tool call's arguments as a dict, or None and why they are not a JSON object."""
     try:
-        arguments = json.loads(call["function"].get("arguments") or "{}")
+        arguments = json.loads(raw or "{}")
         if not isinstance(arguments, dict):
             raise ValueError("arguments must be a JSON object")
     except ValueError as exc:
-        arguments = None
-        outcome = ToolResult(f"{name}: invalid JSON arguments: {exc}", is_error=True)
+        return None, f"{name}: invalid JSON arguments: {exc}"
+    return arguments, None
+
+
+def _run_tool_call(
+    session: Session, reply: Message, call: dict[str, Any], shown: dict[str, Any] | None = None
+) -> None:
+    """Run one tool call with capture on the way in and out; append its result message.
+
+    ``call`` is the call as the model sent it (the tool runs with its arguments); ``shown``
+    the same call as stored, credentials redacted (``reply`` is the stored assistant message):
+    capture and front ends see only that one."""
+    veil = session.veil
+    name = call["function"]["name"]
+    call_id = call["id"]
+    arguments, problem = _parse_arguments(name, call["function"].get("arguments"))
+    if problem is not None:
+        outcome = ToolResult(problem, is_error=True)
+    shown_arguments = arguments
+    if shown is not None and shown is not call:
+        shown_arguments = _parse_arguments(name, shown["function"].get("arguments"))[0]
     capture(
         session,
         CaptureEvent(
@@ -270,10 +293,10 @@ def _run_tool_call(session: Session, reply: Message, call: dict[str, Any]) -> No
             session.step,
             tool_name=name,
             tool_call_id=call_id,
-            arguments=arguments,
+            arguments=shown_arguments,
         ),
     )
-    session.emit("tool_call", name=name, arguments=arguments, toolCallId=call_id)
+    session.emit("tool_call", name=name, arguments=shown_arguments, toolCallId=call_id)
     if arguments is not None:
         tool = veil.tools.get(name)
         if tool is None:
@@ -289,8 +312,9 @@ def _run_tool_call(session: Session, reply: Message, call: dict[str, Any]) -> No
                 raise
             except Exception as exc:  # noqa: BLE001 - a tool bug must not kill the session
                 outcome = ToolResult(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
-    tool_msg: Message = {"role": "tool", "tool_call_id": call_id, "content": outcome.content}
-    idx = session.append(tool_msg)
+    idx = session.append({"role": "tool", "tool_call_id": call_id, "content": outcome.content})
+    tool_msg = session.messages[idx]
+    outcome = veil.redactor.tool_result(outcome, tool_msg["content"])  # as stored
     capture(
         session,
         CaptureEvent(
@@ -300,7 +324,7 @@ def _run_tool_call(session: Session, reply: Message, call: dict[str, Any]) -> No
             message_index=idx,
             tool_name=name,
             tool_call_id=call_id,
-            arguments=arguments,
+            arguments=shown_arguments,
             result=outcome,
         ),
     )

@@ -55,6 +55,7 @@ class Session:
         self.closed_at: float | None = row.get("closed_at")
         self.compact_summary: str | None = row.get("compact_summary")
         self.compact_size: int = int(row.get("compact_size") or 0)
+        self._clean_summary: str | None = self.compact_summary  # stored ones were redacted
         self.state: dict[str, Any] = dict(row.get("state") or {})
         self.resumed = resumed
         history = veil.store.messages(self.id) if resumed else []
@@ -145,7 +146,14 @@ class Session:
             raise SessionClosed(f"session {self.id} is closed")
 
     def append(self, message: Message, usage: dict | None = None) -> int:
-        """Append a message to the full history (stored at once); return its index."""
+        """Append a message to the full history (stored at once); return its index.
+
+        This is where everything enters a session (user messages, replies with their tool
+        calls, tool results): the message is stored and kept with credentials replaced by
+        ``[redacted:NAME]`` (:mod:`veil.core.redaction`; off with ``security.redactSecrets``),
+        so the store, the prompts and whatever is captured from ``messages[idx]`` never hold
+        them. ``message`` itself is not changed."""
+        message = self.veil.redactor.message(message)
         idx = len(self.messages)
         self.veil.store.append_message(self.id, idx, self.step, message, usage)
         self.messages.append(message)
@@ -165,7 +173,13 @@ class Session:
         self.turn_embeddings.add(items)
 
     def save_state(self) -> None:
-        """Persist ``compact_summary``, ``compact_size`` and the JSON-safe part of ``state``."""
+        """Persist ``compact_summary``, ``compact_size`` and the JSON-safe part of ``state``.
+
+        The summary is a model's text: it is redacted (:mod:`veil.core.redaction`) before it
+        is stored, and the session keeps the redacted text for its prompts."""
+        if self.compact_summary and self.compact_summary is not self._clean_summary:
+            self.compact_summary = self.veil.redactor.text(self.compact_summary)
+            self._clean_summary = self.compact_summary  # redacted once, not at every turn end
         safe = {}
         for key, value in self.state.items():
             try:

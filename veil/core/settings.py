@@ -344,6 +344,15 @@ class HttpSettings(_Model):
     max_body_bytes: int = Field(default=1_048_576, ge=1)
 
 
+class SecuritySettings(_Model):
+    """``security``: ``redact_secrets`` (true) replaces credentials with ``[redacted:NAME]``
+    before anything is stored, captured or sent back (:mod:`veil.core.redaction`). Only the
+    user may turn it off (``VEIL_SECURITY__REDACT_SECRETS=false``): a project's settings.json
+    that says ``false`` is refused, since a cloned repository could ship one."""
+
+    redact_secrets: bool = True
+
+
 class EmbeddingSettings(_Model):
     """``embeddings``: ``local`` (all-MiniLM-L6-v2 in-process) or ``ollama`` on 127.0.0.1."""
 
@@ -373,6 +382,7 @@ class Settings(BaseSettings):
     convergence: ConvergenceSettings = Field(default_factory=ConvergenceSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
     default_agent: str = Field(
         default=DEFAULT_AGENT, validation_alias=AliasChoices("defaultAgent", "default_agent")
     )
@@ -509,6 +519,7 @@ class Config:
     auth: AuthConfig
     settings_file: Path
     _agents: dict[str, AgentConfig] = field(default_factory=dict, repr=False)
+    _redactor: Any = field(default=None, repr=False, compare=False)
 
     @property
     def veil_dir(self) -> Path:
@@ -522,6 +533,16 @@ class Config:
             main=self.settings.models.main or self.auth.models.main,
             compact=self.settings.models.compact or self.auth.models.compact,
         )
+
+    @property
+    def redactor(self) -> Any:
+        """The project's :class:`veil.core.redaction.Redactor` (``security.redactSecrets``,
+        the secrets of the auth files, settings and environment), built on first use."""
+        if self._redactor is None:
+            from veil.core.redaction import redactor_for
+
+            self._redactor = redactor_for(self)
+        return self._redactor
 
     def agent_file(self, name: str) -> Path:
         """Path of ``.veil/agents/<name>/agent.json`` (name validated, no symlink on the way).
@@ -572,6 +593,26 @@ class Config:
         return self.memory_for(agent).enabled
 
 
+def _refuse_weaker_security(path: Path, data: dict[str, Any]) -> None:
+    """A project file may not turn secret redaction off: a cloned repository could ship one
+    that makes tool output with credentials land verbatim in the store and in MEMORY.md, which
+    teams commit. The user turns it off in the environment.
+
+    Raises:
+        ConfigError: ``security.redactSecrets`` is false in ``path``.
+    """
+    security = data.get("security")
+    if not isinstance(security, dict):
+        return
+    for key in ("redactSecrets", "redact_secrets"):
+        if security.get(key) is False:
+            raise ConfigError(
+                f"{path}: security.{key}: a project file may not turn secret redaction off "
+                "(a cloned repository could ship it); set VEIL_SECURITY__REDACT_SECRETS=false "
+                "in your environment instead"
+            )
+
+
 def load_config(project_dir: str | Path | None = None) -> Config:
     """Load ``.veil/settings.json``, ``VEIL_*`` variables and the auth files of a project.
 
@@ -588,6 +629,7 @@ def load_config(project_dir: str | Path | None = None) -> Config:
         SettingsFile.model_validate(data)  # the file alone, so errors name the file
     except ValidationError as exc:
         raise ConfigError(_format_errors(str(settings_file), exc)) from exc
+    _refuse_weaker_security(settings_file, data)
     try:
         settings = Settings(**data)
     except ValidationError as exc:

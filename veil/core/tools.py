@@ -437,6 +437,41 @@ def _encode_utf8(field: str, text: str) -> bytes:
         raise _ArgumentError(field, f"cannot be encoded as UTF-8 ({exc.reason})") from exc
 
 
+def _refuse_new_placeholders(ctx: ToolContext, field: str, before: str, after: str) -> None:
+    """Refuse a write that adds redaction placeholders to a file.
+
+    The model sees ``[redacted:NAME]`` where a tool output held a credential
+    (:mod:`veil.core.redaction`); a file written back from what it saw would get the
+    placeholder instead of the real value, and the secret would be lost. A write may keep the
+    placeholders a file already holds, not add any (with ``security.redactSecrets`` off there
+    are none to copy, and nothing is checked).
+
+    Raises:
+        _ArgumentError: ``after`` holds more placeholders than ``before`` (names ``field``).
+    """
+    if "[redacted:" not in after or not ctx.session.veil.redactor.enabled:
+        return
+    from veil.core.redaction import placeholders
+
+    added = placeholders(after) - placeholders(before)
+    if added:
+        shown = ", ".join(sorted(added))
+        raise _ArgumentError(
+            field,
+            f"holds {shown}: veil hid a secret there from you, and writing the placeholder "
+            "would replace the real value in the file; change the lines around it instead, "
+            "or ask the user to change that value",
+        )
+
+
+def _current_text(path: Path) -> str:
+    """A file's text as far as it decodes ("" when it does not exist or is not a file)."""
+    try:
+        return path.read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def _run_write(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     path = _resolve(ctx, args["path"])
     shown = _display(ctx, path)
@@ -445,6 +480,8 @@ def _run_write(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     data = _encode_utf8("content", content)
     if path.is_dir():
         raise _ToolFailureError(f"{shown}: is a directory", meta)
+    if "[redacted:" in content:
+        _refuse_new_placeholders(ctx, "content", _current_text(path), content)
     existed = path.exists()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -519,6 +556,8 @@ def _run_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     replacement = _with_eol(new, eol)
     first_line = text.count("\n", 0, text.index(needle)) + 1
     updated = text.replace(needle, replacement, -1 if replace_all else 1)
+    if "[redacted:" in new:
+        _refuse_new_placeholders(ctx, "new_string", text, updated)
     data = bom + _encode_utf8("new_string", updated)
     try:
         atomic_write_bytes(path, data)

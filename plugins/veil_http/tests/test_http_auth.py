@@ -107,6 +107,7 @@ def test_no_api_key_in_any_response(make_client, make_veil, project):
         assert API_KEY not in text
         assert TOKEN not in text
     turn = json.loads(bodies[5])
-    assert turn["final"].startswith("your key is [redacted], and half")
-    # the store keeps the full history as it was; only what leaves over HTTP is scrubbed
-    assert API_KEY in veil.store.messages(sid)[-1][1]["content"]
+    assert turn["final"].startswith("your key is [redacted:veil_known], and half")
+    # the reply is redacted before it is stored (issue 17): the store never holds the key
+    stored = veil.store.messages(sid)[-1][1]["content"]
+    assert API_KEY not in stored and stored.startswith("your key is [redacted:veil_known]")

@@ -132,7 +132,7 @@ def create_app(
     app.state.veil = veil
     app.state.operations = operations
     app.state.max_body_bytes = limit
-    app.state.redactor = Redactor(_secrets(veil, token))
+    app.state.redactor = Redactor(_secrets(veil, token), core=veil.redactor)
     app.state.tasks = set()
     app.state.openapi = build_openapi(
         operations, version=__version__, bearer=token is not None, max_body_bytes=limit

@@ -2,9 +2,11 @@
 
 Core errors (:class:`veil.core.errors.VeilError`) carry their own ``code`` and ``http_status``
 (seed 000's ``SESSION_NOT_FOUND`` 404, ``SESSION_CLOSED`` / ``COMPACTION_DISABLED`` 400...);
-Starlette's own 404 / 405 and anything unexpected are mapped here too. Known secrets (provider
-API keys, the bearer token, secret-looking environment variables) are removed from every
-message, and from every body :func:`json_response` renders.
+Starlette's own 404 / 405 and anything unexpected are mapped here too. Every body
+:func:`json_response` renders and every message passes through :class:`Redactor`: credentials
+become ``[redacted:NAME]`` (the core's :mod:`veil.core.redaction`), and veil's own secrets
+(provider API keys, the bearer token, secret-looking environment variables) are removed even
+when ``security.redactSecrets`` is off.
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import re
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -24,9 +24,6 @@ from veil.core.errors import BadRequest, VeilError
 
 log = logging.getLogger("veil_http")
 
-REDACTED = "[redacted]"
-_ENV_SECRET_NAME = re.compile(r"(?i)(API_KEY|_TOKEN|SECRET|PASSWORD|_KEY$)")
-_MIN_SECRET_CHARS = 8
 _STATUS_CODES = {
     400: "BAD_REQUEST",
     401: "UNAUTHORIZED",
@@ -67,34 +64,52 @@ class BodyTooLarge(VeilError):  # noqa: N818 - an HTTP status, like BadRequest
 
 
 class Redactor:
-    """Removes known secrets from text: exact occurrences of each secret of 8+ characters.
+    """What the HTTP API sends back passes through here: the core's redactor
+    (:class:`veil.core.redaction.Redactor`) with the server's own secrets added.
 
     Args:
-        secrets: provider API keys, the bearer token...; secret-looking environment variables
-            (names with ``API_KEY``, ``_TOKEN``, ``SECRET``, ``PASSWORD``, ending ``_KEY``; the
-            rule of :mod:`veil.core.llm`) are added.
+        secrets: secrets of this server (the bearer token, provider API keys); values under
+            8 characters are ignored.
+        core: the project's redactor (``veil.redactor``); default one that knows the
+            secret-looking environment variables (:func:`veil.core.redaction.environment_secrets`).
 
-    Exact replacement is linear in the text, so it runs on every response body.
+    With ``security.redactSecrets`` off only the known secrets are removed (as veil did before
+    it redacted anything else).
     """
 
-    def __init__(self, secrets: list[str] | tuple[str, ...] = ()) -> None:
-        env = [v for k, v in os.environ.items() if _ENV_SECRET_NAME.search(k)]
-        found = {s for s in [*secrets, *env] if s and len(s) >= _MIN_SECRET_CHARS}
-        # Longest first so a key containing another is removed whole.
-        self.secrets = sorted(found, key=len, reverse=True)
+    def __init__(self, secrets: list[str] | tuple[str, ...] = (), core: Any = None) -> None:
+        from veil.core.redaction import Redactor as CoreRedactor
+        from veil.core.redaction import environment_secrets
+
+        base = core if core is not None else CoreRedactor(environment_secrets())
+        self.core = base.with_known([s for s in secrets if s])
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The known secrets, longest first."""
+        return self.core.known
 
     def __call__(self, text: str) -> str:
-        """``text`` with every known secret replaced by ``[redacted]``."""
-        for secret in self.secrets:
-            if secret in text:
-                text = text.replace(secret, REDACTED)
-        return text
+        """``text`` with credentials replaced (known secrets only when redaction is off)."""
+        if self.core.enabled:
+            return self.core.text(text)
+        return self.core.known_only(text)
+
+    def value(self, data: Any) -> Any:
+        """JSON-like ``data`` with credentials replaced in its strings
+        (:meth:`veil.core.redaction.Redactor.value`); unchanged when redaction is off."""
+        return self.core.value(data)
+
+    def known_only(self, text: str) -> str:
+        """``text`` with the known secrets replaced."""
+        return self.core.known_only(text)
 
     def message(self, text: str) -> str:
-        """An error message with known secrets and key-shaped strings removed (core's redact)."""
+        """An error message with known secrets (also in part: 8+ characters of one) and
+        key-shaped strings removed (:func:`veil.core.llm.redact`)."""
         from veil.core.llm import redact
 
-        return redact(self(text))
+        return redact(self.core.known_only(text), list(self.core.known))
 
 
 def jsonable(value: Any) -> Any:
@@ -117,13 +132,17 @@ def json_response(
     redactor: Redactor | None = None,
     headers: dict[str, str] | None = None,
 ) -> Response:
-    """Render ``body`` as compact UTF-8 JSON with secrets removed.
+    """Render ``body`` as compact UTF-8 JSON with secrets removed: every string value
+    redacted (:meth:`Redactor.value`), then the known secrets removed from the rendered text.
 
     Floats that are not finite become null (JSON has no NaN); unknown objects become strings.
     """
-    text = json.dumps(jsonable(body), ensure_ascii=False, separators=(",", ":"))
+    data = jsonable(body)
     if redactor is not None:
-        text = redactor(text)
+        data = redactor.value(data)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    if redactor is not None:
+        text = redactor.known_only(text)
     return Response(text, status_code=status, media_type="application/json", headers=headers)
 
 

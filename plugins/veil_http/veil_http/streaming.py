@@ -69,10 +69,14 @@ _END = object()
 
 
 def sse(kind: str, data: Any, redactor: Redactor | None = None) -> str:
-    """One server-sent event: ``event: kind`` and compact JSON ``data`` (no raw newline)."""
-    text = json.dumps(jsonable(data), ensure_ascii=False, separators=(",", ":"))
+    """One server-sent event: ``event: kind`` and compact JSON ``data`` (no raw newline), its
+    strings redacted like a JSON body (:func:`veil_http.errors.json_response`)."""
+    data = jsonable(data)
     if redactor is not None:
-        text = redactor(text)
+        data = redactor.value(data)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    if redactor is not None:
+        text = redactor.known_only(text)
     return f"event: {kind}\ndata: {text}\n\n"
 
 

@@ -82,7 +82,10 @@ def system_prompt_sections(session: Any) -> PromptSection | None:
         result = build_memory_section(
             session.config, session.agent, session.cwd, session.context_window
         )
-        state["section_text"] = result.text if result and result.text else None
+        # files veil did not write (edited by hand, PUT, AGENTS.md) may hold credentials: the
+        # prompt, and this cache in the store, get them redacted (security.redactSecrets)
+        text = session.config.redactor.text(result.text) if result and result.text else None
+        state["section_text"] = text or None
         state["injection"] = (
             {
                 "tokens": result.tokens,

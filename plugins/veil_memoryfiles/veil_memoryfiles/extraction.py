@@ -11,6 +11,9 @@ Repository-provided text (issue 17) is never promoted: the prompt asks the model
 what comes from quoted, repository-provided memory or instruction files, and each fact goes
 through ``memory_write``'s copy guard (``origin="agent"``, :func:`veil_memoryfiles.trust.find_copy`):
 a fact that repeats text veil did not write is neither written nor asserted as a belief.
+A fact that holds a credential, or the placeholder of one already redacted
+(``[redacted:NAME]``), is refused too: neither written nor believed, and the session is told how
+many were (``security.redactSecrets``; :mod:`veil.core.redaction`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from veil.core.redaction import has_placeholder
 from veil_memoryfiles.service import MemoryService
 
 MAX_FACTS = 12
@@ -61,9 +65,16 @@ def parse_facts(answer: str, limit: int = MAX_FACTS) -> list[str]:
     return list(facts)[:limit]
 
 
+def credential_like(fact: str, redactor: Any) -> bool:
+    """Whether an extracted fact is about a credential: it holds one (``redactor`` would change
+    it) or the placeholder of one already redacted. Always False when redaction is off."""
+    return bool(redactor.enabled) and (has_placeholder(fact) or redactor.changes(fact))
+
+
 def extract_before_compaction(session: Any, messages: list[dict[str, Any]]) -> list[str]:
     """Ask the compact model for facts in ``messages`` and write them; return the facts written.
 
+    Credential-like facts (:func:`credential_like`) are dropped; an ``info`` event says how many.
     Returns [] when memory is disabled for the agent or there is nothing to read.
     """
     service = MemoryService(session.config, session.agent)
@@ -85,20 +96,28 @@ def extract_before_compaction(session: Any, messages: list[dict[str, Any]]) -> l
         return []
     written = []
     refused = 0
+    untrusted = 0
+    redactor = session.config.redactor
     for fact in parse_facts(completion.message.get("content") or ""):
+        if credential_like(fact, redactor):
+            refused += 1
+            continue
         outcome = service.write(fact, "agent", origin="agent")
         if outcome.status == "skipped_untrusted":
-            refused += 1  # repository-provided text: not the agent's, not a belief either
+            untrusted += 1  # repository-provided text: not the agent's, not a belief either
             continue
         if outcome.status == "written":
             written.append(fact)
         session.veil.beliefs.assert_fact(session, fact, source="memory_extraction")
-    if written:
-        session.emit("info", text=f"memory: {len(written)} fact(s) written before compaction")
-    if refused:
+    if written or refused:
+        text = f"memory: {len(written)} fact(s) written before compaction"
+        if refused:
+            text += f"; {refused} credential-like fact(s) refused (not written, not believed)"
+        session.emit("info", text=text)
+    if untrusted:
         session.emit(
             "info",
-            text=f"memory: {refused} extracted fact(s) not written: they repeat "
+            text=f"memory: {untrusted} extracted fact(s) not written: they repeat "
             "repository-provided text",
         )
     return written

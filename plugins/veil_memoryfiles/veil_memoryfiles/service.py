@@ -63,6 +63,8 @@ class MemoryWriteOutcome:
         scope: the scope asked for; file: the file's path relative to the project.
         result: the store's detailed result (None when disabled or skipped_untrusted).
         copied_from: for ``skipped_untrusted``, where the repeated text stands.
+        redacted: credentials in the content were replaced by ``[redacted:NAME]`` before the
+            write (:mod:`veil.core.redaction`).
     """
 
     status: Status
@@ -70,6 +72,7 @@ class MemoryWriteOutcome:
     file: str
     result: WriteResult | None = None
     copied_from: str | None = None
+    redacted: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields: status, scope, file, and for a write date / archived / archive."""
@@ -90,6 +93,8 @@ class MemoryWriteOutcome:
                 out["archive"] = r.archive_path.name if r.archive_path else None
             if r.over_cap:
                 out["over_cap"] = True
+        if self.redacted:
+            out["redacted"] = True
         return out
 
 
@@ -170,6 +175,12 @@ class MemoryService:
                 refused (``skipped_untrusted``) when it copies repository-provided text
                 (:func:`veil_memoryfiles.trust.find_copy`); ``user`` for text the user typed.
 
+        Every write of an entry comes here (the tool, ``/remember``, ``veil memory write``,
+        pre-compaction extraction): credentials in ``content`` are replaced by
+        ``[redacted:NAME]`` first (:mod:`veil.core.redaction`, ``security.redactSecrets``), so
+        a memory file, which teams commit, never receives one from veil. The guards then see
+        the redacted text.
+
         Raises:
             BadRequest / UnsafePath: bad ``content`` or ``scope``. MemoryLimitExceeded: over
             ``maxEntryBytes``, or over ``maxFileBytes`` with nothing left to archive.
@@ -180,26 +191,28 @@ class MemoryService:
         shown = display_path(self.project, path)
         if not self.enabled:
             return MemoryWriteOutcome("disabled", scope, shown)
+        clean = self.config.redactor.text(content) if isinstance(content, str) else content
+        redacted = clean is not content
         limits = self.limits(scope)
-        if origin == "agent" and isinstance(content, str) and not is_empty(content):
-            check_entry_size(content.strip(), limits.max_entry_bytes)  # before reading files
+        if origin == "agent" and isinstance(clean, str) and not is_empty(clean):
+            check_entry_size(clean.strip(), limits.max_entry_bytes)  # before reading files
             if self._units is None:  # veil's own writes add no untrusted text: compute once
                 self._units = self.untrusted_units()
-            copied = find_copy(content, self._units)
+            copied = find_copy(clean, self._units)
             if copied is not None:
                 return MemoryWriteOutcome(
-                    "skipped_untrusted", scope, shown, copied_from=copied.where
+                    "skipped_untrusted", scope, shown, copied_from=copied.where, redacted=redacted
                 )
         result = append_entry(
             path,
-            content,
+            clean,
             max_lines=limits.max_lines,
             max_entry_bytes=limits.max_entry_bytes,
             max_file_bytes=limits.max_file_bytes,
             now=now,
             provenance=self.provenance,
         )
-        return MemoryWriteOutcome(result.status, scope, shown, result)
+        return MemoryWriteOutcome(result.status, scope, shown, result, redacted=redacted)
 
     # -- reading ----------------------------------------------------------------------------------
 
