@@ -108,3 +108,39 @@ def test_every_side_is_quoted_from_its_source(pair):
         assert quote in text, (pair["id"], name)
         if "line" in source:
             assert quote in source["line"] and source["line"] in text, (pair["id"], name)
+
+
+def test_few_conflicts_when_every_sentence_of_real_runs_is_a_belief(capsys):
+    """The worst case: every sentence the agent wrote in the 84 mini-swe-agent runs asserted as a
+    fact, each run in its own store. The previous rule opened 602 conflicts there (one per
+    subject and predicate with two values); what remains are real contradictions between the
+    agent's own statements ("`data` is `None`" / "`data` is `'invalid'`")."""
+    import glob
+    import re
+
+    from veil.core.claims import contradicts, parse_claim
+
+    folder = shared_data("trajectories")
+    sentence_end = re.compile(r"(?<=[.!?])\s+(?=[A-Z`])")
+    sentences = conflicts = 0
+    for path in sorted(glob.glob(str(folder / "mini-swe-agent*" / "*.json"))):
+        claims: dict[tuple[str, str], list] = {}
+        for message in json.loads(Path(path).read_text(encoding="utf-8"))["messages"]:
+            if message.get("role") != "assistant" or not isinstance(message.get("content"), str):
+                continue
+            for line in message["content"].splitlines():
+                if "```" in line or line.startswith("    "):
+                    continue  # code, not statements
+                for sentence in sentence_end.split(line):
+                    sentences += 1
+                    claim = parse_claim(sentence)
+                    if claim is not None:
+                        claims.setdefault((claim.subject, claim.predicate), []).append(claim)
+        conflicts += sum(
+            any(contradicts(a, b) for i, a in enumerate(group) for b in group[i + 1 :])
+            for group in claims.values()
+        )
+    with capsys.disabled():
+        print(f"\n{sentences} sentences of 84 real runs as beliefs: {conflicts} conflicts")
+    assert sentences > 20_000
+    assert conflicts <= 10

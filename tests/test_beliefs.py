@@ -212,6 +212,10 @@ def _conflict_after(tmp_path, *facts):
         ("numpy version is 1.26.4", "numpy version is 2.4.4", True),
         ("`timeout` defaults to 30 seconds", "`timeout` defaults to 60 seconds", True),
         ("`timeout` defaults to 30 seconds", "`retries` defaults to 3", False),
+        ('The rule is called "L031"', 'The rule is called "L032"', True),  # a quoted name
+        ("`parse` is called with `x=1`", "`parse` is called with `x=2`", False),  # two calls
+        ("`times` is a parameter", "`times` is a `DatetimeIndex`", False),  # role vs class
+        ("`value` is `None`", "`value` is a `nodes.Const`", True),  # None is no Const
     ],
 )
 def test_conflicts_need_same_subject_same_aspect_and_incompatible_values(

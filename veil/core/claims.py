@@ -7,9 +7,9 @@ A belief conflicts with another only when all three hold (no LLM, no score):
 2. **Same aspect**: the same single-valued predicate (:data:`PATTERNS`: "listens on port",
    "version is", "runs on", "is set to", "defaults to", "is located in", "is called", "is") *and*
    values of the same kind (:func:`value_kind`): a version, a number with the same unit, a path,
-   a URL, a code literal (``None``, ``"iso"``, ``True``), a type ("a ``Const``"), a state on one
-   scale of mutually exclusive states (:data:`STATE_SCALES`: running / stopped, passing /
-   failing, empty / non-empty...), or a name when the subject names an attribute
+   a URL, a code literal (``None``, ``"iso"``, ``True``), a class in code quotes ("a ``Const``"),
+   a state on one scale of mutually exclusive states (:data:`STATE_SCALES`: running / stopped,
+   passing / failing, empty / non-empty...), or a name when the subject names an attribute
    (:data:`ATTRIBUTE_NOUNS`: the branch, the dialect, the encoding...). "The server is running"
    and "the server is slow" are about two aspects of one subject and never conflict; nor do two
    free-text descriptions ("the rule is designed to discourage aliases" / "the rule is working
@@ -60,7 +60,11 @@ PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         "is located in",
         re.compile(r"^(?P<s>.+?)\s+(?:is located|lives) (?:in|at)\s+(?P<v>.+)$", re.I),
     ),
-    ("is called", re.compile(r"^(?P<s>.+?)\s+(?:is|was) (?:called|named)\s+(?P<v>.+)$", re.I)),
+    # a name given in quotes: "is called with `x`" reports a call, not a name
+    (
+        "is called",
+        re.compile(r"^(?P<s>.+?)\s+(?:is|was) (?:called|named)\s+(?P<v>[`'\"].+)$", re.I),
+    ),
     ("is", re.compile(r"^(?P<s>.+?)\s+(?P<op>is|=|equals|==)\s+(?P<v>.+)$", re.I)),
 ]
 """Single-valued predicates, tried in order (the first that matches wins)."""
@@ -400,7 +404,8 @@ def value_kind(claim: Claim) -> tuple[str, str, bool] | None:
 
     Kinds: ``version``, ``number:<unit>``, ``url``, ``path``, ``literal``, ``state:<scale>``
     (the canonical value is then the scale's side, ``+`` or ``-``; an empty literal such as
-    ``[]`` is the state empty), ``type`` ("a ``nodes.Const``": the class, last dotted part), ``name``
+    ``[]`` is the state empty), ``type`` ("a ``nodes.Const``", a class in code quotes: its last dotted
+    part), ``name``
     (a one-word value of an attribute subject, :data:`ATTRIBUTE_NOUNS`), and for the predicates
     that name their aspect ("listens on port", "version is", "runs on", "is set to", "defaults
     to", "is located in") ``value`` for any other value of at most three words. ``positive`` is
@@ -410,10 +415,10 @@ def value_kind(claim: Claim) -> tuple[str, str, bool] | None:
     if value.startswith("not "):
         positive, value = False, value[4:]
     if value.startswith("a "):  # an instance of a class: "a `nodes.Const`" is "a `Const`"
-        kind = _strip_quotes(value[2:])
-        if len(kind.split()) != 1:
-            return None  # "a string path": a description
-        return "type", kind.rsplit(".", 1)[-1], positive
+        kind = value[2:]
+        if not _QUOTED.match(kind) or len(_strip_quotes(kind).split()) != 1:
+            return None  # "a parameter", "a string path": a description, not a class name
+        return "type", _strip_quotes(kind).rsplit(".", 1)[-1], positive
     quoted = _QUOTED.match(value)
     bare = next((g for g in quoted.groups() if g is not None), value) if quoted else value
     bare = bare.strip()
