@@ -1,4 +1,4 @@
-"""Token counting: exact where the model's tokenizer is installed, a bounded estimate otherwise.
+"""Token counting: exact where the model's tokenizer is installed, a close estimate otherwise.
 
 Three functions, all offline (tiktoken's files ship inside litellm's wheel; see
 :mod:`veil.core.offline`):
@@ -34,14 +34,14 @@ two things, which the estimate follows:
   every digit its own token. For a model of those families (:func:`splits_digits`, by name) each
   run of ``n`` ASCII digits adds ``n - ceil(n / 3)`` tokens (``extra_digit_tokens``).
 - **CJK and other scripts.** o200k_base and DeepSeek spend about 15% fewer tokens than
-  cl100k_base on the shared Chinese memory file, Claude's published tokenizer 11% more; the factor
-  sits between them.
+  cl100k_base on the shared Chinese memory file, the Claude tokenizer litellm bundles (Claude 2's)
+  11% more; the factor sits between them.
 
 :data:`ESTIMATE_FACTOR` (1.05) is the middle of what the installed tokenizers spend per
 cl100k_base token on the shared data. What is checked (tests/test_tokens.py): on a real 2 MB JSON
 result, tool-output logs, digit-heavy text and the Chinese memory file, the estimate is within
-1.25x either way of cl100k_base, o200k_base, DeepSeek's and Claude's tokenizers (digit-grouping
-models) and of SmolLM2's tokenizer (digit-splitting models; not on CJK: SmolLM2's 49k English
+1.25x either way (0.94-1.24x measured) of cl100k_base, o200k_base, DeepSeek's and Claude's tokenizers (digit-grouping
+models) and of SmolLM2's tokenizer (digit-splitting models, 0.93-1.05x; not on CJK: SmolLM2's 49k English
 vocabulary spends 1.7x cl100k_base's count there). It can under-count by up to 20%: the agent
 loop keeps ``loop.completionReserve`` free, compacts at ``compaction.threshold`` of the window,
 and compacts and retries once when a provider still refuses a prompt as too long.
