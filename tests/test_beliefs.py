@@ -185,3 +185,106 @@ def test_beliefs_slash_command_and_route(make_veil):
     body = route.handler(RouteRequest("GET", {}, {}, b"", veil)).body
     assert [b["statement"] for b in body["beliefs"]] == ["the api port is 1", "the api port is 2"]
     assert len(body["conflicts"]) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# the rule: same subject, same aspect, incompatible values; one tool call never conflicts
+
+
+def _conflict_after(tmp_path, *facts):
+    beliefs = BeliefStore(Store(tmp_path / "r.db"))
+    results = [beliefs.assert_fact(None, text, tool_call_id=call) for text, call in facts]
+    return beliefs, results
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "conflict"),
+    [
+        ("the server is running", "the server is stopped", True),  # one scale, two sides
+        ("the server is running", "the server is slow", False),  # two aspects of one subject
+        ("the server is running", "the server is started", False),  # same side of the scale
+        ("`data` is empty", "`data` is not empty", True),  # a value and its negation
+        ("`data` is not `None`", "`data` is `[1, 2]`", False),  # compatible values
+        ("the default branch is main", "the default branch is develop", True),  # names
+        ("the issue is in `parse`", "the issue is in `lex`", False),  # a discourse noun
+        ("If `x` is empty, we return", "`x` is not empty", False),  # a conditional
+        ("What if the port is 8080?", "the port is 9090", False),  # a question
+        ("numpy version is 1.26.4", "numpy version is 2.4.4", True),
+        ("`timeout` defaults to 30 seconds", "`timeout` defaults to 60 seconds", True),
+        ("`timeout` defaults to 30 seconds", "`retries` defaults to 3", False),
+        ('The rule is called "L031"', 'The rule is called "L032"', True),  # a quoted name
+        ("`parse` is called with `x=1`", "`parse` is called with `x=2`", False),  # two calls
+        ("`times` is a parameter", "`times` is a `DatetimeIndex`", False),  # role vs class
+        ("`value` is `None`", "`value` is a `nodes.Const`", True),  # None is no Const
+    ],
+)
+def test_conflicts_need_same_subject_same_aspect_and_incompatible_values(
+    tmp_path, first, second, conflict
+):
+    beliefs, _ = _conflict_after(tmp_path, (first, "call_1"), (second, "call_2"))
+    assert bool(beliefs.open_conflicts()) is conflict
+
+
+def test_facts_from_one_tool_call_never_conflict_with_each_other(tmp_path):
+    beliefs, results = _conflict_after(
+        tmp_path, ("the api port is 8001", "call_1"), ("the api port is 8002", "call_1")
+    )
+    assert beliefs.open_conflicts() == [] and [r["conflict"] for r in results] == [None, None]
+    # a third statement from another call contradicts both: all three are members
+    third = beliefs.assert_fact(None, "the api port is 9000", tool_call_id="call_2")
+    [conflict] = beliefs.open_conflicts()
+    assert third["conflict"] == conflict["id"]
+    assert [b["statement"] for b in conflict["beliefs"]] == [
+        "the api port is 8001",
+        "the api port is 8002",
+        "the api port is 9000",
+    ]
+
+
+def test_one_output_listing_two_servers_gives_no_port_fact():
+    output = (
+        "[api] Uvicorn running on http://127.0.0.1:8001 (Press CTRL+C to quit)\n"
+        "[web] Uvicorn running on http://127.0.0.1:8002 (Press CTRL+C to quit)\n"
+    )
+    assert facts_in_tool_output("honcho start", output) == []
+    # Flask prints the same port on two addresses: one fact
+    flask = " * Running on http://127.0.0.1:5000\n * Running on http://172.17.0.2:5000\n"
+    assert facts_in_tool_output("flask run", flask) == ["the server listens on port 5000"]
+
+
+def test_a_conflict_lists_only_the_beliefs_that_contradict(tmp_path):
+    beliefs, results = _conflict_after(
+        tmp_path,
+        ("the server is running", "call_1"),
+        ("the server is slow", "call_2"),
+        ("the server is stopped", "call_3"),
+    )
+    [conflict] = beliefs.open_conflicts()
+    assert [b["statement"] for b in conflict["beliefs"]] == [
+        "the server is running",
+        "the server is stopped",
+    ]
+    assert results[1]["conflict"] is None  # "slow" takes no part in it
+    with pytest.raises(BadRequest, match="keep"):
+        beliefs.resolve(None, conflict["id"], results[1]["belief"])
+    beliefs.resolve(None, conflict["id"], results[2]["belief"])
+    active = [b["statement"] for b in beliefs.beliefs()]
+    assert active == ["the server is slow", "the server is stopped"]
+
+
+def test_conflicts_an_older_rule_opened_no_longer_show(tmp_path):
+    """A store written by the older rule (any two values of "X is ...") keeps its open conflict
+    rows; the beliefs in them no longer contradict, so no conflict reaches the prompt."""
+    beliefs = BeliefStore(Store(tmp_path / "old.db"))
+    a = beliefs.assert_fact(None, "the issue is in `parse`", tool_call_id="c1")
+    beliefs.assert_fact(None, "the issue is in `lex`", tool_call_id="c2")
+    with beliefs.store.transaction() as conn:  # what the older rule stored
+        conn.execute(
+            "UPDATE beliefs SET subject='issue', predicate='is', value=substr(statement, 14)"
+        )
+        conn.execute(
+            "INSERT INTO belief_conflicts (id, subject, predicate, status, opened_at)"
+            " VALUES ('conflict_old', 'issue', 'is', 'open', 1.0)"
+        )
+    assert beliefs.open_conflicts() == []
+    assert beliefs.assert_fact(None, "the issue is in `parse`")["belief"] == a["belief"]

@@ -21,7 +21,7 @@ from veil.core import offline, tokens
 from veil.core.offline import litellm_tokenizer_dir, prepare_offline_env
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO / ".." / "shared" / "data"
+DATA = Path(os.environ.get("VEIL_SHARED_DATA") or REPO / ".." / "shared" / "data")
 
 
 def _need_data() -> Path:
@@ -262,25 +262,48 @@ def test_count_message_tokens_openai_follows_openai_accounting():
 
 
 def test_estimate_by_hand():
-    # ASCII, no digits: max(ceil(6/3), ceil(1.1 * 1)) where cl100k_base has "abcdef" as one token.
+    # ceil(1.05 * cl100k): "abcdef" is one cl100k_base token -> ceil(1.05) = 2.
     assert tokens.cl100k_count("abcdef") == 1
     assert tokens.estimate_tokens("abcdef") == 2
-    # Ten digits: max(ceil(10/3) = 4, ceil(1.1 * 4) = 5) (cl100k: "123" "456" "789" "0"),
-    # plus ceil(2 * 10 / 3) = 7 -> 12.
+    # Ten digits: cl100k "123" "456" "789" "0" = 4 -> ceil(4.2) = 5 for a digit-grouping model;
+    # a digit-splitting one spends 10: 4 + (10 - ceil(10 / 3)) = 10 -> ceil(10.5) = 11.
     assert tokens.cl100k_count("1234567890") == 4
-    assert tokens.estimate_tokens("1234567890") == 12
-    # Two CJK characters: 6 UTF-8 bytes, more than 1.1 x cl100k's count -> 6.
-    assert math.ceil(1.1 * tokens.cl100k_count("中文")) < 6
-    assert tokens.estimate_tokens("中文") == 6
-    # "a a a ..." packs two characters per token: ceil(1.1 * 31) = 35 wins over 60 / 3 = 20.
+    assert tokens.estimate_tokens("1234567890") == 5
+    assert tokens.estimate_tokens("1234567890", "anthropic/claude-4-6-sonnet") == 5
+    assert tokens.estimate_tokens("1234567890", "gemini/gemini-2.5-pro") == 11
+    # Two runs: "v12 and 3456" -> extra (2 - 1) + (4 - 2) = 3 on top of cl100k's count.
+    text = "v12 and 3456"
+    assert tokens.estimate_tokens(text, "ollama/qwen3") == math.ceil(
+        1.05 * (tokens.cl100k_count(text) + 3)
+    )
+    # "a a a ..." packs two characters per token: cl100k 31 -> ceil(32.55) = 33.
     text = "a " * 30
     assert tokens.cl100k_count(text) == 31
-    assert tokens.estimate_tokens(text) == 35
+    assert tokens.estimate_tokens(text) == 33
     assert tokens.estimate_tokens("") == 0
-    # Digits in non-ASCII text count the same way: ceil(10 ASCII / 3) = 4 plus 2 bytes for "é"
-    # = 6; cl100k ("é" "123" "456" "789" "0") 5 -> ceil(5.5) = 6; max 6, plus 7 for the digits.
-    assert tokens.cl100k_count("é1234567890") == 5
-    assert tokens.estimate_tokens("é1234567890") == 13
+    # Non-ASCII digits are not split ("١٢٣" Arabic-Indic digits): only ASCII runs count.
+    assert tokens.estimate_tokens("é١٢٣", "gemini/x") == tokens.estimate_tokens("é١٢٣")
+
+
+@pytest.mark.parametrize(
+    ("model", "splits"),
+    [
+        ("gemini/gemini-2.5-pro", True),
+        ("openrouter/google/gemma-3-27b-it", True),
+        ("ollama/qwen3:8b", True),
+        ("mistral/mistral-large-latest", True),
+        ("ollama/llama2", True),
+        ("ollama/phi3:mini", True),
+        ("anthropic/claude-4-6-sonnet", False),
+        ("ollama/llama3.1", False),
+        ("openrouter/meta-llama/llama-3-70b-instruct", False),
+        ("groq/deepseek-r1-distill-llama-70b", False),
+        ("ollama/graphite", False),  # "phi" inside a word is not Phi
+        (None, False),
+    ],
+)
+def test_splits_digits_by_model_family(model, splits):
+    assert tokens.splits_digits(model) is splits
 
 
 def test_count_message_tokens_estimate_adds_documented_overheads():
@@ -369,49 +392,80 @@ def _real_prompts(data: Path) -> list[tuple[str, list[str]]]:
     return prompts
 
 
-def test_estimate_over_counts_every_real_prompt_for_every_installed_tokenizer(
-    installed_tokenizers,
-):
+# Installed tokenizers whose models group digits like cl100k_base, and the digit-splitting one.
+GROUPING = ("cl100k_base", "o200k_base", "deepseek", "anthropic")
+SPLITTING = ("smollm2",)
+LOW, HIGH = 0.8, 1.25  # "within 1.25x" of the real count, either way
+
+
+def _model_for(tokenizer: str) -> str:
+    """A model name of the family the tokenizer stands for (what the estimate is told)."""
+    return "ollama/smollm2" if tokenizer in SPLITTING else "anthropic/claude-4-6-sonnet"
+
+
+def test_estimate_is_close_on_every_real_prompt(installed_tokenizers):
     data = _need_data()
     prompts = _real_prompts(data)
     assert len(prompts) >= 25
-    for tokenizer, count in installed_tokenizers.items():
+    for tokenizer in GROUPING + SPLITTING:
+        count = installed_tokenizers[tokenizer]
         for name, texts in prompts:
+            if tokenizer in SPLITTING and name.endswith("_zh.md"):
+                continue  # SmolLM2's English vocabulary on Chinese: the documented gap
             actual = sum(count(t) for t in texts)
-            estimate = sum(tokens.estimate_tokens(t) for t in texts)
-            assert estimate >= actual, f"{tokenizer} on {name}: {estimate} < {actual}"
+            estimate = sum(tokens.estimate_tokens(t, _model_for(tokenizer)) for t in texts)
+            assert LOW <= estimate / actual <= HIGH, (tokenizer, name, estimate, actual)
 
 
-HOSTILE = [
-    "1234567890" * 50,  # digit-splitting tokenizers spend one token per digit
-    "9b5ad71b2ce5302211f9c61530b329a4922fc6a4" * 10,  # hashes
-    "a " * 500,  # one-letter words
-    "!@#$%^&*()_+{}|:<>?" * 30,  # dense punctuation
-    "中文测试，这是一个句子。" * 20,  # CJK
-    "🙂🚀" * 50,  # emoji
-    "Привет мир " * 40,  # Cyrillic
-    "    x = 1\n" * 60,  # indented code
-    "0x1F 0x2E 0xFF " * 40,
-]
+def _text_classes(data: Path) -> dict[str, str]:
+    """A 2 MB JSON tool result, tool-output logs, digit-heavy text and Chinese, from real data
+    (the digits are a CSV of measurements drawn with a fixed seed)."""
+    import random
+
+    files = sorted(glob.glob(str(data / "trajectories" / "*" / "*.json")), key=os.path.getsize)
+    big_json = (Path(files[-1]).read_text() + Path(files[-2]).read_text())[:2_000_000]
+    logs = []
+    for path in sorted(glob.glob(str(data / "trajectories" / "mini-swe-agent" / "*.json")))[:8]:
+        for m in json.loads(Path(path).read_text())["messages"]:
+            if isinstance(m.get("content"), str) and "<output>" in m["content"]:
+                logs.append(m["content"])
+    rng = random.Random(19)
+    rows = [
+        f"2024-03-{d:02d}T{h:02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}Z,"
+        + ",".join(f"{rng.uniform(-1000, 1000):.6f}" for _ in range(8))
+        for d in range(1, 29)
+        for h in range(24)
+    ]
+    return {
+        "json": big_json,
+        "logs": "\n".join(logs)[:400_000],
+        "digits": "\n".join(rows),
+        "cjk": (data / "memfiles" / "kikibot_MEMORY_zh.md").read_text(encoding="utf-8"),
+    }
 
 
-@pytest.mark.parametrize("text", HOSTILE, ids=[t[:12] for t in HOSTILE])
-def test_estimate_over_counts_hostile_strings(installed_tokenizers, text):
-    estimate = tokens.estimate_tokens(text)
-    for tokenizer, count in installed_tokenizers.items():
-        if tokenizer in ("p50k_base", "smollm2") and text.startswith("!@#"):
-            # Small vocabularies on punctuation runs: the documented gap, at most ~10%.
-            assert estimate >= 0.89 * count(text), tokenizer
-            continue
-        assert estimate >= count(text), tokenizer
+@pytest.fixture(scope="module")
+def text_classes():
+    return _text_classes(_need_data())
 
 
-def test_estimate_is_within_half_again_of_cl100k_on_code():
-    """Over-counting has a cost (earlier compaction): on a real trajectory it stays < 1.5x."""
+@pytest.mark.parametrize("kind", ["json", "logs", "digits", "cjk"])
+def test_estimate_within_a_quarter_of_real_tokenizers(installed_tokenizers, text_classes, kind):
+    """Issue 19: the estimate over-counted digit-heavy text 2.4x and a 2 MB JSON result 1.6x."""
+    text = text_classes[kind]
+    checked = GROUPING + (SPLITTING if kind != "cjk" else ())
+    ratios = {}
+    for tokenizer in checked:
+        actual = installed_tokenizers[tokenizer](text)
+        ratios[tokenizer] = tokens.estimate_tokens(text, _model_for(tokenizer)) / actual
+    assert all(LOW <= r <= HIGH for r in ratios.values()), ratios
+
+
+def test_estimate_stays_near_cl100k_on_code():
+    """On a real trajectory (code, prose, tool output) the estimate is 1.05x cl100k_base."""
     data = _need_data()
     name, texts = _real_prompts(data)[0]
     ratio = sum(tokens.estimate_tokens(t) for t in texts) / sum(
         tokens.cl100k_count(t) for t in texts
     )
-    assert 1.0 <= ratio < 1.5, (name, ratio)
-    assert math.isfinite(ratio)
+    assert 1.0 <= ratio <= 1.06, (name, ratio)

@@ -208,6 +208,7 @@ def _print_mode(veil: Any, session: Any, task: str, as_json: bool) -> int:
                     "reason": result.reason,
                     "iterations": result.iterations,
                     "usage": result.usage,
+                    "usageEstimated": result.usage_estimated,
                     "seconds": round(result.seconds, 3),
                 }
             )

@@ -5,12 +5,27 @@ The durable record is the ``events`` table (kinds ``belief.assert``, ``belief.re
 tables ``beliefs`` and ``belief_conflicts`` are a *view* derived from it: :meth:`rebuild` drops
 and replays them from the log alone.
 
-Detection rule (no LLM): a statement is parsed into ``(subject, predicate, value)`` by the
-patterns in :data:`PATTERNS` (single-valued predicates only: "is", "=", "listens on port",
-"runs on", "is set to", "defaults to", "version is", "is located in"). Two *active* beliefs with
-the same normalised subject and predicate but different normalised values conflict. A statement
-that matches no pattern is still stored as a belief, but can never conflict. Asserting a statement
-equal to an active belief reinforces it instead of adding a second one.
+Detection rule (no LLM; :mod:`veil.core.claims` holds it and its vocabulary): a statement is
+parsed into a claim ``(subject, predicate, value)`` with single-valued predicates ("is", "listens
+on port", "version is", "runs on", "is set to", "defaults to", "is located in"). Two *active*
+beliefs conflict when they have
+
+1. the same subject (normalised: no articles, code quotes or leading "So," / list markers),
+2. the same aspect: the same predicate and a value of the same kind -- version, number with its
+   unit, path, URL, code literal, type ("a ``Const``"), a state on one scale of exclusive states
+   (running / stopped, passing / failing, empty / non-empty, correct / wrong...), or a name of an
+   attribute ("the git branch is main"); free-text values have no kind a rule can compare, so
+   "the server is running" and "the server is slow" never conflict,
+3. incompatible values: different values of that kind, opposite sides of a state scale, or a
+   value and its negation ("x is empty" / "x is not empty"),
+
+and come from different tool calls: facts read from one command's output never conflict with
+each other. A conflict lists only the beliefs that contradict another one. Statements that
+assert nothing about a stable subject -- questions, conditionals and hypotheses ("If x is
+empty...", "Maybe..."), a pronoun or a discourse noun as subject ("This is the bug", "the issue
+is that...") -- are stored as beliefs but never conflict. Asserting a statement equal to an
+active belief reinforces it instead of adding a second one. Precision and recall of the rule on
+real statement pairs: ``tests/test_belief_pairs.py``.
 
 Facts come from ``veil_remember`` with kind ``fact``, from memory extraction before compaction,
 and from tool results, where :func:`facts_in_tool_output` recognises (by rule): a server's
@@ -23,40 +38,17 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from veil.core.claims import PATTERNS, Claim, contradicts, parse_claim
 from veil.core.errors import BadRequest
 from veil.core.types import new_id
+
+__all__ = ["PATTERNS", "BeliefStore", "Claim", "facts_in_tool_output", "parse_claim"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
     from veil.core.store import Store
-
-_ARTICLES = re.compile(r"^(the|a|an|our|this|my)\s+", re.IGNORECASE)
-
-PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    (
-        "listens on port",
-        re.compile(
-            r"^(?P<s>.+?)\s+(?:listens|is listening|runs|is running|serves|is served)\s+on\s+"
-            r"(?:port\s+|(?:https?://)?[\w.-]*:)(?P<v>\d{2,5})\b",
-            re.I,
-        ),
-    ),
-    (
-        "version is",
-        re.compile(r"^(?P<s>.+?)\s+version\s+(?:is\s+)?(?P<v>v?\d+(?:\.\d+)*\S*)", re.I),
-    ),
-    ("runs on", re.compile(r"^(?P<s>.+?)\s+runs on\s+(?P<v>.+)$", re.I)),
-    ("is set to", re.compile(r"^(?P<s>.+?)\s+is set to\s+(?P<v>.+)$", re.I)),
-    ("defaults to", re.compile(r"^(?P<s>.+?)\s+defaults to\s+(?P<v>.+)$", re.I)),
-    (
-        "is located in",
-        re.compile(r"^(?P<s>.+?)\s+(?:is located|lives) (?:in|at)\s+(?P<v>.+)$", re.I),
-    ),
-    ("is", re.compile(r"^(?P<s>.+?)\s+(?:is|=|equals|==)\s+(?P<v>.+)$", re.I)),
-]
 
 VIEW_SQL = """
 CREATE TABLE IF NOT EXISTS beliefs (
@@ -71,32 +63,6 @@ CREATE TABLE IF NOT EXISTS belief_conflicts (
 """
 
 
-@dataclass(frozen=True)
-class Claim:
-    """A statement parsed by rule: normalised ``subject``, ``predicate`` and ``value``."""
-
-    subject: str
-    predicate: str
-    value: str
-
-
-def _norm(text: str) -> str:
-    text = " ".join(text.strip().strip(".;:!").split()).lower()
-    return _ARTICLES.sub("", text).strip("`'\" ")
-
-
-def parse_claim(statement: str) -> Claim | None:
-    """Parse ``statement`` with :data:`PATTERNS` (first match wins); None when none matches."""
-    text = " ".join(statement.strip().split())
-    for predicate, pattern in PATTERNS:
-        m = pattern.match(text)
-        if m and m.group("s").strip() and m.group("v").strip():
-            subject, value = _norm(m.group("s")), _norm(m.group("v"))
-            if subject and value and len(subject) <= 80:
-                return Claim(subject, predicate, value)
-    return None
-
-
 _LISTEN = re.compile(
     r"(?:running|listening|serving|started server)\s+(?:on|at)\s+(?:port\s+(\d{2,5})|"
     r"(?:https?://)?(?:[\w.-]+|\[[0-9a-f:]+\]):(\d{2,5}))",
@@ -107,7 +73,10 @@ _BRANCH = re.compile(r"^On branch (\S+)\s*$", re.M)
 
 
 def facts_in_tool_output(command: str, output: str) -> list[str]:
-    """Facts recognised in a tool result by rule (see the module docstring), as statements."""
+    """Facts recognised in a tool result by rule (see the module docstring), as statements.
+
+    A fact the output gives two values for (two ports, two Python versions) is left out: the
+    output does not say which one holds."""
     facts: list[str] = []
     low = output.lower()
     # substring checks first: the case-insensitive regex costs ~0.1 ms per KB of output
@@ -120,7 +89,23 @@ def facts_in_tool_output(command: str, output: str) -> list[str]:
     if command.strip().startswith("git status"):
         for m in _BRANCH.finditer(output):
             facts.append(f"the git branch is {m.group(1)}")
-    return list(dict.fromkeys(facts))
+    return _unambiguous(list(dict.fromkeys(facts)))
+
+
+def _unambiguous(facts: list[str]) -> list[str]:
+    """``facts`` without those whose subject and predicate get two values in the same output (a
+    log listing two servers' ports says which port neither server has alone)."""
+    values: dict[tuple[str, str], set[str]] = {}
+    for fact in facts:
+        claim = parse_claim(fact)
+        if claim is not None:
+            values.setdefault((claim.subject, claim.predicate), set()).add(claim.value)
+    out = []
+    for fact in facts:
+        claim = parse_claim(fact)
+        if claim is None or len(values[(claim.subject, claim.predicate)]) == 1:
+            out.append(fact)
+    return out
 
 
 class BeliefStore:
@@ -249,6 +234,15 @@ class BeliefStore:
         ts: float,
     ) -> None:
         if kind == "belief.assert":
+            # the view applies today's rule to the statement (the payload keeps what the rule
+            # gave when it was asserted), so a rebuild also applies a corrected rule
+            claim = parse_claim(p["statement"])
+            p = {
+                **p,
+                "subject": claim.subject if claim else None,
+                "predicate": claim.predicate if claim else None,
+                "value": claim.value if claim else None,
+            }
             conn.execute(
                 "INSERT INTO beliefs (id, statement, subject, predicate, value, status, session_id,"
                 " step, tool_call_id, source, created_at) VALUES (?,?,?,?,?,'active',?,?,?,?,?)",
@@ -287,14 +281,7 @@ class BeliefStore:
             )
 
     def _detect(self, conn: Any, subject: str, predicate: str, ts: float, trigger: str) -> None:
-        values = {
-            r["value"]
-            for r in conn.execute(
-                "SELECT value FROM beliefs WHERE subject=? AND predicate=? AND status='active'",
-                (subject, predicate),
-            )
-        }
-        if len(values) < 2:
+        if not _contradicting(_active_rows(conn, subject, predicate)):
             return
         open_row = conn.execute(
             "SELECT id FROM belief_conflicts WHERE subject=? AND predicate=? AND status='open'",
@@ -350,20 +337,19 @@ class BeliefStore:
         return row["id"] if row else None
 
     def _members(self, subject: str, predicate: str) -> list[dict[str, Any]]:
-        rows = self.store.reader.execute(
-            "SELECT * FROM beliefs WHERE subject=? AND predicate=? AND status='active'"
-            " ORDER BY created_at",
-            (subject, predicate),
-        ).fetchall()
-        return [dict(r) for r in rows]
+        """Active beliefs about ``subject`` / ``predicate`` that contradict another one."""
+        return _contradicting(_active_rows(self.store.reader, subject, predicate))
 
     def _conflict_of(self, belief_id: str) -> str | None:
         row = self.store.reader.execute(
-            "SELECT c.id FROM belief_conflicts c JOIN beliefs b ON b.subject=c.subject AND"
-            " b.predicate=c.predicate WHERE b.id=? AND c.status='open'",
+            "SELECT c.id, c.subject, c.predicate FROM belief_conflicts c JOIN beliefs b ON"
+            " b.subject=c.subject AND b.predicate=c.predicate WHERE b.id=? AND c.status='open'",
             (belief_id,),
         ).fetchone()
-        return row["id"] if row else None
+        if row is None:
+            return None
+        members = self._members(row["subject"], row["predicate"])
+        return row["id"] if any(m["id"] == belief_id for m in members) else None
 
     def beliefs(self, include_retracted: bool = False) -> list[dict[str, Any]]:
         """Beliefs, oldest first (active only unless ``include_retracted``)."""
@@ -378,6 +364,8 @@ class BeliefStore:
             "SELECT * FROM belief_conflicts WHERE status='open' ORDER BY opened_at, id"
         ):
             members = self._members(c["subject"], c["predicate"])
+            if len(members) < 2:  # opened by an older rule, or its beliefs retracted since
+                continue
             for m in members:
                 m["when"] = time.strftime("%Y-%m-%d %H:%M", time.localtime(m["created_at"]))
             out.append(
@@ -414,3 +402,28 @@ class BeliefStore:
             )
 
         return [e for e in events if about(e)]
+
+
+def _active_rows(conn: Any, subject: str, predicate: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT * FROM beliefs WHERE subject=? AND predicate=? AND status='active'"
+        " ORDER BY created_at, id",
+        (subject, predicate),
+    ).fetchall()
+    return [dict(r) for r in rows]
+
+
+def _contradicting(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows that contradict at least one other row (:func:`veil.core.claims.contradicts`),
+    in their order; two rows from the same tool call never contradict each other."""
+    rows = [r for r in rows if r["value"] is not None]
+    claims = [Claim(r["subject"], r["predicate"], r["value"]) for r in rows]
+    involved = set()
+    for i, a in enumerate(rows):
+        for j in range(i + 1, len(rows)):
+            b = rows[j]
+            if a["tool_call_id"] and a["tool_call_id"] == b["tool_call_id"]:
+                continue
+            if contradicts(claims[i], claims[j]):
+                involved.update((i, j))
+    return [r for i, r in enumerate(rows) if i in involved]

@@ -48,10 +48,12 @@ class Completion:
             "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}]}``,
             ``arguments`` a JSON string; ``tool_calls`` present only when there are some.
         usage: ``{"prompt_tokens": int, "completion_tokens": int}`` as the provider reported
-            them, counted (:mod:`veil.core.tokens`) when it reported none.
+            them; where it reported none (or zeros, which litellm puts in place of a missing
+            ``usage``), counted by veil (:func:`counted_usage`) and ``usage_estimated`` is True.
         model: the model that answered (litellm model string or the bundled model's name).
         provider: the auth.json provider name that answered (or ``bundled`` / ``scripted``).
         finish_reason: ``stop``, ``tool_calls``, ``length``... as reported, or None.
+        usage_estimated: True when a figure of ``usage`` was counted by veil, not reported.
     """
 
     message: dict[str, Any]
@@ -59,6 +61,7 @@ class Completion:
     model: str
     provider: str
     finish_reason: str | None = None
+    usage_estimated: bool = False
 
     @property
     def content(self) -> str:
@@ -414,7 +417,8 @@ class LiteLLMModel:
             if self._reports_stream_usage(litellm, model, route):
                 kwargs.setdefault("stream_options", {"include_usage": True})
             chunks = []
-            for chunk in litellm.completion(**kwargs):
+            stream = litellm.completion(**kwargs)
+            for chunk in stream:
                 chunks.append(chunk)
                 choices = _get(chunk, "choices") or []
                 delta = _get(choices[0], "delta") if choices else None
@@ -427,13 +431,17 @@ class LiteLLMModel:
                         raise _CallbackError(exc) from exc
             response = litellm.stream_chunk_builder(chunks, messages=messages)
         message, finish_reason = message_from_response(response)
-        usage = self._usage(response, messages, tools, message, model)
+        reported = _get(response, "usage")
+        if on_token is not None and _provider_streamed_usage(stream) is False:
+            reported = None  # litellm's own count, not the provider's: veil counts instead
+        usage, estimated = counted_usage(reported, messages, tools, message, model)
         return Completion(
             message=message,
             usage=usage,
             model=model,
             provider=route.name,
             finish_reason=finish_reason,
+            usage_estimated=estimated,
         )
 
     @staticmethod
@@ -444,22 +452,53 @@ class LiteLLMModel:
             return False
         return "stream_options" in params
 
-    @staticmethod
-    def _usage(
-        response: Any,
-        messages: list[dict],
-        tools: list[dict] | None,
-        message: dict[str, Any],
-        model: str,
-    ) -> dict[str, int]:
-        usage = _get(response, "usage")
-        prompt = _get(usage, "prompt_tokens")
-        completion = _get(usage, "completion_tokens")
-        if not isinstance(prompt, int):
-            prompt = count_message_tokens(messages, model, tools=tools)
-        if not isinstance(completion, int):
-            completion = count_message_tokens([message], model)
-        return {"prompt_tokens": prompt, "completion_tokens": completion}
+
+def _provider_streamed_usage(stream: Any) -> bool | None:
+    """Whether the provider sent ``usage`` in a stream litellm wrapped: litellm keeps the
+    provider's chunks in ``chunks`` (a usage chunk among them when one came) and otherwise makes
+    up a final usage of its own. None when the wrapper does not say (another litellm version)."""
+    kept = getattr(stream, "chunks", None)
+    if not isinstance(kept, list):
+        return None
+    return any(getattr(c, "usage", None) is not None for c in kept)
+
+
+def counted_usage(
+    reported: Any,
+    messages: list[dict],
+    tools: list[dict] | None,
+    message: dict[str, Any],
+    model: str,
+) -> tuple[dict[str, int], bool]:
+    """The usage of one answer: the provider's figures where it ``reported`` them, else counted.
+
+    A figure is taken as missing when absent, not an int, or 0 where it cannot be 0 (prompt
+    tokens of any request; completion tokens of an answer with text or tool calls): litellm
+    puts zeros in place of a ``usage`` a provider left out. Counted, prompt tokens are the
+    model's count of ``messages`` and ``tools`` (:func:`veil.core.tokens.count_message_tokens`,
+    exact or estimated for ``model``), completion tokens the count of the answer's text and of
+    its tool calls' names and arguments (:func:`veil.core.tokens.count_text_tokens`).
+
+    Returns:
+        ``({"prompt_tokens": int, "completion_tokens": int}, estimated)``, ``estimated`` True
+        when veil counted either figure.
+    """
+    prompt = _get(reported, "prompt_tokens")
+    completion = _get(reported, "completion_tokens")
+    calls = message.get("tool_calls") or []
+    said_something = bool(message.get("content")) or bool(calls)
+    estimated = False
+    if not isinstance(prompt, int) or prompt <= 0:
+        prompt = count_message_tokens(messages, model, tools=tools)
+        estimated = True
+    if not isinstance(completion, int) or (completion <= 0 and said_something):
+        completion = count_text_tokens(message.get("content") or "", model) + sum(
+            count_text_tokens(c["function"]["name"], model)
+            + count_text_tokens(c["function"]["arguments"], model)
+            for c in calls
+        )
+        estimated = True
+    return {"prompt_tokens": prompt, "completion_tokens": completion}, estimated
 
 
 # --------------------------------------------------------------------------------------------
@@ -502,6 +541,7 @@ class _RecordingModel:
                     "provider": result.provider,
                     "prompt_tokens": int(result.usage.get("prompt_tokens", 0)),
                     "completion_tokens": int(result.usage.get("completion_tokens", 0)),
+                    "estimated": bool(getattr(result, "usage_estimated", False)),
                     "seconds": seconds,
                 }
             )
@@ -533,7 +573,8 @@ class LLM:
             installed, so it answers.
         notice: one sentence to print once when the bundled model answers (else None).
         usage_log: one dict per successful call: ``role``, ``model``, ``provider``,
-            ``prompt_tokens``, ``completion_tokens``, ``seconds`` (wall clock).
+            ``prompt_tokens``, ``completion_tokens``, ``estimated`` (veil counted the figures:
+            the provider reported none), ``seconds`` (wall clock).
     """
 
     def __init__(self, config: Config, models: dict[str, ChatModel] | None = None) -> None:
@@ -611,8 +652,46 @@ class LLM:
         if role == "compact" and settings.compact is not None:
             role_cfg = settings.compact
         name = model or (role_cfg.model if role_cfg is not None else None)
-        inner = self._resolve(name, role_cfg if role_cfg and role_cfg.model == name else None)
+        inner = self._resolve(name, self.model_settings(name, role_cfg))
         return _RecordingModel(inner, role, self.usage_log, self._log_lock)
+
+    def model_settings(
+        self, name: str | None, preferred: ModelRole | None = None
+    ) -> ModelRole | None:
+        """The configured settings (``contextWindow``, ``options``) of model ``name``, whichever
+        role configures it.
+
+        A model named for one role is often configured under another: ``defaultCompaction.model``
+        or a session's model naming the ``models.compact`` model, a ``compact`` role falling back
+        to ``main``. Candidates, first match wins: ``preferred`` (the asked role's settings), then
+        ``models.main`` and ``models.compact`` as merged (:attr:`Config.models`), then each role of
+        settings.json and of auth.json. A match without ``contextWindow`` takes the first window
+        another candidate configures for the same model name, so a window set once (in auth.json,
+        say) holds for every role using that model.
+
+        Returns:
+            the :class:`~veil.core.settings.ModelRole` for ``name`` (a copy when its window came
+            from another candidate), or None when no role configures ``name``.
+        """
+        if name is None:
+            return None
+        merged = self.config.models
+        auth = self.config.auth.models
+        settings = self.config.settings.models
+        candidates = [
+            c
+            for c in (preferred, merged.main, merged.compact, settings.main, settings.compact)
+            + (auth.main, auth.compact)
+            if c is not None and c.model == name
+        ]
+        if not candidates:
+            return None
+        chosen = candidates[0]
+        if chosen.context_window is None:
+            window = next((c.context_window for c in candidates if c.context_window), None)
+            if window is not None:
+                chosen = chosen.model_copy(update={"context_window": window})
+        return chosen
 
     def _resolve(self, name: str | None, role_cfg: ModelRole | None) -> ChatModel:
         if name is None or name in BUNDLED_ALIASES:

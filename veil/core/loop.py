@@ -46,6 +46,8 @@ class TurnResult:
         reason: why the run stopped when not ``done``.
         iterations: model calls made.
         usage: summed ``prompt_tokens`` / ``completion_tokens`` reported for this turn.
+        usage_estimated: True when veil counted some of ``usage`` because the provider
+            reported none (:func:`veil.core.llm.counted_usage`).
         seconds: wall time.
     """
 
@@ -56,6 +58,7 @@ class TurnResult:
     usage: dict[str, int] = field(
         default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0}
     )
+    usage_estimated: bool = False
     seconds: float = 0.0
 
 
@@ -163,6 +166,9 @@ def run_turn(
             usage = dict(completion.usage or {})
             for key in ("prompt_tokens", "completion_tokens"):
                 result.usage[key] += int(usage.get(key) or 0)
+            if getattr(completion, "usage_estimated", False):
+                result.usage_estimated = True
+                usage["estimated"] = True  # kept with the message: these figures are veil's
             veil.store.record_usage(
                 session.id,
                 {

@@ -109,6 +109,7 @@ def test_post_message_runs_the_turn_and_returns_the_result(make_client, make_vei
     assert body["reason"] is None
     assert body["iterations"] == 2  # one model call for the tool, one for the answer
     assert body["usage"]["prompt_tokens"] > 0 and body["usage"]["completion_tokens"] > 0
+    assert body["usageEstimated"] is False  # the model reported its usage
     # user, assistant(tool call), tool result, assistant answer
     assert body["session"]["messageCount"] == 4
     assert body["session"]["title"] == "what files are here?"

@@ -164,6 +164,10 @@ class TurnOut(Out):
     reason: str | None = Field(description="why the run stopped when status is not done")
     iterations: int = Field(ge=0, description="model calls made")
     usage: dict[str, int] = Field(description="prompt_tokens / completion_tokens of this turn")
+    usage_estimated: bool = Field(
+        default=False,
+        description="true when veil counted part of usage because the provider reported none",
+    )
     seconds: float = Field(ge=0, description="wall time of the turn")
     session: SessionOut
 

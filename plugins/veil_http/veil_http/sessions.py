@@ -52,6 +52,7 @@ def turn_out(result: Any, session: Any) -> TurnOut:
         reason=result.reason,
         iterations=result.iterations,
         usage={k: int(v or 0) for k, v in result.usage.items()},
+        usage_estimated=bool(getattr(result, "usage_estimated", False)),
         seconds=max(0.0, float(result.seconds)),
         session=session_out(session),
     )
