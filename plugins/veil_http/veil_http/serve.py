@@ -7,14 +7,21 @@ choice, never the project's: ``http.host`` and ``http.token`` from the project's
 ``.veil/settings.json`` (a file that comes with a clone, so everyone who has the repository knows
 its token) do not open the server to the network; ``--host`` / ``VEIL_HTTP__HOST`` and
 ``VEIL_HTTP_TOKEN`` do.
+
+When the server is asked to stop (SIGTERM, Ctrl-C), the commands tools are running are killed at
+once (:func:`veil.core.processes.shutdown`), so the turns in progress end and the server exits
+instead of waiting for them.
 """
 
 from __future__ import annotations
 
+import threading
+from types import FrameType
 from typing import Any
 
 import click
 
+from veil.core import processes
 from veil.core.errors import ConfigError
 from veil.core.settings import LOOPBACK_HOSTS, is_loopback
 
@@ -63,8 +70,23 @@ def check_sources(veil: Any, host: str, host_given: bool) -> None:
         )
 
 
+def _server_class() -> type:
+    import uvicorn
+
+    class StoppingServer(uvicorn.Server):
+        """uvicorn's server, which also kills running tool commands when asked to stop."""
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
+            # Off the signal handler: killing waits up to a grace period per group.
+            threading.Thread(target=processes.shutdown, name="veil-stop-tools", daemon=True).start()
+
+    return StoppingServer
+
+
 def build_server(veil: Any, host: str | None = None, port: int | None = None) -> Any:
-    """A :class:`uvicorn.Server` for ``veil`` (not started).
+    """A :class:`uvicorn.Server` for ``veil`` (not started); stopping it (SIGTERM, Ctrl-C) kills
+    the tool commands running in its turns.
 
     Args:
         host, port: default settings ``http.host`` / ``http.port`` (127.0.0.1:5051); a ``host``
@@ -89,7 +111,7 @@ def build_server(veil: Any, host: str | None = None, port: int | None = None) ->
     config = uvicorn.Config(
         app, host=host.strip("[]"), port=port, log_level="info", lifespan="off", server_header=False
     )
-    return uvicorn.Server(config)
+    return _server_class()(config)
 
 
 def add_serve_command(cli: click.Group) -> None:
@@ -128,4 +150,5 @@ def add_serve_command(cli: click.Group) -> None:
         try:
             server.run()
         finally:
+            processes.shutdown()
             veil.close()
