@@ -136,6 +136,15 @@ def test_the_configured_host_is_answered_and_the_check_guards_before_the_token(
     )
 
 
+def test_the_openapi_document_lists_421_and_403_on_loopback_only(make_client):
+    client, _ = make_client()
+    responses = client.get("/openapi.json").json()["paths"]["/sessions"]["post"]["responses"]
+    assert {"403", "421"} <= set(responses)
+    client, _ = make_client(host="0.0.0.0", token=TOKEN)
+    doc = client.get("/openapi.json", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+    assert {"403", "421"}.isdisjoint(doc["paths"]["/sessions"]["post"]["responses"])
+
+
 def test_beyond_loopback_the_token_guards_and_any_host_is_answered(make_client):
     client, _ = make_client(host="0.0.0.0", token=TOKEN)
     headers = {"Host": "veil.lan:5051", "Authorization": f"Bearer {TOKEN}"}

@@ -56,7 +56,18 @@ def test_document_lists_every_route_with_schemas_and_statuses(make_client):
         assert ref.startswith("#/components/schemas/")
         assert ref.rsplit("/", 1)[1] in doc["components"]["schemas"], ref
     compact = doc["paths"]["/sessions/{session_id}/compact"]["post"]
-    assert set(compact["responses"]) == {"200", "400", "404", "413", "422", "501", "502"}
+    # 403 / 421: a loopback server refuses foreign Origin / Host headers (veil_http.hosts)
+    assert set(compact["responses"]) == {
+        "200",
+        "400",
+        "403",
+        "404",
+        "413",
+        "421",
+        "422",
+        "501",
+        "502",
+    }
     out = doc["components"]["schemas"]["CompactOut"]
     assert set(out["required"]) == {
         "sessionId",
@@ -68,7 +79,7 @@ def test_document_lists_every_route_with_schemas_and_statuses(make_client):
     message = doc["components"]["schemas"]["PostMessage"]
     assert message["required"] == ["content"]
     assert message["additionalProperties"] is False
-    assert set(doc["paths"]["/health"]["get"]["responses"]) == {"200"}
+    assert set(doc["paths"]["/health"]["get"]["responses"]) == {"200", "403", "421"}
     stream = doc["paths"]["/sessions/{session_id}/messages/stream"]["post"]["responses"]["200"]
     assert list(stream["content"]) == ["text/event-stream"]
     query = doc["paths"]["/sessions"]["get"]["parameters"]

@@ -150,6 +150,10 @@ def create_app(
     app.state.redactor = Redactor(_secrets(veil, token))
     app.state.tasks = set()
     app.state.openapi = build_openapi(
-        operations, version=__version__, bearer=token is not None, max_body_bytes=limit
+        operations,
+        version=__version__,
+        bearer=token is not None,
+        max_body_bytes=limit,
+        host_check=is_loopback(host),
     )
     return app
