@@ -305,6 +305,19 @@ def test_the_same_file_as_user_and_project_is_the_users(tmp_path, monkeypatch):
     assert routes == [Route(name="p", type="openai", base_url="http://127.0.0.1:9/v1")]
 
 
+def test_settings_in_the_users_own_folder_are_the_users(tmp_path, monkeypatch):
+    root = tmp_path / "home"
+    options = {"api_base": "http://127.0.0.1:9"}
+    write(
+        root / ".veil" / "settings.json",
+        {"models": {"main": {"model": "m", "options": options}}, "http": {"host": "0.0.0.0"}},
+    )
+    monkeypatch.setenv("VEIL_HOME", str(root / ".veil"))
+    config = load_config(root)
+    assert config.models.main.options == options
+    assert not config.setting_from_project("http.host")
+
+
 def test_an_empty_api_key_is_refused(tmp_path, monkeypatch):
     root = setup(tmp_path, monkeypatch, user_provider("http://127.0.0.1:9/v1", key=" "))
     with pytest.raises(ConfigError, match=r"auth\.json: providers\.p\.api_key: is empty"):

@@ -620,12 +620,15 @@ def load_config(project_dir: str | Path | None = None) -> Config:
     root = Path(project_dir or os.getcwd()).resolve()
     settings_file = root / ".veil" / "settings.json"
     user_auth = user_config_dir() / "auth.json"
+    # veil run in the home folder: the "project's" .veil is the user's own folder
+    users_own = _same_file(user_config_dir(), root / ".veil")
     data = read_json_file(settings_file)
     try:
         SettingsFile.model_validate(data)  # the file alone, so errors name the file
     except ValidationError as exc:
         raise ConfigError(_format_errors(str(settings_file), exc)) from exc
-    check_project_options(settings_file, data, user_auth)
+    if not users_own:
+        check_project_options(settings_file, data, user_auth)
     try:
         settings = Settings(**data)
     except ValidationError as exc:
@@ -640,7 +643,7 @@ def load_config(project_dir: str | Path | None = None) -> Config:
     from_env = env_setting_paths(dict(os.environ))
     from_project = {
         path
-        for path in leaf_paths(data)
+        for path in leaf_paths(data if not users_own else {})
         if not any(path == e or path.startswith(e + ".") for e in from_env)
     }
     auth, project_providers = _load_auth(user_auth, root / ".veil" / "auth.json")
