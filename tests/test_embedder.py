@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from veil.core.app import open_veil
 from veil.core.embedder import (
@@ -178,8 +179,11 @@ def test_ollama_errors_are_reported(ollama: str) -> None:
 
 @pytest.mark.parametrize("url", ["http://example.com:11434", "ftp://127.0.0.1", "127.0.0.1:11434"])
 def test_ollama_url_must_be_loopback_http(url: str) -> None:
+    # refused when settings load (so a project file cannot redirect it), and by the embedder
+    with pytest.raises(ValidationError, match="must be an http URL on 127.0.0.1"):
+        EmbeddingSettings(provider="ollama", ollama_url=url)
     with pytest.raises(ConfigError, match="embeddings.ollamaUrl"):
-        make_embedder(EmbeddingSettings(provider="ollama", ollama_url=url))
+        OllamaEmbedder("m", url)
 
 
 def test_settings_choose_the_provider(ollama: str) -> None:

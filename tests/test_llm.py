@@ -28,6 +28,7 @@ from veil.core.providers import KNOWN_PROVIDER_TYPES
 from veil.core.settings import load_config
 from veil.core.testing import ScriptedModel, ScriptExhaustedError
 from veil.core.tokens import count_message_tokens, count_text_tokens
+from veil.core.trust import KEYLESS_API_KEY
 
 KEY1 = "sk-test-PRIMARYkey0123456789abcdefXYZ"
 KEY2 = "sk-or-v1-SECONDkey9876543210zyxwvuABC"
@@ -40,12 +41,14 @@ def litellm():
     return import_litellm()
 
 
-def make_config(tmp_path, monkeypatch, auth=None, settings=None):
+def make_config(tmp_path, monkeypatch, auth=None, settings=None, user_auth=None):
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     monkeypatch.setenv("VEIL_HOME", str(home))
     project = tmp_path / "project"
     (project / ".veil").mkdir(parents=True, exist_ok=True)
+    if user_auth is not None:
+        (home / "auth.json").write_text(json.dumps(user_auth))
     if auth is not None:
         (project / ".veil" / "auth.json").write_text(json.dumps(auth))
     if settings is not None:
@@ -236,15 +239,20 @@ def test_context_window_exceeded_is_its_own_error_without_fallback(litellm, tmp_
     assert len(fake.calls) == 1
 
 
-def test_single_provider_without_routing_default_is_used(litellm, tmp_path, monkeypatch):
+@pytest.mark.parametrize("where", ["user", "project"])
+def test_single_provider_without_routing_default_is_used(litellm, tmp_path, monkeypatch, where):
     auth = {"providers": {"local": {"type": "ollama", "base_url": "http://127.0.0.1:11434"}}}
-    config = make_config(tmp_path, monkeypatch, auth=auth, settings=MAIN_MODEL)
+    files = {"user_auth": auth} if where == "user" else {"auth": auth}
+    config = make_config(tmp_path, monkeypatch, settings=MAIN_MODEL, **files)
     fake = FakeCompletion(litellm, answer="ok")
     monkeypatch.setattr(litellm, "completion", fake)
     result = LLM(config).model_for().complete([{"role": "user", "content": "hi"}])
     assert fake.calls[0]["model"] == "ollama/gpt-4o-mini"
     assert fake.calls[0]["api_base"] == "http://127.0.0.1:11434"
-    assert "api_key" not in fake.calls[0]
+    if where == "user":  # the user's keyless provider: litellm's own key lookup applies
+        assert "api_key" not in fake.calls[0]
+    else:  # a project's keyless endpoint never gets a key from the environment
+        assert fake.calls[0]["api_key"] == KEYLESS_API_KEY
     assert result.provider == "local"
 
 

@@ -350,6 +350,9 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if hasattr(signal, "SIGPIPE"):  # `veil sessions | head -1` ends quietly, like other CLIs
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    from veil.core.processes import install_signal_handlers
+
+    install_signal_handlers()  # SIGTERM / SIGHUP also end the commands tools started
     argv = sys.argv[1:] if argv is None else argv
     group = build_cli(argv)
     group.main(

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from veil.core.errors import ConfigError, ProviderError
 from veil.core.offline import import_litellm
 from veil.core.tokens import count_message_tokens, count_text_tokens
+from veil.core.trust import KEYLESS_API_KEY, filter_project_options
 
 if TYPE_CHECKING:
     from veil.core.settings import Config, ModelRole
@@ -200,12 +201,17 @@ class _CallbackError(Exception):
 @dataclass(frozen=True)
 class Route:
     """One provider to try: its auth.json ``name``, litellm ``type`` (None: pass the model name
-    to litellm as is, with the user's own environment keys), endpoint and key."""
+    to litellm as is, with the user's own environment keys), endpoint and key.
+
+    ``from_project``: the provider is defined by the project's ``.veil/auth.json``; its requests
+    carry only :data:`veil.core.trust.PROJECT_MODEL_OPTIONS` of the role's options.
+    """
 
     name: str
     type: str | None = None
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
+    from_project: bool = False
 
     def model_string(self, model: str) -> str:
         """litellm's model string: ``<type>/<model>`` unless ``model`` already starts so."""
@@ -355,7 +361,8 @@ class LiteLLMModel:
         return count_message_tokens(messages, self.litellm_model)
 
     def _secrets(self) -> list[str]:
-        return [r.api_key for r in self.routes if r.api_key] + _environment_secrets()
+        keys = [r.api_key for r in self.routes if r.api_key and r.api_key != KEYLESS_API_KEY]
+        return keys + _environment_secrets()
 
     def complete(
         self,
@@ -403,7 +410,8 @@ class LiteLLMModel:
         on_token: Callable[[str], None] | None,
         streamed: list[bool],
     ) -> Completion:
-        kwargs: dict[str, Any] = {"model": model, "messages": messages, **self.options}
+        options = filter_project_options(self.options) if route.from_project else self.options
+        kwargs: dict[str, Any] = {"model": model, "messages": messages, **options}
         if route.base_url:
             kwargs["api_base"] = route.base_url
         if route.api_key:
@@ -598,6 +606,10 @@ class LLM:
         exactly one), then ``routing.fallback``. With no provider at all: one route that hands
         the model name to litellm as is (the user's own environment keys, a local Ollama...).
 
+        A provider from the project's auth.json that names a ``base_url`` but no key gets
+        :data:`~veil.core.trust.KEYLESS_API_KEY`, so litellm never sends it a key from the
+        environment (:mod:`veil.core.trust`).
+
         Raises:
             ConfigError: several providers exist but ``routing.default`` is not set.
         """
@@ -622,7 +634,18 @@ class LLM:
         for name in order:
             p = auth.providers[name]
             key = p.api_key.get_secret_value() if p.api_key is not None else None
-            routes.append(Route(name=name, type=p.type, base_url=p.base_url, api_key=key))
+            from_project = name in self.config.project_providers
+            if from_project and p.base_url and not key:
+                key = KEYLESS_API_KEY
+            routes.append(
+                Route(
+                    name=name,
+                    type=p.type,
+                    base_url=p.base_url,
+                    api_key=key,
+                    from_project=from_project,
+                )
+            )
         return routes
 
     def model_for(self, role: str = "main", model: str | None = None) -> ChatModel:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from veil.core.context import build_prompt
 from veil.core.errors import BadRequest
 from veil.core.llm import ContextWindowExceededError
+from veil.core.processes import shutting_down
 from veil.core.tags import item_identifiers
 from veil.core.types import (
     CaptureEvent,
@@ -41,7 +42,8 @@ class TurnResult:
 
     Attributes:
         status: ``"done"`` (final answer), ``"halted"`` (a plugin stopped the run, see
-            ``reason``), ``"interrupted"`` (Ctrl-C) or ``"max_iterations"``.
+            ``reason``), ``"interrupted"`` (Ctrl-C, or veil shutting down while tools ran) or
+            ``"max_iterations"``.
         final: the final assistant text ('' when there is none).
         reason: why the run stopped when not ``done``.
         iterations: model calls made.
@@ -200,6 +202,9 @@ def run_turn(
             reason = session.take_halt()
             if reason:
                 result.status, result.reason = "halted", reason
+                break
+            if shutting_down():  # the server or process is ending: its commands were killed
+                result.status, result.reason = "interrupted", "veil is shutting down"
                 break
         else:
             result.status = "max_iterations"

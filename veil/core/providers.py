@@ -65,3 +65,19 @@ KNOWN_PROVIDER_TYPES: frozenset[str] = frozenset(
 )
 """litellm provider names allowed as ``type`` in auth.json (the prefix of litellm's model string,
 e.g. ``ollama_chat/qwen3`` or ``openai/gpt-4o``)."""
+
+AMBIENT_CREDENTIAL_TYPES: frozenset[str] = frozenset(
+    {
+        "vertex_ai",  # Google application-default credentials (a bearer token from gcloud)
+        "bedrock",  # AWS credentials from the environment (signature, session token)
+        "azure",  # Azure AD tokens (AZURE_AD_TOKEN, azure identity) besides api-key
+        "azure_ai",  # the same Azure identity sources
+        "watsonx",  # WATSONX_TOKEN / IAM tokens from the environment
+        "databricks",  # Databricks SDK authentication (profiles, OAuth) besides the token
+    }
+)
+"""Provider types whose requests litellm may authenticate with credentials found in the
+environment or a cloud SDK's configuration, not only with the provider's ``api_key``. A project
+file may not give such a provider its own ``base_url`` (:mod:`veil.core.trust`): a placeholder key
+would not stop those credentials from going there. Every other known type authenticates with its
+api key alone."""

@@ -1,21 +1,17 @@
-"""A scripted OpenAI-compatible chat server on 127.0.0.1, for tests that cross the provider
-boundary with real clients (litellm, the openai SDK, httpx).
+"""A scripted OpenAI-compatible server on 127.0.0.1 that records every request, for tests that
+must cross the real network boundary (litellm, the openai SDK, a ``veil`` subprocess).
 
-It answers ``POST /v1/chat/completions`` (and ``/chat/completions``) from a script, records every
-request, and behaves like a real provider where tests need it to:
+::
 
-- it refuses a prompt longer than ``context_window`` tokens with OpenAI's HTTP 400
-  ``context_length_exceeded`` error (the body real OpenAI-compatible servers send, which litellm
-  maps to its ``ContextWindowExceededError``);
-- ``omit_usage=True`` leaves ``usage`` out of its answers, as some OpenAI-compatible servers
-  (llama.cpp's older servers, proxies, self-hosted gateways) do;
-- ``stream: true`` is answered with server-sent events (one chunk per word, then the finish
-  chunk, then ``usage`` when ``stream_options.include_usage`` asks for it and usage is not
-  omitted).
+    with ScriptedOpenAIServer(["Hello"]) as server:
+        ...  # point a provider's base_url at server.url
+        assert server.requests[0].api_key == "sk-..."
 
-Prompt size is measured with tiktoken's ``cl100k_base`` (:func:`veil.core.tokens.cl100k_count`)
-over each message's text, role and tool calls, plus 3 tokens per message and 3 for the reply
-(OpenAI's documented accounting), unless another ``count`` is given.
+``POST <anything>/chat/completions`` answers the next scripted reply (a plain answer, or a dict
+``{"content": str | None, "tool_calls": [{"name", "arguments"}]}`` as for
+:class:`veil.core.testing.ScriptedModel`), then ``default`` once the script runs out; a request
+with ``"stream": true`` gets the same answer as server-sent events. ``GET <anything>/models``
+lists one model. Anything else is a 404 with an OpenAI-shaped error body.
 """
 
 from __future__ import annotations
@@ -23,252 +19,227 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from veil.core.tokens import cl100k_count, content_text
 
-Reply = str | dict[str, Any]
-"""A scripted answer: the assistant's text, or ``{"content": str | None, "tool_calls": [{"name",
-"arguments": dict | str}]}``."""
+@dataclass
+class RecordedRequest:
+    """One request the server received.
 
+    Attributes:
+        method, path: as sent (``POST``, ``/v1/chat/completions``).
+        headers: header names lower-cased -> value.
+        body: the parsed JSON body (None when there was none or it was not JSON).
+    """
 
-def openai_prompt_tokens(messages: list[dict[str, Any]]) -> int:
-    """cl100k_base tokens of a chat prompt under OpenAI's accounting: 3 per message, the tokens of
-    its role, text, name and tool calls (name and arguments), and 3 for the reply."""
-    total = 3
-    for m in messages:
-        total += (
-            3
-            + cl100k_count(str(m.get("role") or ""))
-            + cl100k_count(content_text(m.get("content")))
-        )
-        if m.get("name"):
-            total += 1 + cl100k_count(str(m["name"]))
-        for call in m.get("tool_calls") or []:
-            function = call.get("function") or {}
-            total += cl100k_count(str(function.get("name") or ""))
-            total += cl100k_count(str(function.get("arguments") or ""))
-    return total
+    method: str
+    path: str
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+
+    @property
+    def api_key(self) -> str | None:
+        """The credential the request carried: the bearer token of ``Authorization``, else
+        ``x-api-key`` / ``api-key`` (Anthropic's and Azure's headers), else None."""
+        auth = self.headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            return auth[len("bearer ") :].strip()
+        return self.headers.get("x-api-key") or self.headers.get("api-key")
+
+    def text(self) -> str:
+        """Headers and body as one string, to search for a secret anywhere in the request."""
+        return json.dumps({"path": self.path, "headers": self.headers, "body": self.body})
 
 
 class ScriptedOpenAIServer:
-    """An OpenAI-compatible chat server answering from a script (use as a context manager).
+    """An OpenAI-compatible chat-completions endpoint on ``127.0.0.1`` (a free port).
 
     Args:
-        replies: answers in order, or a function ``(request_body) -> Reply`` called per request.
-        context_window: prompts over this many tokens (per ``count``) get HTTP 400
-            ``context_length_exceeded``; None accepts any size.
-        omit_usage: leave ``usage`` out of every answer.
-        count: prompt size of a request's ``messages`` (default :func:`openai_prompt_tokens`).
-        model: the model name reported in answers (default: the request's).
+        replies: answers given in order (see the module docstring).
+        default: the answer once ``replies`` are used up.
+        model: the model name reported in answers.
 
     Attributes:
-        base_url: ``http://127.0.0.1:<port>/v1`` once started.
-        requests: every request received, in order: ``{"path", "body", "prompt_tokens",
-            "refused"}``.
-
-    Raises:
-        AssertionError (to the client, as HTTP 500): a request arrives after the script is used
-        up.
+        requests: every :class:`RecordedRequest`, in arrival order.
+        url: base URL to use as a provider's ``base_url`` (``http://127.0.0.1:<port>/v1``).
     """
 
     def __init__(
-        self,
-        replies: Iterable[Reply] | Callable[[dict[str, Any]], Reply] = (),
-        *,
-        context_window: int | None = None,
-        omit_usage: bool = False,
-        count: Callable[[list[dict[str, Any]]], int] = openai_prompt_tokens,
-        model: str | None = None,
+        self, replies: list[Any] | None = None, default: str = "ok", model: str = "scripted"
     ) -> None:
-        self._script: Callable[[dict[str, Any]], Reply] | None = None
-        self._replies: list[Reply] = []
-        if callable(replies):
-            self._script = replies
-        else:
-            self._replies = list(replies)
-        self.context_window = context_window
-        self.omit_usage = omit_usage
-        self.count = count
+        self._replies = list(replies or [])
+        self.default = default
         self.model = model
-        self.requests: list[dict[str, Any]] = []
+        self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
-        self.base_url = ""
 
-    # -- lifecycle ------------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        """The TCP port the server listens on."""
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> ScriptedOpenAIServer:
-        """Listen on a free port of 127.0.0.1 (a daemon thread serves)."""
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the http.server API
-                server._handle(self)
-
-            def log_message(self, *args: Any) -> None:  # keep test output clean
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        port = self._server.server_address[1]
-        self.base_url = f"http://127.0.0.1:{port}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        """Serve on a daemon thread; returns self."""
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="scripted-openai", daemon=True
+        )
         self._thread.start()
         return self
 
-    def close(self) -> None:
-        """Stop serving and free the port."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+    def stop(self) -> None:
+        """Stop serving and close the socket (new connections are then refused)."""
+        if self._thread is not None:  # shutdown() waits for serve_forever, so only once started
+            self._httpd.shutdown()
+            self._thread = None
+        self._httpd.server_close()
 
     def __enter__(self) -> ScriptedOpenAIServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.stop()
 
-    # -- answering ------------------------------------------------------------------------------
-
-    def _next_reply(self, body: dict[str, Any]) -> Reply:
-        if self._script is not None:
-            return self._script(body)
-        if not self._replies:
-            raise AssertionError("ScriptedOpenAIServer: the script is used up")
-        return self._replies.pop(0)
-
-    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
-        length = int(handler.headers.get("Content-Length") or 0)
-        body = json.loads(handler.rfile.read(length) or b"{}")
-        if not handler.path.rstrip("/").endswith("/chat/completions"):
-            self._send(handler, 404, {"error": {"message": f"no route {handler.path}"}})
-            return
-        messages = body.get("messages") or []
-        tokens = self.count(messages)
-        refused = self.context_window is not None and tokens > self.context_window
+    def add(self, *replies: Any) -> None:
+        """Queue more replies."""
         with self._lock:
-            self.requests.append(
-                {"path": handler.path, "body": body, "prompt_tokens": tokens, "refused": refused}
-            )
-            if refused:
-                reply: Reply | None = None
-            else:
-                try:
-                    reply = self._next_reply(body)
-                except AssertionError as exc:
-                    self._send(handler, 500, {"error": {"message": str(exc)}})
-                    return
-        if refused:
-            self._send(
-                handler,
-                400,
+            self._replies.extend(replies)
+
+    def api_keys(self) -> list[str | None]:
+        """The credential of every recorded request (see :attr:`RecordedRequest.api_key`)."""
+        with self._lock:
+            return [r.api_key for r in self.requests]
+
+    def saw(self, secret: str) -> bool:
+        """Whether ``secret`` appears anywhere in any request (headers or body)."""
+        with self._lock:
+            return any(secret in r.text() for r in self.requests)
+
+    # -- the handler ------------------------------------------------------------------------
+
+    def _record(self, request: RecordedRequest) -> Any:
+        with self._lock:
+            self.requests.append(request)
+            if request.path.rstrip("/").endswith("/chat/completions"):
+                return self._replies.pop(0) if self._replies else self.default
+            return None
+
+    def _message(self, reply: Any) -> tuple[dict[str, Any], str]:
+        if isinstance(reply, str):
+            return {"role": "assistant", "content": reply}, "stop"
+        calls = []
+        for n, call in enumerate(reply.get("tool_calls") or []):
+            arguments = call.get("arguments", {})
+            calls.append(
                 {
-                    "error": {
-                        "message": (
-                            f"This model's maximum context length is {self.context_window} "
-                            f"tokens. However, your messages resulted in {tokens} tokens. "
-                            "Please reduce the length of the messages."
-                        ),
-                        "type": "invalid_request_error",
-                        "param": "messages",
-                        "code": "context_length_exceeded",
-                    }
-                },
+                    "id": call.get("id") or f"call_{len(self.requests)}_{n}",
+                    "type": "function",
+                    "function": {
+                        "name": call["name"],
+                        "arguments": arguments
+                        if isinstance(arguments, str)
+                        else json.dumps(arguments),
+                    },
+                }
             )
-            return
-        assert reply is not None
-        message = _message(reply)
-        completion_tokens = cl100k_count(message.get("content") or "") + sum(
-            cl100k_count(c["function"]["arguments"]) for c in message.get("tool_calls") or []
-        )
-        usage = {
-            "prompt_tokens": tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": tokens + completion_tokens,
-        }
-        finish = "tool_calls" if message.get("tool_calls") else "stop"
-        model = self.model or body.get("model") or "scripted"
-        if body.get("stream"):
-            include = bool((body.get("stream_options") or {}).get("include_usage"))
-            self._stream(handler, model, message, finish, usage if include else None)
-            return
-        answer: dict[str, Any] = {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        message: dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
+        if calls:
+            message["tool_calls"] = calls
+        return message, "tool_calls" if calls else "stop"
+
+    def _completion(self, reply: Any) -> dict[str, Any]:
+        message, finish = self._message(reply)
+        return {
+            "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": model,
+            "model": self.model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
         }
-        if not self.omit_usage:
-            answer["usage"] = usage
-        self._send(handler, 200, answer)
 
-    def _stream(
-        self,
-        handler: BaseHTTPRequestHandler,
-        model: str,
-        message: dict[str, Any],
-        finish: str,
-        usage: dict[str, int] | None,
-    ) -> None:
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/event-stream")
-        handler.end_headers()
-        base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk"}
-        base.update({"created": int(time.time()), "model": model})
-
-        def event(choices: list[dict[str, Any]], **extra: Any) -> None:
-            data = json.dumps({**base, "choices": choices, **extra})
-            handler.wfile.write(f"data: {data}\n\n".encode())
-
-        text = message.get("content") or ""
-        words = text.split(" ")
-        for i, word in enumerate(words):
-            piece = word if i == 0 else " " + word
-            delta = {"role": "assistant", "content": piece} if i == 0 else {"content": piece}
-            event([{"index": 0, "delta": delta, "finish_reason": None}])
+    def _chunks(self, reply: Any) -> Iterator[dict[str, Any]]:
+        message, finish = self._message(reply)
+        base = {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": self.model,
+        }
+        delta: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
         if message.get("tool_calls"):
-            calls = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
-            event([{"index": 0, "delta": {"tool_calls": calls}, "finish_reason": None}])
-        event([{"index": 0, "delta": {}, "finish_reason": finish}])
-        if usage is not None and not self.omit_usage:
-            event([], usage=usage)
-        handler.wfile.write(b"data: [DONE]\n\n")
-        handler.wfile.flush()
+            delta["tool_calls"] = [
+                {"index": i, **call} for i, call in enumerate(message["tool_calls"])
+            ]
+        yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
 
-    @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(data)))
-        handler.end_headers()
-        handler.wfile.write(data)
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
 
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
 
-def _message(reply: Reply) -> dict[str, Any]:
-    if isinstance(reply, str):
-        return {"role": "assistant", "content": reply}
-    message: dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
-    calls = []
-    for call in reply.get("tool_calls") or []:
-        arguments = call.get("arguments", {})
-        calls.append(
-            {
-                "id": call.get("id") or f"call_{uuid.uuid4().hex[:12]}",
-                "type": "function",
-                "function": {
-                    "name": call["name"],
-                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
-                },
-            }
-        )
-    if calls:
-        message["tool_calls"] = calls
-    return message
+            def log_message(self, *args: Any) -> None:  # quiet: tests read .requests
+                pass
+
+            def _send_json(self, status: int, payload: Any) -> None:
+                data = json.dumps(payload).encode("utf-8")
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = None
+                request = RecordedRequest(
+                    self.command,
+                    self.path,
+                    {k.lower(): v for k, v in self.headers.items()},
+                    body,
+                )
+                reply = server._record(request)
+                path = self.path.split("?", 1)[0].rstrip("/")
+                if reply is not None and self.command == "POST":
+                    if isinstance(body, dict) and body.get("stream"):
+                        self._stream(reply)
+                    else:
+                        self._send_json(200, server._completion(reply))
+                elif self.command == "GET" and path.endswith("/models"):
+                    self._send_json(
+                        200, {"object": "list", "data": [{"id": server.model, "object": "model"}]}
+                    )
+                else:
+                    self._send_json(
+                        404, {"error": {"message": f"no route {path}", "type": "not_found"}}
+                    )
+
+            def _stream(self, reply: Any) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for chunk in server._chunks(reply):
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.close_connection = True
+
+            do_GET = do_POST = do_PUT = do_DELETE = _handle  # noqa: N815 - http.server's names
+
+        return Handler

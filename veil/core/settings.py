@@ -9,7 +9,8 @@ Each file is validated on its own so that an error names the file and the field,
 ``.veil/settings.json: compaction.threshold: Input should be less than or equal to 1``.
 Environment variables override settings.json: ``VEIL_COMPACTION__THRESHOLD=0.9`` (nested fields
 joined by ``__``, snake_case names). ``auth.json`` is read from ``~/.veil/auth.json`` (or
-``$VEIL_HOME/auth.json``) and then ``.veil/auth.json``, the project's file winning field by field.
+``$VEIL_HOME/auth.json``) and then ``.veil/auth.json``; what the project's files may change is
+decided by :mod:`veil.core.trust` (a key only ever goes to the endpoint named beside it).
 """
 
 from __future__ import annotations
@@ -36,8 +37,19 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from veil.core.errors import ConfigError, UnsafePath
 from veil.core.paths import veil_file
+from veil.core.trust import (
+    check_project_options,
+    env_setting_paths,
+    leaf_paths,
+    merge_auth_layers,
+)
 
 DEFAULT_AGENT = "default"
+MIN_HTTP_TOKEN_CHARS = 16
+"""Shortest bearer token ``veil serve`` accepts (16 characters of ``secrets.token_urlsafe`` carry
+96 bits; a short token can be guessed by whoever reaches the port)."""
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+"""Host names of this machine's loopback interface."""
 AGENT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -93,6 +105,14 @@ class Provider(_Model):
                 f"unknown provider type {value!r}; use a litellm provider such as "
                 "openai, anthropic, ollama, openrouter, gemini, mistral, groq"
             )
+        return value
+
+    @field_validator("api_key")
+    @classmethod
+    def _key_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        # An empty key would make litellm fall back to a key from the environment.
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("is empty; leave the field out to use the provider's own variable")
         return value
 
 
@@ -336,12 +356,42 @@ class ConvergenceSettings(_Model):
 
 class HttpSettings(_Model):
     """``http``: ``veil serve`` binds ``host``:``port`` (127.0.0.1:5051); any other address needs
-    ``token`` (or ``VEIL_HTTP_TOKEN``); bodies over ``max_body_bytes`` (1 MiB) get 413."""
+    ``token`` (or ``VEIL_HTTP_TOKEN``), at least :data:`MIN_HTTP_TOKEN_CHARS` characters; bodies
+    over ``max_body_bytes`` (1 MiB) get 413."""
 
     host: str = "127.0.0.1"
     port: int = Field(default=5051, ge=1, le=65535)
     token: SecretStr | None = None
     max_body_bytes: int = Field(default=1_048_576, ge=1)
+
+    @field_validator("token")
+    @classmethod
+    def _token_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_http_token(value.get_secret_value())
+        return value
+
+
+def check_http_token(token: str) -> str:
+    """Return ``token`` if it is long enough to guard ``veil serve``.
+
+    Raises:
+        ValueError: shorter than :data:`MIN_HTTP_TOKEN_CHARS` characters (message says how to
+            make one).
+    """
+    if len(token) < MIN_HTTP_TOKEN_CHARS:
+        raise ValueError(
+            f"must be at least {MIN_HTTP_TOKEN_CHARS} characters, got {len(token)} (a short "
+            "token can be guessed); make one with: python -c "
+            "'import secrets; print(secrets.token_urlsafe(24))'"
+        )
+    return token
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a bind address or URL host, ``[::1]`` brackets allowed) is this
+    machine's loopback interface: ``127.0.0.1``, ``localhost`` or ``::1``."""
+    return host.strip("[]").lower() in LOOPBACK_HOSTS
 
 
 class SecuritySettings(_Model):
@@ -354,11 +404,33 @@ class SecuritySettings(_Model):
 
 
 class EmbeddingSettings(_Model):
-    """``embeddings``: ``local`` (all-MiniLM-L6-v2 in-process) or ``ollama`` on 127.0.0.1."""
+    """``embeddings``: ``local`` (all-MiniLM-L6-v2 in-process) or ``ollama`` on 127.0.0.1.
+
+    ``ollama_url`` must be an http(s) URL on the loopback interface whichever file or variable
+    sets it: what is embedded is the project's content, and veil sends none of it off the machine
+    (checked when settings load, so a project file cannot redirect it).
+    """
 
     provider: Literal["local", "ollama"] = "local"
     ollama_model: str = "nomic-embed-text"
     ollama_url: str = "http://127.0.0.1:11434"
+
+    @field_validator("ollama_url")
+    @classmethod
+    def _loopback_url(cls, value: str) -> str:
+        from urllib.parse import urlparse
+
+        try:
+            parsed = urlparse(value)
+            host = parsed.hostname or ""
+        except ValueError:
+            host, parsed = "", None
+        if parsed is None or parsed.scheme not in ("http", "https") or not is_loopback(host):
+            raise ValueError(
+                f"{value!r} must be an http URL on 127.0.0.1, localhost or [::1] (the texts "
+                "embedded are the project's content; veil sends nothing off this machine)"
+            )
+        return value
 
 
 class Settings(BaseSettings):
@@ -494,15 +566,6 @@ def user_config_dir() -> Path:
     return Path(os.environ.get("VEIL_HOME") or Path.home() / ".veil")
 
 
-def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = (
-            _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-        )
-    return out
-
-
 @dataclass
 class Config:
     """All configuration of one project, loaded and validated.
@@ -512,14 +575,26 @@ class Config:
         settings: the merged :class:`Settings` (settings.json + ``VEIL_*``).
         auth: the merged :class:`AuthConfig`.
         settings_file: path of settings.json (may not exist).
+        project_providers: names of the providers whose entry comes from the project's
+            ``.veil/auth.json`` (:func:`veil.core.trust.merge_auth_layers`); their requests get
+            only project-safe options and never a key from the environment.
+        settings_from_project: dotted snake_case paths (``http.host``) that settings.json sets
+            and no ``VEIL_*`` variable overrides.
     """
 
     project_dir: Path
     settings: Settings
     auth: AuthConfig
     settings_file: Path
+    project_providers: frozenset[str] = frozenset()
+    settings_from_project: frozenset[str] = frozenset()
     _agents: dict[str, AgentConfig] = field(default_factory=dict, repr=False)
     _redactor: Any = field(default=None, repr=False, compare=False)
+
+    def setting_from_project(self, path: str) -> bool:
+        """Whether the value at ``path`` (``http.token``) comes from the project's settings.json
+        rather than from a ``VEIL_*`` variable or the default."""
+        return path in self.settings_from_project
 
     @property
     def veil_dir(self) -> Path:
@@ -624,27 +699,67 @@ def load_config(project_dir: str | Path | None = None) -> Config:
     """
     root = Path(project_dir or os.getcwd()).resolve()
     settings_file = veil_file(root, "settings.json")  # no symlink inside .veil/ (issue 17)
+    user_auth = user_config_dir() / "auth.json"
+    # veil run in the home folder: the "project's" .veil is the user's own folder
+    users_own = _same_file(user_config_dir(), root / ".veil")
     data = read_json_file(settings_file)
     try:
         SettingsFile.model_validate(data)  # the file alone, so errors name the file
     except ValidationError as exc:
         raise ConfigError(_format_errors(str(settings_file), exc)) from exc
     _refuse_weaker_security(settings_file, data)
+    if not users_own:
+        check_project_options(settings_file, data, user_auth)
     try:
         settings = Settings(**data)
     except ValidationError as exc:
         raise ConfigError(_format_errors("environment", exc, env=True)) from exc
     token = os.environ.get("VEIL_HTTP_TOKEN")
     if token:
-        settings.http.token = SecretStr(token)
-
-    merged: dict[str, Any] = {}
-    for path in (user_config_dir() / "auth.json", veil_file(root, "auth.json")):
-        part = read_json_file(path)
         try:
-            AuthConfig.model_validate(_deep_merge(merged, part))
-        except ValidationError as exc:
-            raise ConfigError(_format_errors(str(path), exc)) from exc
-        merged = _deep_merge(merged, part)
-    auth = AuthConfig.model_validate(merged)
-    return Config(project_dir=root, settings=settings, auth=auth, settings_file=settings_file)
+            check_http_token(token)
+        except ValueError as exc:
+            raise ConfigError(f"environment: VEIL_HTTP_TOKEN (http.token): {exc}") from exc
+        settings.http.token = SecretStr(token)
+    from_env = env_setting_paths(dict(os.environ))
+    from_project = {
+        path
+        for path in leaf_paths(data if not users_own else {})
+        if not any(path == e or path.startswith(e + ".") for e in from_env)
+    }
+    auth, project_providers = _load_auth(user_auth, veil_file(root, "auth.json"))
+    return Config(
+        project_dir=root,
+        settings=settings,
+        auth=auth,
+        settings_file=settings_file,
+        project_providers=project_providers,
+        settings_from_project=frozenset(from_project),
+    )
+
+
+def _load_auth(user_file: Path, project_file: Path) -> tuple[AuthConfig, frozenset[str]]:
+    """The user's auth.json, then the project's under :mod:`veil.core.trust`'s rules; each
+    validation error names the file that brought the value."""
+    user = read_json_file(user_file)
+    try:
+        AuthConfig.model_validate(user)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(str(user_file), exc)) from exc
+    if _same_file(user_file, project_file):  # veil run in the home folder: one file, the user's
+        return AuthConfig.model_validate(user), frozenset()
+    project = read_json_file(project_file)
+    check_project_options(project_file, project, user_file)
+    merged, owned = merge_auth_layers(user, project, user_file, project_file)
+    try:
+        auth = AuthConfig.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(str(project_file), exc)) from exc
+    return auth, owned
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return False

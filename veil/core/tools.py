@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from veil.core.processes import KILL_GRACE_SECONDS as KILL_GRACE_SECONDS  # re-exported
+from veil.core.processes import finished, kill_group, signal_group, start_group
 from veil.core.types import Tool, ToolContext, ToolResult
 
 NOISE_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__", ".veil"})
@@ -59,8 +61,6 @@ LS_MAX_ENTRIES = 500
 LS_COUNT_LIMIT = 100_000
 """``ls`` stops counting entries past this many (the note then says "more than")."""
 
-KILL_GRACE_SECONDS = 1.0
-"""After SIGTERM, how long a timed-out command's group gets before SIGKILL."""
 DRAIN_QUIET_SECONDS = 0.2
 """Once a command has exited, read its remaining output until the pipe is quiet this long..."""
 DRAIN_MAX_SECONDS = 1.0
@@ -593,22 +593,6 @@ class CommandResult:
     seconds: float
 
 
-def _signal_group(pgid: int, sig: int) -> None:
-    """Send ``sig`` to a process group; a group already gone is fine."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGTERM the command's process group, then SIGKILL what is left after a grace period."""
-    _signal_group(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=KILL_GRACE_SECONDS)
-    _signal_group(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=KILL_GRACE_SECONDS)
-
-
 def _drain(fd: int, selector: selectors.BaseSelector, buffer: _OutputBuffer) -> None:
     """Read what is still in the pipe until end of file, ``DRAIN_QUIET_SECONDS`` of silence or
     ``DRAIN_MAX_SECONDS`` in all."""
@@ -667,36 +651,39 @@ def run_command(command: str, cwd: Path, timeout: float, max_chars: int) -> Comm
             whatever the command prints).
 
     Processes the command left running in its group (``cmd &``) are killed when it returns;
-    ``setsid``/``nohup setsid`` detaches one for good.
+    ``setsid``/``nohup setsid`` detaches one for good. While it runs the group is registered
+    in :mod:`veil.core.processes`, which kills it if veil ends first (exit, SIGTERM, the HTTP
+    server stopping).
 
     Raises:
-        OSError: bash could not be started.
+        OSError: bash could not be started (:class:`~veil.core.processes.ShuttingDownError`
+            when veil is shutting down).
         KeyboardInterrupt: after killing the process group.
     """
     started = time.monotonic()
-    proc = subprocess.Popen(
+    proc = start_group(
         ["bash", "-c", command],
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        start_new_session=True,
         env=_command_env(),
     )
     buffer = _OutputBuffer(max_chars)
     try:
         timed_out = _pump(proc, buffer, started + timeout)
         if timed_out:
-            _kill_group(proc)
+            kill_group(proc)
             with selectors.DefaultSelector() as selector:
                 selector.register(proc.stdout.fileno(), selectors.EVENT_READ)
                 _drain(proc.stdout.fileno(), selector, buffer)
         else:
-            _signal_group(proc.pid, signal.SIGKILL)  # leftover background jobs
+            signal_group(proc.pid, signal.SIGKILL)  # leftover background jobs
     except BaseException:  # KeyboardInterrupt included: never leave the group running
-        _kill_group(proc)
+        kill_group(proc)
         raise
     finally:
+        finished(proc)
         proc.stdout.close()
     output, cut = buffer.render(max_chars)
     return CommandResult(output, proc.returncode, timed_out, cut, time.monotonic() - started)

@@ -71,7 +71,8 @@ def agent_writer(project: Path):
 @pytest.fixture
 def make_client(make_veil):
     """``make_client(veil=None, **create_app_kwargs)`` -> ``(client, veil)``; the client raises
-    no server exceptions, so a 500 is seen as the caller sees it."""
+    no server exceptions, so a 500 is seen as the caller sees it. Requests go to
+    ``http://127.0.0.1:5051`` (a loopback server answers only loopback ``Host`` names)."""
     from starlette.testclient import TestClient
     from veil_http import create_app
 
@@ -79,7 +80,11 @@ def make_client(make_veil):
 
     def factory(veil=None, **kwargs):
         veil = veil or make_veil()
-        client = TestClient(create_app(veil, **kwargs), raise_server_exceptions=False)
+        client = TestClient(
+            create_app(veil, **kwargs),
+            base_url="http://127.0.0.1:5051",
+            raise_server_exceptions=False,
+        )
         clients.append(client)
         return client, veil
 

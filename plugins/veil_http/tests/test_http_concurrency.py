@@ -14,7 +14,7 @@ DELAY = 0.15  # seconds each model answer takes, so turns overlap when they may
 async def _post_all(app, requests: list[tuple[str, dict]]) -> list[httpx.Response]:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(
-        transport=transport, base_url="http://veil.test", timeout=60
+        transport=transport, base_url="http://127.0.0.1:5051", timeout=60
     ) as client:
         return await asyncio.gather(*(client.post(p, json=b) for p, b in requests))
 
@@ -22,7 +22,7 @@ async def _post_all(app, requests: list[tuple[str, dict]]) -> list[httpx.Respons
 def _sessions(app, n: int) -> list[str]:
     async def create() -> list[str]:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://veil.test") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:5051") as c:
             return [(await c.post("/sessions")).json()["id"] for _ in range(n)]
 
     return asyncio.run(create())
@@ -73,7 +73,7 @@ def test_mixed_reads_and_writes_under_load(make_veil):
     async def run() -> list[httpx.Response]:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://veil.test", timeout=60
+            transport=transport, base_url="http://127.0.0.1:5051", timeout=60
         ) as c:
             calls = []
             for n in range(5):

@@ -112,7 +112,7 @@ def test_plugin_routes_are_mounted_validated_and_documented(make_client, make_ve
     assert post["tags"] == ["notes"] and post["summary"] == "Save a note"
     assert post["requestBody"]["content"]["application/json"]["schema"] == NOTE_SCHEMA
     assert post["requestBody"]["required"] is True
-    assert set(post["responses"]) == {"200", "400", "404", "413", "422"}
+    assert set(post["responses"]) == {"200", "400", "403", "404", "413", "421", "422"}
     get = doc["paths"]["/notes/{name}"]["get"]
     assert list(get["responses"]["200"]["content"]) == ["text/plain"]
     raw = doc["paths"]["/notes/{name}/raw"]["put"]

@@ -16,11 +16,17 @@ from veil_http.events import HUB
 __all__ = ["create_app", "register_commands", "render"]
 
 
-def create_app(veil: Any, *, token: str | None = None, max_body_bytes: int | None = None) -> Any:
+def create_app(
+    veil: Any,
+    *,
+    token: str | None = None,
+    max_body_bytes: int | None = None,
+    host: str | None = None,
+) -> Any:
     """Build the Starlette app over ``veil``; see :func:`veil_http.app.create_app`."""
     from veil_http.app import create_app as _create_app
 
-    return _create_app(veil, token=token, max_body_bytes=max_body_bytes)
+    return _create_app(veil, token=token, max_body_bytes=max_body_bytes, host=host)
 
 
 @hookimpl

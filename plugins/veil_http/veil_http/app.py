@@ -12,10 +12,12 @@ from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 
 from veil.core.errors import ConfigError
+from veil.core.settings import check_http_token, is_loopback
 from veil_http import context, meta, sessions
 from veil_http.api import Endpoint, Operation, openapi_path
 from veil_http.auth import BearerAuth
 from veil_http.errors import EXCEPTION_HANDLERS, Redactor
+from veil_http.hosts import HostCheck, loopback_names
 from veil_http.openapi import build_openapi
 from veil_http.paths import EncodedSlashes, restore_slashes
 from veil_http.plugin_routes import adapt, collect_routes
@@ -89,15 +91,20 @@ def create_app(
     *,
     token: str | None = None,
     max_body_bytes: int | None = None,
+    host: str | None = None,
 ) -> Starlette:
     """Build the HTTP API over an open :class:`veil.core.app.Veil`.
 
     Args:
         veil: the project to serve (its plugins' ``register_routes`` are mounted too).
-        token: bearer token every request must carry; None takes settings ``http.token``
-            (``VEIL_HTTP_TOKEN``), and an empty string turns the check off.
+        token: bearer token every request must carry (at least
+            :data:`~veil.core.settings.MIN_HTTP_TOKEN_CHARS` characters); None takes settings
+            ``http.token`` (``VEIL_HTTP_TOKEN``), and an empty string turns the check off.
         max_body_bytes: request body limit in bytes (413 above); None takes settings
             ``http.maxBodyBytes`` (1 MiB by default).
+        host: the address the app is served on; None takes settings ``http.host``
+            (127.0.0.1). On a loopback address every request must name this machine in ``Host``
+            (else 421) and carry no foreign ``Origin`` (else 403): :mod:`veil_http.hosts`.
 
     Returns:
         The :class:`Starlette` app. ``app.state`` holds ``veil``, ``openapi`` (the document),
@@ -105,7 +112,8 @@ def create_app(
 
     Raises:
         ConfigError: two plugins (or a plugin and this one) declare the same method and path,
-            or a contributed route is malformed (names the plugin and the route).
+            or a contributed route is malformed (names the plugin and the route), or the token
+            is too short.
     """
     from veil import __version__
 
@@ -113,6 +121,12 @@ def create_app(
     if token is None and http.token is not None:
         token = http.token.get_secret_value()
     token = token or None
+    if token is not None:
+        try:
+            check_http_token(token)
+        except ValueError as exc:
+            raise ConfigError(f"http.token: {exc}") from exc
+    host = http.host if host is None else host
     limit = int(max_body_bytes if max_body_bytes is not None else http.max_body_bytes)
     if limit < 1:
         raise ConfigError(f"max_body_bytes must be at least 1, got {limit}")
@@ -124,6 +138,7 @@ def create_app(
     app = Starlette(
         routes=mount(operations),
         middleware=[
+            *([Middleware(HostCheck, allowed=loopback_names(host))] if is_loopback(host) else []),
             *([Middleware(BearerAuth, token=token)] if token else []),
             Middleware(EncodedSlashes),
         ],
@@ -135,6 +150,10 @@ def create_app(
     app.state.redactor = Redactor(_secrets(veil, token), core=veil.redactor)
     app.state.tasks = set()
     app.state.openapi = build_openapi(
-        operations, version=__version__, bearer=token is not None, max_body_bytes=limit
+        operations,
+        version=__version__,
+        bearer=token is not None,
+        max_body_bytes=limit,
+        host_check=is_loopback(host),
     )
     return app

@@ -26,8 +26,9 @@ from veil_http.schemas import Body, ErrorOut
 ERROR_REF = {"$ref": "#/components/schemas/ErrorOut"}
 
 
-def error_statuses(op: Operation, *, bearer: bool) -> list[int]:
-    """Every error status ``op`` can answer: its own plus those of its kind (module doc)."""
+def error_statuses(op: Operation, *, bearer: bool, host_check: bool = False) -> list[int]:
+    """Every error status ``op`` can answer: its own plus those of its kind (module doc);
+    ``host_check`` (a loopback server, :mod:`veil_http.hosts`) adds 403 and 421."""
     statuses = set(op.errors)
     if op.request is not None:
         statuses |= {400, 413}
@@ -39,6 +40,8 @@ def error_statuses(op: Operation, *, bearer: bool) -> list[int]:
         statuses.add(404)
     if bearer:
         statuses.add(401)
+    if host_check:
+        statuses |= {403, 421}
     return sorted(statuses)
 
 
@@ -59,6 +62,7 @@ def build_openapi(
     version: str = "0.1.0",
     bearer: bool = False,
     max_body_bytes: int | None = None,
+    host_check: bool = False,
 ) -> dict[str, Any]:
     """The OpenAPI 3.1 document of ``operations``.
 
@@ -66,6 +70,8 @@ def build_openapi(
         bearer: requests need ``Authorization: Bearer <token>`` (adds the security scheme and
             401 answers).
         max_body_bytes: the body limit, stated in the description.
+        host_check: the server refuses foreign ``Host`` / ``Origin`` headers (adds 403 and 421
+            answers).
     """
     paths: dict[str, dict[str, Any]] = {}
     for op in operations:
@@ -90,7 +96,7 @@ def build_openapi(
             if content is not None:
                 entry["content"] = {content.media_type: {"schema": content.schema}}
             responses[str(status)] = entry
-        for status in error_statuses(op, bearer=bearer):
+        for status in error_statuses(op, bearer=bearer, host_check=host_check):
             responses[str(status)] = {
                 "description": HTTPStatus(status).phrase,
                 "content": {"application/json": {"schema": ERROR_REF}},

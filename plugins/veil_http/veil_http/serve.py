@@ -2,18 +2,30 @@
 
 Nothing here (nor in the app) imports a terminal UI; the REPL plugin may be blocked or absent.
 Binding an address other than loopback (``127.0.0.1``, ``localhost``, ``::1``) needs a bearer
-token, else the command refuses to start.
+token, else the command refuses to start. Whether to serve beyond this machine is the user's
+choice, never the project's: ``http.host`` and ``http.token`` from the project's
+``.veil/settings.json`` (a file that comes with a clone, so everyone who has the repository knows
+its token) do not open the server to the network; ``--host`` / ``VEIL_HTTP__HOST`` and
+``VEIL_HTTP_TOKEN`` do.
+
+When the server is asked to stop (SIGTERM, Ctrl-C), the commands tools are running are killed at
+once (:func:`veil.core.processes.shutdown`), so the turns in progress end and the server exits
+instead of waiting for them.
 """
 
 from __future__ import annotations
 
+import threading
+from types import FrameType
 from typing import Any
 
 import click
 
+from veil.core import processes
 from veil.core.errors import ConfigError
+from veil.core.settings import LOOPBACK_HOSTS, is_loopback
 
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+LOOPBACK = LOOPBACK_HOSTS
 
 
 def check_bind(host: str, token: str | None) -> None:
@@ -22,36 +34,84 @@ def check_bind(host: str, token: str | None) -> None:
     Raises:
         ConfigError: ``host`` is not loopback and ``token`` is empty.
     """
-    if host.strip("[]") not in LOOPBACK and not token:
+    if not is_loopback(host) and not token:
         raise ConfigError(
             f"refusing to bind {host}: serving beyond this machine needs a bearer token; set "
-            "VEIL_HTTP_TOKEN or http.token in .veil/settings.json, or bind 127.0.0.1"
+            "VEIL_HTTP_TOKEN, or bind 127.0.0.1"
         )
 
 
-def build_server(veil: Any, host: str | None = None, port: int | None = None) -> Any:
-    """A :class:`uvicorn.Server` for ``veil`` (not started).
+def check_sources(veil: Any, host: str, host_given: bool) -> None:
+    """Refuse a bind beyond this machine that the project's settings.json asked for, or that a
+    token from that file would guard (see the module docstring).
 
     Args:
-        host, port: default settings ``http.host`` / ``http.port`` (127.0.0.1:5051).
+        veil: the open project (its :class:`~veil.core.settings.Config` knows where each
+            setting came from).
+        host: the address to bind.
+        host_given: ``host`` came from the command line (the user), not from settings.
 
     Raises:
-        ConfigError: a non-loopback host without a token (see :func:`check_bind`).
+        ConfigError: naming the settings file and ``http.host`` / ``http.token``.
+    """
+    if is_loopback(host):
+        return
+    config = veil.config
+    where = config.settings_file
+    if not host_given and config.setting_from_project("http.host"):
+        raise ConfigError(
+            f"{where}: http.host: a project file may not open veil serve beyond this machine "
+            f"({host}); pass --host {host} or set VEIL_HTTP__HOST={host} yourself"
+        )
+    if config.setting_from_project("http.token"):
+        raise ConfigError(
+            f"{where}: http.token: this token comes with the repository, so everyone who has it "
+            f"knows it; set VEIL_HTTP_TOKEN to serve on {host}"
+        )
+
+
+def _server_class() -> type:
+    import uvicorn
+
+    class StoppingServer(uvicorn.Server):
+        """uvicorn's server, which also kills running tool commands when asked to stop."""
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
+            # Off the signal handler: killing waits up to a grace period per group.
+            threading.Thread(target=processes.shutdown, name="veil-stop-tools", daemon=True).start()
+
+    return StoppingServer
+
+
+def build_server(veil: Any, host: str | None = None, port: int | None = None) -> Any:
+    """A :class:`uvicorn.Server` for ``veil`` (not started); stopping it (SIGTERM, Ctrl-C) kills
+    the tool commands running in its turns.
+
+    Args:
+        host, port: default settings ``http.host`` / ``http.port`` (127.0.0.1:5051); a ``host``
+            given here is the user's choice (the command line).
+
+    Raises:
+        ConfigError: a non-loopback host without a token (see :func:`check_bind`), or one that
+            the project's settings.json asks for or guards (:func:`check_sources`).
     """
     import uvicorn
 
     from veil_http.app import create_app
 
     http = veil.config.settings.http
+    host_given = host is not None
     host = host or http.host
     port = http.port if port is None else port
     token = http.token.get_secret_value() if http.token is not None else None
     check_bind(host, token)
-    app = create_app(veil, token=token)
+    check_sources(veil, host, host_given)
+    app = create_app(veil, token=token, host=host)
     config = uvicorn.Config(
         app, host=host.strip("[]"), port=port, log_level="info", lifespan="off", server_header=False
     )
-    return uvicorn.Server(config)
+    return _server_class()(config)
 
 
 def add_serve_command(cli: click.Group) -> None:
@@ -90,4 +150,5 @@ def add_serve_command(cli: click.Group) -> None:
         try:
             server.run()
         finally:
+            processes.shutdown()
             veil.close()

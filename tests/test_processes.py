@@ -1,0 +1,226 @@
+"""Tool commands run in their own process group and end when veil ends: in-process shutdown,
+a SIGTERM'd ``veil -p`` and a SIGTERM'd ``veil serve`` (a scripted model over HTTP asks for a
+long-running command; the test checks the command's child by pid)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from veil.core import processes
+from veil.core.app import open_veil
+from veil.core.llm import LLM
+from veil.core.scripted_server import ScriptedOpenAIServer
+from veil.core.settings import load_config
+from veil.core.testing import ScriptedModel
+from veil.core.tools import run_command
+
+LONG_COMMAND = "sleep 300 & echo $! > child.pid; wait"
+"""Starts a grandchild (the sleep) and waits for it: the group outlives the shell's own work."""
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_for(predicate, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {seconds} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def read_pid(path: Path, seconds: float = 60) -> int:
+    wait_for(lambda: path.exists() and path.read_text().strip(), seconds, f"{path}")
+    return int(path.read_text())
+
+
+@pytest.fixture
+def reopen():
+    yield
+    processes.reopen()
+
+
+def test_shutdown_kills_a_running_command_and_refuses_new_ones(tmp_path, reopen):
+    results = []
+    worker = threading.Thread(
+        target=lambda: results.append(run_command(LONG_COMMAND, tmp_path, 300, 10_000))
+    )
+    worker.start()
+    child = read_pid(tmp_path / "child.pid")
+    assert alive(child)
+    (group,) = processes.live_groups()
+    assert os.getpgid(child) == group  # the sleep is in the command's own group
+    assert processes.shutdown() == 1
+    worker.join(10)
+    assert not worker.is_alive()
+    assert results[0].exit_code == -signal.SIGTERM and not results[0].timed_out
+    wait_for(lambda: not alive(child), 5, "the child to end")
+    assert processes.live_groups() == []
+    with pytest.raises(processes.ShuttingDownError):
+        run_command("true", tmp_path, 10, 1000)
+
+
+def test_a_finished_command_leaves_no_group_registered(tmp_path):
+    assert run_command("echo hi", tmp_path, 10, 1000).output == "hi\n"
+    assert processes.live_groups() == []
+
+
+def test_the_turn_ends_when_veil_shuts_down(project, reopen):
+    model = ScriptedModel(
+        [{"tool_calls": [{"name": "bash", "arguments": {"command": LONG_COMMAND}}]}, "never sent"]
+    )
+    config = load_config(project)
+    veil = open_veil(project, config=config, llm=LLM(config, models={"main": model}))
+    try:
+        session = veil.new_session()
+        results = []
+        worker = threading.Thread(target=lambda: results.append(veil.run_turn(session, "go")))
+        worker.start()
+        child = read_pid(project / "child.pid")
+        processes.shutdown()
+        worker.join(15)
+        assert not worker.is_alive()
+        assert (results[0].status, results[0].reason) == ("interrupted", "veil is shutting down")
+        assert len(model.calls) == 1  # no model call after the killed command
+        assert not alive(child)
+        assert session.messages[-1]["role"] == "tool"  # the call keeps its result
+    finally:
+        veil.close()
+
+
+# -- real processes ------------------------------------------------------------------------------
+
+
+def _project(tmp_path: Path, server: ScriptedOpenAIServer) -> tuple[Path, dict[str, str]]:
+    """A project whose main model is the scripted server (a provider in the user's auth.json)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "auth.json").write_text(
+        json.dumps(
+            {
+                "providers": {
+                    "s": {"type": "openai", "base_url": server.url, "api_key": "sk-test-12345678"}
+                }
+            }
+        )
+    )
+    root = tmp_path / "proj"
+    (root / ".veil").mkdir(parents=True)
+    (root / ".veil" / "settings.json").write_text(
+        json.dumps({"models": {"main": {"model": "test-model", "contextWindow": 8192}}})
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
+    env.update(
+        VEIL_HOME=str(home), VEIL_CONTEXT__RESCUE_EMBEDDINGS="off", VEIL_DISABLE_PLUGINS="veil_repl"
+    )
+    return root, env
+
+
+def _bash_reply() -> dict:
+    return {"tool_calls": [{"name": "bash", "arguments": {"command": LONG_COMMAND}}]}
+
+
+def test_sigterm_to_veil_p_ends_the_command_it_was_running(tmp_path):
+    with ScriptedOpenAIServer([_bash_reply()], default="finished") as server:
+        root, env = _project(tmp_path, server)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "veil.cli", "--project", str(root), "-p", "run it"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=root,
+        )
+        try:
+            child = read_pid(root / "child.pid", 120)
+            assert alive(child)
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        wait_for(lambda: not alive(child), 5, "the command's child to end")
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert "Traceback" not in err
+
+
+def test_sigterm_to_veil_serve_ends_running_commands_and_the_server(tmp_path):
+    with ScriptedOpenAIServer([_bash_reply()], default="finished") as server:
+        root, env = _project(tmp_path, server)
+        port = _free_port()
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "veil.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--project",
+                str(root),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=root,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            wait_for(lambda: _healthy(base) or proc.poll() is not None, 120, "veil serve")
+            assert proc.poll() is None, proc.stdout.read()
+            sid = httpx.post(f"{base}/sessions", timeout=10).json()["id"]
+            answers = []
+            poster = threading.Thread(
+                target=lambda: answers.append(
+                    httpx.post(
+                        f"{base}/sessions/{sid}/messages", json={"content": "go"}, timeout=120
+                    )
+                )
+            )
+            poster.start()
+            child = read_pid(root / "child.pid", 120)
+            assert alive(child)
+            started = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            wait_for(lambda: not alive(child), 10, "the command's child to end")
+            proc.wait(timeout=30)
+            assert time.monotonic() - started < 30
+            poster.join(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 128 + signal.SIGTERM
+        turn = answers[0].json()
+        assert (turn["status"], turn["reason"]) == ("interrupted", "veil is shutting down")
+        assert len([r for r in server.requests if r.path.endswith("/chat/completions")]) == 1
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _healthy(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/health", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
