@@ -130,7 +130,7 @@ def run_scenario(project: Path) -> dict:
     )
     assert result is not None and result.messages is not None, recorder.events
     assert len(compact.calls) == 2  # extraction, then the summary
-    client = TestClient(create_app(veil))
+    client = TestClient(create_app(veil), base_url="http://127.0.0.1:5051")
     sid = session.id
     responses = [
         client.get(f"/sessions/{sid}"),
@@ -241,7 +241,7 @@ def test_http_put_of_a_memory_file_is_literal_and_reads_back_redacted(project, m
         if not redact:
             monkeypatch.setenv("VEIL_SECURITY__REDACT_SECRETS", "false")
         veil = open_project(project, ScriptedModel([]), ScriptedModel([]), Recorder())
-        client = TestClient(create_app(veil))
+        client = TestClient(create_app(veil), base_url="http://127.0.0.1:5051")
         put = client.put("/memory/MEMORY.md", content=body.encode("utf-8"))
         assert put.status_code == 200, put.text
         on_disk = (project / ".veil" / "memory" / "MEMORY.md").read_text(encoding="utf-8")

@@ -205,7 +205,11 @@ def test_http_put_stays_literal_within_the_body_limit(
         project, use_entry_points=False, extra_plugins=(("veil_memoryfiles", veil_memoryfiles),)
     )
     try:
-        client = TestClient(create_app(veil, max_body_bytes=4096), raise_server_exceptions=False)
+        client = TestClient(
+            create_app(veil, max_body_bytes=4096),
+            raise_server_exceptions=False,
+            base_url="http://127.0.0.1:5051",
+        )
         path = project / ".veil" / "memory" / "MEMORY.md"
         # over maxFileBytes but within the body limit: the seed's literal overwrite stands
         body = b"<!-- 2026-11-15 -->\n" + b"p" * 3000 + b"\n"
