@@ -78,7 +78,7 @@ def extract_before_compaction(session: Any, messages: list[dict[str, Any]]) -> l
         return []
     written = []
     for fact in parse_facts(completion.message.get("content") or ""):
-        outcome = service.write(fact, "agent")
+        outcome = service.write(fact, "agent", skip_if_present=True)  # never the same fact twice
         if outcome.status == "written":
             written.append(fact)
         session.veil.beliefs.assert_fact(session, fact, source="memory_extraction")

@@ -108,9 +108,16 @@ class MemoryService:
         return [wanted] if wanted in allowed else []
 
     def write(
-        self, content: Any, scope: Any = "agent", now: datetime | None = None
+        self,
+        content: Any,
+        scope: Any = "agent",
+        now: datetime | None = None,
+        *,
+        skip_if_present: bool = False,
     ) -> MemoryWriteOutcome:
         """Append ``content`` to a scope's MEMORY.md (seed 000 ``memory_write``).
+        ``skip_if_present``: skip a fact the file already states anywhere (:mod:`.dedupe`),
+        as status ``skipped_duplicate``.
 
         Raises:
             BadRequest / UnsafePath: bad ``content`` or ``scope``. MemoryBusy, MemoryFileInvalid.
@@ -120,7 +127,9 @@ class MemoryService:
         shown = display_path(self.project, path)
         if not self.enabled:
             return MemoryWriteOutcome("disabled", scope, shown)
-        result = append_entry(path, content, max_lines=self.max_lines(scope), now=now)
+        result = append_entry(
+            path, content, max_lines=self.max_lines(scope), now=now, skip_if_present=skip_if_present
+        )
         return MemoryWriteOutcome(result.status, scope, shown, result)
 
     def read(self, scope: str | None = None) -> str:
