@@ -56,7 +56,7 @@ def test_document_lists_every_route_with_schemas_and_statuses(make_client):
         assert ref.startswith("#/components/schemas/")
         assert ref.rsplit("/", 1)[1] in doc["components"]["schemas"], ref
     compact = doc["paths"]["/sessions/{session_id}/compact"]["post"]
-    assert set(compact["responses"]) == {"200", "400", "404", "413", "422", "501", "502"}
+    assert set(compact["responses"]) == {"200", "400", "404", "409", "413", "422", "501", "502"}
     out = doc["components"]["schemas"]["CompactOut"]
     assert set(out["required"]) == {
         "sessionId",

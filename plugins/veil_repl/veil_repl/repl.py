@@ -8,6 +8,7 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
 
+from veil.core.errors import SessionConflict
 from veil_repl import display
 
 HELP_HEADER = (
@@ -100,8 +101,18 @@ class Repl:
         return True
 
     def run_message(self, text: str) -> None:
-        """Run one turn, streaming to the console."""
-        result = self.veil.run_turn(self.session, text)
+        """Run one turn, streaming to the console. When another process (``veil -p``, a
+        server) changed the session since this REPL loaded it, the REPL loads it again and
+        runs the turn on that (the refused attempt stored nothing)."""
+        try:
+            result = self.veil.run_turn(self.session, text)
+        except SessionConflict:
+            self.session = self.veil.load_session(self.session.id)
+            self.display.console.print(
+                "[yellow]this session was changed by another veil process; "
+                "continuing from its latest state[/yellow]"
+            )
+            result = self.veil.run_turn(self.session, text)
         self.display._end_stream()
         if result.status == "halted":
             # convergence halt: the run stops and the user decides what happens next
