@@ -247,3 +247,55 @@ def test_two_servers_on_one_session_answer_409_to_the_overlapping_request(tmp_pa
     assert [_last_user(b) for b in server.requests] == ["slow", "after"]
     contents, _ = _stored(project, sid)
     assert contents == ["slow", "re: slow", "after", "re: after"]
+
+
+def test_the_session_lock_is_reentrant_on_a_thread_and_exclusive_between_threads(tmp_path):
+    from veil.core.errors import SessionBusy
+    from veil.core.session_locks import SessionLocks
+
+    locks = SessionLocks(tmp_path / "context.db")
+    other = SessionLocks(tmp_path / "context.db")  # another opener of the store, same files
+    seen: list[str] = []
+
+    def try_hold(which: SessionLocks) -> None:
+        try:
+            with which.hold("sess_1", "a test"):
+                seen.append("held")
+        except SessionBusy as exc:
+            seen.append(exc.code)
+
+    with locks.hold("sess_1"), locks.hold("sess_1"):  # a turn that compacts: re-entered
+        for which in (locks, other):
+            thread = threading.Thread(target=try_hold, args=(which,))
+            thread.start()
+            thread.join()
+        with locks.hold("sess_2"):  # another session is independent
+            pass
+    try_hold(other)  # released: free again
+    assert seen == ["SESSION_BUSY", "SESSION_BUSY", "held"]
+    assert locks.path("sess_1") == tmp_path / "locks" / "sess_1.lock"
+
+
+def test_writes_from_an_out_of_date_copy_are_refused_whole(tmp_path):
+    from veil.core.errors import SessionConflict as Conflict
+
+    store = Store(tmp_path / "context.db", write_behind=False)
+    try:
+        store.create_session("sess_1", "default", None, {})
+        v1 = store.append_message("sess_1", 0, 0, {"role": "user", "content": "a"}, None)
+        assert v1 == 1
+        assert store.update_session("sess_1", expect_version=1, state={"k": 1}) == 2
+        assert store.update_session("sess_1", title="t") == 2  # metadata: no new version
+        with pytest.raises(Conflict):
+            store.append_message(
+                "sess_1", 1, 0, {"role": "user", "content": "b"}, None, expect_version=1
+            )
+        with pytest.raises(Conflict):
+            store.update_session("sess_1", expect_version=1, compact_size=5)
+        with pytest.raises(Conflict):  # idx taken: a conflict, not an IntegrityError
+            store.append_message("sess_1", 0, 0, {"role": "user", "content": "c"}, None)
+        row = store.get_session("sess_1")
+        assert (row["version"], row["compact_size"], row["state"]) == (2, 0, {"k": 1})
+        assert [m["content"] for _, m in store.messages("sess_1")] == ["a"]
+    finally:
+        store.close()

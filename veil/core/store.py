@@ -194,16 +194,22 @@ class Store:
         """Run reads in one read transaction: they all see the store as of one moment (WAL), even
         while another process writes. Joins this thread's open transaction if there is one.
         Queued :meth:`write_behind` jobs land first."""
-        conn = self.conn
+        conn = self.conn  # drains the write-behind queue before taking the lock
         with self._write_lock:  # ":memory:" shares one connection between threads
             if conn.in_transaction:
                 yield conn
                 return
-            conn.execute("BEGIN")
+            # like transaction(): reads inside do not wait for the writer thread, which may
+            # need the write lock this block holds
+            self._local.depth = getattr(self._local, "depth", 0) + 1
             try:
-                yield conn
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    conn.execute("COMMIT")
             finally:
-                conn.execute("COMMIT")
+                self._local.depth -= 1
 
     def write_behind(
         self,
@@ -370,6 +376,8 @@ class Store:
         values = [db.dumps(v) if isinstance(v, dict) else v for v in fields.values()]
         with self.transaction() as conn:
             _swap(conn, session_id, f"UPDATE sessions SET {cols}", values, expect_version)
+            if expect_version is not None:
+                return expect_version + 1 if bump else expect_version
             return _version(conn, session_id)
 
     def version(self, session_id: str) -> int:
@@ -442,7 +450,7 @@ class Store:
                     f"session {session_id}: message {idx} was already stored by another process "
                     "(this copy of the session is out of date; load it again)"
                 ) from exc
-            return _version(conn, session_id)
+            return expect_version + 1 if expect_version is not None else _version(conn, session_id)
 
     def messages(self, session_id: str) -> list[tuple[int, Message]]:
         """The full history as ``[(step, message), ...]`` in order; a damaged or missing row
