@@ -101,7 +101,9 @@ def test_a_latin1_byte_in_the_task_becomes_a_replacement_character(tmp_path):
 
 
 # PYTHONUTF8=0 keeps Python from switching itself to UTF-8 under the C locale (as an embedding
-# or an older Python would): standard streams and argv then use ASCII.
+# or an older Python would): standard streams and argv then use ASCII. The first two cases
+# failed before the fix; the last two pass either way (with LANG=C alone Python coerces the
+# locale to C.UTF-8, with LC_ALL=C alone it turns on its UTF-8 mode) and stay as guards.
 LOCALES = [
     {"LC_ALL": "C", "PYTHONUTF8": "0"},
     {"LC_ALL": "POSIX", "PYTHONUTF8": "0"},
@@ -133,3 +135,16 @@ def test_memory_and_print_mode_speak_utf8_under_a_non_utf8_locale(tmp_path, loca
     assert answered.returncode == 0, answered.stderr.decode()
     assert answered.stdout.decode("utf-8") == "réponse: 日本語 ✓\n"
     assert sent == ["dis 日本語"]
+
+
+def test_the_store_keeps_a_message_holding_a_lone_surrogate(tmp_path):
+    store = Store(tmp_path / "context.db", write_behind=False)
+    try:
+        store.create_session("sess_1", "default", None, {})
+        message = {"role": "tool", "tool_call_id": "c\udce9", "content": "caf\udce9"}
+        assert store.append_message("sess_1", 0, 1, message) == 1
+        assert store.messages("sess_1") == [
+            (1, {"role": "tool", "tool_call_id": f"c{REPLACEMENT}", "content": f"caf{REPLACEMENT}"})
+        ]
+    finally:
+        store.close()

@@ -185,7 +185,7 @@ class Veil:
             # the agent's configuration of today stands in for the one snapshotted at creation
             try:
                 stored.row["snapshot"] = self.agent_snapshot(stored.row["agent"])
-            except VeilError as exc:
+            except (VeilError, TypeError, ValueError) as exc:  # a damaged agent name too
                 warnings.append(f"session {session_id}: agent configuration unusable: {exc}")
             warnings.append(
                 f"session {session_id}: its configuration snapshot is damaged; the agent "

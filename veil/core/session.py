@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from veil.core.errors import SessionClosed, SessionConflict
+from veil.core.errors import SessionClosed, SessionConflict, SessionNotFound
 from veil.core.items import ItemBatch
 from veil.core.tags import content_identifiers, item_identifiers
 from veil.core.tiers import moved_row
@@ -167,17 +167,18 @@ class Session:
             SessionConflict: another process appended to or compacted the session since this
                 copy was loaded; writing from it would undo that. Load the session again.
             SessionNotFound: the session was deleted."""
-        version = self.veil.store.version(self.id)
-        if version != self.version:
+        row = self.veil.store.reader.execute(
+            "SELECT version, closed_at FROM sessions WHERE id = ?", (self.id,)
+        ).fetchone()
+        if row is None:
+            raise SessionNotFound(f"no session with id {self.id!r}")
+        if row[0] != self.version:
             raise SessionConflict(
                 f"session {self.id} was changed by another process since it was loaded (stored "
-                f"version {version}, this copy has {self.version}); load it again and retry"
+                f"version {row[0]}, this copy has {self.version}); load it again and retry"
             )
-        row = self.veil.store.reader.execute(
-            "SELECT closed_at FROM sessions WHERE id = ?", (self.id,)
-        ).fetchone()
-        if row is not None and row[0] is not None and self.closed_at is None:
-            self.closed_at = row[0]
+        if row[1] is not None and self.closed_at is None:
+            self.closed_at = row[1]
 
     def append(self, message: Message, usage: dict | None = None) -> int:
         """Append a message to the full history (stored at once, compare-and-swap on the

@@ -424,13 +424,22 @@ class Store:
             process appended or compacted since this copy was loaded; nothing is stored).
             SessionNotFound: no such session.
         """
-        now = time.time()
         try:
-            text = db.dumps(message)
-            text.encode("utf-8")
-        except UnicodeEncodeError:  # lone surrogates: SQLite stores UTF-8 only
-            message = clean_message(message)
-            text = db.dumps(message)
+            return self._append(session_id, idx, step, db.dumps(message), usage, expect_version)
+        except UnicodeEncodeError:  # lone surrogates: SQLite stores UTF-8 only (rolled back)
+            text = db.dumps(clean_message(message))
+            return self._append(session_id, idx, step, text, usage, expect_version)
+
+    def _append(
+        self,
+        session_id: str,
+        idx: int,
+        step: int,
+        text: str,
+        usage: dict | None,
+        expect_version: int | None,
+    ) -> int:
+        now = time.time()
         with self.transaction() as conn:
             _swap(
                 conn,
@@ -464,9 +473,17 @@ class Store:
             " WHERE session_id = ? ORDER BY idx",
             (session_id,),
         ).fetchall()
+        numbered = [r for r in found if isinstance(r["idx"], int) and r["idx"] >= 0]
+        if len(numbered) < len(found):  # a primary key that is not a position cannot be placed
+            for r in found:
+                if not (isinstance(r["idx"], int) and r["idx"] >= 0):
+                    problems.append(
+                        f"session {session_id}: message row {r['idx']!r} has no position"
+                    )
+            found = numbered
         if not found:
             return []
-        size = max(int(r["idx"]) for r in found if isinstance(r["idx"], int)) + 1
+        size = max(r["idx"] for r in found) + 1
         messages: list[Message | None] = [None] * size
         steps = [0] * size
         reasons: dict[int, str] = {}

@@ -136,3 +136,28 @@ def test_a_halt_stops_the_run_and_asks_the_user(repl_env):
     model.add({"tool_calls": [{"name": "ls", "arguments": {}}]})
     out = run_repl(veil, veil.new_session(), "fix it\r/exit\r")
     assert "halted: the same failure 3 times" in out and "How should I go on?" in out
+
+
+def test_a_session_changed_by_another_opener_is_reloaded_not_overwritten(repl_env):
+    veil, model, project = repl_env
+    model.add("first answer", "third answer")
+    session = veil.new_session()
+    run_repl(veil, session, "first\r/exit\r")
+    config = load_config(project)
+    other_model = ScriptedModel(["second answer"])
+    other = open_veil(  # another opener of the store, as another veil process would be
+        project,
+        config=config,
+        llm=LLM(config, models={"main": other_model}),
+        use_entry_points=False,
+    )
+    try:
+        other.run_turn(other.load_session(session.id), "second", stream=False)
+    finally:
+        other.close()
+    out = run_repl(veil, session, "third\r/exit\r")
+    assert "changed by another veil process" in out and "third answer" in out
+    stored = [m["content"] for _, m in veil.store.messages(session.id)]
+    assert stored == ["first", "first answer", "second", "second answer", "third", "third answer"]
+    sent = [m["content"] for m in model.calls[-1] if m["role"] == "user"]
+    assert sent == ["first", "second", "third"]  # the reloaded history, not the stale copy
