@@ -208,3 +208,62 @@ def test_stand_ins_keep_every_tool_call_paired():
     assert "(y)" in filled[4]["content"]
     assert filled[6]["role"] == "assistant" and "tool_calls" not in filled[6]
     assert filled[0] is history[0] and filled[2] is history[2]
+
+
+def test_damaged_item_and_event_rows_do_not_stop_a_resume(make_veil, project):
+    from veil.core.loop import capture
+    from veil.core.types import CaptureEvent, EvictionPlan, ToolResult
+
+    veil = make_veil([])
+    session = veil.new_session()
+    for n in range(2):  # two tool results, both evicted to warm in two passes
+        call = {"id": f"c{n}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+        session.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        tool_msg = {"role": "tool", "tool_call_id": f"c{n}", "content": f"text of mod_{n}.py"}
+        idx = session.append(tool_msg)
+        capture(
+            session,
+            CaptureEvent(
+                "tool_result",
+                tool_msg,
+                n + 1,
+                message_index=idx,
+                tool_name="read",
+                tool_call_id=f"c{n}",
+                result=ToolResult(tool_msg["content"]),
+            ),
+        )
+    first, second = list(session.live_items)
+    session.apply_eviction(EvictionPlan(to_warm=[first.id]))
+    session.apply_eviction(EvictionPlan(to_warm=[second.id]))
+    sid = session.id
+    veil.close()
+    db = project / ".veil" / "context.db"
+    damage(
+        db,
+        f"UPDATE items SET tags = 'not json' WHERE id = '{second.id}'",
+        "UPDATE events SET payload = '{\"items\": [' WHERE seq = (SELECT MAX(seq) FROM events"
+        f" WHERE kind = 'evict' AND session_id = '{sid}')",
+    )
+    veil = make_veil([])
+    resumed = veil.load_session(sid)  # the damaged pass is skipped, the other still counts
+    resumed.page_in_open = True
+    assert [i.id for i in resumed.page_in_candidates()] == [first.id]
+    assert veil.store.get_item(second.id).tags == []
+    assert len(veil.store.events(sid, ("evict",))) == 1
+    veil.close()
+
+    store = Store(db, write_behind=False)
+    try:
+        from veil.core import doctor
+
+        report = doctor.repair_store(store)
+        assert sorted(f.table for f in report.findings) == ["events", "items"]
+        assert report.problems_left == 0
+        assert (
+            store.conn.execute("SELECT tags FROM items WHERE id = ?", (second.id,)).fetchone()[0]
+            == "[]"
+        )
+        assert store.conn.execute("SELECT COUNT(*) FROM quarantine").fetchone()[0] == 2
+    finally:
+        store.close()

@@ -622,8 +622,15 @@ class Store:
         if kinds:
             sql += f" AND kind IN ({', '.join('?' for _ in kinds)})"
             args.extend(kinds)
-        rows = self.conn.execute(sql + " ORDER BY seq", args).fetchall()
-        return [{**dict(r), "payload": json.loads(r["payload"])} for r in rows]
+        found = self.conn.execute(sql + " ORDER BY seq", args).fetchall()
+        out = []
+        for r in found:
+            payload, problem = rows.json_value(r["payload"], dict, "payload")
+            if problem:  # one damaged event must not hide the log (veil doctor names it)
+                log.warning("%s: event %s is damaged, skipped: %s", self.path, r["seq"], problem)
+                continue
+            out.append({**dict(r), "payload": payload})
+        return out
 
     def eviction_count(self, session_id: str) -> int:
         """Items evicted in a session so far (each ``evict`` event lists the items of a pass)."""
@@ -698,8 +705,14 @@ def _item_values(item: ContextItem) -> list:
 
 def _row_item(row: Any) -> ContextItem:
     d = {c: row[c] for c in ITEM_COLUMNS}
-    d["tags"] = json.loads(d["tags"])
-    d["targets"] = json.loads(d["targets"])
+    for col in ("tags", "targets"):
+        try:
+            d[col] = json.loads(d[col])
+        except (TypeError, ValueError):
+            d[col] = None
+        if not isinstance(d[col], list):  # damaged: the item stays usable without them
+            log.warning("item %s: %s column is damaged; read as []", d["id"], col)
+            d[col] = []
     d["pinned"] = bool(d["pinned"])
     d["loaded_by_hand"] = bool(d["loaded_by_hand"])
     return ContextItem(**d)
