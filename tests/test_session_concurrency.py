@@ -225,6 +225,9 @@ def test_two_servers_on_one_session_answer_409_to_the_overlapping_request(tmp_pa
             busy = httpx.post(
                 f"{base2}/sessions/{sid}/messages", json={"content": "other"}, timeout=60
             )
+            streamed = httpx.post(
+                f"{base2}/sessions/{sid}/messages/stream", json={"content": "x"}, timeout=60
+            )
             compact = httpx.post(f"{base2}/sessions/{sid}/compact", timeout=60)
             close = httpx.post(f"{base2}/sessions/{sid}/close", timeout=60)
             release.set()
@@ -237,7 +240,7 @@ def test_two_servers_on_one_session_answer_409_to_the_overlapping_request(tmp_pa
             release.set()
             _stop(first)
             _stop(second)
-    for response in (busy, compact, close):
+    for response in (busy, streamed, compact, close):
         assert response.status_code == 409, response.text
         assert response.json()["error"]["code"] == "SESSION_BUSY"
     assert results["slow"].status_code == 200 and results["slow"].json()["final"] == "re: slow"
@@ -271,6 +274,10 @@ def test_the_session_lock_is_reentrant_on_a_thread_and_exclusive_between_threads
             thread.join()
         with locks.hold("sess_2"):  # another session is independent
             pass
+        locks.check_free("sess_1")  # held by this opener: its callers queue, no error
+        with pytest.raises(SessionBusy):  # held by another opener (as by another process)
+            other.check_free("sess_1")
+    other.check_free("sess_1")
     try_hold(other)  # released: free again
     assert seen == ["SESSION_BUSY", "SESSION_BUSY", "held"]
     assert locks.path("sess_1") == tmp_path / "locks" / "sess_1.lock"

@@ -47,6 +47,7 @@ class SessionLocks:
         self.wait_s = wait_s
         self._locks: dict[str, filelock.BaseFileLock | threading.RLock] = {}
         self._guard = threading.Lock()
+        self._held: dict[str, int] = {}  # session id -> holds in this process now
 
     def path(self, session_id: str) -> Path | None:
         """The lock file of a session (None for an in-memory store). Characters outside
@@ -95,7 +96,35 @@ class SessionLocks:
                 f"session {session_id} is busy: another veil process or request is changing "
                 f"it (a turn, a compaction...), so {what} cannot start now; retry when it ends"
             )
+        with self._guard:
+            self._held[session_id] = self._held.get(session_id, 0) + 1
         try:
             yield
         finally:
+            with self._guard:
+                self._held[session_id] -= 1
             lock.release()
+
+    def check_free(self, session_id: str, what: str = "a change") -> None:
+        """Raise :class:`SessionBusy` now if *another process* holds the session's lock; a hold
+        in this process (a turn another request of this server runs) is not an obstacle, since
+        this process's callers queue (:meth:`veil.core.app.Veil.session_lock`). For a front end
+        that must answer before the work starts (a stream's status line); the work itself still
+        takes the lock, so a process that takes it in between is refused then.
+
+        Raises:
+            SessionBusy: another process holds the lock."""
+        path = self.path(session_id)
+        with self._guard:
+            if path is None or self._held.get(session_id):
+                return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = filelock.FileLock(str(path), thread_local=False)
+        try:
+            probe.acquire(timeout=0)
+        except filelock.Timeout:
+            raise SessionBusy(
+                f"session {session_id} is busy: another veil process is changing it (a turn, "
+                f"a compaction...), so {what} cannot start now; retry when it ends"
+            ) from None
+        probe.release()
