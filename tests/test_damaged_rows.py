@@ -267,3 +267,32 @@ def test_damaged_item_and_event_rows_do_not_stop_a_resume(make_veil, project):
         assert store.conn.execute("SELECT COUNT(*) FROM quarantine").fetchone()[0] == 2
     finally:
         store.close()
+
+
+def test_a_message_row_that_is_not_utf8_is_stood_in_for_and_moved_aside_whole(make_veil, project):
+    from veil.core import doctor
+
+    veil = make_veil(["fine"])
+    session = veil.new_session()
+    veil.run_turn(session, "hi", stream=False)
+    sid = session.id
+    veil.close()
+    raw = b'{"role":"user","content":"caf\xe9"}'  # Latin-1 e-acute: not UTF-8
+    db = project / ".veil" / "context.db"
+    damage(
+        db,
+        f"UPDATE messages SET message = CAST(X'{raw.hex()}' AS TEXT)"
+        f" WHERE session_id = '{sid}' AND idx = 0",
+    )
+    veil = make_veil([])
+    loaded = veil.load_session(sid)
+    assert [m["role"] for m in loaded.messages] == ["assistant", "assistant"]
+    assert loaded.messages[1]["content"] == "fine"
+    assert "not valid UTF-8 (byte 29)" in loaded.load_warnings[0]  # 0xE9 follows 29 bytes
+    report = doctor.repair_store(veil.store)
+    assert [(f.table, f.key, f.repaired) for f in report.findings] == [
+        ("messages", f"{sid}#0", True)
+    ]
+    kept = json.loads(veil.store.conn.execute("SELECT row FROM quarantine").fetchone()[0])
+    assert bytes.fromhex(kept["message"]["hex"]) == raw  # the bytes, exactly
+    veil.close()

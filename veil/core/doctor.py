@@ -48,6 +48,7 @@ class Finding:
         repaired: moved aside / reset by ``--repair``.
         repairable: False when the repair cannot fix it (a session row whose id or agent is
             not text).
+        rowid: the row's SQLite rowid (how the repair finds it, whatever its key holds).
     """
 
     table: str
@@ -55,6 +56,7 @@ class Finding:
     problems: list[str]
     repaired: bool = False
     repairable: bool = True
+    rowid: int | None = None
 
 
 @dataclass
@@ -123,7 +125,7 @@ def _json(value: Any, kind: type, what: str, *, nullable: bool = False) -> tuple
 def _session_findings(conn: Any) -> list[Finding]:
     out = []
     found = conn.execute(
-        "SELECT id, agent, created_at, updated_at, closed_at, compact_size, "
+        "SELECT rowid, id, agent, created_at, updated_at, closed_at, compact_size, "
         + ", ".join(_TEXT.format(c) for c in ("snapshot", "state"))
         + " FROM sessions ORDER BY rowid"
     ).fetchall()
@@ -136,14 +138,16 @@ def _session_findings(conn: Any) -> list[Finding]:
             if problem:
                 problems.append(problem)
         if problems:
-            out.append(Finding("sessions", str(r["id"]), problems, repairable=repairable))
+            out.append(
+                Finding("sessions", str(r["id"]), problems, repairable=repairable, rowid=r["rowid"])
+            )
     return out
 
 
 def _message_findings(conn: Any, notes: list[str]) -> list[Finding]:
     out = []
     found = conn.execute(
-        "SELECT session_id, idx, step, "
+        "SELECT rowid, session_id, idx, step, "
         + ", ".join(_TEXT.format(c) for c in ("message", "usage"))
         + " FROM messages ORDER BY session_id, idx"
     ).fetchall()
@@ -161,7 +165,8 @@ def _message_findings(conn: Any, notes: list[str]) -> list[Finding]:
         if problem:
             problems.append(problem)
         if problems:
-            out.append(Finding("messages", f"{r['session_id']}#{r['idx']}", problems))
+            key = f"{r['session_id']}#{r['idx']}"
+            out.append(Finding("messages", key, problems, rowid=r["rowid"]))
         if isinstance(r["idx"], int):
             numbers.setdefault(str(r["session_id"]), []).append(r["idx"])
     for session_id, idxs in numbers.items():
@@ -177,7 +182,9 @@ def _message_findings(conn: Any, notes: list[str]) -> list[Finding]:
 def _item_findings(conn: Any) -> list[Finding]:
     out = []
     found = conn.execute(
-        "SELECT id, " + ", ".join(_TEXT.format(c) for c in ("tags", "targets")) + " FROM items"
+        "SELECT rowid, id, "
+        + ", ".join(_TEXT.format(c) for c in ("tags", "targets"))
+        + " FROM items"
     ).fetchall()
     for r in found:
         problems = []
@@ -188,7 +195,7 @@ def _item_findings(conn: Any) -> list[Finding]:
             if problem:
                 problems.append(problem)
         if problems:
-            out.append(Finding("items", str(r["id"]), problems))
+            out.append(Finding("items", str(r["id"]), problems, rowid=r["rowid"]))
     return out
 
 
@@ -197,7 +204,7 @@ def _event_findings(conn: Any) -> list[Finding]:
     for r in conn.execute(f"SELECT seq, {_TEXT.format('payload')} FROM events ORDER BY seq"):
         _, problem = _json(r["payload"], dict, "payload")
         if problem:
-            out.append(Finding("events", str(r["seq"]), [problem]))
+            out.append(Finding("events", str(r["seq"]), [problem], rowid=r["seq"]))
     return out
 
 
@@ -242,13 +249,24 @@ def _check(conn: Any, path: str) -> DoctorReport:
 
 
 def _row_json(row: Any) -> str:
-    """Every column of a row as JSON text (bytes as ``{"hex": ...}``), ASCII only so that any
-    value, damaged or not, can be stored."""
+    """Every column of a row as JSON text, ASCII only so that any value, damaged or not, can be
+    stored: text as text; bytes that are not UTF-8 (a blob, or text that is not UTF-8) as
+    ``{"hex": ...}``."""
     out = {}
     for key in row.keys():  # noqa: SIM118 - iterating a sqlite Row gives its values
-        value = row[key]
+        value = _plain(row[key])
         out[key] = {"hex": bytes(value).hex()} if isinstance(value, (bytes, bytearray)) else value
     return json.dumps(out, ensure_ascii=True)
+
+
+def _plain(value: Any) -> Any:
+    """Bytes that decode as UTF-8 as text; anything else unchanged."""
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return value
+    return value
 
 
 def repair_store(
@@ -300,16 +318,14 @@ def _repair(
 ) -> None:
     reason = "; ".join(finding.problems)
     table = finding.table
-    if table == "messages":
-        session_id, _, idx = finding.key.rpartition("#")
-        where, args = "session_id = ? AND idx = ?", (session_id, int(idx))
-    elif table == "events":
-        where, args = "seq = ?", (int(finding.key),)
-    else:
-        where, args = "id = ?", (finding.key,)
-    row = conn.execute(
-        f"SELECT *, CAST(rowid AS INTEGER) AS _rowid FROM {table} WHERE {where}", args
-    ).fetchone()
+    where, args = "rowid = ?", (finding.rowid,)
+    # text as bytes: a column holding invalid UTF-8 would make the fetch fail
+    columns = [c[1] for c in conn.execute(f"PRAGMA table_info({table})").fetchall()]
+    select = ", ".join(
+        f"CASE WHEN typeof({c}) = 'text' THEN CAST({c} AS BLOB) ELSE {c} END AS {c}"
+        for c in columns
+    )
+    row = conn.execute(f"SELECT {select} FROM {table} WHERE {where}", args).fetchone()
     if row is None:  # gone since the check
         return
     _quarantine(conn, table, finding.key, row, reason, now)
@@ -326,7 +342,7 @@ def _repair(
         snapshot: dict[str, Any] = {}
         if snapshot_for is not None:
             try:
-                snapshot = snapshot_for(row["agent"])
+                snapshot = snapshot_for(_plain(row["agent"]))
             except Exception:  # noqa: BLE001 - an unusable agent config leaves {}
                 snapshot = {}
         fixes["snapshot"] = db.dumps(snapshot)
