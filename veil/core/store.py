@@ -53,7 +53,8 @@ ITEM_COLUMNS = (
 
 
 _SESSION_LISTED = (
-    "id, agent, model, title, created_at, updated_at, closed_at, compact_size, version"
+    "id, agent, model, title, created_at, updated_at, closed_at, compact_summary, compact_size,"
+    " version"
 )
 """The columns a listing reads: never the JSON ones, so a damaged snapshot or state (which only
 a load needs) cannot hide a session from ``veil sessions`` or ``GET /sessions``."""
@@ -323,8 +324,8 @@ class Store:
         self, limit: int = 50, problems: list[str] | None = None
     ) -> list[dict[str, Any]]:
         """Sessions, most recently updated first (at most ``limit``), without their snapshot
-        and state: id, agent, model, title, created_at, updated_at, closed_at, compact_size,
-        version, message_count.
+        and state: id, agent, model, title, created_at, updated_at, closed_at, compact_summary,
+        compact_size, version, message_count.
 
         Rows whose listed columns are damaged (:func:`veil.core.rows.session_row_problems`)
         are left out, each named in ``problems`` (when given) and logged.
