@@ -341,7 +341,10 @@ def _print_doctor(report: Any, repair: bool) -> None:
     for line in report.foreign_keys:
         click.echo(f"foreign key: {line}")
     for f in report.findings:
-        state = "moved aside" if f.repaired else "damaged"
+        moved = f.table in ("messages", "events")
+        state = "damaged"
+        if f.repaired:
+            state = "moved to quarantine" if moved else "reset (the row as it was is in quarantine)"
         if not f.repairable:
             state = "damaged (cannot be repaired here)"
         click.echo(f"{f.table} {f.key}: {state}: {'; '.join(f.problems)}")

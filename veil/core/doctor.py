@@ -191,7 +191,7 @@ def _item_findings(conn: Any) -> list[Finding]:
         for col in ("tags", "targets"):
             value, problem = _json(r[col], list, col)
             if problem is None and not all(isinstance(v, str) for v in value):
-                problem = f"{col}: a JSON list holding something other than text"
+                problem = f"{col}: a JSON array holding something other than text"
             if problem:
                 problems.append(problem)
         if problems:

@@ -67,14 +67,20 @@ def json_value(text: Any, kind: type, what: str) -> tuple[Any, str | None]:
     except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError from a lone surrogate
         return None, f"{what}: not valid JSON ({exc})"
     if not isinstance(value, kind):
-        return None, f"{what}: JSON {type(value).__name__}, expected {kind.__name__}"
+        return None, f"{what}: a JSON {_json_name(value)}, expected a JSON {_json_name(kind())}"
     return value, None
+
+
+def _json_name(value: Any) -> str:
+    """JSON's name for the type of a decoded value (object, array, string...)."""
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+    return names.get(type(value), "number")
 
 
 def message_problem(message: Any) -> str | None:
     """Why a decoded ``messages.message`` is not an OpenAI chat message, or None when it is."""
     if not isinstance(message, dict):
-        return f"message: JSON {type(message).__name__}, expected an object"
+        return f"message: a JSON {_json_name(message)}, expected a JSON object"
     role = message.get("role")
     if role not in ROLES:
         return f"message: role {role!r} is not one of {', '.join(sorted(ROLES))}"
