@@ -124,6 +124,10 @@ def cli(
         session = _pick_session(veil, cont, resume_id, agent, model)
     except VeilError as exc:
         raise click.ClickException(exc.message) from exc
+    for warning in session.load_warnings:
+        click.echo(f"veil: warning: {warning}", err=True)
+    if session.load_warnings:
+        click.echo("veil: run `veil doctor --repair` to move the damaged rows aside", err=True)
     if task is not None:
         sys.exit(_print_mode(veil, session, task, as_json))
     runner = veil.pm.hook.run_interactive
@@ -141,7 +145,10 @@ def _pick_session(
     if resume_id:
         return veil.load_session(resume_id)
     if cont:
-        last = veil.last_session_id()
+        problems: list[str] = []
+        last = veil.last_session_id(problems)
+        for problem in problems:
+            click.echo(f"veil: warning: {problem}", err=True)
         if last is None:
             click.echo("veil: no session to continue; starting a new one", err=True)
         else:
@@ -266,7 +273,10 @@ def sessions_cmd(state: VeilContext, as_json: bool, limit: int) -> None:
     if not store.exists():  # a listing never creates a project's .veil/
         click.echo("[]" if as_json else f"no sessions yet (no {store})")
         return
-    rows = state.open().list_sessions(limit)
+    problems: list[str] = []
+    rows = state.open().list_sessions(limit, problems)
+    for problem in problems:
+        click.echo(f"veil: warning: {problem} (see `veil doctor`)", err=True)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -281,6 +291,73 @@ def sessions_cmd(state: VeilContext, as_json: bool, limit: int) -> None:
             f"{r['id']}  {when}  {r['agent']:<10} {r['message_count']:>4} msgs  "
             f"{(r['title'] or '')[:60]}{closed}"
         )
+
+
+@cli.command("doctor")
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Move damaged rows to the quarantine table and rebuild derived views.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_obj
+def doctor_cmd(state: VeilContext, repair: bool, as_json: bool) -> None:
+    """Check the project's store (.veil/context.db): SQLite's integrity check, and every row
+    veil reads. With --repair, damaged rows are moved aside (kept in a quarantine table, never
+    deleted). Exits 1 when problems remain."""
+    from veil.core import doctor
+    from veil.core.settings import load_config
+
+    try:
+        path = load_config(state.project).veil_dir / "context.db"
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not path.exists():
+        raise click.ClickException(f"no store to check: {path} does not exist")
+    try:
+        if repair:
+            veil = state.open()
+            report = doctor.repair_store(veil.store, veil.agent_snapshot)
+        else:
+            report = doctor.check_store(str(path))
+    except doctor.db.sqlite3.DatabaseError as exc:
+        raise click.ClickException(f"{path}: not a usable SQLite database ({exc})") from exc
+    except VeilError as exc:
+        raise click.ClickException(exc.message) from exc
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        _print_doctor(report, repair)
+    sys.exit(1 if report.problems_left else 0)
+
+
+def _print_doctor(report: Any, repair: bool) -> None:
+    click.echo(f"store: {report.path}")
+    click.echo(
+        "integrity check: ok"
+        if not report.integrity
+        else "integrity check: FAILED (SQLite's .recover can salvage the file)\n  "
+        + "\n  ".join(report.integrity)
+    )
+    for line in report.foreign_keys:
+        click.echo(f"foreign key: {line}")
+    for f in report.findings:
+        moved = f.table in ("messages", "events")
+        state = "damaged"
+        if f.repaired:
+            state = "moved to quarantine" if moved else "reset (the row as it was is in quarantine)"
+        if not f.repairable:
+            state = "damaged (cannot be repaired here)"
+        click.echo(f"{f.table} {f.key}: {state}: {'; '.join(f.problems)}")
+    for note in report.notes:
+        click.echo(f"note: {note}")
+    if report.rebuilt:
+        click.echo(f"rebuilt: {', '.join(report.rebuilt)}")
+    if report.problems_left:
+        hint = "" if repair else "; `veil doctor --repair` moves damaged rows aside"
+        click.echo(f"{report.problems_left} problem(s) left{hint}")
+    else:
+        click.echo("no problems left")
 
 
 @cli.command("replay")
@@ -351,9 +428,11 @@ def main(argv: list[str] | None = None) -> None:
     if hasattr(signal, "SIGPIPE"):  # `veil sessions | head -1` ends quietly, like other CLIs
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     from veil.core.processes import install_signal_handlers
+    from veil.core.text import argument_text, utf8_stdio
 
     install_signal_handlers()  # SIGTERM / SIGHUP also end the commands tools started
-    argv = sys.argv[1:] if argv is None else argv
+    utf8_stdio()  # UTF-8 in and out whatever the locale (LANG=C...)
+    argv = [argument_text(a) for a in (sys.argv[1:] if argv is None else argv)]
     group = build_cli(argv)
     group.main(
         args=argv,

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,8 +20,10 @@ from veil.core.errors import (
     CompactionDisabled,
     ConfigError,
     NotAvailable,
+    VeilError,
 )
 from veil.core.paths import append_bytes_nofollow, create_exclusive, read_bytes_nofollow, veil_file
+from veil.core.session_locks import SessionLocks
 from veil.core.settings import Config, load_config, validate_agent_name
 from veil.core.store import Store
 from veil.core.types import CompactRequest, RecallHit, RenderEvent, Tool, new_id
@@ -88,8 +92,9 @@ class Veil:
             ensure_gitignore(config.project_dir)
             db_path = veil_file(config.project_dir, "context.db")
         self.store = Store(db_path)
+        self.session_locks = SessionLocks(db_path)
         self.tools: dict[str, Tool] = self._collect_tools()
-        self._session_locks: dict[str, threading.Lock] = {}
+        self._turn_queues: dict[str, threading.Lock] = {}
         self._beliefs: Any = None
         # sessions front ends hold open, so core operations (compact) act on the same object
         self._live: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
@@ -178,20 +183,48 @@ class Veil:
             agents = sorted(p.name for p in folder.parent.glob("*") if p.is_dir())
             known = ", ".join(dict.fromkeys([default, *agents]))
             raise AgentNotFound(f"agent {agent!r} not found: no {folder} (agents here: {known})")
-        agent_cfg = self.config.agent(agent)
-        snapshot = agent_cfg.model_dump(mode="json", by_alias=True)
-        snapshot["memory"] = self.config.memory_for(agent).model_dump(mode="json", by_alias=True)
-        row = self.store.create_session(new_id("sess"), agent, model or agent_cfg.model, snapshot)
+        snapshot = self.agent_snapshot(agent)
+        row = self.store.create_session(
+            new_id("sess"), agent, model or snapshot.get("model"), snapshot
+        )
         session = Session(self, row, resumed=False)
         self._live[session.id] = session
         self.pm.hook.session_start(session=session)
         return session
 
+    def agent_snapshot(self, agent: str) -> dict[str, Any]:
+        """The agent's configuration as a session snapshots it at creation (seed 000): agent.json
+        with its defaults, plus the agent's ``memory`` settings, as JSON-safe camelCase.
+
+        Raises:
+            ConfigError: the agent's agent.json is invalid."""
+        snapshot = self.config.agent(agent).model_dump(mode="json", by_alias=True)
+        snapshot["memory"] = self.config.memory_for(agent).model_dump(mode="json", by_alias=True)
+        return snapshot
+
     def load_session(self, session_id: str) -> Session:
-        """Resume a stored session. Raises :class:`SessionNotFound`."""
+        """Resume a stored session. Rows of it that are damaged in the store are left out, each
+        named in ``session.load_warnings`` (see :meth:`veil.core.store.Store.load_session`).
+
+        Raises:
+            SessionNotFound: no session with that id."""
         from veil.core.session import Session
 
-        session = Session(self, self.store.get_session(session_id), resumed=True)
+        stored = self.store.load_session(session_id)
+        warnings = list(stored.problems)
+        if "snapshot" in stored.row["damaged"]:
+            # the agent's configuration of today stands in for the one snapshotted at creation
+            try:
+                stored.row["snapshot"] = self.agent_snapshot(stored.row["agent"])
+            except (VeilError, TypeError, ValueError) as exc:  # a damaged agent name too
+                warnings.append(f"session {session_id}: agent configuration unusable: {exc}")
+            warnings.append(
+                f"session {session_id}: its configuration snapshot is damaged; the agent "
+                f"{stored.row['agent']!r}'s current agent.json is used instead"
+            )
+        session = Session(
+            self, stored.row, resumed=True, history=stored.messages, load_warnings=warnings
+        )
         self._live[session.id] = session
         self.pm.hook.session_start(session=session)
         return session
@@ -205,31 +238,47 @@ class Veil:
         session = self._live.get(session_id)
         return session if session is not None else self.load_session(session_id)
 
-    def last_session_id(self) -> str | None:
-        """Id of the most recently updated open session, or None."""
-        for row in self.store.list_sessions(limit=50):
+    def last_session_id(self, problems: list[str] | None = None) -> str | None:
+        """Id of the most recently updated open session, or None. Damaged session rows are
+        passed over, each named in ``problems`` when given."""
+        for row in self.store.list_sessions(limit=50, problems=problems):
             if row["closed_at"] is None:
                 return row["id"]
         return None
 
-    def list_sessions(self, limit: int = 50) -> list[dict[str, Any]]:
-        """Stored sessions, most recent first (rows without the snapshot)."""
-        return [
-            {k: v for k, v in r.items() if k != "snapshot"} for r in self.store.list_sessions(limit)
-        ]
+    def list_sessions(
+        self, limit: int = 50, problems: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Stored sessions, most recent first (rows without snapshot and state). Damaged rows
+        are left out, each named in ``problems`` when given (see
+        :meth:`veil.core.store.Store.list_sessions`)."""
+        return self.store.list_sessions(limit, problems)
 
     def close_session(self, session: Session) -> None:
-        """Close a session (kept in the store, read-only from now on)."""
+        """Close a session (kept in the store, read-only from now on).
+
+        Raises:
+            SessionBusy: another process is changing the session (nothing is changed)."""
         import time
 
         if not session.closed:
-            self.pm.hook.session_end(session=session)
-            session.closed_at = time.time()
-            self.store.update_session(session.id, closed_at=session.closed_at)
+            with self.session_locks.hold(session.id, "closing it"):
+                self.pm.hook.session_end(session=session)
+                session.closed_at = time.time()
+                self.store.update_session(session.id, closed_at=session.closed_at)
 
-    def session_lock(self, session_id: str) -> threading.Lock:
-        """A lock serialising turns on one session (front ends that serve many callers)."""
-        return self._session_locks.setdefault(session_id, threading.Lock())
+    @contextmanager
+    def session_lock(self, session_id: str) -> Iterator[None]:
+        """Hold a session for a change, for front ends that serve many callers: callers in this
+        process queue on an in-process lock (their requests run one after the other), then the
+        holder takes the session's cross-process lock (:mod:`veil.core.session_locks`).
+
+        Raises:
+            SessionBusy: another process is changing the session (raised before the block runs).
+        """
+        queue = self._turn_queues.setdefault(session_id, threading.Lock())
+        with queue, self.session_locks.hold(session_id):
+            yield
 
     # -- turns ------------------------------------------------------------------------------
 
@@ -247,15 +296,21 @@ class Veil:
 
         Raises:
             SessionNotFound, SessionClosed, CompactionDisabled (seed 000's error codes);
-            NotAvailable: no plugin implements ``compact``.
+            NotAvailable: no plugin implements ``compact``; SessionBusy: another process is
+            changing the session; SessionConflict: the held copy of the session is older than
+            the store's (another process changed it since it was loaded).
         """
         session = self.live_session(session_id)
-        session.ensure_open()
-        if not session.snapshot.get("defaultCompaction", {}).get("enabled", True):
-            raise CompactionDisabled(f"defaultCompaction is disabled for agent {session.agent!r}")
-        result = self.pm.hook.compact(
-            session=session, request=CompactRequest(mode="default", instructions=instructions)
-        )
+        with self.session_locks.hold(session_id, "a compaction"):
+            session.ensure_current()
+            session.ensure_open()
+            if not session.snapshot.get("defaultCompaction", {}).get("enabled", True):
+                raise CompactionDisabled(
+                    f"defaultCompaction is disabled for agent {session.agent!r}"
+                )
+            result = self.pm.hook.compact(
+                session=session, request=CompactRequest(mode="default", instructions=instructions)
+            )
         if result is None:
             raise NotAvailable("no loaded plugin implements compaction (veil_compaction)")
         return {

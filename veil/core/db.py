@@ -124,6 +124,20 @@ MIGRATIONS: list[str] = [
         chars INTEGER NOT NULL
     );
     """,
+    # Sessions shared by processes (veil/core/session_locks.py): a version bumped by every change
+    # of a session's history or state, so a write from an out-of-date copy is refused
+    # (compare-and-swap); rows found damaged, moved aside by `veil doctor --repair`.
+    """
+    ALTER TABLE sessions ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE quarantine (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        ts REAL NOT NULL,
+        table_name TEXT NOT NULL,
+        row_key TEXT NOT NULL,
+        row TEXT NOT NULL,
+        reason TEXT NOT NULL
+    );
+    """,
 ]
 
 

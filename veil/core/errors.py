@@ -83,6 +83,24 @@ class SessionClosed(VeilError):
     http_status = 400
 
 
+class SessionBusy(VeilError):
+    """Another process (or thread) holds the session's lock: a turn, a compaction or another
+    change is running on it (409 ``SESSION_BUSY``). Raised before anything is stored; the
+    caller may retry once the other change ends."""
+
+    code = "SESSION_BUSY"
+    http_status = 409
+
+
+class SessionConflict(VeilError):
+    """The session changed in the store since this copy of it was loaded (another process ran a
+    turn or a compaction on it), so writing from this copy would undo that change (409
+    ``SESSION_CONFLICT``). Nothing of the refused change is stored; load the session again."""
+
+    code = "SESSION_CONFLICT"
+    http_status = 409
+
+
 class CompactionDisabled(VeilError):
     """``defaultCompaction.enabled`` is false for the session's agent (seed 000: ``400``)."""
 

@@ -23,6 +23,7 @@ from veil.core.errors import BadRequest
 from veil.core.llm import ContextWindowExceededError
 from veil.core.processes import shutting_down
 from veil.core.tags import item_identifiers
+from veil.core.text import clean_message, clean_text
 from veil.core.types import (
     CaptureEvent,
     CompactRequest,
@@ -119,8 +120,20 @@ def run_turn(
 
     Raises:
         SessionClosed: the session is closed. ProviderError: every provider failed.
+        SessionBusy: another process or request is changing the session. SessionConflict:
+        another process changed it since this copy was loaded. These three are raised before
+        anything of the turn is stored.
     """
-    session.ensure_open()
+    with session.veil.session_locks.hold(session.id, "a turn"):
+        session.ensure_current()
+        session.ensure_open()
+        return _run_turn_held(session, clean_text(text), max_iterations, stream)
+
+
+def _run_turn_held(
+    session: Session, text: str, max_iterations: int | None, stream: bool
+) -> TurnResult:
+    """:func:`run_turn` once the session's lock is held and its copy checked."""
     veil = session.veil
     started = time.monotonic()
     limit = max_iterations or session.config.settings.loop.max_iterations
@@ -248,7 +261,10 @@ def _force_compaction(session: Session) -> bool:
 
 
 def _clean_assistant(message: Message) -> Message:
-    """Keep only the OpenAI fields of an assistant message; give every tool call an id."""
+    """Keep only the OpenAI fields of an assistant message; give every tool call an id; replace
+    lone surrogates (a provider's ``"\\ud800"``) in its text with U+FFFD, so the reply can be
+    stored and shown (:func:`veil.core.text.clean_text`)."""
+    message = clean_message(message)
     out: Message = {"role": "assistant", "content": message.get("content")}
     calls = []
     for n, tc in enumerate(message.get("tool_calls") or []):

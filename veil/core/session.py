@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from veil.core.errors import SessionClosed
+from veil.core.errors import SessionClosed, SessionConflict, SessionNotFound
 from veil.core.items import ItemBatch
 from veil.core.tags import content_identifiers, item_identifiers
 from veil.core.tiers import moved_row
@@ -42,9 +42,21 @@ class Session:
         state: per-plugin scratch space (``state.setdefault("veil_x", {})``), persisted as JSON
             when its values are JSON-serialisable.
         resumed: True when loaded from the store rather than created.
+        version: the store's version of the session this copy holds (bumped by every message
+            and state write; a write from an out-of-date copy raises SessionConflict).
+        load_warnings: the damaged rows the load left out or stood in for, one line each
+            (front ends show them; :mod:`veil.core.rows`).
     """
 
-    def __init__(self, veil: Veil, row: dict[str, Any], *, resumed: bool) -> None:
+    def __init__(
+        self,
+        veil: Veil,
+        row: dict[str, Any],
+        *,
+        resumed: bool,
+        history: list[tuple[int, Message]] | None = None,
+        load_warnings: list[str] | None = None,
+    ) -> None:
         self.veil = veil
         self.id: str = row["id"]
         self.agent: str = row["agent"]
@@ -58,7 +70,10 @@ class Session:
         self._clean_summary: str | None = self.compact_summary  # stored ones were redacted
         self.state: dict[str, Any] = dict(row.get("state") or {})
         self.resumed = resumed
-        history = veil.store.messages(self.id) if resumed else []
+        self.version: int = int(row.get("version") or 0)
+        self.load_warnings: list[str] = list(load_warnings or [])
+        if history is None:
+            history = veil.store.messages(self.id) if resumed else []
         self.messages: list[Message] = [m for _, m in history]
         self.message_steps: list[int] = [s for s, _ in history]
         self.step: int = max(self.message_steps, default=0)
@@ -145,17 +160,45 @@ class Session:
         if self.closed:
             raise SessionClosed(f"session {self.id} is closed")
 
+    def ensure_current(self) -> None:
+        """Check that this copy is the store's latest version of the session (and take the
+        store's ``closed_at``: another process may have closed it).
+
+        Raises:
+            SessionConflict: another process appended to or compacted the session since this
+                copy was loaded; writing from it would undo that. Load the session again.
+            SessionNotFound: the session was deleted."""
+        row = self.veil.store.reader.execute(
+            "SELECT version, closed_at FROM sessions WHERE id = ?", (self.id,)
+        ).fetchone()
+        if row is None:
+            raise SessionNotFound(f"no session with id {self.id!r}")
+        if row[0] != self.version:
+            raise SessionConflict(
+                f"session {self.id} was changed by another process since it was loaded (stored "
+                f"version {row[0]}, this copy has {self.version}); load it again and retry"
+            )
+        if row[1] is not None and self.closed_at is None:
+            self.closed_at = row[1]
+
     def append(self, message: Message, usage: dict | None = None) -> int:
-        """Append a message to the full history (stored at once); return its index.
+        """Append a message to the full history (stored at once, compare-and-swap on the
+        session's version); return its index.
 
         This is where everything enters a session (user messages, replies with their tool
         calls, tool results): the message is stored and kept with credentials replaced by
         ``[redacted:NAME]`` (:mod:`veil.core.redaction`; off with ``security.redactSecrets``),
         so the store, the prompts and whatever is captured from ``messages[idx]`` never hold
-        them. ``message`` itself is not changed."""
+        them. ``message`` itself is not changed.
+
+        Raises:
+            SessionConflict: another process changed the session since this copy was loaded
+                (nothing is stored)."""
         message = self.veil.redactor.message(message)
         idx = len(self.messages)
-        self.veil.store.append_message(self.id, idx, self.step, message, usage)
+        self.version = self.veil.store.append_message(
+            self.id, idx, self.step, message, usage, expect_version=self.version
+        )
         self.messages.append(message)
         self.message_steps.append(self.step)
         return idx
@@ -173,10 +216,15 @@ class Session:
         self.turn_embeddings.add(items)
 
     def save_state(self) -> None:
-        """Persist ``compact_summary``, ``compact_size`` and the JSON-safe part of ``state``.
+        """Persist ``compact_summary``, ``compact_size`` and the JSON-safe part of ``state``
+        (compare-and-swap on the session's version).
 
         The summary is a model's text: it is redacted (:mod:`veil.core.redaction`) before it
-        is stored, and the session keeps the redacted text for its prompts."""
+        is stored, and the session keeps the redacted text for its prompts.
+
+        Raises:
+            SessionConflict: another process changed the session since this copy was loaded
+                (nothing is written)."""
         if self.compact_summary and self.compact_summary is not self._clean_summary:
             self.compact_summary = self.veil.redactor.text(self.compact_summary)
             self._clean_summary = self.compact_summary  # redacted once, not at every turn end
@@ -187,8 +235,9 @@ class Session:
             except (TypeError, ValueError):
                 continue
             safe[key] = value
-        self.veil.store.update_session(
+        self.version = self.veil.store.update_session(
             self.id,
+            expect_version=self.version,
             compact_summary=self.compact_summary,
             compact_size=self.compact_size,
             state=safe,

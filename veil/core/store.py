@@ -9,18 +9,23 @@ The full message history is never deleted or rewritten (compaction and eviction 
 from __future__ import annotations
 
 import json
+import logging
 import operator
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from veil.core import db
-from veil.core.errors import ConfigError, SessionNotFound
+from veil.core import db, rows
+from veil.core.errors import ConfigError, SessionConflict, SessionNotFound
+from veil.core.text import clean_message
 from veil.core.types import ContextItem, Message
 from veil.core.write_behind import WriteBehind
+
+log = logging.getLogger("veil.store")
 
 ITEM_COLUMNS = (
     "id",
@@ -45,6 +50,35 @@ ITEM_COLUMNS = (
     "loaded_by_hand",
     "outcome",
 )
+
+
+_SESSION_LISTED = (
+    "id, agent, model, title, created_at, updated_at, closed_at, compact_summary, compact_size,"
+    " version"
+)
+"""The columns a listing reads: never the JSON ones, so a damaged snapshot or state (which only
+a load needs) cannot hide a session from ``veil sessions`` or ``GET /sessions``."""
+
+_CONTENT_FIELDS = frozenset({"compact_summary", "compact_size", "state"})
+"""Session columns whose change bumps the session's ``version`` (history and state; not
+title, model or closed_at, which no later write depends on)."""
+
+
+@dataclass
+class StoredSession:
+    """A session as :meth:`Store.load_session` read it, all in one read transaction.
+
+    Attributes:
+        row: as :meth:`Store.get_session` gives it; a damaged ``snapshot`` or ``state`` is
+            ``{}`` there and named in ``row["damaged"]``.
+        messages: the full history as ``[(step, message), ...]``, a stand-in
+            (:func:`veil.core.rows.fill_damaged`) where a row is damaged or missing.
+        problems: one line per damaged row or column, naming it.
+    """
+
+    row: dict[str, Any]
+    messages: list[tuple[int, Message]]
+    problems: list[str] = field(default_factory=list)
 
 
 _TIER_COUNTS = "SELECT tier, COUNT(*) AS n FROM items WHERE session_id = ? GROUP BY tier"
@@ -156,6 +190,28 @@ class Store:
             finally:
                 self._local.depth -= 1
 
+    @contextmanager
+    def read_snapshot(self) -> Iterator[Any]:
+        """Run reads in one read transaction: they all see the store as of one moment (WAL), even
+        while another process writes. Joins this thread's open transaction if there is one.
+        Queued :meth:`write_behind` jobs land first."""
+        conn = self.conn  # drains the write-behind queue before taking the lock
+        with self._write_lock:  # ":memory:" shares one connection between threads
+            if conn.in_transaction:
+                yield conn
+                return
+            # like transaction(): reads inside do not wait for the writer thread, which may
+            # need the write lock this block holds
+            self._local.depth = getattr(self._local, "depth", 0) + 1
+            try:
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    conn.execute("COMMIT")
+            finally:
+                self._local.depth -= 1
+
     def write_behind(
         self,
         job: Callable[[Any], None],
@@ -227,7 +283,8 @@ class Store:
 
     def get_session(self, session_id: str) -> dict[str, Any]:
         """Return a session row: id, agent, model, title, created_at, updated_at, closed_at,
-        snapshot (dict), compact_summary, compact_size, state (dict), message_count.
+        snapshot (dict), compact_summary, compact_size, state (dict), version, message_count,
+        damaged (the JSON columns that did not parse; each is ``{}`` here).
 
         Raises:
             SessionNotFound: no session with that id.
@@ -239,31 +296,101 @@ class Store:
         ).fetchone()
         if row is None:
             raise SessionNotFound(f"no session with id {session_id!r}")
-        return _session_row(row)
+        out = dict(row)
+        rows.session_json(out)
+        return out
 
-    def list_sessions(self, limit: int = 50) -> list[dict[str, Any]]:
-        """Sessions, most recently updated first (at most ``limit``)."""
-        rows = self.conn.execute(
-            "SELECT s.*, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)"
-            " AS message_count FROM sessions s ORDER BY updated_at DESC, rowid DESC LIMIT ?",
+    def load_session(self, session_id: str) -> StoredSession:
+        """A session's row and full history, read in one read transaction (so the history is the
+        one of that row's ``version``, even while another process appends).
+
+        Damaged rows do not stop the load: a damaged snapshot or state is ``{}`` (named in
+        ``row["damaged"]``); a damaged or missing message row gets a stand-in
+        (:func:`veil.core.rows.fill_damaged`). Each is named in ``problems`` and logged; the rows
+        stay as they are (``veil doctor --repair`` moves them aside).
+
+        Raises:
+            SessionNotFound: no session with that id.
+        """
+        with self.read_snapshot():
+            row = self.get_session(session_id)
+            problems = [f"session {session_id}: {p}" for p in _json_problems(row)]
+            history = self._history(session_id, problems)
+        for problem in problems:
+            log.warning("%s: %s", self.path, problem)
+        return StoredSession(row=row, messages=history, problems=problems)
+
+    def list_sessions(
+        self, limit: int = 50, problems: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Sessions, most recently updated first (at most ``limit``), without their snapshot
+        and state: id, agent, model, title, created_at, updated_at, closed_at, compact_summary,
+        compact_size, version, message_count.
+
+        Rows whose listed columns are damaged (:func:`veil.core.rows.session_row_problems`)
+        are left out, each named in ``problems`` (when given) and logged.
+        """
+        found = self.conn.execute(
+            f"SELECT {_SESSION_LISTED}, (SELECT COUNT(*) FROM messages m"
+            " WHERE m.session_id = s.id) AS message_count FROM sessions s"
+            " ORDER BY updated_at DESC, rowid DESC LIMIT ?",
             (limit,),
         ).fetchall()
-        return [_session_row(r) for r in rows]
+        out = []
+        for row in found:
+            bad = rows.session_row_problems(row)
+            if bad:
+                problem = f"session row {row['id']!r} is damaged, left out: {'; '.join(bad)}"
+                log.warning("%s: %s", self.path, problem)
+                if problems is not None:
+                    problems.append(problem)
+                continue
+            out.append(dict(row))
+        return out
 
-    def update_session(self, session_id: str, **fields: Any) -> None:
+    def update_session(
+        self, session_id: str, *, expect_version: int | None = None, **fields: Any
+    ) -> int:
         """Set columns of a session (title, model, closed_at, compact_summary, compact_size,
-        state); dict values are stored as JSON. Raises SessionNotFound."""
+        state); dict values are stored as JSON. A change of compact_summary, compact_size or
+        state bumps the session's ``version`` by one.
+
+        Args:
+            expect_version: compare-and-swap: write only if the stored version is this one.
+
+        Returns:
+            The session's version after the write.
+
+        Raises:
+            SessionNotFound: no such session. SessionConflict: the stored version is not
+            ``expect_version`` (nothing is written). ValueError: an unknown field.
+        """
         allowed = {"title", "model", "closed_at", "compact_summary", "compact_size", "state"}
         bad = set(fields) - allowed
         if bad:
             raise ValueError(f"cannot update session fields {sorted(bad)}")
+        bump = bool(_CONTENT_FIELDS & set(fields))
         fields["updated_at"] = time.time()
         cols = ", ".join(f"{k} = ?" for k in fields)
+        if bump:
+            cols += ", version = version + 1"
         values = [db.dumps(v) if isinstance(v, dict) else v for v in fields.values()]
         with self.transaction() as conn:
-            cur = conn.execute(f"UPDATE sessions SET {cols} WHERE id = ?", (*values, session_id))
-            if cur.rowcount == 0:
-                raise SessionNotFound(f"no session with id {session_id!r}")
+            _swap(conn, session_id, f"UPDATE sessions SET {cols}", values, expect_version)
+            if expect_version is not None:
+                return expect_version + 1 if bump else expect_version
+            return _version(conn, session_id)
+
+    def version(self, session_id: str) -> int:
+        """The stored version of a session (see :meth:`update_session`).
+
+        Raises:
+            SessionNotFound: no such session."""
+        row = self.conn.execute("SELECT version FROM sessions WHERE id = ?", (session_id,))
+        found = row.fetchone()
+        if found is None:
+            raise SessionNotFound(f"no session with id {session_id!r}")
+        return int(found[0])
 
     def delete_session(self, session_id: str) -> None:
         """Delete a session with its messages and items (events stay: the log is append-only)."""
@@ -275,24 +402,114 @@ class Store:
     # -- messages ---------------------------------------------------------------------------
 
     def append_message(
-        self, session_id: str, idx: int, step: int, message: Message, usage: dict | None = None
-    ) -> None:
-        """Store message number ``idx`` (0-based) of a session's full history."""
+        self,
+        session_id: str,
+        idx: int,
+        step: int,
+        message: Message,
+        usage: dict | None = None,
+        *,
+        expect_version: int | None = None,
+    ) -> int:
+        """Store message number ``idx`` (0-based) of a session's full history; bumps the
+        session's version.
+
+        Args:
+            expect_version: compare-and-swap: store only if the session's version is this one.
+
+        Returns:
+            The session's version after the write.
+
+        Raises:
+            SessionConflict: ``idx`` is taken, or the version is not ``expect_version`` (another
+            process appended or compacted since this copy was loaded; nothing is stored).
+            SessionNotFound: no such session.
+        """
+        try:
+            return self._append(session_id, idx, step, db.dumps(message), usage, expect_version)
+        except UnicodeEncodeError:  # lone surrogates: SQLite stores UTF-8 only (rolled back)
+            text = db.dumps(clean_message(message))
+            return self._append(session_id, idx, step, text, usage, expect_version)
+
+    def _append(
+        self,
+        session_id: str,
+        idx: int,
+        step: int,
+        text: str,
+        usage: dict | None,
+        expect_version: int | None,
+    ) -> int:
         now = time.time()
         with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO messages (session_id, idx, step, message, created_at, usage)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (session_id, idx, step, db.dumps(message), now, db.dumps(usage) if usage else None),
+            _swap(
+                conn,
+                session_id,
+                "UPDATE sessions SET updated_at = ?, version = version + 1",
+                [now],
+                expect_version,
             )
-            conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            try:
+                conn.execute(
+                    "INSERT INTO messages (session_id, idx, step, message, created_at, usage)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (session_id, idx, step, text, now, db.dumps(usage) if usage else None),
+                )
+            except db.sqlite3.IntegrityError as exc:
+                raise SessionConflict(
+                    f"session {session_id}: message {idx} was already stored by another process "
+                    "(this copy of the session is out of date; load it again)"
+                ) from exc
+            return expect_version + 1 if expect_version is not None else _version(conn, session_id)
 
     def messages(self, session_id: str) -> list[tuple[int, Message]]:
-        """The full history as ``[(step, message), ...]`` in order."""
-        rows = self.conn.execute(
-            "SELECT step, message FROM messages WHERE session_id = ? ORDER BY idx", (session_id,)
+        """The full history as ``[(step, message), ...]`` in order; a damaged or missing row
+        gets a stand-in (see :meth:`load_session`, which also names them)."""
+        return self._history(session_id, [])
+
+    def _history(self, session_id: str, problems: list[str]) -> list[tuple[int, Message]]:
+        found = self.conn.execute(
+            # as bytes: a row holding invalid UTF-8 would make the whole query fail
+            "SELECT idx, step, CAST(message AS BLOB) AS message FROM messages"
+            " WHERE session_id = ? ORDER BY idx",
+            (session_id,),
         ).fetchall()
-        return [(int(r["step"]), json.loads(r["message"])) for r in rows]
+        numbered = [r for r in found if isinstance(r["idx"], int) and r["idx"] >= 0]
+        if len(numbered) < len(found):  # a primary key that is not a position cannot be placed
+            for r in found:
+                if not (isinstance(r["idx"], int) and r["idx"] >= 0):
+                    problems.append(
+                        f"session {session_id}: message row {r['idx']!r} has no position"
+                    )
+            found = numbered
+        if not found:
+            return []
+        size = max(r["idx"] for r in found) + 1
+        messages: list[Message | None] = [None] * size
+        steps = [0] * size
+        reasons: dict[int, str] = {}
+        for r in found:
+            idx = r["idx"]
+            message, problem = rows.json_value(rows.utf8(r["message"]), dict, "message")
+            if problem is None:
+                problem = rows.message_problem(message)
+            if problem is None and not isinstance(r["step"], int):
+                problem = f"step: {r['step']!r}, expected an integer"
+            if problem is not None:
+                reasons[idx] = problem
+                problems.append(f"session {session_id}: message row {idx} is damaged: {problem}")
+                continue
+            messages[idx] = message
+            steps[idx] = r["step"]
+        for idx in range(size):
+            if messages[idx] is None and idx not in reasons:
+                reasons[idx] = "row missing"
+                problems.append(f"session {session_id}: message row {idx} is missing")
+        for idx in range(1, size):  # a stand-in takes the step of the message before it
+            if messages[idx] is None:
+                steps[idx] = steps[idx - 1]
+        filled = rows.fill_damaged(messages, reasons) if reasons else messages
+        return list(zip(steps, filled, strict=True))  # type: ignore[arg-type]
 
     # -- items ------------------------------------------------------------------------------
 
@@ -406,8 +623,15 @@ class Store:
         if kinds:
             sql += f" AND kind IN ({', '.join('?' for _ in kinds)})"
             args.extend(kinds)
-        rows = self.conn.execute(sql + " ORDER BY seq", args).fetchall()
-        return [{**dict(r), "payload": json.loads(r["payload"])} for r in rows]
+        found = self.conn.execute(sql + " ORDER BY seq", args).fetchall()
+        out = []
+        for r in found:
+            payload, problem = rows.json_value(r["payload"], dict, "payload")
+            if problem:  # one damaged event must not hide the log (veil doctor names it)
+                log.warning("%s: event %s is damaged, skipped: %s", self.path, r["seq"], problem)
+                continue
+            out.append({**dict(r), "payload": payload})
+        return out
 
     def eviction_count(self, session_id: str) -> int:
         """Items evicted in a session so far (each ``evict`` event lists the items of a pass)."""
@@ -432,11 +656,36 @@ class Store:
             )
 
 
-def _session_row(row: Any) -> dict[str, Any]:
-    out = dict(row)
-    out["snapshot"] = json.loads(out["snapshot"])
-    out["state"] = json.loads(out["state"] or "{}")
-    return out
+def _json_problems(row: dict[str, Any]) -> list[str]:
+    """The problems :func:`veil.core.rows.session_json` found (it ran in get_session), again."""
+    return [f"{col} is damaged (not a JSON object); read as {{}}" for col in row["damaged"]]
+
+
+def _swap(conn: Any, session_id: str, update: str, values: list, expect: int | None) -> None:
+    """Run ``update`` (an ``UPDATE sessions SET ...`` without WHERE) on one session, only if its
+    version is ``expect`` (when given).
+
+    Raises:
+        SessionNotFound, SessionConflict."""
+    sql, args = f"{update} WHERE id = ?", [*values, session_id]
+    if expect is not None:
+        sql += " AND version = ?"
+        args.append(expect)
+    if conn.execute(sql, args).rowcount == 1:
+        return
+    found = conn.execute("SELECT version FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    if found is None:
+        raise SessionNotFound(f"no session with id {session_id!r}")
+    raise SessionConflict(
+        f"session {session_id} was changed by another process (stored version {found[0]}, this "
+        f"copy has {expect}); load it again and retry"
+    )
+
+
+def _version(conn: Any, session_id: str) -> int:
+    return int(
+        conn.execute("SELECT version FROM sessions WHERE id = ?", (session_id,)).fetchone()[0]
+    )
 
 
 _item_columns = operator.attrgetter(*ITEM_COLUMNS)
@@ -457,8 +706,14 @@ def _item_values(item: ContextItem) -> list:
 
 def _row_item(row: Any) -> ContextItem:
     d = {c: row[c] for c in ITEM_COLUMNS}
-    d["tags"] = json.loads(d["tags"])
-    d["targets"] = json.loads(d["targets"])
+    for col in ("tags", "targets"):
+        try:
+            d[col] = json.loads(d[col])
+        except (TypeError, ValueError):
+            d[col] = None
+        if not isinstance(d[col], list):  # damaged: the item stays usable without them
+            log.warning("item %s: %s column is damaged; read as []", d["id"], col)
+            d[col] = []
     d["pinned"] = bool(d["pinned"])
     d["loaded_by_hand"] = bool(d["loaded_by_hand"])
     return ContextItem(**d)

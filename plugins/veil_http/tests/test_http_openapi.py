@@ -62,6 +62,7 @@ def test_document_lists_every_route_with_schemas_and_statuses(make_client):
         "400",
         "403",
         "404",
+        "409",
         "413",
         "421",
         "422",

@@ -215,7 +215,7 @@ def operations() -> list[Operation]:
             pin_item,
             tag=TAG,
             response=ItemOut,
-            errors=(400,),
+            errors=(400, 409),
             summary="Pin a context item",
         ),
         operation(
@@ -224,7 +224,7 @@ def operations() -> list[Operation]:
             unpin_item,
             tag=TAG,
             response=ItemOut,
-            errors=(400,),
+            errors=(400, 409),
             summary="Unpin a context item",
         ),
     ]

@@ -132,6 +132,10 @@ class SessionOut(Out):
     compact_size: int = Field(ge=0, description="seed 000 compactSize: messages summarised")
     compact_summary: str | None = Field(description="seed 000 compactSummary")
     snapshot: dict[str, Any] = Field(description="the agent's config at session creation")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="damaged rows of the session that the load left out (see `veil doctor`)",
+    )
 
 
 class SessionSummary(Out):
@@ -152,6 +156,10 @@ class SessionList(Out):
     """``GET /sessions``: most recently updated first."""
 
     sessions: list[SessionSummary]
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="damaged session rows left out of the list (see `veil doctor`)",
+    )
 
 
 class TurnOut(Out):

@@ -3,7 +3,8 @@
 Every call into the core runs in a worker thread (``run_in_threadpool``): the store, the model
 and the tools block. Whatever changes a session (a turn, compaction, close, delete, pin) runs
 under ``veil.session_lock(id)``, so requests on one session are serialised while requests on
-different sessions run side by side.
+different sessions run side by side. While another process (a second server, the REPL, ``veil
+-p``) changes the session, such a request gets 409 ``SESSION_BUSY`` before anything is stored.
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ def veil_of(request: Request) -> Any:
 
 def session_out(session: Any) -> SessionOut:
     """A :class:`SessionOut` from a :class:`veil.core.session.Session`."""
-    return SessionOut.model_validate(session.to_dict())
+    return SessionOut.model_validate(
+        {**session.to_dict(), "warnings": getattr(session, "load_warnings", [])}
+    )
 
 
 def turn_out(result: Any, session: Any) -> TurnOut:
@@ -71,7 +74,8 @@ async def create_session(request: Request) -> Response:
 async def list_sessions(request: Request) -> Response:
     """Stored sessions, most recently updated first."""
     query = parse_query(request, ListSessionsQuery)
-    rows = await run_in_threadpool(veil_of(request).list_sessions, query.limit)
+    problems: list[str] = []
+    rows = await run_in_threadpool(veil_of(request).list_sessions, query.limit, problems)
     sessions = [
         SessionSummary(
             id=r["id"],
@@ -86,7 +90,7 @@ async def list_sessions(request: Request) -> Response:
         )
         for r in rows
     ]
-    return answer(request, SessionList(sessions=sessions))
+    return answer(request, SessionList(sessions=sessions, warnings=problems))
 
 
 async def get_session(request: Request) -> Response:
@@ -219,6 +223,7 @@ def operations() -> list[Operation]:
             close_session,
             tag=TAG,
             response=SessionOut,
+            errors=(409,),
             summary="Close a session (read-only from now on)",
         ),
         operation(
@@ -227,6 +232,7 @@ def operations() -> list[Operation]:
             delete_session,
             tag=TAG,
             status=204,
+            errors=(409,),
             summary="Delete a session, its messages and items",
         ),
         operation(
@@ -236,7 +242,7 @@ def operations() -> list[Operation]:
             tag=TAG,
             body=PostMessage,
             response=TurnOut,
-            errors=(400, 502),
+            errors=(400, 409, 502),
             summary="Post a user message and run the agent turn (JSON result)",
         ),
         operation(
@@ -247,7 +253,7 @@ def operations() -> list[Operation]:
             body=PostMessage,
             media_type="text/event-stream",
             response_schema=EVENT_SCHEMA,
-            errors=(400,),
+            errors=(400, 409),
             summary="Post a user message and stream the turn (server-sent events)",
         ),
         operation(
@@ -258,7 +264,7 @@ def operations() -> list[Operation]:
             body=CompactBody,
             body_required=False,
             response=CompactOut,
-            errors=(400, 501, 502),
+            errors=(400, 409, 501, 502),
             summary="Summarise the session's older messages now (its defaultCompaction settings)",
         ),
     ]

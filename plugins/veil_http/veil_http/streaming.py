@@ -82,6 +82,7 @@ def sse(kind: str, data: Any, redactor: Redactor | None = None) -> str:
 
 def _check_open(veil: Any, session_id: str) -> None:
     row = veil.store.get_session(session_id)  # SessionNotFound -> 404 before streaming
+    veil.session_locks.check_free(session_id, "a turn")  # another process's turn -> 409
     if row["closed_at"] is not None:
         raise SessionClosed(f"session {session_id} is closed")
 

@@ -102,7 +102,7 @@ def extract_before_compaction(session: Any, messages: list[dict[str, Any]]) -> l
         if credential_like(fact, redactor):
             refused += 1
             continue
-        outcome = service.write(fact, "agent", origin="agent")
+        outcome = service.write(fact, "agent", origin="agent", skip_if_present=True)
         if outcome.status == "skipped_untrusted":
             untrusted += 1  # repository-provided text: not the agent's, not a belief either
             continue

@@ -163,6 +163,7 @@ class MemoryService:
         scope: Any = "agent",
         now: datetime | None = None,
         origin: Origin = "user",
+        skip_if_present: bool = False,
     ) -> MemoryWriteOutcome:
         """Append ``content`` to a scope's MEMORY.md (seed 000 ``memory_write``), recording that
         veil wrote it.
@@ -174,6 +175,8 @@ class MemoryService:
             origin: ``agent`` for text from the model (``memory_write``, the extractor): it is
                 refused (``skipped_untrusted``) when it copies repository-provided text
                 (:func:`veil_memoryfiles.trust.find_copy`); ``user`` for text the user typed.
+            skip_if_present: skip a fact the file already states anywhere (:mod:`.dedupe`),
+                as status ``skipped_duplicate`` (the pre-compaction extractor sets it).
 
         Every write of an entry comes here (the tool, ``/remember``, ``veil memory write``,
         pre-compaction extraction): credentials in ``content`` are replaced by
@@ -211,6 +214,7 @@ class MemoryService:
             max_file_bytes=limits.max_file_bytes,
             now=now,
             provenance=self.provenance,
+            skip_if_present=skip_if_present,
         )
         return MemoryWriteOutcome(result.status, scope, shown, result, redacted=redacted)
 

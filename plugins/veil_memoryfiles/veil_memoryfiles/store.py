@@ -20,6 +20,7 @@ from typing import Literal
 from veil.core.errors import BadRequest
 from veil.core.settings import MAX_ENTRY_BYTES, MAX_FILE_BYTES
 from veil_memoryfiles.archive import append_to_archive, archive_name, plan_archive
+from veil_memoryfiles.dedupe import fact_key, present_keys
 from veil_memoryfiles.entries import (
     count_lines,
     detect_newline,
@@ -92,6 +93,7 @@ def append_entry(
     now: datetime | None = None,
     lock_timeout: float = LOCK_TIMEOUT_S,
     provenance: Provenance | None = None,
+    skip_if_present: bool = False,
 ) -> WriteResult:
     """Append ``content`` as a dated entry (seed 000 ``memory_write``), with the cleanup guards,
     the ``maxLines`` / ``maxFileBytes`` archive and the ``maxEntryBytes`` bound, atomically and
@@ -110,11 +112,15 @@ def append_entry(
         now: time of the write (default: now); its UTC date dates the entry and the archive.
         lock_timeout: seconds to wait for the lock.
         provenance: where to record that veil wrote the entry (before the file is written).
+        skip_if_present: also skip content that states a fact already anywhere in the file
+            (:mod:`.dedupe`: same text up to whitespace, case, list markers and trailing
+            punctuation); the pre-compaction extractor sets it.
 
     Returns:
         A :class:`WriteResult`; status ``skipped_empty`` for None/empty/whitespace content,
         ``skipped_duplicate`` when the trimmed content equals the last entry's (only the last;
-        compared with ``\\n`` line endings, escapes undone), else ``written``.
+        compared with ``\\n`` line endings, escapes undone) or, with ``skip_if_present``, is
+        already in the file, else ``written``.
 
     Raises:
         BadRequest: ``content`` is not a string (or holds lone surrogates, which UTF-8 cannot
@@ -137,7 +143,9 @@ def append_entry(
     with file_lock(path, lock_timeout):
         existing = read_text(path) or ""
         last = last_entry(existing)
-        if last is not None and last.content == trimmed:
+        if (last is not None and last.content == trimmed) or (
+            skip_if_present and fact_key(trimmed) in present_keys(existing)
+        ):
             return WriteResult(status="skipped_duplicate", path=path, lines=count_lines(existing))
         newline = detect_newline(existing)
         text = existing + separator_before_entry(existing, newline)

@@ -152,3 +152,28 @@ def test_a_linked_history_file_is_refused_and_the_session_goes_on(repl_env, tmp_
     assert "input history not saved" in out and ".veil/history" in out
     assert "symbolic link" in out and "Fine." in out
     assert victim.read_bytes() == b"precious\n"
+
+
+def test_a_session_changed_by_another_opener_is_reloaded_not_overwritten(repl_env):
+    veil, model, project = repl_env
+    model.add("first answer", "third answer")
+    session = veil.new_session()
+    run_repl(veil, session, "first\r/exit\r")
+    config = load_config(project)
+    other_model = ScriptedModel(["second answer"])
+    other = open_veil(  # another opener of the store, as another veil process would be
+        project,
+        config=config,
+        llm=LLM(config, models={"main": other_model}),
+        use_entry_points=False,
+    )
+    try:
+        other.run_turn(other.load_session(session.id), "second", stream=False)
+    finally:
+        other.close()
+    out = run_repl(veil, session, "third\r/exit\r")
+    assert "changed by another veil process" in out and "third answer" in out
+    stored = [m["content"] for _, m in veil.store.messages(session.id)]
+    assert stored == ["first", "first answer", "second", "second answer", "third", "third answer"]
+    sent = [m["content"] for m in model.calls[-1] if m["role"] == "user"]
+    assert sent == ["first", "second", "third"]  # the reloaded history, not the stale copy

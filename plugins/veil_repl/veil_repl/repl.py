@@ -9,7 +9,7 @@ from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
 from rich.markup import escape
 
-from veil.core.errors import UnsafeVeilPath
+from veil.core.errors import SessionConflict, UnsafeVeilPath
 from veil.core.paths import veil_file
 from veil_repl import display
 
@@ -114,8 +114,18 @@ class Repl:
         return True
 
     def run_message(self, text: str) -> None:
-        """Run one turn, streaming to the console."""
-        result = self.veil.run_turn(self.session, text)
+        """Run one turn, streaming to the console. When another process (``veil -p``, a
+        server) changed the session since this REPL loaded it, the REPL loads it again and
+        runs the turn on that (the refused attempt stored nothing)."""
+        try:
+            result = self.veil.run_turn(self.session, text)
+        except SessionConflict:
+            self.session = self.veil.load_session(self.session.id)
+            self.display.console.print(
+                "[yellow]this session was changed by another veil process; "
+                "continuing from its latest state[/yellow]"
+            )
+            result = self.veil.run_turn(self.session, text)
         self.display._end_stream()
         if result.status == "halted":
             # convergence halt: the run stops and the user decides what happens next

@@ -1,0 +1,359 @@
+"""``veil doctor``: check a project's store (``.veil/context.db``) and repair what can be repaired.
+
+The check (read-only):
+
+* SQLite's own ``PRAGMA integrity_check`` (pages, indexes) and ``PRAGMA foreign_key_check``;
+* every row veil parses, by the rules of :mod:`veil.core.rows`: sessions (listed columns,
+  snapshot, state), messages (an OpenAI chat message, an integer step, usage), items (tags,
+  targets), events (payload); text that is not valid UTF-8 counts as damage too;
+* gaps in a session's message numbers (rows moved aside earlier) are noted, not counted as
+  problems: a load stands in for them.
+
+The repair (``--repair``), in one transaction: each damaged row is copied, whole, to the
+``quarantine`` table (table, key, every column as JSON, the reason), then
+
+* a damaged message or event row leaves its table (a session load stands in for a missing
+  message; the beliefs, derived from events, are rebuilt from the log afterwards);
+* a damaged session row stays, with its damaged columns reset: snapshot to the agent's current
+  configuration (or ``{}``), state to ``{}``, bad times to now, a bad compact_size to 0;
+* a damaged item keeps its row (its content, its cold copy), with bad tags / targets reset to
+  ``[]``.
+
+Nothing is deleted without its copy in ``quarantine``. Damage SQLite itself reports
+(integrity_check) is not repaired here: the report says so and the exit status stays non-zero
+(SQLite's ``.recover`` command is the tool for it).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from veil.core import db, rows
+
+_TEXT = "CAST({0} AS BLOB) AS {0}"
+
+
+@dataclass
+class Finding:
+    """One damaged row.
+
+    Attributes:
+        table: ``sessions``, ``messages``, ``items`` or ``events``.
+        key: the row's key (``sess_1``, ``sess_1#3`` for message 3, an item id, an event seq).
+        problems: what is wrong, one entry per column.
+        repaired: moved aside / reset by ``--repair``.
+        repairable: False when the repair cannot fix it (a session row whose id or agent is
+            not text).
+        rowid: the row's SQLite rowid (how the repair finds it, whatever its key holds).
+    """
+
+    table: str
+    key: str
+    problems: list[str]
+    repaired: bool = False
+    repairable: bool = True
+    rowid: int | None = None
+
+
+@dataclass
+class DoctorReport:
+    """What :func:`check_store` / :func:`repair_store` found and did.
+
+    Attributes:
+        path: the database file.
+        integrity: ``PRAGMA integrity_check`` lines other than ``ok``.
+        foreign_keys: ``PRAGMA foreign_key_check`` rows, as text.
+        findings: damaged rows.
+        notes: facts that are not problems (message gaps, rows in quarantine).
+        rebuilt: derived views rebuilt by the repair (``beliefs``).
+    """
+
+    path: str
+    integrity: list[str] = field(default_factory=list)
+    foreign_keys: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    rebuilt: list[str] = field(default_factory=list)
+
+    @property
+    def problems_left(self) -> int:
+        """Problems still in the store: integrity errors, foreign-key errors and damaged rows
+        not repaired. ``veil doctor`` exits 1 when this is not 0."""
+        return (
+            len(self.integrity)
+            + len(self.foreign_keys)
+            + sum(1 for f in self.findings if not f.repaired)
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-safe form (``veil doctor --json``), with ``ok`` and ``problemsLeft``."""
+        return {
+            "path": self.path,
+            "ok": self.problems_left == 0,
+            "problemsLeft": self.problems_left,
+            "integrity": self.integrity,
+            "foreignKeys": self.foreign_keys,
+            "findings": [asdict(f) for f in self.findings],
+            "notes": self.notes,
+            "rebuilt": self.rebuilt,
+        }
+
+
+def _text(value: Any, what: str) -> tuple[Any, str | None]:
+    """A column read as bytes (``CAST AS BLOB``) decoded as UTF-8, or the problem."""
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8"), None
+        except UnicodeDecodeError as exc:
+            return None, f"{what}: not valid UTF-8 (byte {exc.start})"
+    return value, None
+
+
+def _json(value: Any, kind: type, what: str, *, nullable: bool = False) -> tuple[Any, str | None]:
+    if nullable and value is None:
+        return None, None
+    text, problem = _text(value, what)
+    if problem:
+        return None, problem
+    return rows.json_value(text, kind, what)
+
+
+def _session_findings(conn: Any) -> list[Finding]:
+    out = []
+    found = conn.execute(
+        "SELECT rowid, id, agent, created_at, updated_at, closed_at, compact_size, "
+        + ", ".join(_TEXT.format(c) for c in ("snapshot", "state"))
+        + " FROM sessions ORDER BY rowid"
+    ).fetchall()
+    for r in found:
+        problems = rows.session_row_problems(r)
+        repairable = not any(p.startswith(("id:", "agent:")) for p in problems)
+        for col in ("snapshot", "state"):
+            raw = r[col] if r[col] is not None or col == "snapshot" else b"{}"
+            _, problem = _json(raw, dict, col)
+            if problem:
+                problems.append(problem)
+        if problems:
+            out.append(
+                Finding("sessions", str(r["id"]), problems, repairable=repairable, rowid=r["rowid"])
+            )
+    return out
+
+
+def _message_findings(conn: Any, notes: list[str]) -> list[Finding]:
+    out = []
+    found = conn.execute(
+        "SELECT rowid, session_id, idx, step, "
+        + ", ".join(_TEXT.format(c) for c in ("message", "usage"))
+        + " FROM messages ORDER BY session_id, idx"
+    ).fetchall()
+    numbers: dict[str, list[int]] = {}
+    for r in found:
+        problems = []
+        message, problem = _json(r["message"], dict, "message")
+        if problem is None:
+            problem = rows.message_problem(message)
+        if problem:
+            problems.append(problem)
+        if not isinstance(r["step"], int):
+            problems.append(f"step: {r['step']!r}, expected an integer")
+        _, problem = _json(r["usage"], dict, "usage", nullable=True)
+        if problem:
+            problems.append(problem)
+        if problems:
+            key = f"{r['session_id']}#{r['idx']}"
+            out.append(Finding("messages", key, problems, rowid=r["rowid"]))
+        if isinstance(r["idx"], int):
+            numbers.setdefault(str(r["session_id"]), []).append(r["idx"])
+    for session_id, idxs in numbers.items():
+        missing = sorted(set(range(max(idxs) + 1)) - set(idxs))
+        if missing:
+            notes.append(
+                f"session {session_id}: message rows {missing} are missing (moved aside); a load "
+                "stands in for them"
+            )
+    return out
+
+
+def _item_findings(conn: Any) -> list[Finding]:
+    out = []
+    found = conn.execute(
+        "SELECT rowid, id, "
+        + ", ".join(_TEXT.format(c) for c in ("tags", "targets"))
+        + " FROM items"
+    ).fetchall()
+    for r in found:
+        problems = []
+        for col in ("tags", "targets"):
+            value, problem = _json(r[col], list, col)
+            if problem is None and not all(isinstance(v, str) for v in value):
+                problem = f"{col}: a JSON array holding something other than text"
+            if problem:
+                problems.append(problem)
+        if problems:
+            out.append(Finding("items", str(r["id"]), problems, rowid=r["rowid"]))
+    return out
+
+
+def _event_findings(conn: Any) -> list[Finding]:
+    out = []
+    for r in conn.execute(f"SELECT seq, {_TEXT.format('payload')} FROM events ORDER BY seq"):
+        _, problem = _json(r["payload"], dict, "payload")
+        if problem:
+            out.append(Finding("events", str(r["seq"]), [problem], rowid=r["seq"]))
+    return out
+
+
+def check_store(path: str) -> DoctorReport:
+    """Check a store without changing it (see the module's docstring for what is checked).
+
+    Args:
+        path: the database file (``.veil/context.db``).
+
+    Returns:
+        A :class:`DoctorReport`.
+
+    Raises:
+        sqlite3.DatabaseError: the file is not a SQLite database.
+    """
+    conn = db.connect(path)
+    try:
+        return _check(conn, path)
+    finally:
+        conn.close()
+
+
+def _check(conn: Any, path: str) -> DoctorReport:
+    report = DoctorReport(path=str(path))
+    report.integrity = [
+        str(r[0]) for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"
+    ]
+    report.foreign_keys = [
+        f"{r[0]} row {r[1]} points to a missing {r[2]} row"
+        for r in conn.execute("PRAGMA foreign_key_check").fetchall()
+    ]
+    report.findings = [
+        *_session_findings(conn),
+        *_message_findings(conn, report.notes),
+        *_item_findings(conn),
+        *_event_findings(conn),
+    ]
+    kept = conn.execute("SELECT COUNT(*) FROM quarantine").fetchone()[0]
+    if kept:
+        report.notes.append(f"{kept} row(s) kept in the quarantine table")
+    return report
+
+
+def _row_json(row: Any) -> str:
+    """Every column of a row as JSON text, ASCII only so that any value, damaged or not, can be
+    stored: text as text; bytes that are not UTF-8 (a blob, or text that is not UTF-8) as
+    ``{"hex": ...}``."""
+    out = {}
+    for key in row.keys():  # noqa: SIM118 - iterating a sqlite Row gives its values
+        value = _plain(row[key])
+        out[key] = {"hex": bytes(value).hex()} if isinstance(value, (bytes, bytearray)) else value
+    return json.dumps(out, ensure_ascii=True)
+
+
+def _plain(value: Any) -> Any:
+    """Bytes that decode as UTF-8 as text; anything else unchanged."""
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return value
+    return value
+
+
+def repair_store(
+    store: Any, snapshot_for: Callable[[str], dict[str, Any]] | None = None
+) -> DoctorReport:
+    """Check a store, move its damaged rows aside (see the module's docstring), rebuild the
+    derived views, and check it again.
+
+    Args:
+        store: the project's :class:`veil.core.store.Store`.
+        snapshot_for: agent name -> the configuration snapshot a session of that agent gets
+            (:meth:`veil.core.app.Veil.agent_snapshot`); without it a damaged snapshot
+            becomes ``{}``.
+
+    Returns:
+        The report of the check *after* the repair, with the repaired findings of the first
+        check (``repaired=True``) in front of what is left.
+    """
+    conn = store.conn
+    before = _check(conn, store.path)
+    now = time.time()
+    repaired: list[Finding] = []
+    with store.transaction() as conn:
+        for finding in before.findings:
+            if not finding.repairable:
+                continue
+            _repair(conn, finding, now, snapshot_for)
+            finding.repaired = True
+            repaired.append(finding)
+    after = _check(conn, store.path)
+    if repaired:
+        from veil.core.beliefs import BeliefStore
+
+        BeliefStore(store).rebuild()  # a view of the event log: rebuilt without what left it
+        after.rebuilt.append("beliefs")
+    after.findings = [*repaired, *after.findings]
+    return after
+
+
+def _quarantine(conn: Any, table: str, key: str, row: Any, reason: str, now: float) -> None:
+    conn.execute(
+        "INSERT INTO quarantine (ts, table_name, row_key, row, reason) VALUES (?, ?, ?, ?, ?)",
+        (now, table, key, _row_json(row), reason),
+    )
+
+
+def _repair(
+    conn: Any, finding: Finding, now: float, snapshot_for: Callable[[str], dict] | None
+) -> None:
+    reason = "; ".join(finding.problems)
+    table = finding.table
+    where, args = "rowid = ?", (finding.rowid,)
+    # text as bytes: a column holding invalid UTF-8 would make the fetch fail
+    columns = [c[1] for c in conn.execute(f"PRAGMA table_info({table})").fetchall()]
+    select = ", ".join(
+        f"CASE WHEN typeof({c}) = 'text' THEN CAST({c} AS BLOB) ELSE {c} END AS {c}"
+        for c in columns
+    )
+    row = conn.execute(f"SELECT {select} FROM {table} WHERE {where}", args).fetchone()
+    if row is None:  # gone since the check
+        return
+    _quarantine(conn, table, finding.key, row, reason, now)
+    if table in ("messages", "events"):
+        conn.execute(f"DELETE FROM {table} WHERE {where}", args)
+        return
+    bad = {p.split(":", 1)[0] for p in finding.problems}
+    if table == "items":
+        for col in bad & {"tags", "targets"}:
+            conn.execute(f"UPDATE items SET {col} = '[]' WHERE {where}", args)
+        return
+    fixes: dict[str, Any] = {}
+    if "snapshot" in bad:
+        snapshot: dict[str, Any] = {}
+        if snapshot_for is not None:
+            try:
+                snapshot = snapshot_for(_plain(row["agent"]))
+            except Exception:  # noqa: BLE001 - an unusable agent config leaves {}
+                snapshot = {}
+        fixes["snapshot"] = db.dumps(snapshot)
+    if "state" in bad:
+        fixes["state"] = "{}"
+    for col in bad & {"created_at", "updated_at"}:
+        fixes[col] = now
+    if "closed_at" in bad:
+        fixes["closed_at"] = now
+    if "compact_size" in bad:
+        fixes["compact_size"] = 0
+    if fixes:
+        cols = ", ".join(f"{c} = ?" for c in fixes)
+        conn.execute(f"UPDATE sessions SET {cols} WHERE {where}", (*fixes.values(), *args))

@@ -1,0 +1,130 @@
+"""One lock per session, held around every change of it (a turn, a compaction, close, pin), shared
+by threads and processes.
+
+Two veil processes on one project (``veil serve`` twice, the REPL beside ``veil -c -p``) share
+``.veil/context.db``. Without a lock, a turn in one process and a compaction in another both
+change the session at once, and the one that saves last undoes the other. The lock is a file
+per session, ``<store folder>/locks/<session id>.lock``, held with :mod:`filelock` (``flock`` on
+POSIX, ``msvcrt`` locking on Windows): the operating system releases it when its process dies,
+so a killed process never leaves a session locked.
+
+Holding is re-entrant on one thread (a turn that compacts takes the lock it already holds) and
+exclusive between threads and processes. A second holder does not queue: it gets
+:class:`~veil.core.errors.SessionBusy` at once (409 over HTTP), before it stores anything, so a
+request never waits out a whole turn of another process. Threads of one front end that should
+queue (the HTTP server) serialise on their own in-process lock first
+(:meth:`veil.core.app.Veil.session_lock`).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import filelock
+
+from veil.core.errors import SessionBusy
+
+_SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class SessionLocks:
+    """The per-session file locks of one store.
+
+    Args:
+        store_path: the store's database file; ``":memory:"`` (one process only) gives locks that
+            exist in this process alone.
+        wait_s: seconds a second holder waits before :class:`SessionBusy` (0: fail at once).
+    """
+
+    def __init__(self, store_path: str | Path, *, wait_s: float = 0.0) -> None:
+        self.folder: Path | None = (
+            None if str(store_path) == ":memory:" else Path(store_path).parent / "locks"
+        )
+        self.wait_s = wait_s
+        self._locks: dict[str, filelock.BaseFileLock | threading.RLock] = {}
+        self._guard = threading.Lock()
+        self._held: dict[str, int] = {}  # session id -> holds in this process now
+
+    def path(self, session_id: str) -> Path | None:
+        """The lock file of a session (None for an in-memory store). Characters outside
+        ``[A-Za-z0-9_.-]`` in the id become ``_`` (ids are ``sess_<hex>``: nothing changes)."""
+        if self.folder is None:
+            return None
+        return self.folder / f"{_SAFE_ID.sub('_', session_id)}.lock"
+
+    def _lock(self, session_id: str) -> filelock.BaseFileLock | threading.RLock:
+        with self._guard:
+            lock = self._locks.get(session_id)
+            if lock is None:
+                path = self.path(session_id)
+                if path is None:
+                    lock = threading.RLock()
+                else:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    # thread_local: each thread holds through its own file descriptor, so two
+                    # threads exclude each other like two processes do; one thread re-enters
+                    lock = filelock.FileLock(str(path), thread_local=True)
+                self._locks[session_id] = lock
+            return lock
+
+    @contextmanager
+    def hold(self, session_id: str, what: str = "a change") -> Iterator[None]:
+        """Hold the session's lock for the block.
+
+        Args:
+            session_id: the session.
+            what: what the holder does, for the error message (``"a turn"``).
+
+        Raises:
+            SessionBusy: another thread or process holds it (after ``wait_s`` seconds).
+        """
+        lock = self._lock(session_id)
+        if isinstance(lock, filelock.BaseFileLock):
+            try:
+                lock.acquire(timeout=self.wait_s)
+                held = True
+            except filelock.Timeout:
+                held = False
+        else:
+            held = lock.acquire(timeout=self.wait_s) if self.wait_s > 0 else lock.acquire(False)
+        if not held:
+            raise SessionBusy(
+                f"session {session_id} is busy: another veil process or request is changing "
+                f"it (a turn, a compaction...), so {what} cannot start now; retry when it ends"
+            )
+        with self._guard:
+            self._held[session_id] = self._held.get(session_id, 0) + 1
+        try:
+            yield
+        finally:
+            with self._guard:
+                self._held[session_id] -= 1
+            lock.release()
+
+    def check_free(self, session_id: str, what: str = "a change") -> None:
+        """Raise :class:`SessionBusy` now if *another process* holds the session's lock; a hold
+        in this process (a turn another request of this server runs) is not an obstacle, since
+        this process's callers queue (:meth:`veil.core.app.Veil.session_lock`). For a front end
+        that must answer before the work starts (a stream's status line); the work itself still
+        takes the lock, so a process that takes it in between is refused then.
+
+        Raises:
+            SessionBusy: another process holds the lock."""
+        path = self.path(session_id)
+        with self._guard:
+            if path is None or self._held.get(session_id):
+                return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = filelock.FileLock(str(path), thread_local=False)
+        try:
+            probe.acquire(timeout=0)
+        except filelock.Timeout:
+            raise SessionBusy(
+                f"session {session_id} is busy: another veil process is changing it (a turn, "
+                f"a compaction...), so {what} cannot start now; retry when it ends"
+            ) from None
+        probe.release()
