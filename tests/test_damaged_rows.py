@@ -122,7 +122,9 @@ def test_http_lists_and_loads_around_damaged_rows(damaged, make_veil):
     from veil_http.app import create_app
 
     ids, _ = damaged
-    client = TestClient(create_app(make_veil()), raise_server_exceptions=False)
+    client = TestClient(
+        create_app(make_veil()), raise_server_exceptions=False, base_url="http://127.0.0.1:5051"
+    )
     listed = client.get("/sessions")
     assert listed.status_code == 200
     body = listed.json()
