@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from veil.core.rows import fill_damaged
-from veil.core.scripted_chat import ScriptedOpenAIServer, configure_project
+from veil.core.scripted_server import ScriptedOpenAIServer, configure_project
 from veil.core.store import Store
 
 DAMAGE = (

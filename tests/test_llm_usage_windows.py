@@ -9,7 +9,7 @@ import json
 import pytest
 
 from veil.core.llm import LLM, LiteLLMModel, Route
-from veil.core.scripted_provider import ScriptedOpenAIServer, openai_prompt_tokens
+from veil.core.scripted_server import ScriptedOpenAIServer, openai_prompt_tokens
 from veil.core.settings import load_config
 from veil.core.tokens import count_message_tokens, count_text_tokens
 
@@ -22,7 +22,7 @@ MESSAGES = [
 
 
 def _model(server: ScriptedOpenAIServer) -> LiteLLMModel:
-    return LiteLLMModel(MODEL, [Route("local", "openai", server.base_url, KEY)])
+    return LiteLLMModel(MODEL, [Route("local", "openai", server.url, KEY)])
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
@@ -67,7 +67,7 @@ def _config(tmp_path, monkeypatch, server, models, agent=None):
     monkeypatch.setenv("VEIL_HOME", str(home))
     project = tmp_path / "project"
     (project / ".veil").mkdir(parents=True, exist_ok=True)
-    auth = {"providers": {"local": {"type": "openai", "base_url": server.base_url, "api_key": KEY}}}
+    auth = {"providers": {"local": {"type": "openai", "base_url": server.url, "api_key": KEY}}}
     (project / ".veil" / "auth.json").write_text(json.dumps(auth))
     (project / ".veil" / "settings.json").write_text(json.dumps({"models": models}))
     if agent is not None:
@@ -141,12 +141,12 @@ def test_default_compaction_model_requests_fit_its_configured_window(tmp_path, m
             out = veil.compact(session.id)
         finally:
             veil.close()
-    sizes = [r["prompt_tokens"] for r in server.requests]
+    sizes = [r.prompt_tokens for r in server.requests]
     assert out["compactedCount"] > 0 and not out["alreadyUpToDate"]
     assert len(sizes) > 1  # chunked: one request could not hold the input
-    assert not any(r["refused"] for r in server.requests), sizes
+    assert not any(r.refused for r in server.requests), sizes
     assert max(sizes) <= window, sizes
-    assert all(r["body"]["model"] == "small-model" for r in server.requests)
+    assert all(r.body["model"] == "small-model" for r in server.requests)
 
 
 def test_a_turn_reports_and_stores_usage_it_had_to_count(tmp_path, monkeypatch):

@@ -2,7 +2,7 @@
 and a request that would overlap another process's change is refused before it stores anything.
 
 Every test runs veil in real separate processes (``python -m veil.cli``) against a scripted
-OpenAI-compatible server on 127.0.0.1 (:mod:`veil.core.scripted_chat`), as a user would run it.
+OpenAI-compatible server on 127.0.0.1 (:mod:`veil.core.scripted_server`), as a user would run it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from veil.core.errors import SessionConflict
-from veil.core.scripted_chat import Reply, ScriptedOpenAIServer, configure_project
+from veil.core.scripted_server import Reply, ScriptedOpenAIServer, configure_project
 from veil.core.store import Store
 
 
@@ -98,7 +98,7 @@ def test_a_turn_overlapping_another_process_turn_is_refused_before_anything_is_s
             text=True,
         )
         try:
-            _wait_for(lambda: any(_last_user(b) == "slow" for b in server.requests), "turn A")
+            _wait_for(lambda: any(_last_user(r.body) == "slow" for r in server.requests), "turn A")
             second = _veil(tmp_path, project, "--resume", sid, "-p", "third", "--json")
             cont = _veil(tmp_path, project, "-c", "-p", "fourth")
         finally:
@@ -112,7 +112,7 @@ def test_a_turn_overlapping_another_process_turn_is_refused_before_anything_is_s
     assert error["code"] == "SESSION_BUSY" and sid in error["message"]
     assert cont.returncode == 1 and "is busy" in cont.stderr
     assert "Traceback" not in second.stderr + cont.stderr
-    assert [_last_user(b) for b in server.requests] == ["first", "slow"]
+    assert [_last_user(r.body) for r in server.requests] == ["first", "slow"]
     contents, row = _stored(project, sid)
     assert contents == ["first", "re: first", "slow", "slow answer"]
     assert row["version"] == 6  # 4 messages + the state saved at the end of each of 2 turns
@@ -221,7 +221,7 @@ def test_two_servers_on_one_session_answer_409_to_the_overlapping_request(tmp_pa
 
             thread = threading.Thread(target=post_slow)
             thread.start()
-            _wait_for(lambda: any(_last_user(b) == "slow" for b in server.requests), "turn 1")
+            _wait_for(lambda: any(_last_user(r.body) == "slow" for r in server.requests), "turn 1")
             busy = httpx.post(
                 f"{base2}/sessions/{sid}/messages", json={"content": "other"}, timeout=60
             )
@@ -247,7 +247,7 @@ def test_two_servers_on_one_session_answer_409_to_the_overlapping_request(tmp_pa
     # the second server's next request, after the first turn ended, sees that turn
     assert after.status_code == 200, after.text
     assert listed["messageCount"] == 4 and listed["closed"] is False
-    assert [_last_user(b) for b in server.requests] == ["slow", "after"]
+    assert [_last_user(r.body) for r in server.requests] == ["slow", "after"]
     contents, _ = _stored(project, sid)
     assert contents == ["slow", "re: slow", "after", "re: after"]
 

@@ -2,7 +2,7 @@
 replaces what cannot be encoded instead of crashing or losing the turn.
 
 Every case runs the real ``veil`` command in a subprocess; model replies come from a scripted
-OpenAI-compatible server on 127.0.0.1 (:mod:`veil.core.scripted_chat`).
+OpenAI-compatible server on 127.0.0.1 (:mod:`veil.core.scripted_server`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from veil.core.scripted_chat import Reply, ScriptedOpenAIServer, configure_project
+from veil.core.scripted_server import Reply, ScriptedOpenAIServer, configure_project
 from veil.core.store import Store
 from veil.core.text import clean_text
 
@@ -89,7 +89,7 @@ def test_a_latin1_byte_in_the_task_becomes_a_replacement_character(tmp_path):
     with ScriptedOpenAIServer(lambda body: "noted") as server:
         configure_project(project, server)
         out = _veil(tmp_path, project, "-p", b"caf\xe9 au lait", "--json")
-        sent = [m["content"] for m in server.requests[0]["messages"] if m["role"] == "user"]
+        sent = [m["content"] for m in server.requests[0].body["messages"] if m["role"] == "user"]
     assert out.returncode == 0, out.stderr.decode()
     result = json.loads(out.stdout)
     assert result["final"] == "noted"
@@ -125,7 +125,7 @@ def test_memory_and_print_mode_speak_utf8_under_a_non_utf8_locale(tmp_path, loca
         written = _veil(tmp_path, project, "memory", "write", "-", env=env, stdin=fact.encode())
         shown = _veil(tmp_path, project, "memory", "show", env=env)
         answered = _veil(tmp_path, project, "-p", "dis 日本語", env=env)
-        sent = [m["content"] for m in server.requests[0]["messages"] if m["role"] == "user"]
+        sent = [m["content"] for m in server.requests[0].body["messages"] if m["role"] == "user"]
     assert written.returncode == 0, written.stderr.decode()
     assert written.stdout == b"written\n"
     memory = project / ".veil" / "memory" / "agents" / "default" / "MEMORY.md"

@@ -1,17 +1,32 @@
-"""A scripted OpenAI-compatible server on 127.0.0.1 that records every request, for tests that
-must cross the real network boundary (litellm, the openai SDK, a ``veil`` subprocess).
+"""A scripted OpenAI-compatible chat server on 127.0.0.1 that records every request, for tests
+that cross the provider boundary for real: litellm or the openai SDK in the test's process, or
+veil in another process (``veil -p``, ``veil serve``) reaching it as it would reach a provider.
 
 ::
 
-    with ScriptedOpenAIServer(["Hello"]) as server:
-        ...  # point a provider's base_url at server.url
-        assert server.requests[0].api_key == "sk-..."
+    with ScriptedOpenAIServer(["Hello", {"tool_calls": [{"name": "ls", "arguments": {}}]}]) as s:
+        configure_project(project, s)  # or: {"providers": {"local": s.provider()}} in auth.json
+        ...  # veil answers "Hello", then asks for the tool
+        assert s.requests[0].api_key == "sk-scripted-test-key"
+        assert s.requests[0].body["messages"][-1]["content"] == "hi"
 
-``POST <anything>/chat/completions`` answers the next scripted reply (a plain answer, or a dict
-``{"content": str | None, "tool_calls": [{"name", "arguments"}]}`` as for
-:class:`veil.core.testing.ScriptedModel`), then ``default`` once the script runs out; a request
-with ``"stream": true`` gets the same answer as server-sent events. ``GET <anything>/models``
-lists one model. Anything else is a 404 with an OpenAI-shaped error body.
+What it answers:
+
+- ``POST <anything>/chat/completions``: the next scripted reply as a chat completion, or, when
+  the request asks for ``"stream": true``, as server-sent events (one chunk per word, the tool
+  calls, the finish chunk, then a ``usage`` chunk when ``stream_options.include_usage`` asks for
+  it). Replies are a list given in order (then ``default``; without one, HTTP 500 naming the
+  request), or a function of the request body. A reply is a str (the assistant's text), a dict
+  ``{"content": str | None, "tool_calls": [{"name", "arguments": dict | str, "id"?}]}`` (as for
+  :class:`veil.core.testing.ScriptedModel`), or a :class:`Reply` for the special cases (content
+  sent as raw JSON text, an answer held back until an event is set).
+- A prompt over ``context_window`` tokens gets OpenAI's HTTP 400 ``context_length_exceeded``
+  error (the body real OpenAI-compatible servers send, which litellm maps to its
+  ``ContextWindowExceededError``) and uses no reply.
+- ``usage`` counts the prompt with ``count`` (by default :func:`openai_prompt_tokens`) and the
+  answer with tiktoken's ``cl100k_base``; ``omit_usage=True`` leaves it out, as some
+  OpenAI-compatible servers (older llama.cpp servers, proxies, self-hosted gateways) do.
+- ``GET <anything>/models`` lists one model. Anything else is a 404 with an OpenAI-shaped error.
 """
 
 from __future__ import annotations
@@ -19,10 +34,70 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from os import PathLike
+from pathlib import Path
 from typing import Any
+
+from veil.core.tokens import cl100k_count, content_text
+
+SCRIPTED_API_KEY = "sk-scripted-test-key"
+"""The key :meth:`ScriptedOpenAIServer.provider` puts in an ``auth.json`` provider entry."""
+
+WAIT_LIMIT_S = 60.0
+"""Longest a :class:`Reply` waits for its ``wait`` event (seconds) before it is sent anyway, so a
+test that forgets to set it fails on its assertions instead of hanging."""
+
+
+@dataclass
+class Reply:
+    """One scripted answer.
+
+    Attributes:
+        content: the assistant's text (None: no text, as with tool calls only).
+        tool_calls: ``[{"name": str, "arguments": dict | str, "id": str (optional)}]``; ids
+            default to ``call_<request number>_<index>``.
+        content_json: instead of ``content``, the JSON text of the content value, sent as is:
+            ``'"ok \\\\ud800"'`` (a lone surrogate escape, which :mod:`json` never writes from a
+            Python str).
+        wait: an event the answer waits for (up to :data:`WAIT_LIMIT_S`) before it is sent, to
+            keep a turn running while a test does something else. The request is recorded first.
+    """
+
+    content: str | None = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    content_json: str | None = None
+    wait: threading.Event | None = None
+
+    @classmethod
+    def of(cls, value: Reply | str | dict[str, Any]) -> Reply:
+        """A :class:`Reply` from a scripted value: itself, a str (the text), or a dict
+        ``{"content", "tool_calls"}``.
+
+        Raises:
+            TypeError: ``value`` is none of these.
+        """
+        if isinstance(value, Reply):
+            return value
+        if isinstance(value, str):
+            return cls(value)
+        if isinstance(value, dict):
+            return cls(value.get("content"), list(value.get("tool_calls") or []))
+        raise TypeError(
+            f"a scripted reply must be a str, a dict or a Reply, not {type(value).__name__}"
+        )
+
+    def content_value(self) -> str | None:
+        """The content as the client will read it (``content_json`` decoded)."""
+        if self.content_json is not None:
+            return json.loads(self.content_json)
+        return self.content
+
+
+ReplyLike = Reply | str | dict[str, Any]
+Script = Iterable[ReplyLike] | Callable[[dict[str, Any]], ReplyLike]
 
 
 @dataclass
@@ -33,12 +108,17 @@ class RecordedRequest:
         method, path: as sent (``POST``, ``/v1/chat/completions``).
         headers: header names lower-cased -> value.
         body: the parsed JSON body (None when there was none or it was not JSON).
+        prompt_tokens: the prompt's size under the server's ``count`` (chat completions only,
+            else None).
+        refused: whether the prompt was refused for exceeding ``context_window``.
     """
 
     method: str
     path: str
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None
+    prompt_tokens: int | None = None
+    refused: bool = False
 
     @property
     def api_key(self) -> str | None:
@@ -50,34 +130,80 @@ class RecordedRequest:
         return self.headers.get("x-api-key") or self.headers.get("api-key")
 
     def text(self) -> str:
-        """Headers and body as one string, to search for a secret anywhere in the request."""
+        """Path, headers and body as one string, to search for a secret anywhere in it."""
         return json.dumps({"path": self.path, "headers": self.headers, "body": self.body})
 
 
+def openai_prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    """cl100k_base tokens of a chat prompt under OpenAI's accounting: 3 per message, the tokens of
+    its role, text, name (+1) and tool calls (name and arguments), and 3 for the reply.
+
+    Source: OpenAI cookbook, "How to count tokens with tiktoken" (``num_tokens_from_messages``:
+    ``tokens_per_message = 3``, ``tokens_per_name = 1``, "every reply is primed with 3 tokens").
+    """
+    total = 3
+    for m in messages:
+        total += (
+            3
+            + cl100k_count(str(m.get("role") or ""))
+            + cl100k_count(content_text(m.get("content")))
+        )
+        if m.get("name"):
+            total += 1 + cl100k_count(str(m["name"]))
+        for call in m.get("tool_calls") or []:
+            function = call.get("function") or {}
+            total += cl100k_count(str(function.get("name") or ""))
+            total += cl100k_count(str(function.get("arguments") or ""))
+    return total
+
+
 class ScriptedOpenAIServer:
-    """An OpenAI-compatible chat-completions endpoint on ``127.0.0.1`` (a free port).
+    """An OpenAI-compatible chat-completions endpoint on a free port of ``127.0.0.1`` (see the
+    module docstring). The socket is bound on construction, so :attr:`url` is known before
+    :meth:`start`; use it as a context manager (start, then stop).
 
     Args:
-        replies: answers given in order (see the module docstring).
-        default: the answer once ``replies`` are used up.
-        model: the model name reported in answers.
+        replies: answers in order, or a function ``(request_body) -> reply`` called per request.
+        default: the answer once the list of ``replies`` is used up; None answers HTTP 500.
+        context_window: prompts over this many tokens (per ``count``) get HTTP 400
+            ``context_length_exceeded``; None accepts any size.
+        omit_usage: leave ``usage`` out of every answer.
+        count: prompt size of a request's ``messages`` (default :func:`openai_prompt_tokens`).
+        model: the model name reported in answers and ``/models`` (default: the request's
+            ``model``, or ``"scripted"``).
 
     Attributes:
         requests: every :class:`RecordedRequest`, in arrival order.
-        url: base URL to use as a provider's ``base_url`` (``http://127.0.0.1:<port>/v1``).
+        url: ``http://127.0.0.1:<port>/v1``, a provider's ``base_url``.
     """
 
     def __init__(
-        self, replies: list[Any] | None = None, default: str = "ok", model: str = "scripted"
+        self,
+        replies: Script = (),
+        *,
+        default: ReplyLike | None = None,
+        context_window: int | None = None,
+        omit_usage: bool = False,
+        count: Callable[[list[dict[str, Any]]], int] = openai_prompt_tokens,
+        model: str | None = None,
     ) -> None:
-        self._replies = list(replies or [])
+        self._script: Callable[[dict[str, Any]], ReplyLike] | None = None
+        self._replies: list[ReplyLike] = []
+        if callable(replies):
+            self._script = replies
+        else:
+            self._replies = list(replies)
         self.default = default
+        self.context_window = context_window
+        self.omit_usage = omit_usage
+        self.count = count
         self.model = model
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
+        self._closed = False
 
     @property
     def port(self) -> int:
@@ -89,6 +215,13 @@ class ScriptedOpenAIServer:
         """``http://127.0.0.1:<port>/v1``."""
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def provider(self, api_key: str = SCRIPTED_API_KEY) -> dict[str, Any]:
+        """An ``auth.json`` provider entry pointing at this server: ``{"type": "openai",
+        "base_url": url, "api_key": api_key}``."""
+        return {"type": "openai", "base_url": self.url, "api_key": api_key}
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
     def start(self) -> ScriptedOpenAIServer:
         """Serve on a daemon thread; returns self."""
         self._thread = threading.Thread(
@@ -98,11 +231,13 @@ class ScriptedOpenAIServer:
         return self
 
     def stop(self) -> None:
-        """Stop serving and close the socket (new connections are then refused)."""
+        """Stop serving and close the socket (new connections are then refused). Idempotent."""
         if self._thread is not None:  # shutdown() waits for serve_forever, so only once started
             self._httpd.shutdown()
             self._thread = None
-        self._httpd.server_close()
+        if not self._closed:
+            self._httpd.server_close()
+            self._closed = True
 
     def __enter__(self) -> ScriptedOpenAIServer:
         return self.start()
@@ -110,10 +245,7 @@ class ScriptedOpenAIServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def add(self, *replies: Any) -> None:
-        """Queue more replies."""
-        with self._lock:
-            self._replies.extend(replies)
+    # -- reading what arrived -------------------------------------------------------------------
 
     def api_keys(self) -> list[str | None]:
         """The credential of every recorded request (see :attr:`RecordedRequest.api_key`)."""
@@ -121,28 +253,40 @@ class ScriptedOpenAIServer:
             return [r.api_key for r in self.requests]
 
     def saw(self, secret: str) -> bool:
-        """Whether ``secret`` appears anywhere in any request (headers or body)."""
+        """Whether ``secret`` appears anywhere in any request (path, headers or body)."""
         with self._lock:
             return any(secret in r.text() for r in self.requests)
 
-    # -- the handler ------------------------------------------------------------------------
+    # -- answering ------------------------------------------------------------------------------
 
-    def _record(self, request: RecordedRequest) -> Any:
+    def _take(self, request: RecordedRequest) -> tuple[int, Reply | str | None]:
+        """Record ``request``; return its number (1-based, in arrival order) and its reply:
+        None when refused, an error text when the list of replies is used up. Recording and
+        taking the next reply happen under one lock, so replies go out in arrival order."""
         with self._lock:
             self.requests.append(request)
-            if request.path.rstrip("/").endswith("/chat/completions"):
-                return self._replies.pop(0) if self._replies else self.default
-            return None
+            number = len(self.requests)
+            if request.refused:
+                return number, None
+            if self._script is None:
+                if self._replies:
+                    return number, Reply.of(self._replies.pop(0))
+                if self.default is not None:
+                    return number, Reply.of(self.default)
+                return number, (
+                    f"ScriptedOpenAIServer: the script is used up (request {number}, "
+                    f"{request.method} {request.path})"
+                )
+        return number, Reply.of(self._script(request.body))  # outside the lock: may be slow
 
-    def _message(self, reply: Any) -> tuple[dict[str, Any], str]:
-        if isinstance(reply, str):
-            return {"role": "assistant", "content": reply}, "stop"
+    def _message(self, reply: Reply, number: int) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content_value()}
         calls = []
-        for n, call in enumerate(reply.get("tool_calls") or []):
+        for index, call in enumerate(reply.tool_calls):
             arguments = call.get("arguments", {})
             calls.append(
                 {
-                    "id": call.get("id") or f"call_{len(self.requests)}_{n}",
+                    "id": call.get("id") or f"call_{number}_{index}",
                     "type": "function",
                     "function": {
                         "name": call["name"],
@@ -152,37 +296,24 @@ class ScriptedOpenAIServer:
                     },
                 }
             )
-        message: dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
         if calls:
             message["tool_calls"] = calls
-        return message, "tool_calls" if calls else "stop"
+        return message
 
-    def _completion(self, reply: Any) -> dict[str, Any]:
-        message, finish = self._message(reply)
+    def _refusal(self, tokens: int) -> dict[str, Any]:
+        # the wording and fields of OpenAI's own error, which litellm's exception mapping reads
         return {
-            "id": f"chatcmpl-{len(self.requests)}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+            "error": {
+                "message": (
+                    f"This model's maximum context length is {self.context_window} tokens. "
+                    f"However, your messages resulted in {tokens} tokens. "
+                    "Please reduce the length of the messages."
+                ),
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
         }
-
-    def _chunks(self, reply: Any) -> Iterator[dict[str, Any]]:
-        message, finish = self._message(reply)
-        base = {
-            "id": f"chatcmpl-{len(self.requests)}",
-            "object": "chat.completion.chunk",
-            "created": int(time.time()),
-            "model": self.model,
-        }
-        delta: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
-        if message.get("tool_calls"):
-            delta["tool_calls"] = [
-                {"index": i, **call} for i, call in enumerate(message["tool_calls"])
-            ]
-        yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
-        yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -193,8 +324,8 @@ class ScriptedOpenAIServer:
             def log_message(self, *args: Any) -> None:  # quiet: tests read .requests
                 pass
 
-            def _send_json(self, status: int, payload: Any) -> None:
-                data = json.dumps(payload).encode("utf-8")
+            def _send_json(self, status: int, payload: Any, *, raw: bytes | None = None) -> None:
+                data = raw if raw is not None else json.dumps(payload).encode("utf-8")
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -208,38 +339,146 @@ class ScriptedOpenAIServer:
                     body = json.loads(raw) if raw else None
                 except ValueError:
                     body = None
-                request = RecordedRequest(
-                    self.command,
-                    self.path,
-                    {k.lower(): v for k, v in self.headers.items()},
-                    body,
-                )
-                reply = server._record(request)
+                headers = {k.lower(): v for k, v in self.headers.items()}
                 path = self.path.split("?", 1)[0].rstrip("/")
-                if reply is not None and self.command == "POST":
-                    if isinstance(body, dict) and body.get("stream"):
-                        self._stream(reply)
-                    else:
-                        self._send_json(200, server._completion(reply))
-                elif self.command == "GET" and path.endswith("/models"):
-                    self._send_json(
-                        200, {"object": "list", "data": [{"id": server.model, "object": "model"}]}
-                    )
+                if self.command == "POST" and path.endswith("/chat/completions"):
+                    self._chat(RecordedRequest(self.command, self.path, headers, body))
+                    return
+                with server._lock:
+                    server.requests.append(RecordedRequest(self.command, self.path, headers, body))
+                if self.command == "GET" and path.endswith("/models"):
+                    model = {"id": server.model or "scripted", "object": "model"}
+                    self._send_json(200, {"object": "list", "data": [model]})
                 else:
-                    self._send_json(
-                        404, {"error": {"message": f"no route {path}", "type": "not_found"}}
-                    )
+                    error = {"message": f"no route {self.command} {path}", "type": "not_found"}
+                    self._send_json(404, {"error": error})
 
-            def _stream(self, reply: Any) -> None:
+            def _chat(self, request: RecordedRequest) -> None:
+                body = request.body
+                if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+                    with server._lock:
+                        server.requests.append(request)
+                    error = {"message": "the body must be a JSON object with a messages list"}
+                    self._send_json(400, {"error": {**error, "type": "invalid_request_error"}})
+                    return
+                request.prompt_tokens = tokens = server.count(body["messages"])
+                window = server.context_window
+                request.refused = window is not None and tokens > window
+                number, reply = server._take(request)
+                if reply is None:
+                    self._send_json(400, server._refusal(tokens))
+                    return
+                if isinstance(reply, str):
+                    error = {"message": reply, "type": "server_error"}
+                    self._send_json(500, {"error": error})
+                    return
+                if reply.wait is not None:
+                    reply.wait.wait(WAIT_LIMIT_S)
+                message = server._message(reply, number)
+                completion_tokens = cl100k_count(message.get("content") or "") + sum(
+                    cl100k_count(c["function"]["arguments"])
+                    for c in message.get("tool_calls") or []
+                )
+                usage = {
+                    "prompt_tokens": tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": tokens + completion_tokens,
+                }
+                finish = "tool_calls" if message.get("tool_calls") else "stop"
+                base = {
+                    "id": f"chatcmpl-{number}",
+                    "created": int(time.time()),
+                    "model": server.model or body.get("model") or "scripted",
+                }
+                if body.get("stream"):
+                    asked = bool((body.get("stream_options") or {}).get("include_usage"))
+                    include = asked and not server.omit_usage
+                    self._stream(base, reply, message, finish, usage if include else None)
+                    return
+                answer: dict[str, Any] = {
+                    **base,
+                    "object": "chat.completion",
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                }
+                if not server.omit_usage:
+                    answer["usage"] = usage
+                self._send_json(200, None, raw=_with_content(answer, message, reply))
+
+            def _stream(
+                self,
+                base: dict[str, Any],
+                reply: Reply,
+                message: dict[str, Any],
+                finish: str,
+                usage: dict[str, int] | None,
+            ) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Connection", "close")
+                self.send_header("Connection", "close")  # no Content-Length: the close ends it
                 self.end_headers()
-                for chunk in server._chunks(reply):
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                for chunk in _chunks({**base, "object": "chat.completion.chunk"}, reply, message):
+                    self.wfile.write(b"data: " + chunk + b"\n\n")
+                end = {**base, "object": "chat.completion.chunk"}
+                choice = {"index": 0, "delta": {}, "finish_reason": finish}
+                self.wfile.write(f"data: {json.dumps({**end, 'choices': [choice]})}\n\n".encode())
+                if usage is not None:
+                    tail = {**end, "choices": [], "usage": usage}
+                    self.wfile.write(f"data: {json.dumps(tail)}\n\n".encode())
                 self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
                 self.close_connection = True
 
             do_GET = do_POST = do_PUT = do_DELETE = _handle  # noqa: N815 - http.server's names
 
         return Handler
+
+
+_SLOT = "\x00content\x00"
+"""Placeholder for a :attr:`Reply.content_json` text, swapped in after :func:`json.dumps`."""
+
+
+def _with_content(document: dict[str, Any], message: dict[str, Any], reply: Reply) -> bytes:
+    """``document`` as JSON bytes; with ``content_json``, its text stands as ``message``'s
+    content verbatim (``document`` contains ``message``, whose content is set to a slot)."""
+    if reply.content_json is None:
+        return json.dumps(document).encode("utf-8")
+    message["content"] = _SLOT
+    text = json.dumps(document).replace(json.dumps(_SLOT), reply.content_json)
+    return text.encode("utf-8")
+
+
+def _chunks(base: dict[str, Any], reply: Reply, message: dict[str, Any]) -> Iterator[bytes]:
+    """The content chunks of a streamed answer (one per word, the space before a word kept with
+    it; ``content_json`` in one chunk, verbatim), then one chunk with the tool calls."""
+
+    def chunk(delta: dict[str, Any]) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+
+    if reply.content_json is not None:
+        delta = {"role": "assistant", "content": _SLOT}
+        text = json.dumps(chunk(delta)).replace(json.dumps(_SLOT), reply.content_json)
+        yield text.encode("utf-8")
+    else:
+        words = (message.get("content") or "").split(" ")
+        for i, word in enumerate(words):
+            delta = {"role": "assistant", "content": word} if i == 0 else {"content": " " + word}
+            yield json.dumps(chunk(delta)).encode("utf-8")
+    if message.get("tool_calls"):
+        calls = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
+        yield json.dumps(chunk({"tool_calls": calls})).encode("utf-8")
+
+
+def configure_project(
+    project: str | PathLike[str], server: ScriptedOpenAIServer, model: str = "gpt-4o-mini"
+) -> None:
+    """Point a project at ``server``: write ``.veil/auth.json`` (provider ``scripted``, see
+    :meth:`ScriptedOpenAIServer.provider`) and ``.veil/settings.json`` (main model ``model``),
+    creating ``.veil/``. Existing files are replaced."""
+    veil_dir = Path(project) / ".veil"
+    veil_dir.mkdir(parents=True, exist_ok=True)
+    (veil_dir / "auth.json").write_text(
+        json.dumps({"providers": {"scripted": server.provider()}}), encoding="utf-8"
+    )
+    (veil_dir / "settings.json").write_text(
+        json.dumps({"models": {"main": {"model": model}}}), encoding="utf-8"
+    )

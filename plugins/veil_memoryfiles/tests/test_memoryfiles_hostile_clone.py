@@ -9,79 +9,27 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from veil_memoryfiles.injection import INSTRUCTIONS_HEADING, REPOSITORY_HEADING
 from veil_memoryfiles.service import MemoryService
 
+from veil.core.scripted_server import ScriptedOpenAIServer
 from veil.core.settings import load_config
 
 pytest.importorskip("litellm")
 
 
-class ScriptedServer:
-    """An OpenAI-compatible ``/v1/chat/completions`` on 127.0.0.1 answering ``answer`` and
-    recording each request (path, headers, JSON body)."""
-
-    def __init__(self, answer: str) -> None:
-        self.requests: list[dict[str, Any]] = []
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                size = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(size) or b"{}")
-                recorder.requests.append(
-                    {"path": self.path, "headers": dict(self.headers), "body": body}
-                )
-                out = json.dumps(
-                    {
-                        "id": "chatcmpl-1",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": body.get("model", "m"),
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": answer},
-                                "finish_reason": "stop",
-                            }
-                        ],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    s = ScriptedServer("Looked at the project.")
-    yield s
-    s.close()
+def server() -> Iterator[ScriptedOpenAIServer]:
+    with ScriptedOpenAIServer(["Looked at the project."]) as s:
+        yield s
 
 
 def test_veil_print_mode_labels_a_hostile_clone(
-    tmp_path: Path, server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, server: ScriptedOpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -92,7 +40,7 @@ def test_veil_print_mode_labels_a_hostile_clone(
                 "providers": {
                     "local": {
                         "type": "openai",
-                        "base_url": f"http://127.0.0.1:{server.port}/v1",
+                        "base_url": server.url,
                         "api_key": "sk-local-test",
                     }
                 },
@@ -134,10 +82,9 @@ def test_veil_print_mode_labels_a_hostile_clone(
     assert proc.stdout.strip() == "Looked at the project."
     assert len(server.requests) == 1
     request = server.requests[0]
-    assert request["path"] == "/v1/chat/completions"
-    headers = {k.lower(): v for k, v in request["headers"].items()}
-    assert headers["authorization"] == "Bearer sk-local-test"
-    system = request["body"]["messages"][0]
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer sk-local-test"
+    system = request.body["messages"][0]
     assert system["role"] == "system"
     text = system["content"]
     own = text.index("## Agent memory (.veil/memory/agents/default/MEMORY.md)\n\n<!-- ")
