@@ -204,9 +204,10 @@ def main() -> int:
         for line in empty:
             print(f"  {line}")
     print()
-    for folder in files:
-        print(table(f"{folder} ({counts[folder]} files)", ordered(rows[folder]), steps[folder]))
-        print()
+    if len(files) > 1:  # one folder: its table is the total's
+        for folder in files:
+            print(table(f"{folder} ({counts[folder]} files)", ordered(rows[folder]), steps[folder]))
+            print()
     print(table(f"all folders ({n_files} files)", ordered(total), sum(steps.values())))
     for line in targets(ordered(total)):
         print(line)
