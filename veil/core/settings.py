@@ -123,14 +123,34 @@ class AgentMemory(_Model):
     max_lines: int | None = Field(default=None, ge=1)
 
 
+CONTEXT_LAYER_MASKING_BLOCK = 10
+"""``observationMaskingBlock`` when it is not set and the context layer is on (a scorer and an
+eviction policy loaded): chosen by replaying the recorded sessions (bench/RESULTS.md, issue 18).
+Without the context layer an unset block is 1, seed 000's rule."""
+
+
 class CompactionSettings(_Model):
     """``compaction`` (seed 000): ``threshold`` 0.85 in [0.1, 1.0] x the context window triggers
     full compaction; tool results older than ``observationMaskingTurns`` (10; 0 = off) steps are
-    masked."""
+    masked.
+
+    ``observation_masking_block`` (G, issue 18): masking waits until G results are due and then
+    masks them all, so the prompt's prefix changes once per G results instead of at every step
+    (provider prompt caches and llama.cpp's KV cache are reused in between). 1 is seed 000's
+    rule. Unset (None): 1 without the context layer (seed 000's defaults hold exactly), else
+    :data:`CONTEXT_LAYER_MASKING_BLOCK`; :meth:`masking_block` resolves it."""
 
     threshold: float = Field(default=0.85, ge=0.1, le=1.0)
     observation_masking_turns: int = Field(default=10, ge=0)
+    observation_masking_block: int | None = Field(default=None, ge=1)
     keep_recent_turns: int = Field(default=4, ge=1)
+
+    def masking_block(self, context_layer_on: bool) -> int:
+        """G in effect: the configured block, else 1 (seed 000) without the context layer and
+        :data:`CONTEXT_LAYER_MASKING_BLOCK` with it."""
+        if self.observation_masking_block is not None:
+            return self.observation_masking_block
+        return CONTEXT_LAYER_MASKING_BLOCK if context_layer_on else 1
 
 
 class DefaultCompaction(_Model):
@@ -189,7 +209,17 @@ class InitialStability(_Model):
 class ControllerSettings(_Model):
     """Pressure-threshold controller: start 1.0 within [0.98, 1.0], step 0.01; down on >= 3
     evictions within 60 s; up after 300 s without eviction or when an evicted item is asked for
-    again within 1,800 s. DESIGN.md's reference defaults are 0.7 within [0.6, 0.85]; replaying
+    again within 1,800 s.
+
+    The low-water mark (issue 18): a pass that starts because the prompt passed ``threshold`` x
+    the budget frees room down to ``low_water`` x the budget, so the next steps only append and
+    the prompt's prefix (what provider prompt caches and llama.cpp's KV cache reuse) stays put
+    until the next pass. ``low_water`` (0.75) moves by ``low_water_step`` (0.05) within
+    [``low_water_min``, ``low_water_max``] ([0.6, 0.9]) on the same signals as the threshold:
+    down on a burst of passes (each pass re-sends the whole prompt uncached, so passes that come
+    often should free more), up on a calm period and when an evicted item is asked for again
+    (it freed too much). It never exceeds the threshold in effect. Defaults chosen by replay
+    (bench/RESULTS.md). DESIGN.md's reference defaults are 0.7 within [0.6, 0.85]; replaying
     the recorded sessions (bench/RESULTS.md) showed that misses follow how full the prompt is
     kept (at an 8k budget, each 5% of the budget left empty costs ~10% more misses; [0.95, 1.0]
     in steps of 0.05 gave 462 misses, [0.98, 1.0] in steps of 0.01 433), so veil evicts at the
@@ -205,6 +235,10 @@ class ControllerSettings(_Model):
     burst_window: float = Field(default=60.0, gt=0)
     calm_period: float = Field(default=300.0, gt=0)
     rerequest_window: float = Field(default=1800.0, gt=0)
+    low_water: float = Field(default=0.75, gt=0, le=1)
+    low_water_min: float = Field(default=0.6, gt=0, le=1)
+    low_water_max: float = Field(default=0.9, gt=0, le=1)
+    low_water_step: float = Field(default=0.05, gt=0, le=0.5)
 
     @model_validator(mode="after")
     def _ordered(self) -> ControllerSettings:
@@ -212,6 +246,11 @@ class ControllerSettings(_Model):
             raise ValueError(
                 f"need min <= threshold <= max, got min {self.min}, threshold {self.threshold}, "
                 f"max {self.max} (defaults: 0.98, 1.0, 1.0; set min and max with threshold)"
+            )
+        if not self.low_water_min <= self.low_water <= self.low_water_max:
+            raise ValueError(
+                f"need lowWaterMin <= lowWater <= lowWaterMax, got {self.low_water_min}, "
+                f"{self.low_water}, {self.low_water_max} (defaults: 0.6, 0.75, 0.9)"
             )
         return self
 

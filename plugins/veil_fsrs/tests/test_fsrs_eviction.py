@@ -385,7 +385,11 @@ def test_controller_lowers_on_a_burst_of_pressure_evictions():
     for t in (121.0, 122.0, 123.0):
         c.record_pass(t, [], pressure=True)
     assert c.threshold == 0.6  # clamped at min
-    assert [m["to"] for m in c.state["moves"]] == [0.65, 0.6]
+    # the low-water mark (0.75 by default, in [0.6, 0.9]) follows each burst down by 0.05, so
+    # the third burst still moves it after the threshold stopped at its minimum (issue 18)
+    assert [m["to"] for m in c.state["moves"]] == [0.65, 0.6, 0.6]
+    assert [m["lowTo"] for m in c.state["moves"]] == [0.7, 0.65, 0.6]
+    assert c.low_water == 0.6
 
 
 def test_controller_ignores_spaced_or_stale_only_evictions():
@@ -794,9 +798,11 @@ def test_ranked_prefix_with_mostly_nan_scores_takes_what_argsort_takes():
     expected, got = np.zeros(1000, np.int8), np.zeros(1000, np.int8)
     ranking = np.argsort(-group_e, kind="stable")
     used_full = _stages_2_3(
-        ranking, np.ones(1000, bool), expected, group_e, freed, 10_500.0, 0.7, 10_000.0
+        ranking, np.ones(1000, bool), expected, group_e, freed, 10_500.0, 0.7, 10_000.0, 7_000.0
     )
-    used = _stages_2_3(None, np.ones(1000, bool), got, group_e, freed, 10_500.0, 0.7, 10_000.0)
+    used = _stages_2_3(
+        None, np.ones(1000, bool), got, group_e, freed, 10_500.0, 0.7, 10_000.0, 7_000.0
+    )
     assert used == used_full == 10_000.0
     assert got.tolist() == expected.tolist()
     # stage 2: the 10 scored groups (retention 0.1 < 0.7); stage 3: 40 NaN ones, oldest first

@@ -274,8 +274,10 @@ class VeilReplayPolicy:
         if tokens > self.budget:
             self.over_budget.append((t, tokens, "protected context alone exceeds the budget"))
         stubs = set(session.stubs.values())
-        kept = [s.text for s in prompt.sections if s.name != "manifest"]
-        kept += [m.get("content") or "" for m in messages[1:] if m.get("content") not in stubs]
+        kept = [s.text for s in prompt.sections if not s.name.startswith("manifest")]
+        # the context note holds the manifest and the volatile sections already counted above
+        sent = messages[1:-1] if prompt.note is not None else messages[1:]
+        kept += [m.get("content") or "" for m in sent if m.get("content") not in stubs]
         return messages, SEPARATOR.join(kept)
 
     def close(self) -> None:
