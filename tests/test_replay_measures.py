@@ -24,8 +24,11 @@ from veil.core.replay.counting import TokenCounter
 from veil.core.replay.formats import ReplayStep, Trajectory, load_trajectory
 from veil.core.replay.measures import identifier_tokens, misses, references
 from veil.core.replay.runner import (
+    BASELINES,
     FullHistory,
+    MaskingBlocks,
     ObservationMasking,
+    RecencyHysteresis,
     RecencyTruncation,
     replay,
     run_baselines,
@@ -268,7 +271,13 @@ def test_prompt_for_step_does_not_change_when_later_messages_do():
         step.observation = "REWRITTEN output"
     changed.steps.append(ReplayStep(len(changed.steps), "extra", "", "extra output", None))
     counter = TokenCounter()
-    policies = [FullHistory(), ObservationMasking(), RecencyTruncation(60, counter)]
+    policies = [
+        FullHistory(),
+        ObservationMasking(),
+        RecencyTruncation(60, counter),
+        MaskingBlocks(),
+        RecencyHysteresis(60, counter),
+    ]
     for policy in policies:
         for step in range(t + 1):
             assert policy.prompt_for_step(traj, step) == policy.prompt_for_step(changed, step)
@@ -302,19 +311,14 @@ def test_replay_json_contract_with_and_without_veil(enc):
     tiny, long = _tiny(), _long()
     out = replay([tiny, long], [_HeadOnly], budget=8000)
     assert list(out) == ["files", "total"]
-    assert [list(f) for f in out["files"]] == [
-        ["file", "format", "steps", "veil", "full", "masking", "recency"]
-    ] * 2
+    assert [list(f) for f in out["files"]] == [["file", "format", "steps", "veil", *BASELINES]] * 2
     first = out["files"][0]
     assert (first["file"], first["format"], first["steps"]) == ("tiny", "mini-swe-agent", 3)
-    assert list(first["full"]) == ["prompt_tokens", "peak_prompt_tokens", "references", "misses"]
-    assert list(first["veil"]) == [
-        "prompt_tokens",
-        "peak_prompt_tokens",
-        "references",
-        "misses",
-        "evictions",
-    ]
+    # issue 3's keys first, then issue 18's cache measure and the steps over the budget
+    cache_keys = ["cached_tokens", "effective_tokens", "prefix_breaks", "over_budget_steps"]
+    issue3 = ["prompt_tokens", "peak_prompt_tokens", "references", "misses"]
+    assert list(first["full"]) == issue3 + cache_keys
+    assert list(first["veil"]) == [*issue3, "evictions", *cache_keys]
     # tiny: references 0 + 1 + 4 = 5; the head-only policy misses them all, full none.
     assert first["full"]["references"] == 5
     assert first["veil"]["misses"] == 5
@@ -323,9 +327,12 @@ def test_replay_json_contract_with_and_without_veil(enc):
     head_plus_manifest = ntok(enc, tiny.system + "\n[manifest: 3 items]") + ntok(enc, tiny.task)
     assert first["veil"]["prompt_tokens"] == 3 * head_plus_manifest
     assert first["veil"]["peak_prompt_tokens"] == head_plus_manifest
+    # the same two messages every step: steps 1 and 2 reuse the whole prompt
+    assert first["veil"]["cached_tokens"] == 2 * head_plus_manifest
+    assert first["veil"]["prefix_breaks"] == 0
 
     total = out["total"]
-    assert list(total) == ["steps", "veil", "full", "masking", "recency"]
+    assert list(total) == ["steps", "veil", *BASELINES]
     assert total["steps"] == 3 + 14
     for name in ("veil", "full", "masking", "recency"):
         a, b = out["files"][0][name], out["files"][1][name]
@@ -338,8 +345,8 @@ def test_replay_json_contract_with_and_without_veil(enc):
     json.dumps(out)  # plain JSON
 
     plain = replay([tiny], budget=8000)
-    assert list(plain["files"][0]) == ["file", "format", "steps", "full", "masking", "recency"]
-    assert list(plain["total"]) == ["steps", "full", "masking", "recency"]
+    assert list(plain["files"][0]) == ["file", "format", "steps", *BASELINES]
+    assert list(plain["total"]) == ["steps", *BASELINES]
     assert plain["files"][0]["full"] == first["full"]
 
 

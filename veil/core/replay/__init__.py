@@ -4,9 +4,14 @@
   SWE-agent and OpenHands recordings.
 * :mod:`~veil.core.replay.measures`: identifier tokens, references and misses (DESIGN.md
   "Measures").
-* :mod:`~veil.core.replay.baselines`: the full, masking and recency prompts.
+* :mod:`~veil.core.replay.baselines`: the full, masking, recency, masking-blocks and
+  recency-hysteresis prompts.
+* :mod:`~veil.core.replay.cache`: the prompt-cache measure (cached and effective tokens, prefix
+  breaks).
 * :mod:`~veil.core.replay.runner`: the ``Policy`` protocol, ``run_baselines`` and ``replay``
-  (the issue 3 JSON contract).
+  (the JSON contract of issues 3 and 18).
+* :mod:`~veil.core.replay.report` / :mod:`~veil.core.replay.plot`: ``veil replay``'s table,
+  policy choice and ``--plot``.
 """
 
 from veil.core.replay.formats import ReplayStep, Trajectory, detect_format, load_trajectory

@@ -7,9 +7,37 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from veil.core.errors import BadRequest
+from veil.core.replay.cache import CACHE_PRICE
 from veil.core.replay.formats import Trajectory, load_trajectory
-from veil.core.replay.runner import replay
+from veil.core.replay.runner import BASELINES, check_baselines, replay
 from veil.core.replay.veil_policy import CompactionMode, VeilReplayPolicy
+
+POLICIES = ("veil", *BASELINES)
+"""Every policy ``veil replay`` can run, in the JSON's order."""
+
+DISPLAY_ORDER = ("veil", "full", "masking", "masking-blocks", "recency", "recency-hysteresis")
+"""The order of the terminal table and the plot: each cache-aware baseline after the one it
+refines."""
+
+
+def parse_policies(text: str | None) -> tuple[str, ...]:
+    """Policy names from a comma-separated list (``"veil,full,masking"``); None or empty: all
+    of :data:`POLICIES`. Returned in :data:`POLICIES` order, once each.
+
+    Raises:
+        BadRequest: a name is not a policy (the message lists the known ones).
+    """
+    if text is None or not text.strip():
+        return POLICIES
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in POLICIES]
+    if unknown:
+        raise BadRequest(
+            f"policies: unknown policy {', '.join(map(repr, unknown))}; "
+            f"known: {', '.join(POLICIES)}"
+        )
+    return tuple(n for n in POLICIES if n in names)
 
 
 def run_replay(
@@ -22,23 +50,45 @@ def run_replay(
     progress: bool = False,
     summariser: Any = None,
     max_steps: int | None = None,
+    policies: tuple[str, ...] = POLICIES,
+    cache_price: float = CACHE_PRICE,
+    per_step: bool = False,
 ) -> dict[str, Any]:
-    """Replay ``files`` and return issue 3's JSON contract, extended per file with
-    ``convergence`` (and whatever else ``replay_report`` implementations add) and with
-    ``over_budget_steps`` in the veil object (always 0 unless protected context alone exceeds
-    the budget; the reasons are listed in ``over_budget``). ``summariser``: the ``compact``
-    model of full compaction (see :class:`VeilReplayPolicy`); ``max_steps``: replay only the
-    first N steps of each file (short benchmark runs).
+    """Replay ``files`` and return the JSON contract of :mod:`veil.core.replay.runner`,
+    extended per file with ``convergence`` (and whatever else ``replay_report``
+    implementations add) and with ``over_budget`` in the veil object (the steps whose prompt
+    exceeded the budget, with the reason: always none unless protected context alone exceeds
+    it), and at the top with ``budget``, ``compaction`` and ``cache_price``.
+
+    Args:
+        files: recordings to replay.
+        budget: the token budget (cl100k_base).
+        project_dir: the project whose settings and plugins veil uses.
+        compaction: veil's compaction mode (None: what settings say).
+        disable: plugins blocked for the replay.
+        progress: say on a terminal's stderr which file is being replayed.
+        summariser: the ``compact`` model of full compaction (see :class:`VeilReplayPolicy`).
+        max_steps: replay only the first N steps of each file (short benchmark runs).
+        policies: the policies to run (:data:`POLICIES` by default; without ``"veil"`` no veil
+            session is opened, which is fast).
+        cache_price: cached-input price relative to uncached input, from 0 to 1.
+        per_step: include each file's per-step measures.
 
     Raises:
-        BadRequest: a file is unreadable or in no known format (the message names it), or the
-            budget is not a positive integer.
+        BadRequest: a file is unreadable or in no known format (the message names it), the
+            budget is not a positive integer, the cache price is not from 0 to 1, or a policy
+            name is unknown.
     """
+    unknown = [n for n in policies if n not in POLICIES]
+    if unknown:
+        raise BadRequest(f"policies: unknown policy {unknown}; known: {', '.join(POLICIES)}")
+    baselines = check_baselines([n for n in policies if n != "veil"])
+    with_veil = "veil" in policies
     trajectories: list[Trajectory] = [load_trajectory(f) for f in files]
     if max_steps is not None:
         for traj in trajectories:
             traj.steps = traj.steps[:max_steps]
-    policies: list[VeilReplayPolicy] = []
+    veil_policies: list[VeilReplayPolicy] = []
 
     def make(traj: Trajectory, b: int) -> VeilReplayPolicy:
         if progress and sys.stderr.isatty():
@@ -51,54 +101,89 @@ def run_replay(
             disable=disable,
             summariser=summariser,
         )
-        policies.append(policy)
+        veil_policies.append(policy)
         return policy
 
-    result = replay(trajectories, [make], budget)
-    total_over = 0
-    for entry, policy in zip(result["files"], policies, strict=True):
-        session = policy.session
-        for extra in policy.veil.pm.hook.replay_report(session=session):
-            entry.update(extra or {})
-        entry["veil"]["over_budget_steps"] = len(policy.over_budget)
-        entry["veil"]["over_budget"] = [
-            {"step": s, "tokens": n, "reason": why} for s, n, why in policy.over_budget
-        ]
-        total_over += len(policy.over_budget)
-        policy.close()
-    result["total"]["veil"]["over_budget_steps"] = total_over
+    try:
+        result = replay(
+            trajectories,
+            [make] if with_veil else [],
+            budget,
+            baselines=baselines,
+            cache_price=cache_price,
+            per_step=per_step,
+        )
+        for entry, policy in zip(result["files"] if with_veil else [], veil_policies, strict=True):
+            for extra in policy.veil.pm.hook.replay_report(session=policy.session):
+                entry.update(extra or {})
+            # the runner counts veil's steps over the budget; the policy says why
+            entry["veil"]["over_budget"] = [
+                {"step": s, "tokens": n, "reason": why} for s, n, why in policy.over_budget
+            ]
+    finally:
+        for policy in veil_policies:
+            policy.close()
     # what the figures were measured with (extra keys beside the contract's files / total)
     result["budget"] = budget
-    result["compaction"] = compaction or "settings"
+    result["compaction"] = (compaction or "settings") if with_veil else None
+    result["cache_price"] = cache_price
     return result
 
 
+def _ratio(value: float, reference: float | None) -> str:
+    return f"{value / reference:.3f}" if reference else "-"
+
+
 def render_table(result: dict[str, Any]) -> str:
-    """A plain-text table of the totals and each file, for terminals."""
-    names = ["veil", "full", "masking", "recency"]
+    """A plain-text table of the totals and a line per file, for terminals.
+
+    Columns: prompt tokens (summed over steps) and their ratio to full history's, the cached
+    share of them, effective tokens (uncached + cache price x cached) and their ratio to full
+    history's, the peak prompt, references, misses, prefix breaks, steps over the budget and
+    evictions. Ratios show "-" when full history was not run.
+    """
     total = result["total"]
+    names = [n for n in DISPLAY_ORDER if n in total]
+    full = total.get("full")
+    full_raw = full["prompt_tokens"] if full else None
+    full_eff = full["effective_tokens"] if full else None
     lines = [
-        f"{'policy':<8} {'prompt tokens':>14} {'peak':>7} {'refs':>6} {'misses':>7} {'evictions':>9}"
+        f"{'policy':<19} {'prompt tokens':>13} {'/full':>6} {'cached':>7} {'effective':>11} "
+        f"{'/full':>6} {'peak':>7} {'refs':>6} {'misses':>6} {'breaks':>6} {'over':>5} "
+        f"{'evictions':>9}"
     ]
     for name in names:
-        p = total.get(name)
-        if p:
-            lines.append(
-                f"{name:<8} {p['prompt_tokens']:>14,} {p['peak_prompt_tokens']:>7,} "
-                f"{p['references']:>6,} {p['misses']:>7,} {p.get('evictions', ''):>9}"
-            )
+        p = total[name]
+        raw, cached = p["prompt_tokens"], p["cached_tokens"]
+        share = f"{100 * cached / raw:.1f}%" if raw else "-"
+        lines.append(
+            f"{name:<19} {raw:>13,} {_ratio(raw, full_raw):>6} {share:>7} "
+            f"{p['effective_tokens']:>11,.0f} {_ratio(p['effective_tokens'], full_eff):>6} "
+            f"{p['peak_prompt_tokens']:>7,} {p['references']:>6,} {p['misses']:>6,} "
+            f"{p['prefix_breaks']:>6,} {p['over_budget_steps']:>5,} "
+            f"{format(p['evictions'], ',') if 'evictions' in p else '':>9}"
+        )
+    compaction = result.get("compaction")
     lines.append(
         f"\n{total['steps']} steps in {len(result['files'])} file(s), budget "
-        f"{result.get('budget', '?')} tokens, compaction {result.get('compaction', 'settings')}"
+        f"{result.get('budget', '?')} tokens, cache price {result.get('cache_price', '?')}"
+        + (f", compaction {compaction}" if compaction else "")
+    )
+    lines.append(
+        "cached: share of prompt tokens a prompt cache reuses from the policy's previous step; "
+        "effective: uncached + price x cached; breaks: steps whose system message changed; "
+        "over: steps over the budget"
     )
     for f in result["files"]:
-        v = f["veil"]
         conv = f.get("convergence")
         conv_text = f", {conv['fingerprints']} error fingerprints" if conv else ""
+        parts = []
+        for name in names:
+            p = f[name]
+            parts.append(f"{name} {p['prompt_tokens']:,} / {p['misses']}")
         lines.append(
-            f"  {Path(f['file']).name}: {f['steps']} steps, veil {v['prompt_tokens']:,} "
-            f"tokens / {v['misses']} misses vs masking {f['masking']['prompt_tokens']:,} / "
-            f"{f['masking']['misses']}, recency {f['recency']['prompt_tokens']:,} / "
-            f"{f['recency']['misses']}{conv_text}"
+            f"  {Path(f['file']).name}: {f['steps']} steps; tokens / misses: "
+            + ", ".join(parts)
+            + conv_text
         )
     return "\n".join(lines)

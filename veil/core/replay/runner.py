@@ -2,36 +2,60 @@
 
 For every step t of a trajectory each policy builds the prompt it would send (from what came
 before t), and the runner counts its cl100k_base tokens (message contents only), the step's
-references and the policy's misses (DESIGN.md "Measures"). The result follows the JSON
-contract of issue 3 ("`veil replay`")::
+references, the policy's misses and what a prompt cache reuses of its previous prompt
+(DESIGN.md "Measures": "Replay" and "Cache"). The result follows the JSON contract of issue 3
+("`veil replay`"), extended by issue 18::
 
     {"files": [{"file", "format", "steps", "veil": {...}, "full": {...}, "masking": {...},
-                "recency": {...}}],
-     "total": {"steps", "veil": {...}, "full": {...}, "masking": {...}, "recency": {...}}}
+                "recency": {...}, "masking-blocks": {...}, "recency-hysteresis": {...}}],
+     "total": {"steps", "veil": {...}, "full": {...}, "masking": {...}, "recency": {...},
+               "masking-blocks": {...}, "recency-hysteresis": {...}}}
 
-Each policy object holds ``prompt_tokens`` (summed over steps), ``peak_prompt_tokens``,
-``references`` and ``misses`` (summed over steps), and ``evictions`` for a policy that reports
-them (veil). ``veil`` is present only when a veil policy is passed.
+Each policy object holds, in this order:
+
+* ``prompt_tokens``: cl100k_base tokens of the prompt, summed over steps;
+* ``peak_prompt_tokens``: the largest single-step prompt (the max over files in a total);
+* ``references``, ``misses``: summed over steps;
+* ``evictions``: only for a policy that reports them (veil);
+* ``cached_tokens``: tokens of the leading messages of each step's prompt identical (role,
+  content, tool calls) to the policy's previous prompt, summed over steps (step 0: none);
+* ``effective_tokens``: ``(prompt_tokens - cached_tokens) + cache_price x cached_tokens``, a
+  float (cache price 0.1 by default: what current providers bill cached input);
+* ``prefix_breaks``: steps t >= 1 whose message 0 (the system message) differs from the
+  previous prompt's, so nothing is reused;
+* ``over_budget_steps``: steps whose prompt exceeded the budget (expected for ``full`` and the
+  masking policies, never for veil nor the recency ones);
+* ``per_step`` (per file, only when asked for): ``[{"prompt_tokens", "cached_tokens",
+  "misses"}]``, one entry per step.
+
+The keys of issue 3 come first and keep their meaning. ``veil`` is present only when a veil
+policy is passed; the baselines present are the ones asked for (all five by default, in the
+order of :data:`BASELINES`). See :mod:`veil.core.replay.cache` for the cache measure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from veil.core.errors import BadRequest
 from veil.core.replay.baselines import (
+    MASKING_BLOCK,
     Message,
     full_prompt,
     masking_prompt,
+    recency_hysteresis_prompt,
     recency_prompt,
 )
+from veil.core.replay.cache import CACHE_PRICE, CacheTracker, check_cache_price, effective_tokens
 from veil.core.replay.counting import TokenCounter, message_text
 from veil.core.replay.formats import Trajectory
 from veil.core.replay.measures import SEPARATOR, misses, references_in
 
-BASELINES = ("full", "masking", "recency")
+BASELINES = ("full", "masking", "recency", "masking-blocks", "recency-hysteresis")
+"""Names of the baseline policies, in the order they appear in the JSON: issue 3's three,
+then issue 18's two cache-aware ones."""
 
 
 @runtime_checkable
@@ -87,6 +111,16 @@ class ObservationMasking:
         return messages, _joined(messages)
 
 
+class MaskingBlocks:
+    """Baseline ``masking-blocks``: masking that masks 10 more observations at a time."""
+
+    name = "masking-blocks"
+
+    def prompt_for_step(self, traj: Trajectory, t: int) -> tuple[list[Message], str]:
+        messages = masking_prompt(traj, t, block=MASKING_BLOCK)
+        return messages, _joined(messages)
+
+
 class RecencyTruncation:
     """Baseline ``recency``: system + task + the newest messages that fit ``budget`` tokens."""
 
@@ -101,6 +135,57 @@ class RecencyTruncation:
         return messages, _joined(messages)
 
 
+class RecencyHysteresis:
+    """Baseline ``recency-hysteresis``: recency truncation that cuts back to 70% of the budget
+    when the budget is exceeded, then only appends (see
+    :func:`~veil.core.replay.baselines.recency_hysteresis_prompt`).
+
+    It remembers where its previous prompt started. Asked for a step other than the next one
+    (a fresh policy, or out of order), it rebuilds that state from step 0, so the prompt for
+    step t is always the one a run through steps 0..t gives.
+    """
+
+    name = "recency-hysteresis"
+
+    def __init__(self, budget: int, count: Callable[[str], int]) -> None:
+        self.budget = budget
+        self.count = count
+        self._next = 0  # the step whose prompt the state below leads to
+        self._start = 0
+        self._traj: Trajectory | None = None
+
+    def prompt_for_step(self, traj: Trajectory, t: int) -> tuple[list[Message], str]:
+        if traj is not self._traj or t != self._next:
+            self._traj, self._next, self._start = traj, 0, 0
+            while self._next < t:
+                _, self._start = recency_hysteresis_prompt(
+                    traj, self._next, self.budget, self.count, self._start
+                )
+                self._next += 1
+        messages, self._start = recency_hysteresis_prompt(
+            traj, t, self.budget, self.count, self._start
+        )
+        self._next = t + 1
+        return messages, _joined(messages)
+
+
+@dataclass
+class StepMeasure:
+    """One step of one policy: its prompt's tokens, the cached part, the references missed."""
+
+    prompt_tokens: int
+    cached_tokens: int
+    misses: int
+
+    def to_json(self) -> dict[str, int]:
+        """``{"prompt_tokens", "cached_tokens", "misses"}``."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "misses": self.misses,
+        }
+
+
 @dataclass
 class PolicyResult:
     """Measures of one policy, summed over steps (and over files in a total).
@@ -111,8 +196,14 @@ class PolicyResult:
         references: references summed over steps (the same for every policy of a file).
         misses: references absent from the policy's prompt, summed over steps.
         evictions: evictions reported by the policy (veil); None for the baselines.
-        over_budget_steps: steps whose prompt exceeded the budget (not in the JSON contract;
-            expected for ``full`` and ``masking``, never for veil).
+        over_budget_steps: steps whose prompt exceeded the budget (expected for ``full`` and
+            the masking policies, never for veil nor the recency ones).
+        cached_tokens: tokens of each step's prompt shared with the previous step's prompt
+            (leading identical messages, :class:`~veil.core.replay.cache.CacheTracker`),
+            summed over steps.
+        prefix_breaks: steps t >= 1 whose message 0 changed.
+        steps: the per-step measures, in step order (one file's result only; a total keeps
+            none).
     """
 
     prompt_tokens: int = 0
@@ -121,30 +212,55 @@ class PolicyResult:
     misses: int = 0
     evictions: int | None = None
     over_budget_steps: int = 0
+    cached_tokens: int = 0
+    prefix_breaks: int = 0
+    steps: list[StepMeasure] = field(default_factory=list)
 
-    def add_step(self, tokens: int, references: int, missed: int, budget: int) -> None:
-        """Account one step: its prompt size (tokens) and its reference / miss counts."""
+    def add_step(
+        self,
+        tokens: int,
+        references: int,
+        missed: int,
+        budget: int,
+        cached: int = 0,
+        prefix_break: bool = False,
+    ) -> None:
+        """Account one step: its prompt size (tokens), its reference / miss counts, and the
+        tokens it shares with the previous prompt (``cached``; ``prefix_break`` when its
+        message 0 changed)."""
         self.prompt_tokens += tokens
         self.peak_prompt_tokens = max(self.peak_prompt_tokens, tokens)
         self.references += references
         self.misses += missed
+        self.cached_tokens += cached
+        self.prefix_breaks += int(prefix_break)
         if tokens > budget:
             self.over_budget_steps += 1
+        self.steps.append(StepMeasure(tokens, cached, missed))
 
     def add(self, other: PolicyResult) -> None:
-        """Fold another file's result into this total (sums; peak is the max)."""
+        """Fold another file's result into this total (sums; peak is the max; per-step
+        measures are not carried into a total)."""
         self.prompt_tokens += other.prompt_tokens
         self.peak_prompt_tokens = max(self.peak_prompt_tokens, other.peak_prompt_tokens)
         self.references += other.references
         self.misses += other.misses
         self.over_budget_steps += other.over_budget_steps
+        self.cached_tokens += other.cached_tokens
+        self.prefix_breaks += other.prefix_breaks
         if other.evictions is not None:
             self.evictions = (self.evictions or 0) + other.evictions
 
-    def to_json(self) -> dict[str, int]:
-        """The contract's policy object: prompt_tokens, peak_prompt_tokens, references, misses,
-        plus evictions when the policy reports them."""
-        out = {
+    def effective_tokens(self, price: float = CACHE_PRICE) -> float:
+        """Uncached tokens + ``price`` x cached tokens, over the steps accounted."""
+        return effective_tokens(self.prompt_tokens, self.cached_tokens, price)
+
+    def to_json(self, price: float = CACHE_PRICE, per_step: bool = False) -> dict[str, Any]:
+        """The contract's policy object (see the module docstring): prompt_tokens,
+        peak_prompt_tokens, references, misses, evictions (when reported), cached_tokens,
+        effective_tokens (at ``price``), prefix_breaks, over_budget_steps, and ``per_step``
+        when asked for."""
+        out: dict[str, Any] = {
             "prompt_tokens": self.prompt_tokens,
             "peak_prompt_tokens": self.peak_prompt_tokens,
             "references": self.references,
@@ -152,7 +268,40 @@ class PolicyResult:
         }
         if self.evictions is not None:
             out["evictions"] = self.evictions
+        out["cached_tokens"] = self.cached_tokens
+        out["effective_tokens"] = round(self.effective_tokens(price), 6)
+        out["prefix_breaks"] = self.prefix_breaks
+        out["over_budget_steps"] = self.over_budget_steps
+        if per_step:
+            out["per_step"] = [s.to_json() for s in self.steps]
         return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> PolicyResult:
+        """Read back a policy object of the contract (e.g. to add up files of several
+        replays); per-step measures are not read.
+
+        Raises:
+            BadRequest: a count is missing or not a whole number (the message names it).
+        """
+        counts: dict[str, int] = {}
+        for key in (
+            "prompt_tokens",
+            "peak_prompt_tokens",
+            "references",
+            "misses",
+            "cached_tokens",
+            "prefix_breaks",
+            "over_budget_steps",
+        ):
+            value = obj.get(key)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise BadRequest(
+                    f"{key}: expected a whole number in the policy object, got {value!r}"
+                )
+            counts[key] = value
+        evictions = obj.get("evictions")
+        return cls(**counts, evictions=int(evictions) if evictions is not None else None)
 
 
 def _check_budget(budget: int) -> None:
@@ -173,7 +322,7 @@ def run_policies(
         counter: a token counter to share (and whose cache to reuse); a new one by default.
 
     Returns:
-        ``{policy name: PolicyResult}`` in the order of ``policies``.
+        ``{policy name: PolicyResult}`` in the order of ``policies``, with per-step measures.
 
     Raises:
         BadRequest: ``budget`` is not a positive integer, or two policies share a name.
@@ -184,13 +333,17 @@ def run_policies(
         raise BadRequest(f"policies: names must be distinct, got {names}")
     count = counter or TokenCounter()
     results = {name: PolicyResult() for name in names}
+    caches = {name: CacheTracker() for name in names}
     earlier = ""  # observations of steps before t, joined by SEPARATOR
     for t, step in enumerate(traj.steps):
         refs = references_in(step.assistant, traj.system, traj.task, earlier)
         for policy in policies:
             messages, match_text = policy.prompt_for_step(traj, t)
-            tokens = sum(count(message_text(m)) for m in messages)
-            results[policy.name].add_step(tokens, len(refs), len(misses(refs, match_text)), budget)
+            sizes = [count(message_text(m)) for m in messages]
+            cached, prefix_break = caches[policy.name].step(messages, sizes)
+            results[policy.name].add_step(
+                sum(sizes), len(refs), len(misses(refs, match_text)), budget, cached, prefix_break
+            )
         if step.observation is not None:
             earlier = f"{earlier}{SEPARATOR}{step.observation}" if earlier else step.observation
     for policy in policies:
@@ -200,63 +353,112 @@ def run_policies(
     return results
 
 
-def baseline_policies(budget: int, counter: Callable[[str], int]) -> list[Policy]:
-    """Fresh ``full``, ``masking`` and ``recency`` policies (recency under ``budget`` tokens)."""
-    return [FullHistory(), ObservationMasking(), RecencyTruncation(budget, counter)]
-
-
-def run_baselines(traj: Trajectory, budget: int) -> dict[str, PolicyResult]:
-    """Measure the three baselines on ``traj`` at ``budget`` tokens.
-
-    Returns ``{"full": ..., "masking": ..., "recency": ...}``.
+def check_baselines(names: Sequence[str]) -> tuple[str, ...]:
+    """Validate a choice of baselines; returns them in :data:`BASELINES` order, once each.
 
     Raises:
-        BadRequest: ``budget`` is not a positive integer.
+        BadRequest: a name is not a baseline (the message lists the known ones).
+    """
+    unknown = [n for n in names if n not in BASELINES]
+    if unknown:
+        raise BadRequest(
+            f"policies: unknown baseline {', '.join(map(repr, unknown))}; "
+            f"known: {', '.join(BASELINES)}"
+        )
+    return tuple(n for n in BASELINES if n in names)
+
+
+def baseline_policies(
+    budget: int, counter: Callable[[str], int], names: Sequence[str] = BASELINES
+) -> list[Policy]:
+    """Fresh baseline policies, in :data:`BASELINES` order: those in ``names`` (all five by
+    default; the recency ones under ``budget`` tokens).
+
+    Raises:
+        BadRequest: a name is not a baseline.
+    """
+    makers: dict[str, Callable[[], Policy]] = {
+        "full": FullHistory,
+        "masking": ObservationMasking,
+        "recency": lambda: RecencyTruncation(budget, counter),
+        "masking-blocks": MaskingBlocks,
+        "recency-hysteresis": lambda: RecencyHysteresis(budget, counter),
+    }
+    return [makers[n]() for n in check_baselines(names)]
+
+
+def run_baselines(
+    traj: Trajectory, budget: int, names: Sequence[str] = BASELINES
+) -> dict[str, PolicyResult]:
+    """Measure the baselines in ``names`` (default: all five) on ``traj`` at ``budget`` tokens.
+
+    Returns ``{"full": ..., "masking": ..., "recency": ..., "masking-blocks": ...,
+    "recency-hysteresis": ...}`` (the names asked for, in :data:`BASELINES` order).
+
+    Raises:
+        BadRequest: ``budget`` is not a positive integer, or a name is not a baseline.
     """
     _check_budget(budget)
     counter = TokenCounter()
-    return run_policies(traj, baseline_policies(budget, counter), budget, counter)
+    return run_policies(traj, baseline_policies(budget, counter, names), budget, counter)
 
 
 def replay(
     trajectories: Sequence[Trajectory],
     policies: Sequence[PolicyFactory] = (),
     budget: int = 8000,
+    *,
+    baselines: Sequence[str] = BASELINES,
+    cache_price: float = CACHE_PRICE,
+    per_step: bool = False,
 ) -> dict[str, Any]:
-    """Replay every trajectory through the given policies and the three baselines.
+    """Replay every trajectory through the given policies and the baselines.
 
     Args:
         trajectories: recorded sessions (see :func:`~veil.core.replay.formats.load_trajectory`).
         policies: factories ``(traj, budget) -> Policy`` for policies besides the baselines
             (veil's); each is called once per trajectory. Their names come first in the output.
         budget: token budget (cl100k_base), default 8,000 (issue 3's replay benchmark).
+        baselines: which baselines to run (default all of :data:`BASELINES`; order in the
+            output is always :data:`BASELINES` order).
+        cache_price: price of a cached input token relative to an uncached one, from 0 to 1
+            (default 0.1), for ``effective_tokens``.
+        per_step: add each file's per-step measures (``per_step`` in its policy objects).
 
     Returns:
-        The issue 3 JSON contract: ``{"files": [{"file", "format", "steps", <policy>: {...},
-        "full", "masking", "recency"}], "total": {"steps", <policy>: {...}, "full", "masking",
-        "recency"}}``; totals sum every figure except ``peak_prompt_tokens`` (the max).
+        The JSON contract of the module docstring: ``{"files": [{"file", "format", "steps",
+        <policy>: {...}, <baseline>: {...}}], "total": {"steps", <policy>: {...},
+        <baseline>: {...}}}``; totals sum every count except ``peak_prompt_tokens`` (the max),
+        and their ``effective_tokens`` is computed from the summed counts.
 
     Raises:
-        BadRequest: ``budget`` is not a positive integer, or a policy is named like a baseline
-            or like another policy.
+        BadRequest: ``budget`` is not a positive integer, ``cache_price`` is not from 0 to 1,
+            a baseline name is unknown, or a policy is named like a baseline or like another
+            policy.
     """
     _check_budget(budget)
+    price = check_cache_price(cache_price)
+    chosen_baselines = check_baselines(baselines)
     files: list[dict[str, Any]] = []
     totals: dict[str, PolicyResult] = {}
     total_steps = 0
     for traj in trajectories:
         counter = TokenCounter()  # per file: cached texts are that file's messages
         chosen = [make(traj, budget) for make in policies]
-        results = run_policies(traj, chosen + baseline_policies(budget, counter), budget, counter)
+        taken = [p.name for p in chosen if p.name in BASELINES]
+        if taken:
+            raise BadRequest(f"policies: names must be distinct from the baselines', got {taken}")
+        everyone = chosen + baseline_policies(budget, counter, chosen_baselines)
+        results = run_policies(traj, everyone, budget, counter)
         entry: dict[str, Any] = {"file": traj.path, "format": traj.format, "steps": len(traj.steps)}
         for name, result in results.items():
-            entry[name] = result.to_json()
+            entry[name] = result.to_json(price, per_step=per_step)
             totals.setdefault(name, PolicyResult()).add(result)
         files.append(entry)
         total_steps += len(traj.steps)
     total: dict[str, Any] = {"steps": total_steps}
     if not totals:  # no file: the contract's keys with zeros
-        totals = {name: PolicyResult() for name in BASELINES}
+        totals = {name: PolicyResult() for name in chosen_baselines}
     for name, result in totals.items():
-        total[name] = result.to_json()
+        total[name] = result.to_json(price)
     return {"files": files, "total": total}
