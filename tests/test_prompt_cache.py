@@ -86,6 +86,7 @@ def test_fifty_tool_steps_each_start_with_the_whole_previous_prompt(make_veil, p
     system = calls[0][0]
     assert system["role"] == "system" and "Context manifest" in system["content"]
     assert all(c[0] == system for c in calls)
+    assert all(tools == veil.model.tools_seen[0] for tools in veil.model.tools_seen)
     assert veil.store.eviction_count(session.id) == 0  # no pressure: no pass ran
 
 
