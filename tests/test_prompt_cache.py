@@ -44,18 +44,20 @@ def _bash(command: str) -> dict:
     return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}
 
 
+def _is_note(message: dict) -> bool:
+    return message["role"] == "user" and (message.get("content") or "").startswith(NOTE_PREFIX)
+
+
 def _body(prompt: list[dict]) -> list[dict]:
-    """A prompt without its context note (the note is the only part sent after the rest)."""
-    last = prompt[-1]
-    is_note = last["role"] == "user" and (last.get("content") or "").startswith(NOTE_PREFIX)
-    return prompt[:-1] if is_note else prompt
+    """A prompt without its trailing note (the only part sent after the rest, when present)."""
+    return prompt[:-1] if _is_note(prompt[-1]) else prompt
 
 
 def test_fifty_tool_steps_each_start_with_the_whole_previous_prompt(make_veil, project):
     """50 tool steps under no pressure through the real loop, with the context layer, the
     convergence monitor (a warning comes and stays) and the memory files loaded: every
-    prompt t starts with prompt t-1 less its note, message for message. Before issue 18 the
-    manifest's counts in the system message changed at every step."""
+    prompt t starts with prompt t-1 less its trailing note, message for message. Before issue
+    18 the manifest's counts in the system message changed at every step."""
     for n in range(50):
         (project / f"f{n}.txt").write_text(f"module_{n} = {n}\n" * (5 + n % 7))
     replies = [_read(n) for n in range(20)]
@@ -75,19 +77,67 @@ def test_fifty_tool_steps_each_start_with_the_whole_previous_prompt(make_veil, p
     assert result.status == "done"
     calls = veil.model.calls
     assert len(calls) == 51
-    notes = [c[-1]["content"] for c in calls]
-    assert all(n.startswith(NOTE_PREFIX) and "Loaded: " in n for n in notes)
-    assert any("Convergence warning" in n for n in notes)  # a volatile section came and went
-    assert len(set(notes)) > 40  # the counts change at every step, in the note only
     for t in range(1, len(calls)):
         before = _body(calls[t - 1])
         assert calls[t][: len(before)] == before, f"prompt {t} rewrote what prompt {t - 1} sent"
-        assert pairing_problems(_body(calls[t])[1:]) == []
+        assert pairing_problems([m for m in _body(calls[t])[1:] if not _is_note(m)]) == []
     system = calls[0][0]
     assert system["role"] == "system" and "Context manifest" in system["content"]
     assert all(c[0] == system for c in calls)
     assert all(tools == veil.model.tools_seen[0] for tools in veil.model.tools_seen)
+    # the manifest's counts: placed after the task at the first call and, with no change
+    # moment since, left there (cached) rather than rewritten at every step
+    anchored = calls[0][2]
+    assert _is_note(anchored) and "Loaded: 1 items" in anchored["content"]
+    assert all(c[2] == anchored for c in calls)
+    # the convergence warning is volatile: sent last while it holds, never in the system
+    warned = [t for t, c in enumerate(calls) if "Convergence warning" in c[-1]["content"] or ""]
+    assert warned and all(_is_note(calls[t][-1]) for t in warned)
     assert veil.store.eviction_count(session.id) == 0  # no pressure: no pass ran
+
+
+def test_between_passes_prompts_only_append_and_a_pass_refreshes_the_note(make_veil, project):
+    """Under pressure (a 7,000-token window, ~3,300 of it tool schemas) eviction runs in
+    passes: every prompt either
+    extends the previous one (no pass) or follows a pass, which freed room down to the
+    low-water mark and put the refreshed manifest note last; there are several steps between
+    passes."""
+    for n in range(40):
+        lines = [
+            f"def handler_{n}_{k}(request): return render(request, 'p{k}.html')" for k in range(12)
+        ]
+        (project / f"v{n}.py").write_text("\n".join(lines) + "\n")
+    replies = [
+        {"tool_calls": [{"name": "read", "arguments": {"path": f"v{n}.py"}}]} for n in range(40)
+    ]
+    veil = make_veil(
+        [*replies, "done"],
+        plugins=_layer_plugins(),
+        settings={
+            "compaction": {"observationMaskingTurns": 0, "threshold": 1.0},
+            "context": {"protectedTurns": 2},
+            "loop": {"completionReserve": 0},
+        },
+        context_window=7000,
+    )
+    session = veil.new_session()
+
+    result = veil.run_turn(session, "read the views", max_iterations=60)
+    assert result.status == "done"
+    calls = veil.model.calls
+    events = veil.store.events(session.id, ("evict",))
+    assert len(events) >= 3
+    pass_steps = sorted({e["step"] for e in events})
+    for t in range(1, len(calls)):
+        step = t + 1  # the loop's step of call t (steps count from 1)
+        extends = calls[t][: len(_body(calls[t - 1]))] == _body(calls[t - 1])
+        if step in pass_steps:
+            # the pass rewrote the prompt; the refreshed counts are the last message
+            assert _is_note(calls[t][-1]) and "warm" in calls[t][-1]["content"]
+        else:
+            assert extends, f"call {t} (step {step}) rewrote its prefix without a pass"
+    gaps = [b - a for a, b in zip(pass_steps, pass_steps[1:], strict=False)]
+    assert min(gaps) >= 2  # the low-water mark leaves room for several steps between passes
 
 
 def test_the_date_is_the_sessions_start_date_and_a_resumed_session_keeps_it(make_veil):
@@ -105,23 +155,29 @@ def test_the_date_is_the_sessions_start_date_and_a_resumed_session_keeps_it(make
     assert veil.model.calls[1][0]["content"] == system
 
 
-def test_the_context_note_converts_for_anthropic_after_tool_results(make_veil, project):
-    """litellm's Anthropic conversion merges the note into the user turn that carries the tool
-    results (tool_result blocks first, as Anthropic requires), so roles still alternate."""
+def test_the_context_notes_convert_for_anthropic(make_veil, project):
+    """litellm's Anthropic conversion merges each note into the user turn it follows: the
+    anchored manifest note into the task's turn, the trailing warning note into the turn that
+    carries the tool results (tool_result blocks first, as Anthropic requires), so roles
+    still alternate. Nothing of the notes reaches the stored history."""
     from litellm.litellm_core_utils.prompt_templates.factory import anthropic_messages_pt
 
-    (project / "f0.txt").write_text("alpha = 1\n")
-    veil = make_veil([_read(0), "done"], plugins=_layer_plugins())
+    veil = make_veil([_bash(FAILING)] * 3 + ["done"], plugins=_layer_plugins())
     session = veil.new_session()
-    veil.run_turn(session, "read it")
-    sent = veil.model.calls[1]
-    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "user"]
+    veil.run_turn(session, "make it import")
+    sent = veil.model.calls[-1]
+    roles = [m["role"] for m in sent]
+    assert roles == ["system", "user", "user", *["assistant", "tool"] * 3, "user"]
+    assert _is_note(sent[2]) and _is_note(sent[-1])
+    assert "Convergence warning" in sent[-1]["content"]
     converted = anthropic_messages_pt(sent[1:], model="claude-sonnet-4-5", llm_provider="anthropic")
-    assert [m["role"] for m in converted] == ["user", "assistant", "user"]
+    assert [m["role"] for m in converted] == ["user", *["assistant", "user"] * 3]
+    first = converted[0]["content"]
+    assert [b["type"] for b in first] == ["text", "text"]
+    assert first[1]["text"].startswith(NOTE_PREFIX)
     blocks = converted[-1]["content"]
     assert blocks[0]["type"] == "tool_result"
     assert blocks[-1]["type"] == "text" and blocks[-1]["text"].startswith(NOTE_PREFIX)
-    # nothing of the note reaches the stored history
     assert all(NOTE_PREFIX not in (m.get("content") or "") for m in session.messages)
 
 

@@ -12,10 +12,12 @@ eviction passes (or masking blocks, or compactions) nothing already sent changes
 
 * the system message holds only stable sections (:attr:`PromptSection.volatile` false), and
   the date in the base prompt is the session's start date (``session.created_at``, stored);
-* what changes from call to call (the manifest's counts, convergence warnings, belief
-  conflicts: volatile sections) goes into one short *context note* after the conversation, a
-  ``user`` message (valid after tool results for every provider: litellm merges it into the
-  tool-result turn for Anthropic), never stored in the history;
+* what changes from call to call (volatile sections) goes into short *context notes*, ``user``
+  messages (valid after tool results for every provider: litellm merges them into the
+  tool-result turn for Anthropic), never stored in the history: the manifest's counts
+  (anchored sections) are placed last at a change moment and then left where they are until
+  the next one, so they are cached too ("updated only when a pass runs", issue 18);
+  convergence warnings and belief conflicts are sent last at every call while they hold;
 * the elision of repeated lines is computed at change moments only (an eviction pass, a
   masking block, a compaction, anything that rewrites a message already sent) and reused
   unchanged in between, new messages appended as they are.
@@ -57,7 +59,10 @@ class Prompt:
         tokens: estimated prompt tokens of ``messages`` (the model's tokenizer).
         sections: the system-prompt sections used (stable and volatile).
         notes: what was done to fit (evictions, masking, compaction), for front ends.
-        note: the context note (the volatile sections), ``messages[-1]`` when present.
+        note: the trailing context note (volatile sections but the anchored ones),
+            ``messages[-1]`` when present.
+        anchored_note: the anchored context note (the manifest's counts as of the last change
+            moment), where it stands in ``messages``, or None.
         budget: tokens the kept messages were fitted into.
         tools_tokens: tokens of the tool schemas the budget left room for.
         reserve_tokens: completion tokens the budget left room for.
@@ -68,6 +73,7 @@ class Prompt:
     sections: list[PromptSection] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     note: Message | None = None
+    anchored_note: Message | None = None
     budget: int = 0
     tools_tokens: int = 0
     reserve_tokens: int = 0
@@ -341,10 +347,11 @@ class _Frozen:
     sent: list[Message]
 
 
-def _view(session: Session, budget: int) -> tuple[list[Message], list[Message], int]:
-    """``(whole, messages, saved)``: the kept messages after masking, stubs and collapse
-    (``whole``), what is sent of them (``messages``: with repeated lines elided) and the tokens
-    elision saved.
+def _view(session: Session, budget: int) -> tuple[list[Message], list[Message], int, bool]:
+    """``(whole, messages, saved, reused)``: the kept messages after masking, stubs and
+    collapse (``whole``), what is sent of them (``messages``: with repeated lines elided), the
+    tokens elision saved, and whether the messages sent last time were reused (False: a change
+    moment).
 
     Elision runs only at a change moment: when a message that was already sent now reads
     differently (an eviction pass, a masking block, a compaction, a hydrated item), or when
@@ -362,25 +369,26 @@ def _view(session: Session, budget: int) -> tuple[list[Message], list[Message], 
         messages = [*frozen.sent, *whole[n:]]
         sent_tokens = _message_tokens(session, messages)
         if sent_tokens <= budget:
-            return whole, messages, max(0, _message_tokens(session, whole) - sent_tokens)
+            return whole, messages, max(0, _message_tokens(session, whole) - sent_tokens), True
         # over the budget: a change moment (without an eviction policy, elision is all that
         # keeps the prompt in its budget, so it runs again over the new messages too)
     messages, saved = _elided(session, whole, budget)
     session._frozen_view = _Frozen([m.get("content") for m in whole], messages)
-    return whole, messages, saved
+    return whole, messages, saved, False
 
 
 def _fit(
     session: Session, budget: int, notes: list[str], *, page_in: bool
-) -> tuple[list[Message], int, bool]:
+) -> tuple[list[Message], int, bool, bool]:
     """Masking, elision and eviction rounds until the kept messages fit ``budget`` tokens (or
     the policy finds nothing more to move). Returns ``(messages, tokens elision saved, whether
-    any item moved)``; appends the policy's notes to ``notes``.
+    any item moved, whether this is a change moment)``; appends the policy's notes to
+    ``notes``.
 
     The policy decides when a pass runs (veil_fsrs: once the prompt passes its pressure
     threshold, and then it frees room down to its low-water mark); between passes nothing
     moves and the messages sent before are sent again unchanged (:func:`_view`)."""
-    full, messages, saved = _view(session, budget)
+    full, messages, saved, reused = _view(session, budget)
     moved_any = False
     for round_number in range(MAX_EVICTION_ROUNDS):
         # Eviction counts in whole items (their own token counts): what elision saved is
@@ -400,10 +408,10 @@ def _fit(
         if not any(n.startswith(("evicted", "paged in")) for n in moved):
             break
         moved_any = True
-        full, messages, saved = _view(session, budget)
+        full, messages, saved, _ = _view(session, budget)
         if _message_tokens(session, messages) <= budget:
             break
-    return messages, saved, moved_any
+    return messages, saved, moved_any, moved_any or not reused
 
 
 def completion_reserve(session: Session) -> int:
@@ -444,13 +452,55 @@ def _note_message(volatile: list[PromptSection]) -> Message | None:
     }
 
 
-def _split(sections: list[PromptSection]) -> tuple[Message, Message | None]:
-    """The system message (stable sections) and the context note (volatile ones, or None)."""
+def _split(sections: list[PromptSection]) -> tuple[Message, Message | None, Message | None]:
+    """The system message (stable sections), the anchored note (volatile, anchored sections:
+    the manifest's counts) and the trailing note (the other volatile ones); a note is None
+    when it has no section."""
     system: Message = {
         "role": "system",
         "content": "\n\n".join(s.text for s in sections if not s.volatile),
     }
-    return system, _note_message([s for s in sections if s.volatile])
+    anchored = _note_message([s for s in sections if s.volatile and s.anchored])
+    return system, anchored, _note_message([s for s in sections if s.volatile and not s.anchored])
+
+
+@dataclass
+class _Anchor:
+    """Where the anchored note sits: before ``messages[index]`` of the kept messages (their
+    end when it was placed), with the text it had then."""
+
+    index: int
+    message: Message
+
+
+def _place_anchored(
+    session: Session, kept: list[Message], note: Message | None, changed: bool
+) -> tuple[list[Message], Message | None]:
+    """``kept`` with the anchored note in place, and the note sent. At a change moment (or
+    the first time) the note is the current one, at the end; otherwise the note of the last
+    change moment stays where it was, so everything up to the newest messages is unchanged."""
+    if note is None:
+        session._note_anchor = None
+        return kept, None
+    anchor: _Anchor | None = session._note_anchor
+    if changed or anchor is None or anchor.index > len(kept):
+        anchor = _Anchor(len(kept), note)
+        session._note_anchor = anchor
+    return [*kept[: anchor.index], anchor.message, *kept[anchor.index :]], anchor.message
+
+
+def _notes_sent(session: Session, anchored: Message | None, note: Message | None) -> list[Message]:
+    """The notes whose tokens the budget leaves room for: the trailing note, and the larger of
+    the current anchored note and the one in place (either may be sent)."""
+    out = [note] if note else []
+    if anchored is None:
+        return out
+    anchor: _Anchor | None = session._note_anchor
+    if anchor is not None and _message_tokens(session, [anchor.message]) > _message_tokens(
+        session, [anchored]
+    ):
+        return [anchor.message, *out]
+    return [anchored, *out]
 
 
 def build_prompt(
@@ -488,11 +538,11 @@ def build_prompt(
     reserve_tokens = completion_reserve(session) if reserve is None else max(0, int(reserve))
 
     sections = system_sections(session)
-    system_msg, note = _split(sections)
+    system_msg, anchored, note = _split(sections)
     summary_msgs: list[Message] = []
     if session.compact_summary:
         summary_msgs = [{"role": "system", "content": SUMMARY_PREFIX + session.compact_summary}]
-    extra = [note] if note else []
+    extra = _notes_sent(session, anchored, note)
     fixed_tokens = _message_tokens(session, [system_msg, *summary_msgs, *extra])
     # Eviction keeps the prompt under the full-compaction trigger (compaction.threshold x the
     # window): eviction is the first line, full compaction the fallback when it cannot keep up.
@@ -503,16 +553,16 @@ def build_prompt(
     if settings.context.budget_tokens:
         budget = min(budget, settings.context.budget_tokens)
 
-    messages, saved, moved_any = _fit(session, budget, notes, page_in=True)
+    messages, saved, moved_any, changed = _fit(session, budget, notes, page_in=True)
     if moved_any:
         # The manifest counts what is loaded: build the note again after the pass. When it
         # grew, the messages fit the smaller room left, without page-in.
         sections = system_sections(session)
-        system_msg, note = _split(sections)
-        extra = [note] if note else []
+        system_msg, anchored, note = _split(sections)
+        extra = _notes_sent(session, anchored, note)
         grown = _message_tokens(session, [system_msg, *summary_msgs, *extra]) - fixed_tokens
         if grown > 0 and _message_tokens(session, messages) > budget - grown:
-            messages, saved, _ = _fit(session, max(1, budget - grown), notes, page_in=False)
+            messages, saved, _, _ = _fit(session, max(1, budget - grown), notes, page_in=False)
         fixed_tokens += grown
     if saved:
         notes.append(f"elided repeated lines: {saved} tokens")
@@ -522,6 +572,7 @@ def build_prompt(
         result = veil.pm.hook.compact(session=session, request=CompactRequest("full", messages))
         if result is not None and result.messages is not None:
             messages = result.messages
+            changed = True
             session.state["_just_compacted"] = True  # never compact twice in a row
             notes.append(f"compacted: {result.tokens_before} -> {result.tokens_after} tokens")
             if session.compact_summary:
@@ -531,13 +582,15 @@ def build_prompt(
     else:
         session.state.pop("_just_compacted", None)
 
-    final = [system_msg, *summary_msgs, *repair_pairing(messages), *extra]
+    body, anchored_sent = _place_anchored(session, repair_pairing(messages), anchored, changed)
+    final = [system_msg, *summary_msgs, *body, *([note] if note else [])]
     return Prompt(
         final,
         _message_tokens(session, final),
         sections,
         notes,
         note=note,
+        anchored_note=anchored_sent,
         budget=budget,
         tools_tokens=tools_tokens,
         reserve_tokens=reserve_tokens,

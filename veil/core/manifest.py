@@ -5,9 +5,10 @@ budget: lines are added most useful first until the cap would be crossed.
 
 It comes in two parts (issue 18, DESIGN.md "The prompt's prefix stays put"): the guide (the
 heading and how stubs are followed back) never changes and stays in the system message; the
-counts and the pinned / loaded-by-hand listing change at every step and are a *volatile*
-section, sent in the context note after the conversation, so the system message stays
-byte-identical and provider prompt caches are reused."""
+counts and the pinned / loaded-by-hand listing change at every step and are a *volatile*,
+*anchored* section: sent in a context note after the conversation, refreshed at change moments
+(an eviction pass, a masking block, a compaction) and left in its place in between, so the
+system message stays byte-identical and provider prompt caches are reused."""
 
 from __future__ import annotations
 
@@ -122,7 +123,8 @@ def manifest_section(session: Session) -> PromptSection | None:
 def manifest_sections(session: Session) -> list[PromptSection]:
     """The manifest as the prompt carries it (empty when the context layer is off): the
     stable ``manifest_guide`` (heading and how stubs are followed back; system message) and
-    the volatile ``manifest`` (counts and listing; context note)."""
+    the volatile ``manifest`` (counts and listing), anchored: refreshed at change moments only
+    (issue 18: "updated only when a pass runs"), so between passes it costs cached tokens."""
     if not session.veil.context_layer_on:
         return []
     model = session.veil.llm.model_for("main", session.model)
@@ -133,7 +135,7 @@ def manifest_sections(session: Session) -> list[PromptSection]:
         PromptSection(
             "manifest_guide", MANIFEST_HEADING + "\n" + MANIFEST_GUIDE, order=MANIFEST_ORDER
         ),
-        PromptSection("manifest", text, order=MANIFEST_ORDER, volatile=True),
+        PromptSection("manifest", text, order=MANIFEST_ORDER, volatile=True, anchored=True),
     ]
 
 

@@ -219,12 +219,18 @@ class PromptSection:
             prompt's prefix stays put"): it goes into the short context note sent after the
             conversation (:func:`veil.core.context.build_prompt`). A stable section (the
             default) must keep its text for the whole session.
+        anchored: a volatile section whose text may stay as it was at the last change moment
+            (an eviction pass, a masking block, a compaction): the manifest's counts. It is
+            sent in the anchored context note, which keeps its place in the conversation (and
+            so its cached prefix) until the next change moment, when it is refreshed at the
+            end. Other volatile sections (warnings) are sent after everything, at every call.
     """
 
     name: str
     text: str
     order: int = 500
     volatile: bool = False
+    anchored: bool = False
 
 
 @dataclass

@@ -275,9 +275,13 @@ class VeilReplayPolicy:
             self.over_budget.append((t, tokens, "protected context alone exceeds the budget"))
         stubs = set(session.stubs.values())
         kept = [s.text for s in prompt.sections if not s.name.startswith("manifest")]
-        # the context note holds the manifest and the volatile sections already counted above
-        sent = messages[1:-1] if prompt.note is not None else messages[1:]
-        kept += [m.get("content") or "" for m in sent if m.get("content") not in stubs]
+        # the context notes hold the manifest and the volatile sections already counted above
+        notes = [n for n in (prompt.note, prompt.anchored_note) if n is not None]
+        kept += [
+            m.get("content") or ""
+            for m in messages[1:]
+            if m.get("content") not in stubs and not any(m is n for n in notes)
+        ]
         return messages, SEPARATOR.join(kept)
 
     def close(self) -> None:
