@@ -547,7 +547,7 @@ def build_prompt(
     # Eviction keeps the prompt under the full-compaction trigger (compaction.threshold x the
     # window): eviction is the first line, full compaction the fallback when it cannot keep up.
     # The provider counts the tool schemas and the completion inside the window too.
-    trigger = settings.compaction.threshold * window
+    trigger = settings.compaction.trigger(veil.context_layer_on) * window
     room = min(window - reserve_tokens - tools_tokens, trigger - tools_tokens)
     budget = max(256, int(room) - fixed_tokens)
     if settings.context.budget_tokens:

@@ -123,10 +123,20 @@ class AgentMemory(_Model):
     max_lines: int | None = Field(default=None, ge=1)
 
 
+SEED_COMPACTION_THRESHOLD = 0.85
+SEED_MASKING_TURNS = 10
+CONTEXT_LAYER_COMPACTION_THRESHOLD = 0.85
+"""``compaction.threshold`` when it is not set and the context layer is on (a scorer and an
+eviction policy loaded); chosen by replaying the recorded sessions (bench/RESULTS.md, issue 18).
+Without the context layer an unset threshold is seed 000's 0.85."""
+CONTEXT_LAYER_MASKING_TURNS = 10
+"""``observationMaskingTurns`` when it is not set and the context layer is on (0: masking off,
+eviction alone decides what leaves); chosen by replay (bench/RESULTS.md, issue 18). Without the
+context layer an unset value is seed 000's 10."""
 CONTEXT_LAYER_MASKING_BLOCK = 10
-"""``observationMaskingBlock`` when it is not set and the context layer is on (a scorer and an
-eviction policy loaded): chosen by replaying the recorded sessions (bench/RESULTS.md, issue 18).
-Without the context layer an unset block is 1, seed 000's rule."""
+"""``observationMaskingBlock`` when it is not set and the context layer is on: chosen by
+replaying the recorded sessions (bench/RESULTS.md, issue 18). Without the context layer an
+unset block is 1, seed 000's rule."""
 
 
 class CompactionSettings(_Model):
@@ -137,13 +147,30 @@ class CompactionSettings(_Model):
     ``observation_masking_block`` (G, issue 18): masking waits until G results are due and then
     masks them all, so the prompt's prefix changes once per G results instead of at every step
     (provider prompt caches and llama.cpp's KV cache are reused in between). 1 is seed 000's
-    rule. Unset (None): 1 without the context layer (seed 000's defaults hold exactly), else
-    :data:`CONTEXT_LAYER_MASKING_BLOCK`; :meth:`masking_block` resolves it."""
+    rule.
 
-    threshold: float = Field(default=0.85, ge=0.1, le=1.0)
-    observation_masking_turns: int = Field(default=10, ge=0)
+    Unset values (None) resolve by whether the context layer is on: without it, seed 000's
+    defaults hold exactly (threshold 0.85, masking 10 turns, block 1); with it, the values
+    chosen by replay (:data:`CONTEXT_LAYER_COMPACTION_THRESHOLD`,
+    :data:`CONTEXT_LAYER_MASKING_TURNS`, :data:`CONTEXT_LAYER_MASKING_BLOCK`). Read them with
+    :meth:`trigger`, :meth:`masking_turns` and :meth:`masking_block`."""
+
+    threshold: float | None = Field(default=None, ge=0.1, le=1.0)
+    observation_masking_turns: int | None = Field(default=None, ge=0)
     observation_masking_block: int | None = Field(default=None, ge=1)
     keep_recent_turns: int = Field(default=4, ge=1)
+
+    def trigger(self, context_layer_on: bool) -> float:
+        """The full-compaction threshold in effect, a share of the context window."""
+        if self.threshold is not None:
+            return self.threshold
+        return CONTEXT_LAYER_COMPACTION_THRESHOLD if context_layer_on else SEED_COMPACTION_THRESHOLD
+
+    def masking_turns(self, context_layer_on: bool) -> int:
+        """``observationMaskingTurns`` in effect (0: masking off)."""
+        if self.observation_masking_turns is not None:
+            return self.observation_masking_turns
+        return CONTEXT_LAYER_MASKING_TURNS if context_layer_on else SEED_MASKING_TURNS
 
     def masking_block(self, context_layer_on: bool) -> int:
         """G in effect: the configured block, else 1 (seed 000) without the context layer and

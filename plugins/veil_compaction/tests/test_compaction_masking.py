@@ -155,11 +155,28 @@ def test_the_hook_masks_in_blocks_and_remembers_its_boundary(open_project):
     assert session.state["veil_compaction"]["maskedBefore"] == 1 + 2 * 6
 
 
-def test_an_unset_block_is_seed_000s_without_the_context_layer():
-    from veil.core.settings import CONTEXT_LAYER_MASKING_BLOCK, CompactionSettings
+def test_unset_masking_is_seed_000s_without_the_context_layer():
+    from veil.core.settings import (
+        CONTEXT_LAYER_MASKING_BLOCK,
+        CONTEXT_LAYER_MASKING_TURNS,
+        CompactionSettings,
+    )
 
     settings = CompactionSettings()
-    assert settings.observation_masking_turns == 10
-    assert settings.masking_block(context_layer_on=False) == 1
-    assert settings.masking_block(context_layer_on=True) == CONTEXT_LAYER_MASKING_BLOCK
-    assert CompactionSettings(observation_masking_block=4).masking_block(False) == 4
+    assert (settings.masking_turns(False), settings.masking_block(False)) == (10, 1)
+    assert settings.masking_turns(True) == CONTEXT_LAYER_MASKING_TURNS
+    assert settings.masking_block(True) == CONTEXT_LAYER_MASKING_BLOCK
+    configured = CompactionSettings(observation_masking_block=4, observation_masking_turns=3)
+    assert (configured.masking_turns(True), configured.masking_block(False)) == (3, 4)
+
+
+def test_the_hook_without_the_context_layer_masks_as_seed_000_every_step(open_project):
+    """No scorer or eviction policy: unset settings give seed 000's masking (10 turns, G=1)."""
+    veil = open_project()
+    assert not veil.context_layer_on
+    session = veil.new_session()
+    history = [{"role": "user", "content": "q"}] + [m for n in range(1, 14) for m in step(n)]
+    request = CompactRequest("masking", history, first_index=0)
+    result = veil.pm.hook.compact(session=session, request=request)
+    assert result.messages == mask_observations(history, 10)
+    assert sum(m.get("content") == MASK for m in result.messages) == 3

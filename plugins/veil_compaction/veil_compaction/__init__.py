@@ -56,13 +56,14 @@ def _mask(session: Any, request: CompactRequest) -> list:
     history, so a resumed session masks what it masked before; without ``first_index`` (the
     messages are not the session's history) each call starts from nothing."""
     settings = session.config.settings.compaction
+    layer_on = bool(getattr(session.veil, "context_layer_on", False))
     first = request.first_index
     state = session.state.setdefault(STATE_KEY, {}) if first is not None else {}
     before = max(0, int(state.get("maskedBefore", 0)) - (first or 0))
     masked, boundary = mask_in_blocks(
         request.messages,
-        settings.observation_masking_turns,
-        settings.masking_block(bool(getattr(session.veil, "context_layer_on", False))),
+        settings.masking_turns(layer_on),
+        settings.masking_block(layer_on),
         before,
     )
     if first is not None:
