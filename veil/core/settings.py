@@ -129,10 +129,13 @@ CONTEXT_LAYER_COMPACTION_THRESHOLD = 0.85
 """``compaction.threshold`` when it is not set and the context layer is on (a scorer and an
 eviction policy loaded); chosen by replaying the recorded sessions (bench/RESULTS.md, issue 18).
 Without the context layer an unset threshold is seed 000's 0.85."""
-CONTEXT_LAYER_MASKING_TURNS = 10
-"""``observationMaskingTurns`` when it is not set and the context layer is on (0: masking off,
-eviction alone decides what leaves); chosen by replay (bench/RESULTS.md, issue 18). Without the
-context layer an unset value is seed 000's 10."""
+CONTEXT_LAYER_MASKING_TURNS = 0
+"""``observationMaskingTurns`` when it is not set and the context layer is on: 0, masking off,
+so eviction alone decides what leaves the prompt. Replay (bench/RESULTS.md, issue 18; 20 of the
+84 mini-swe-agent files, every folder): at the same low-water mark, masking in blocks of 10 on
+top of eviction missed 118 references against 75 without it (the masking baseline: 98) for the
+same effective tokens (0.834 vs 0.805 of full history's). Without the context layer an unset
+value is seed 000's 10."""
 CONTEXT_LAYER_MASKING_BLOCK = 10
 """``observationMaskingBlock`` when it is not set and the context layer is on: chosen by
 replaying the recorded sessions (bench/RESULTS.md, issue 18). Without the context layer an
@@ -241,12 +244,14 @@ class ControllerSettings(_Model):
     The low-water mark (issue 18): a pass that starts because the prompt passed ``threshold`` x
     the budget frees room down to ``low_water`` x the budget, so the next steps only append and
     the prompt's prefix (what provider prompt caches and llama.cpp's KV cache reuse) stays put
-    until the next pass. ``low_water`` (0.75) moves by ``low_water_step`` (0.05) within
+    until the next pass. ``low_water`` (0.6) moves by ``low_water_step`` (0.05) within
     [``low_water_min``, ``low_water_max``] ([0.6, 0.9]) on the same signals as the threshold:
     down on a burst of passes (each pass re-sends the whole prompt uncached, so passes that come
     often should free more), up on a calm period and when an evicted item is asked for again
     (it freed too much). It never exceeds the threshold in effect. Defaults chosen by replay
-    (bench/RESULTS.md). DESIGN.md's reference defaults are 0.7 within [0.6, 0.85]; replaying
+    (bench/RESULTS.md, issue 18; 20 of the 84 mini-swe-agent files, masking off, effective
+    tokens at a cache price of 0.1 / misses): 0.9 gave 1.218 x full history's / 54, 0.75
+    1.011 / 55, 0.6 0.805 / 75, 0.5 (down to 0.4) 0.717 / 131; the masking baseline 1.863 / 98. DESIGN.md's reference defaults are 0.7 within [0.6, 0.85]; replaying
     the recorded sessions (bench/RESULTS.md) showed that misses follow how full the prompt is
     kept (at an 8k budget, each 5% of the budget left empty costs ~10% more misses; [0.95, 1.0]
     in steps of 0.05 gave 462 misses, [0.98, 1.0] in steps of 0.01 433), so veil evicts at the
@@ -262,7 +267,7 @@ class ControllerSettings(_Model):
     burst_window: float = Field(default=60.0, gt=0)
     calm_period: float = Field(default=300.0, gt=0)
     rerequest_window: float = Field(default=1800.0, gt=0)
-    low_water: float = Field(default=0.75, gt=0, le=1)
+    low_water: float = Field(default=0.6, gt=0, le=1)
     low_water_min: float = Field(default=0.6, gt=0, le=1)
     low_water_max: float = Field(default=0.9, gt=0, le=1)
     low_water_step: float = Field(default=0.05, gt=0, le=0.5)
@@ -277,7 +282,7 @@ class ControllerSettings(_Model):
         if not self.low_water_min <= self.low_water <= self.low_water_max:
             raise ValueError(
                 f"need lowWaterMin <= lowWater <= lowWaterMax, got {self.low_water_min}, "
-                f"{self.low_water}, {self.low_water_max} (defaults: 0.6, 0.75, 0.9)"
+                f"{self.low_water}, {self.low_water_max} (defaults: 0.6, 0.6, 0.9)"
             )
         return self
 

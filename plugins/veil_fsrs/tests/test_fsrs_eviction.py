@@ -371,7 +371,9 @@ def controller(state=None) -> Controller:
 
 
 def test_controller_lowers_on_a_burst_of_pressure_evictions():
-    c = controller()
+    c = Controller(
+        {}, ControllerSettings(threshold=0.7, min=0.6, max=0.85, step=0.05, low_water=0.75)
+    )
     for t in (0.0, 30.0):
         c.record_pass(t, ["x"], pressure=True)
     assert c.threshold == 0.7
@@ -385,7 +387,7 @@ def test_controller_lowers_on_a_burst_of_pressure_evictions():
     for t in (121.0, 122.0, 123.0):
         c.record_pass(t, [], pressure=True)
     assert c.threshold == 0.6  # clamped at min
-    # the low-water mark (0.75 by default, in [0.6, 0.9]) follows each burst down by 0.05, so
+    # the low-water mark (0.75 here, in [0.6, 0.9]) follows each burst down by 0.05, so
     # the third burst still moves it after the threshold stopped at its minimum (issue 18)
     assert [m["to"] for m in c.state["moves"]] == [0.65, 0.6, 0.6]
     assert [m["lowTo"] for m in c.state["moves"]] == [0.7, 0.65, 0.6]
