@@ -55,8 +55,9 @@ def test_print_mode_json_and_continue(project, scripted):
     assert (out["status"], out["final"]) == ("done", "first")
     again = json.loads(invoke(project, "-c", "-p", "more", "--json").stdout)
     assert again["sessionId"] == out["sessionId"]
-    # the resumed session sent the earlier exchange to the model
-    assert [m["content"] for m in scripted.calls[1][1:]] == ["hi", "first", "more"]
+    # the resumed session sent the earlier exchange to the model (then the context note)
+    assert [m["content"] for m in scripted.calls[1][1:-1]] == ["hi", "first", "more"]
+    assert scripted.calls[1][-1]["content"].startswith("[veil context note")
 
 
 def test_resume_unknown_session_is_a_clean_error(project, scripted):

@@ -127,3 +127,37 @@ def test_the_prompt_builder_elides_only_over_budget(make_veil):
     assert elided.tokens < whole.tokens
     assert any(n.startswith("elided repeated lines") for n in elided.notes)
     assert session.messages[2]["content"].startswith("attempt 0\nFAILED")  # history untouched
+
+
+def test_elision_is_frozen_between_change_moments(make_veil):
+    """Issue 18: once elision has rewritten the prompt, the next prompts send those messages
+    as they were and append the new ones whole (a new repeat of an older message does not
+    rewrite it again), as long as they fit; over the budget it runs again."""
+    veil = make_veil(context_window=100_000)
+    session = veil.new_session()
+    session.append({"role": "user", "content": "run the tests"})
+
+    def attempt(n: int, text: str) -> None:
+        call = {"id": f"c{n}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        session.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        session.append(_tool(f"attempt {n}\n" + text, f"c{n}"))
+
+    other = "\n".join(f"collected item number {k} of the suite" for k in range(40))
+    attempt(0, other)
+    attempt(1, "\n".join([TEST_OUTPUT] * 20))
+    attempt(2, "\n".join([TEST_OUTPUT] * 20))
+    whole = build_prompt(session)
+    session.config.settings.context.budget_tokens = int(whole.tokens * 0.8)
+    first = build_prompt(session)  # over budget: attempt 1 elided
+    tools = [m["content"] for m in first.messages if m["role"] == "tool"]
+    assert tools[0] == session.messages[2]["content"] and tools[1].startswith("attempt 1\n[")
+    attempt(3, other)  # repeats attempt 0, which is not elided again while the prompt fits
+    second = build_prompt(session)
+    assert second.messages[: len(first.messages)] == first.messages
+    assert second.messages[-1]["content"] == "attempt 3\n" + other
+    assert second.tokens <= session.config.settings.context.budget_tokens
+    # over the budget: a change moment; elision runs over everything again
+    session.config.settings.context.budget_tokens = int(whole.tokens * 0.6)
+    third = build_prompt(session)
+    tools = [m["content"] for m in third.messages if m["role"] == "tool"]
+    assert tools[0].startswith("attempt 0\n[") and tools[-1] == "attempt 3\n" + other

@@ -6,6 +6,7 @@ import json
 import re
 
 from veil.core.context import pairing_problems, repair_pairing
+from veil.core.tokens import estimate_tokens
 from veil.core.types import EvictionPlan, PromptSection, Tool, ToolResult
 from veil.hookspecs import hookimpl
 
@@ -381,6 +382,14 @@ def test_eviction_keeps_the_prompt_under_the_full_compaction_trigger(make_veil):
     )
     session = veil.new_session()
     veil.run_turn(session, "hello")
-    fixed = session.count_tokens([veil.model.calls[0][0]])  # the system message sent
-    # min(8000 - 100, 0.5 x 8000) = 4000 tokens for the prompt, less the system message
-    assert seen and seen[0] == 4000 - fixed
+    sent = veil.model.calls[0]
+    # the system message and the context note (the manifest's counts) sent with it
+    fixed = session.count_tokens([sent[0], sent[-1]])
+    assert sent[-1]["role"] == "user" and sent[-1]["content"].startswith("[veil context note")
+    # the provider counts the tool schemas offered inside the window too (issue 18)
+    tools = veil.model.tools_seen[0]
+    schemas = estimate_tokens(json.dumps(tools, ensure_ascii=False))
+    assert schemas > 500
+    # min(8000 - 100 - schemas, 0.5 x 8000 - schemas) = 4000 - schemas for the prompt,
+    # less the system message and the note
+    assert seen and seen[0] == 4000 - schemas - fixed

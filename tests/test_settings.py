@@ -20,7 +20,11 @@ def test_defaults_are_the_seeds(project):
     config = load_config(project)
     s = config.settings
     # seed 000: compaction threshold 0.85, observationMaskingTurns 10; memory enabled, maxLines 500
-    assert (s.compaction.threshold, s.compaction.observation_masking_turns) == (0.85, 10)
+    # (unset, they resolve to the seed's values without the context layer: issue 18 lets the
+    # context layer's defaults be chosen by replay)
+    c = s.compaction
+    assert (c.threshold, c.observation_masking_turns, c.observation_masking_block) == (None,) * 3
+    assert (c.trigger(False), c.masking_turns(False), c.masking_block(False)) == (0.85, 10, 1)
     assert (s.memory.enabled, s.memory.max_lines) == (True, 500)
     dc = config.agent("default").default_compaction
     assert (dc.enabled, dc.compaction_count, dc.auto_threshold, dc.model) == (

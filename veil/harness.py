@@ -8,8 +8,9 @@ to send::
     hooks = harness.get_hooks()
     hooks["on_user_message"]("Fix the failing test")
     while True:
-        messages = hooks["build_prompt"]()            # system + manifest + kept messages
-        reply = my_model(messages, tools=my_tools + hooks["tools"])
+        tools = my_tools + hooks["tools"]
+        messages = hooks["build_prompt"](tools)       # system + kept messages + context note
+        reply = my_model(messages, tools=tools)
         hooks["on_assistant_message"](reply)
         if not reply.get("tool_calls"):
             break
@@ -154,10 +155,23 @@ class VeilHarness:
 
     # -- what the host asks ----------------------------------------------------------------------
 
-    def build_prompt(self) -> list[Message]:
-        """The messages to send now: system prompt (with manifest and plugin sections), any
-        compaction summary, and the kept history with evicted content as pointer stubs."""
-        prompt = build_prompt(self.session)
+    def build_prompt(
+        self, tools: list[dict[str, Any]] | None = None, max_tokens: int | None = None
+    ) -> list[Message]:
+        """The messages to send now: the system message (stable for the whole session: keep
+        it first so the provider's prompt cache is reused), any compaction summary, the kept
+        history with evicted content as pointer stubs, and a short context note (a ``user``
+        message with the manifest's counts and any warning) last.
+
+        Args:
+            tools: every tool schema the host will offer with these messages (its own and
+                :meth:`tools`); their tokens are left free in the window. None: the memory
+                tools only.
+            max_tokens: the completion tokens the host will request; left free in the window
+                (default ``loop.completionReserve``, 1,024).
+        """
+        offered = self.tools() if tools is None else tools
+        prompt = build_prompt(self.session, tools=offered, reserve=max_tokens)
         self.session.last_prompt_tokens = prompt.tokens
         return prompt.messages
 

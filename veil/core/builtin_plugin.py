@@ -39,10 +39,12 @@ def capture(session: Any, event: Any) -> list:
 
 @hookimpl
 def system_prompt_sections(session: Any) -> list:
-    """The manifest of loaded context and any open belief conflicts."""
-    from veil.core.manifest import conflicts_section, manifest_section
+    """The manifest of loaded context (its stable guide and its volatile counts) and any open
+    belief conflicts (volatile)."""
+    from veil.core.manifest import conflicts_section, manifest_sections
 
-    return [s for s in (manifest_section(session), conflicts_section(session)) if s is not None]
+    conflicts = conflicts_section(session)
+    return [*manifest_sections(session), *([conflicts] if conflicts is not None else [])]
 
 
 @hookimpl

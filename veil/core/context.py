@@ -4,7 +4,27 @@ Order inside every loop iteration (DESIGN.md "Thresholds, in order"): score and 
 under pressure -> observation masking -> full compaction if the prompt still exceeds
 ``compaction.threshold`` x the context window -> system prompt (base + plugin sections) +
 defaultCompaction summary + the kept messages (from ``compact_size`` on, evicted content replaced
-by pointer stubs). Nothing here changes the stored history.
+by pointer stubs) + the context note. Nothing here changes the stored history.
+
+The prompt's prefix stays put (DESIGN.md invariant; issue 18). Providers bill cached input at
+about 0.1x and llama.cpp reuses its KV cache only for an unchanged prefix, so between two
+eviction passes (or masking blocks, or compactions) nothing already sent changes:
+
+* the system message holds only stable sections (:attr:`PromptSection.volatile` false), and
+  the date in the base prompt is the session's start date (``session.created_at``, stored);
+* what changes from call to call (volatile sections) goes into short *context notes*, ``user``
+  messages (valid after tool results for every provider: litellm merges them into the
+  tool-result turn for Anthropic), never stored in the history: the manifest's counts
+  (anchored sections) are placed last at a change moment and then left where they are until
+  the next one, so they are cached too ("updated only when a pass runs", issue 18);
+  convergence warnings and belief conflicts are sent last at every call while they hold;
+* the elision of repeated lines is computed at change moments only (an eviction pass, a
+  masking block, a compaction, anything that rewrites a message already sent) and reused
+  unchanged in between, new messages appended as they are.
+
+The budget a prompt is fitted into is what the provider counts: the context window less the
+tool schemas offered and the completion tokens reserved (``max_tokens`` of the model's options,
+else ``loop.completionReserve``).
 """
 
 from __future__ import annotations
@@ -25,6 +45,9 @@ Use the tools to read, search, edit and run code; do not guess file contents. Ke
 When you are done, answer the user plainly. Today is {date}."""
 
 SUMMARY_PREFIX = "Summary of the earlier part of this conversation (compacted):\n"
+NOTE_PREFIX = "[veil context note, not from the user]\n"
+"""First line of the context note (:func:`build_prompt`): the model must not take it for the
+user's words."""
 
 
 @dataclass
@@ -34,14 +57,26 @@ class Prompt:
     Attributes:
         messages: system message, optional summary message, then the kept messages.
         tokens: estimated prompt tokens of ``messages`` (the model's tokenizer).
-        sections: the system-prompt sections used.
+        sections: the system-prompt sections used (stable and volatile).
         notes: what was done to fit (evictions, masking, compaction), for front ends.
+        note: the trailing context note (volatile sections but the anchored ones),
+            ``messages[-1]`` when present.
+        anchored_note: the anchored context note (the manifest's counts as of the last change
+            moment), where it stands in ``messages``, or None.
+        budget: tokens the kept messages were fitted into.
+        tools_tokens: tokens of the tool schemas the budget left room for.
+        reserve_tokens: completion tokens the budget left room for.
     """
 
     messages: list[Message]
     tokens: int
     sections: list[PromptSection] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    note: Message | None = None
+    anchored_note: Message | None = None
+    budget: int = 0
+    tools_tokens: int = 0
+    reserve_tokens: int = 0
 
 
 def stub_handle(item: ContextItem) -> str:
@@ -72,11 +107,20 @@ def pointer_stub(item: ContextItem, preview_chars: int = 48) -> str:
     return f"[evicted turn {stub_handle(item)}]"
 
 
+def session_date(session: Session) -> str:
+    """The date the base prompt shows: the UTC date the session started (ISO ``YYYY-MM-DD``).
+    Fixed for the session's life, resumed or not, so the system message never changes at
+    midnight (a changed system message breaks every provider's prompt cache)."""
+    return _dt.datetime.fromtimestamp(session.created_at, _dt.timezone.utc).date().isoformat()
+
+
 def system_sections(session: Session) -> list[PromptSection]:
-    """The base prompt plus every plugin's ``system_prompt_sections``, sorted by ``order``."""
+    """The base prompt plus every plugin's ``system_prompt_sections``, sorted by ``order``
+    (stable and volatile ones; :func:`build_prompt` puts the volatile ones in the context
+    note)."""
     loop = session.config.settings.loop
     base = session.snapshot.get("systemPrompt") or loop.system_prompt or BASE_PROMPT
-    date = _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+    date = session_date(session)
     # plain replacement, not str.format: a user's prompt may hold braces of its own
     text = base.replace("{cwd}", str(session.cwd)).replace("{date}", date)
     sections = [PromptSection("base", text, order=0)]
@@ -218,7 +262,8 @@ def _masked(session: Session) -> list[Message]:
     sees of them is the mask, so eviction must not count them again."""
     idxs, msgs = _stubbed(session)
     result = session.veil.pm.hook.compact(
-        session=session, request=CompactRequest("masking", list(msgs))
+        session=session,
+        request=CompactRequest("masking", list(msgs), first_index=session.compact_size),
     )
     if result is None or result.messages is None or len(result.messages) != len(msgs):
         return repair_pairing(msgs)
@@ -292,14 +337,58 @@ def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> l
     return session.apply_eviction(plan)
 
 
+@dataclass
+class _Frozen:
+    """What the last change moment sent of the kept messages: ``sources`` the contents of the
+    view (masked, stubbed, collapsed) it was computed from, ``sent`` what went out for them
+    (elided where elision applied)."""
+
+    sources: list[Any]
+    sent: list[Message]
+
+
+def _view(session: Session, budget: int) -> tuple[list[Message], list[Message], int, bool]:
+    """``(whole, messages, saved, reused)``: the kept messages after masking, stubs and
+    collapse (``whole``), what is sent of them (``messages``: with repeated lines elided), the
+    tokens elision saved, and whether the messages sent last time were reused (False: a change
+    moment).
+
+    Elision runs only at a change moment: when a message that was already sent now reads
+    differently (an eviction pass, a masking block, a compaction, a hydrated item), or when
+    what would be sent exceeds ``budget``. Otherwise the messages sent last time are sent
+    again as they were and the new ones are appended whole, so the prompt's prefix stays put
+    (:func:`build_prompt`)."""
+    whole = _masked(session)
+    frozen: _Frozen | None = getattr(session, "_frozen_view", None)
+    n = len(frozen.sources) if frozen is not None else 0
+    if (
+        frozen is not None
+        and len(whole) >= n
+        and all(whole[i].get("content") == frozen.sources[i] for i in range(n))
+    ):
+        messages = [*frozen.sent, *whole[n:]]
+        sent_tokens = _message_tokens(session, messages)
+        if sent_tokens <= budget:
+            return whole, messages, max(0, _message_tokens(session, whole) - sent_tokens), True
+        # over the budget: a change moment (without an eviction policy, elision is all that
+        # keeps the prompt in its budget, so it runs again over the new messages too)
+    messages, saved = _elided(session, whole, budget)
+    session._frozen_view = _Frozen([m.get("content") for m in whole], messages)
+    return whole, messages, saved, False
+
+
 def _fit(
     session: Session, budget: int, notes: list[str], *, page_in: bool
-) -> tuple[list[Message], int, bool]:
+) -> tuple[list[Message], int, bool, bool]:
     """Masking, elision and eviction rounds until the kept messages fit ``budget`` tokens (or
     the policy finds nothing more to move). Returns ``(messages, tokens elision saved, whether
-    any item moved)``; appends the policy's notes to ``notes``."""
-    full = _masked(session)
-    messages, saved = _elided(session, full, budget)
+    any item moved, whether this is a change moment)``; appends the policy's notes to
+    ``notes``.
+
+    The policy decides when a pass runs (veil_fsrs: once the prompt passes its pressure
+    threshold, and then it frees room down to its low-water mark); between passes nothing
+    moves and the messages sent before are sent again unchanged (:func:`_view`)."""
+    full, messages, saved, reused = _view(session, budget)
     moved_any = False
     for round_number in range(MAX_EVICTION_ROUNDS):
         # Eviction counts in whole items (their own token counts): what elision saved is
@@ -319,14 +408,107 @@ def _fit(
         if not any(n.startswith(("evicted", "paged in")) for n in moved):
             break
         moved_any = True
-        full = _masked(session)
-        messages, saved = _elided(session, full, budget)
+        full, messages, saved, _ = _view(session, budget)
         if _message_tokens(session, messages) <= budget:
             break
-    return messages, saved, moved_any
+    return messages, saved, moved_any, moved_any or not reused
 
 
-def build_prompt(session: Session) -> Prompt:
+def completion_reserve(session: Session) -> int:
+    """Completion tokens the prompt leaves room for: ``max_tokens`` (or
+    ``max_completion_tokens``) of the main model's options when set, else
+    ``loop.completionReserve`` (1,024). Providers count the completion inside the window."""
+    model = session.veil.llm.model_for("main", session.model)
+    options = getattr(model, "options", None) or {}
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = options.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return session.config.settings.loop.completion_reserve
+
+
+def tool_schema_tokens(session: Session, tools: list[dict[str, Any]] | None) -> int:
+    """Tokens the provider counts for the tool schemas ``tools`` (OpenAI ``tools`` entries),
+    with the main model's tokenizer (:func:`veil.core.tokens.count_message_tokens`: exact
+    for OpenAI models, an over-estimate otherwise); 0 for none."""
+    if not tools:
+        return 0
+    from veil.core.tokens import count_message_tokens
+
+    model = session.veil.llm.model_for("main", session.model)
+    name = getattr(model, "litellm_model", None) or getattr(model, "name", None)
+    counted = getattr(model, "count_tool_tokens", None)
+    if callable(counted):
+        return int(counted(tools))
+    return max(0, count_message_tokens([], name, tools=tools) - count_message_tokens([], name))
+
+
+def _note_message(volatile: list[PromptSection]) -> Message | None:
+    if not volatile:
+        return None
+    return {
+        "role": "user",
+        "content": NOTE_PREFIX + "\n\n".join(s.text for s in volatile),
+    }
+
+
+def _split(sections: list[PromptSection]) -> tuple[Message, Message | None, Message | None]:
+    """The system message (stable sections), the anchored note (volatile, anchored sections:
+    the manifest's counts) and the trailing note (the other volatile ones); a note is None
+    when it has no section."""
+    system: Message = {
+        "role": "system",
+        "content": "\n\n".join(s.text for s in sections if not s.volatile),
+    }
+    anchored = _note_message([s for s in sections if s.volatile and s.anchored])
+    return system, anchored, _note_message([s for s in sections if s.volatile and not s.anchored])
+
+
+@dataclass
+class _Anchor:
+    """Where the anchored note sits: before ``messages[index]`` of the kept messages (their
+    end when it was placed), with the text it had then."""
+
+    index: int
+    message: Message
+
+
+def _place_anchored(
+    session: Session, kept: list[Message], note: Message | None, changed: bool
+) -> tuple[list[Message], Message | None]:
+    """``kept`` with the anchored note in place, and the note sent. At a change moment (or
+    the first time) the note is the current one, at the end; otherwise the note of the last
+    change moment stays where it was, so everything up to the newest messages is unchanged."""
+    if note is None:
+        session._note_anchor = None
+        return kept, None
+    anchor: _Anchor | None = session._note_anchor
+    if changed or anchor is None or anchor.index > len(kept):
+        anchor = _Anchor(len(kept), note)
+        session._note_anchor = anchor
+    return [*kept[: anchor.index], anchor.message, *kept[anchor.index :]], anchor.message
+
+
+def _notes_sent(session: Session, anchored: Message | None, note: Message | None) -> list[Message]:
+    """The notes whose tokens the budget leaves room for: the trailing note, and the larger of
+    the current anchored note and the one in place (either may be sent)."""
+    out = [note] if note else []
+    if anchored is None:
+        return out
+    anchor: _Anchor | None = session._note_anchor
+    if anchor is not None and _message_tokens(session, [anchor.message]) > _message_tokens(
+        session, [anchored]
+    ):
+        return [anchor.message, *out]
+    return [anchored, *out]
+
+
+def build_prompt(
+    session: Session,
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    reserve: int | None = None,
+) -> Prompt:
     """Run the per-iteration context management and return the prompt to send.
 
     Order (DESIGN.md): observation masking; when the kept messages exceed the budget, the
@@ -334,45 +516,63 @@ def build_prompt(session: Session) -> Prompt:
     (repeated, at most :data:`MAX_EVICTION_ROUNDS` times, while the messages still exceed the
     budget and the policy still finds something to move), then full compaction if the prompt
     exceeds ``compaction.threshold`` x the window.
+
+    Args:
+        session: the session.
+        tools: the tool schemas that will be offered with this prompt (their tokens count
+            against the window, as the provider counts them).
+        reserve: completion tokens to leave room for (default :func:`completion_reserve`).
+
+    Returns:
+        The :class:`Prompt`: the system message (stable: byte-identical from call to call),
+        any compaction summary, the kept messages, then the context note when a volatile
+        section has something to say. Between two change moments (an eviction pass, a masking
+        block, a compaction, an item hydrated) each prompt starts with the whole previous one
+        but its note.
     """
     veil = session.veil
     settings = session.config.settings
     window = session.context_window
     notes: list[str] = []
+    tools_tokens = tool_schema_tokens(session, tools)
+    reserve_tokens = completion_reserve(session) if reserve is None else max(0, int(reserve))
 
     sections = system_sections(session)
-    system_text = "\n\n".join(s.text for s in sections)
-    system_msg: Message = {"role": "system", "content": system_text}
+    system_msg, anchored, note = _split(sections)
     summary_msgs: list[Message] = []
     if session.compact_summary:
         summary_msgs = [{"role": "system", "content": SUMMARY_PREFIX + session.compact_summary}]
-    fixed_tokens = _message_tokens(session, [system_msg, *summary_msgs])
+    extra = _notes_sent(session, anchored, note)
+    fixed_tokens = _message_tokens(session, [system_msg, *summary_msgs, *extra])
     # Eviction keeps the prompt under the full-compaction trigger (compaction.threshold x the
     # window): eviction is the first line, full compaction the fallback when it cannot keep up.
-    room = min(window - settings.loop.completion_reserve, settings.compaction.threshold * window)
+    # The provider counts the tool schemas and the completion inside the window too.
+    trigger = settings.compaction.trigger(veil.context_layer_on) * window
+    room = min(window - reserve_tokens - tools_tokens, trigger - tools_tokens)
     budget = max(256, int(room) - fixed_tokens)
     if settings.context.budget_tokens:
         budget = min(budget, settings.context.budget_tokens)
 
-    messages, saved, moved_any = _fit(session, budget, notes, page_in=True)
+    messages, saved, moved_any, changed = _fit(session, budget, notes, page_in=True)
     if moved_any:
-        # The manifest counts what is loaded: build it again after the pass. When it grew
-        # (the first eviction adds the line on how to follow stubs), the messages fit the
-        # smaller room left, without page-in.
+        # The manifest counts what is loaded: build the note again after the pass. When it
+        # grew, the messages fit the smaller room left, without page-in.
         sections = system_sections(session)
-        system_msg = {"role": "system", "content": "\n\n".join(s.text for s in sections)}
-        grown = _message_tokens(session, [system_msg, *summary_msgs]) - fixed_tokens
+        system_msg, anchored, note = _split(sections)
+        extra = _notes_sent(session, anchored, note)
+        grown = _message_tokens(session, [system_msg, *summary_msgs, *extra]) - fixed_tokens
         if grown > 0 and _message_tokens(session, messages) > budget - grown:
-            messages, saved, _ = _fit(session, max(1, budget - grown), notes, page_in=False)
+            messages, saved, _, _ = _fit(session, max(1, budget - grown), notes, page_in=False)
         fixed_tokens += grown
     if saved:
         notes.append(f"elided repeated lines: {saved} tokens")
 
     total = fixed_tokens + _message_tokens(session, messages)
-    if total > settings.compaction.threshold * window and not session.state.get("_just_compacted"):
+    if total + tools_tokens > trigger and not session.state.get("_just_compacted"):
         result = veil.pm.hook.compact(session=session, request=CompactRequest("full", messages))
         if result is not None and result.messages is not None:
             messages = result.messages
+            changed = True
             session.state["_just_compacted"] = True  # never compact twice in a row
             notes.append(f"compacted: {result.tokens_before} -> {result.tokens_after} tokens")
             if session.compact_summary:
@@ -382,8 +582,19 @@ def build_prompt(session: Session) -> Prompt:
     else:
         session.state.pop("_just_compacted", None)
 
-    final = [system_msg, *summary_msgs, *repair_pairing(messages)]
-    return Prompt(final, _message_tokens(session, final), sections, notes)
+    body, anchored_sent = _place_anchored(session, repair_pairing(messages), anchored, changed)
+    final = [system_msg, *summary_msgs, *body, *([note] if note else [])]
+    return Prompt(
+        final,
+        _message_tokens(session, final),
+        sections,
+        notes,
+        note=note,
+        anchored_note=anchored_sent,
+        budget=budget,
+        tools_tokens=tools_tokens,
+        reserve_tokens=reserve_tokens,
+    )
 
 
 def context_report(session: Session) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Where the hooks are called (DESIGN.md "One turn, as data flows"):
 1. user message -> ``capture`` (phase ``user``); task tags updated.
 2. before every model call -> :func:`veil.core.context.build_prompt` (``score``, ``evict``,
-   ``compact`` masking / full, ``system_prompt_sections``).
+   ``compact`` masking / full, ``system_prompt_sections``), fitted into the window less the
+   tool schemas offered and the completion reserve.
 3. the reply -> ``capture`` (``assistant``); each tool call -> ``capture`` (``tool_call``) -> run
    -> ``capture`` (``tool_result``) -> ``render``.
 4. after each iteration -> ``after_iteration`` (autoThreshold, pressure); a halt requested by a
@@ -163,11 +164,11 @@ def _run_turn_held(
         for iteration in range(1, limit + 1):
             session.step += 1
             result.iterations = iteration
-            prompt = build_prompt(session)
+            tools = offered_tools(veil, model)
+            prompt = build_prompt(session, tools=tools)
             session.last_prompt_tokens = prompt.tokens
             for note in prompt.notes:
                 session.emit("info", text=note)
-            tools = offered_tools(veil, model)
             call_started = time.monotonic()
             on_token = (lambda tok: session.emit("token", text=tok)) if stream else None
             try:
@@ -176,7 +177,7 @@ def _run_turn_held(
                 # the provider counted more than our estimate: compact once and retry
                 if not _force_compaction(session):
                     raise
-                prompt = build_prompt(session)
+                prompt = build_prompt(session, tools=tools)
                 completion = model.complete(prompt.messages, tools=tools or None, on_token=on_token)
             usage = dict(completion.usage or {})
             for key in ("prompt_tokens", "completion_tokens"):

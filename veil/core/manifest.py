@@ -1,7 +1,14 @@
-"""The manifest: a short, bounded system-prompt section saying what context is loaded and what
-is stored outside the prompt (seed 002: "a manifest of what is currently loaded gets appended to
-the system prompt"). It is capped at ``MANIFEST_SHARE`` (5%, DESIGN.md "Measures") of the token
-budget: lines are added most useful first until the cap would be crossed."""
+"""The manifest: a short, bounded section saying what context is loaded and what is stored
+outside the prompt (seed 002: "a manifest of what is currently loaded gets appended to the
+system prompt"). It is capped at ``MANIFEST_SHARE`` (5%, DESIGN.md "Measures") of the token
+budget: lines are added most useful first until the cap would be crossed.
+
+It comes in two parts (issue 18, DESIGN.md "The prompt's prefix stays put"): the guide (the
+heading and how stubs are followed back) never changes and stays in the system message; the
+counts and the pinned / loaded-by-hand listing change at every step and are a *volatile*,
+*anchored* section: sent in a context note after the conversation, refreshed at change moments
+(an eviction pass, a masking block, a compaction) and left in its place in between, so the
+system message stays byte-identical and provider prompt caches are reused."""
 
 from __future__ import annotations
 
@@ -16,6 +23,14 @@ if TYPE_CHECKING:  # pragma: no cover
 MANIFEST_SHARE = 0.05
 MANIFEST_ORDER = 900
 MAX_LISTED = 12
+MANIFEST_HEADING = "## Context manifest"
+MANIFEST_GUIDE = (
+    "Evicted content appears as [evicted … #N] and [cold … item_…] stubs: "
+    "veil_hydrate(#N or the id) loads one "
+    "back; veil_recall(query) and veil_history(query) search the rest."
+)
+"""How stubs are followed back: the stable part of the manifest (in the system message from
+the first step, so the first eviction does not change it)."""
 
 
 def _label(item: ContextItem) -> str:
@@ -40,26 +55,44 @@ def build_manifest(
     Returns:
         Markdown text; always at least the one-line summary (its cost is counted by the caller).
     """
+    return "\n".join(
+        [
+            MANIFEST_HEADING,
+            MANIFEST_GUIDE,
+            manifest_counts(session, live, counts, budget_tokens, count_tokens),
+        ]
+    )
+
+
+def manifest_counts(
+    session: Session,
+    live: list[ContextItem],
+    counts: dict[str, int],
+    budget_tokens: int,
+    count_tokens,
+    *,
+    reserved: int | None = None,
+) -> str:
+    """The volatile part of the manifest: the counts line (loaded items and tokens by kind,
+    warm and cold counts, steps left whole) and the pinned / loaded-by-hand listing, within
+    ``MANIFEST_SHARE`` x ``budget_tokens`` tokens less ``reserved`` (default: what the heading
+    and the guide cost)."""
     cap = max(40, int(budget_tokens * MANIFEST_SHARE))
+    if reserved is None:
+        reserved = count_tokens(MANIFEST_HEADING + "\n" + MANIFEST_GUIDE)
     total = sum(i.tokens for i in live)
     kinds = Counter(i.kind for i in live)
     kinds_text = ", ".join(
         f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
     )
-    lines = [
-        "## Context manifest",
+    collapsed = getattr(session, "collapsed_steps", 0)
+    gone = f" {collapsed} earlier steps left whole (turn and results)." if collapsed else ""
+    text = (
         f"Loaded: {len(live)} items, {total} tokens ({kinds_text or 'none'}). "
-        f"Stored outside the prompt: {counts.get('warm', 0)} warm, {counts.get('cold', 0)} cold.",
-    ]
-    if counts.get("warm", 0) or counts.get("cold", 0):
-        collapsed = getattr(session, "collapsed_steps", 0)
-        gone = f" {collapsed} earlier steps left whole (turn and results)." if collapsed else ""
-        lines.append(
-            "Evicted content appears as [evicted … #N] and [cold … item_…] stubs: "
-            "veil_hydrate(#N or the id) loads one "
-            f"back; veil_recall(query) and veil_history(query) search the rest.{gone}"
-        )
-    text = "\n".join(lines)
+        f"Stored outside the prompt: {counts.get('warm', 0)} warm, {counts.get('cold', 0)} "
+        f"cold.{gone}"
+    )
+    cap = max(0, cap - reserved)
     pinned = [i for i in live if i.pinned]
     by_hand = [i for i in live if i.loaded_by_hand and not i.pinned]
     listed = 0
@@ -76,14 +109,34 @@ def build_manifest(
 
 
 def manifest_section(session: Session) -> PromptSection | None:
-    """The manifest section for ``session`` (None when the context layer is off)."""
+    """The whole manifest for ``session`` as one section (None when the context layer is
+    off): what :meth:`veil.harness.VeilHarness.manifest` shows."""
     if not session.veil.context_layer_on:
         return None
     model = session.veil.llm.model_for("main", session.model)
     counts = session.veil.store.tier_counts(session.id)
     budget = session.config.settings.context.budget_tokens or session.context_window
     text = build_manifest(session, list(session.live_items), counts, budget, model.count_tokens)
-    return PromptSection("manifest", text, order=MANIFEST_ORDER)
+    return PromptSection("manifest", text, order=MANIFEST_ORDER, volatile=True)
+
+
+def manifest_sections(session: Session) -> list[PromptSection]:
+    """The manifest as the prompt carries it (empty when the context layer is off): the
+    stable ``manifest_guide`` (heading and how stubs are followed back; system message) and
+    the volatile ``manifest`` (counts and listing), anchored: refreshed at change moments only
+    (issue 18: "updated only when a pass runs"), so between passes it costs cached tokens."""
+    if not session.veil.context_layer_on:
+        return []
+    model = session.veil.llm.model_for("main", session.model)
+    counts = session.veil.store.tier_counts(session.id)
+    budget = session.config.settings.context.budget_tokens or session.context_window
+    text = manifest_counts(session, list(session.live_items), counts, budget, model.count_tokens)
+    return [
+        PromptSection(
+            "manifest_guide", MANIFEST_HEADING + "\n" + MANIFEST_GUIDE, order=MANIFEST_ORDER
+        ),
+        PromptSection("manifest", text, order=MANIFEST_ORDER, volatile=True, anchored=True),
+    ]
 
 
 def conflicts_section(session: Session) -> PromptSection | None:
@@ -95,4 +148,4 @@ def conflicts_section(session: Session) -> PromptSection | None:
     for c in conflicts[:5]:
         values = "; ".join(f"{b['id']}: {b['statement']}" for b in c["beliefs"][:4])
         lines.append(f"- {c['id']}: {values}")
-    return PromptSection("conflicts", "\n".join(lines), order=850)
+    return PromptSection("conflicts", "\n".join(lines), order=850, volatile=True)

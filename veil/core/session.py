@@ -96,6 +96,12 @@ class Session:
         # eviction round only
         self.paged_out: dict[str, ContextItem] = {}
         self.page_in_open = False
+        # what the last change moment sent of the kept messages (veil.core.context._view):
+        # reused unchanged until a message already sent reads differently
+        self._frozen_view: Any = None
+        # where the anchored context note (the manifest's counts) sits since the last change
+        # moment (veil.core.context._place_anchored)
+        self._note_anchor: Any = None
         # identifier -> how many of this session's items mention it (a resumed session counts
         # its stored items on first use)
         self._mentions: Counter[str] | None = None if resumed else Counter()

@@ -168,14 +168,67 @@ class AgentMemory(_Model):
     max_file_bytes: int | None = Field(default=None, ge=1)
 
 
+SEED_COMPACTION_THRESHOLD = 0.85
+SEED_MASKING_TURNS = 10
+CONTEXT_LAYER_COMPACTION_THRESHOLD = 0.85
+"""``compaction.threshold`` when it is not set and the context layer is on (a scorer and an
+eviction policy loaded): eviction keeps the prompt under it, so it is also the share of the
+window eviction fills. Replay (bench/RESULTS.md, issue 18; 20 of the 84 mini-swe-agent files,
+low-water mark 0.6, masking off): 0.85 gave 0.805 x full history's effective tokens and 75
+misses, 1.0 gave 0.905 and 63 (the masking baseline: 1.863 and 98); 0.85 keeps the wider
+margin on cost. Without the context layer an unset threshold is seed 000's 0.85."""
+CONTEXT_LAYER_MASKING_TURNS = 0
+"""``observationMaskingTurns`` when it is not set and the context layer is on: 0, masking off,
+so eviction alone decides what leaves the prompt. Replay (bench/RESULTS.md, issue 18; 20 of the
+84 mini-swe-agent files, every folder): at the same low-water mark, masking in blocks of 10 on
+top of eviction missed 118 references against 75 without it (the masking baseline: 98) for the
+same effective tokens (0.834 vs 0.805 of full history's). Without the context layer an unset
+value is seed 000's 10."""
+CONTEXT_LAYER_MASKING_BLOCK = 10
+"""``observationMaskingBlock`` when it is not set and the context layer is on: chosen by
+replaying the recorded sessions (bench/RESULTS.md, issue 18). Without the context layer an
+unset block is 1, seed 000's rule."""
+
+
 class CompactionSettings(_Model):
     """``compaction`` (seed 000): ``threshold`` 0.85 in [0.1, 1.0] x the context window triggers
     full compaction; tool results older than ``observationMaskingTurns`` (10; 0 = off) steps are
-    masked."""
+    masked.
 
-    threshold: float = Field(default=0.85, ge=0.1, le=1.0)
-    observation_masking_turns: int = Field(default=10, ge=0)
+    ``observation_masking_block`` (G, issue 18): masking waits until G results are due and then
+    masks them all, so the prompt's prefix changes once per G results instead of at every step
+    (provider prompt caches and llama.cpp's KV cache are reused in between). 1 is seed 000's
+    rule.
+
+    Unset values (None) resolve by whether the context layer is on: without it, seed 000's
+    defaults hold exactly (threshold 0.85, masking 10 turns, block 1); with it, the values
+    chosen by replay (:data:`CONTEXT_LAYER_COMPACTION_THRESHOLD`,
+    :data:`CONTEXT_LAYER_MASKING_TURNS`, :data:`CONTEXT_LAYER_MASKING_BLOCK`). Read them with
+    :meth:`trigger`, :meth:`masking_turns` and :meth:`masking_block`."""
+
+    threshold: float | None = Field(default=None, ge=0.1, le=1.0)
+    observation_masking_turns: int | None = Field(default=None, ge=0)
+    observation_masking_block: int | None = Field(default=None, ge=1)
     keep_recent_turns: int = Field(default=4, ge=1)
+
+    def trigger(self, context_layer_on: bool) -> float:
+        """The full-compaction threshold in effect, a share of the context window."""
+        if self.threshold is not None:
+            return self.threshold
+        return CONTEXT_LAYER_COMPACTION_THRESHOLD if context_layer_on else SEED_COMPACTION_THRESHOLD
+
+    def masking_turns(self, context_layer_on: bool) -> int:
+        """``observationMaskingTurns`` in effect (0: masking off)."""
+        if self.observation_masking_turns is not None:
+            return self.observation_masking_turns
+        return CONTEXT_LAYER_MASKING_TURNS if context_layer_on else SEED_MASKING_TURNS
+
+    def masking_block(self, context_layer_on: bool) -> int:
+        """G in effect: the configured block, else 1 (seed 000) without the context layer and
+        :data:`CONTEXT_LAYER_MASKING_BLOCK` with it."""
+        if self.observation_masking_block is not None:
+            return self.observation_masking_block
+        return CONTEXT_LAYER_MASKING_BLOCK if context_layer_on else 1
 
 
 class DefaultCompaction(_Model):
@@ -234,7 +287,19 @@ class InitialStability(_Model):
 class ControllerSettings(_Model):
     """Pressure-threshold controller: start 1.0 within [0.98, 1.0], step 0.01; down on >= 3
     evictions within 60 s; up after 300 s without eviction or when an evicted item is asked for
-    again within 1,800 s. DESIGN.md's reference defaults are 0.7 within [0.6, 0.85]; replaying
+    again within 1,800 s.
+
+    The low-water mark (issue 18): a pass that starts because the prompt passed ``threshold`` x
+    the budget frees room down to ``low_water`` x the budget, so the next steps only append and
+    the prompt's prefix (what provider prompt caches and llama.cpp's KV cache reuse) stays put
+    until the next pass. ``low_water`` (0.6) moves by ``low_water_step`` (0.05) within
+    [``low_water_min``, ``low_water_max``] ([0.6, 0.9]) on the same signals as the threshold:
+    down on a burst of passes (each pass re-sends the whole prompt uncached, so passes that come
+    often should free more), up on a calm period and when an evicted item is asked for again
+    (it freed too much). It never exceeds the threshold in effect. Defaults chosen by replay
+    (bench/RESULTS.md, issue 18; 20 of the 84 mini-swe-agent files, masking off, effective
+    tokens at a cache price of 0.1 / misses): 0.9 gave 1.218 x full history's / 54, 0.75
+    1.011 / 55, 0.6 0.805 / 75, 0.5 (down to 0.4) 0.717 / 131; the masking baseline 1.863 / 98. DESIGN.md's reference defaults are 0.7 within [0.6, 0.85]; replaying
     the recorded sessions (bench/RESULTS.md) showed that misses follow how full the prompt is
     kept (at an 8k budget, each 5% of the budget left empty costs ~10% more misses; [0.95, 1.0]
     in steps of 0.05 gave 462 misses, [0.98, 1.0] in steps of 0.01 433), so veil evicts at the
@@ -250,6 +315,10 @@ class ControllerSettings(_Model):
     burst_window: float = Field(default=60.0, gt=0)
     calm_period: float = Field(default=300.0, gt=0)
     rerequest_window: float = Field(default=1800.0, gt=0)
+    low_water: float = Field(default=0.6, gt=0, le=1)
+    low_water_min: float = Field(default=0.6, gt=0, le=1)
+    low_water_max: float = Field(default=0.9, gt=0, le=1)
+    low_water_step: float = Field(default=0.05, gt=0, le=0.5)
 
     @model_validator(mode="after")
     def _ordered(self) -> ControllerSettings:
@@ -257,6 +326,11 @@ class ControllerSettings(_Model):
             raise ValueError(
                 f"need min <= threshold <= max, got min {self.min}, threshold {self.threshold}, "
                 f"max {self.max} (defaults: 0.98, 1.0, 1.0; set min and max with threshold)"
+            )
+        if not self.low_water_min <= self.low_water <= self.low_water_max:
+            raise ValueError(
+                f"need lowWaterMin <= lowWater <= lowWaterMax, got {self.low_water_min}, "
+                f"{self.low_water}, {self.low_water_max} (defaults: 0.6, 0.6, 0.9)"
             )
         return self
 

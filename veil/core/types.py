@@ -213,11 +213,24 @@ class PromptSection:
         name: short heading (``"memory"``, ``"manifest"``, ``"convergence"``).
         text: the section's text (Markdown).
         order: lower comes first; the core's base prompt is 0, memory 100, manifest 900.
+        volatile: the text may change from one model call to the next (counts, warnings). A
+            volatile section is not put in the system message, which must stay byte-identical
+            so that provider prompt caches and llama.cpp's KV cache are reused (DESIGN.md "The
+            prompt's prefix stays put"): it goes into the short context note sent after the
+            conversation (:func:`veil.core.context.build_prompt`). A stable section (the
+            default) must keep its text for the whole session.
+        anchored: a volatile section whose text may stay as it was at the last change moment
+            (an eviction pass, a masking block, a compaction): the manifest's counts. It is
+            sent in the anchored context note, which keeps its place in the conversation (and
+            so its cached prefix) until the next change moment, when it is refreshed at the
+            end. Other volatile sections (warnings) are sent after everything, at every call.
     """
 
     name: str
     text: str
     order: int = 500
+    volatile: bool = False
+    anchored: bool = False
 
 
 @dataclass
@@ -338,11 +351,16 @@ class CompactRequest:
             (seed 000 defaultCompaction, manual or at ``autoThreshold``).
         messages: for masking, the messages about to be sent (without the system prompt).
         instructions: extra summary instructions (``/compact TEXT``, ``customInstructions``).
+        first_index: for masking, the index in ``session.messages`` of ``messages[0]`` (the
+            core sends the history from ``compact_size`` on), so a masking policy can remember
+            what it masked across calls (``compaction.observationMaskingBlock``); None when the
+            messages are not the session's history.
     """
 
     mode: Literal["masking", "full", "default"]
     messages: list[Message] = field(default_factory=list)
     instructions: str | None = None
+    first_index: int | None = None
 
 
 @dataclass

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import os
+from pathlib import Path
 
+import pytest
 from veil_compaction.masking import MASK, mask_observations
 from veil_compaction.testing import step
 
@@ -84,3 +87,96 @@ def test_hook_masks_with_the_settings_value(open_project):
     result = veil.pm.hook.compact(session=session, request=CompactRequest("masking", history))
     masked = [m["tool_call_id"] for m in result.messages if m.get("content") == MASK]
     assert masked == ["c1_0", "c2_0"]
+
+
+# --- masking in blocks (issue 18) --------------------------------------------------------------
+
+
+def test_block_one_is_seed_000s_masking_on_a_long_recorded_session():
+    """G = 1, carried from call to call as the hook carries it, gives exactly seed 000's
+    masking at every step of a real recorded session (mini-swe-agent, one result per step)."""
+    from veil_compaction.masking import mask_in_blocks
+
+    from veil.core.replay.formats import load_trajectory
+
+    folder = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "trajectories"
+    folder = folder / "mini-swe-agent"
+    if not folder.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{folder} is missing under CI: the shared data must be present")
+        pytest.skip(f"{folder} not present (the shared data ships beside the repo)")
+    traj = load_trajectory(str(sorted(folder.glob("*.traj.json"))[0]))
+    assert len(traj.steps) > 30
+    history = [{"role": "user", "content": traj.task}]
+    boundary = 0
+    for t, recorded in enumerate(traj.steps):
+        call = {"id": f"c{t}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        history.append({"role": "assistant", "content": recorded.assistant, "tool_calls": [call]})
+        history.append({"role": "tool", "tool_call_id": f"c{t}", "content": recorded.observation})
+        masked, boundary = mask_in_blocks(history, 10, 1, boundary)
+        assert masked == mask_observations(history, 10)
+
+
+def test_blocks_mask_g_results_at_once_and_keep_what_they_masked():
+    from veil_compaction.masking import mask_in_blocks
+
+    history: list[dict] = [{"role": "user", "content": "go"}]
+    boundary, counts, boundaries = 0, [], []
+    for n in range(1, 31):
+        history += step(n)
+        masked, boundary = mask_in_blocks(history, 10, 5, boundary)
+        counts.append(sum(m.get("content") == MASK for m in masked))
+        boundaries.append(boundary)
+    # keep 10 steps, G = 5: after n steps n - 10 results are due; they are masked 5 at a time
+    expected = [5 * max(0, (n - 10) // 5) for n in range(1, 31)]
+    assert counts == expected
+    # the boundary is just past the last masked result (the user message, then 2 per step)
+    assert boundaries == [1 + 2 * m if m else 0 for m in expected]
+    # the prompt changed only when a block was masked: at 15, 20, 25 and 30 steps
+    assert [n for n in range(2, 31) if counts[n - 1] != counts[n - 2]] == [15, 20, 25, 30]
+    with pytest.raises(ValueError, match="block"):
+        mask_in_blocks(history, 10, 0)
+
+
+def test_the_hook_masks_in_blocks_and_remembers_its_boundary(open_project):
+    veil = open_project(
+        settings={"compaction": {"observationMaskingTurns": 2, "observationMaskingBlock": 3}}
+    )
+    session = veil.new_session()
+    history = [{"role": "user", "content": "q"}]
+    masked_counts = []
+    for n in range(1, 10):
+        history += step(n)
+        request = CompactRequest("masking", list(history), first_index=0)
+        result = veil.pm.hook.compact(session=session, request=request)
+        masked_counts.append(sum(m.get("content") == MASK for m in result.messages))
+    # keep 2 steps: due = n - 2; masked in blocks of 3 once 3 are due
+    assert masked_counts == [0, 0, 0, 0, 3, 3, 3, 6, 6]
+    assert session.state["veil_compaction"]["maskedBefore"] == 1 + 2 * 6
+
+
+def test_unset_masking_is_seed_000s_without_the_context_layer():
+    from veil.core.settings import (
+        CONTEXT_LAYER_MASKING_BLOCK,
+        CONTEXT_LAYER_MASKING_TURNS,
+        CompactionSettings,
+    )
+
+    settings = CompactionSettings()
+    assert (settings.masking_turns(False), settings.masking_block(False)) == (10, 1)
+    assert settings.masking_turns(True) == CONTEXT_LAYER_MASKING_TURNS
+    assert settings.masking_block(True) == CONTEXT_LAYER_MASKING_BLOCK
+    configured = CompactionSettings(observation_masking_block=4, observation_masking_turns=3)
+    assert (configured.masking_turns(True), configured.masking_block(False)) == (3, 4)
+
+
+def test_the_hook_without_the_context_layer_masks_as_seed_000_every_step(open_project):
+    """No scorer or eviction policy: unset settings give seed 000's masking (10 turns, G=1)."""
+    veil = open_project()
+    assert not veil.context_layer_on
+    session = veil.new_session()
+    history = [{"role": "user", "content": "q"}] + [m for n in range(1, 14) for m in step(n)]
+    request = CompactRequest("masking", history, first_index=0)
+    result = veil.pm.hook.compact(session=session, request=request)
+    assert result.messages == mask_observations(history, 10)
+    assert sum(m.get("content") == MASK for m in result.messages) == 3

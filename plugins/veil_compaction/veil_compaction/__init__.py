@@ -20,7 +20,7 @@ from veil.hookspecs import hookimpl
 from veil_compaction import auto, commands
 from veil_compaction.default import run_default_compaction
 from veil_compaction.full import run_full_compaction
-from veil_compaction.masking import mask_observations
+from veil_compaction.masking import mask_in_blocks
 
 __all__ = ["compact", "after_iteration", "turn_end", "register_slash_commands", "register_commands"]
 
@@ -34,8 +34,7 @@ def compact(session: Any, request: CompactRequest) -> CompactResult | None:
     CompactionDisabled, ConfigError or the model's error, leaving the session unchanged.
     """
     if request.mode == "masking":
-        turns = session.config.settings.compaction.observation_masking_turns
-        return CompactResult(messages=mask_observations(request.messages, turns))
+        return CompactResult(messages=_mask(session, request))
     if request.mode == "full":
         try:
             return run_full_compaction(session, request.messages)
@@ -45,6 +44,31 @@ def compact(session: Any, request: CompactRequest) -> CompactResult | None:
     if request.mode == "default":
         return run_default_compaction(session, request.instructions)
     return None
+
+
+STATE_KEY = "veil_compaction"
+
+
+def _mask(session: Any, request: CompactRequest) -> list:
+    """Observation masking in blocks of ``compaction.observationMaskingBlock`` results. The
+    boundary (the first message index not masked yet) is kept in
+    ``session.state["veil_compaction"]["maskedBefore"]`` as an index into the session's
+    history, so a resumed session masks what it masked before; without ``first_index`` (the
+    messages are not the session's history) each call starts from nothing."""
+    settings = session.config.settings.compaction
+    layer_on = bool(getattr(session.veil, "context_layer_on", False))
+    first = request.first_index
+    state = session.state.setdefault(STATE_KEY, {}) if first is not None else {}
+    before = max(0, int(state.get("maskedBefore", 0)) - (first or 0))
+    masked, boundary = mask_in_blocks(
+        request.messages,
+        settings.masking_turns(layer_on),
+        settings.masking_block(layer_on),
+        before,
+    )
+    if first is not None:
+        state["maskedBefore"] = max(int(state.get("maskedBefore", 0)), first + boundary)
+    return masked
 
 
 @hookimpl

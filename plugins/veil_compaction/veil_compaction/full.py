@@ -109,7 +109,8 @@ def run_full_compaction(session: Any, messages: list[Message]) -> CompactResult 
     if not default_compaction_settings(session).enabled:
         return None
     settings = session.config.settings.compaction
-    budget = settings.threshold * session.context_window * KEPT_SHARE
+    layer_on = bool(getattr(session.veil, "context_layer_on", False))
+    budget = settings.trigger(layer_on) * session.context_window * KEPT_SHARE
     cut = choose_cut(messages, settings.keep_recent_turns, session.count_tokens, budget)
     if cut <= 0:
         return None

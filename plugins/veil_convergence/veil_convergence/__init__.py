@@ -93,11 +93,13 @@ def _announce(session: Any, change: LevelChange) -> None:
 
 @hookimpl
 def system_prompt_sections(session: Any) -> PromptSection | None:
-    """The ``convergence`` section while a warning is active (level >= 1), else None."""
+    """The ``convergence`` section while a warning is active (level >= 1), else None. It is
+    volatile: it comes and goes with the level, so it is sent in the context note after the
+    conversation, not in the system message (whose prefix must stay put)."""
     text = monitor_for(session).prompt_text()
     if text is None:
         return None
-    return PromptSection(name="convergence", text=text, order=PROMPT_ORDER)
+    return PromptSection(name="convergence", text=text, order=PROMPT_ORDER, volatile=True)
 
 
 @hookimpl

@@ -371,7 +371,9 @@ def controller(state=None) -> Controller:
 
 
 def test_controller_lowers_on_a_burst_of_pressure_evictions():
-    c = controller()
+    c = Controller(
+        {}, ControllerSettings(threshold=0.7, min=0.6, max=0.85, step=0.05, low_water=0.75)
+    )
     for t in (0.0, 30.0):
         c.record_pass(t, ["x"], pressure=True)
     assert c.threshold == 0.7
@@ -385,7 +387,11 @@ def test_controller_lowers_on_a_burst_of_pressure_evictions():
     for t in (121.0, 122.0, 123.0):
         c.record_pass(t, [], pressure=True)
     assert c.threshold == 0.6  # clamped at min
-    assert [m["to"] for m in c.state["moves"]] == [0.65, 0.6]
+    # the low-water mark (0.75 here, in [0.6, 0.9]) follows each burst down by 0.05, so
+    # the third burst still moves it after the threshold stopped at its minimum (issue 18)
+    assert [m["to"] for m in c.state["moves"]] == [0.65, 0.6, 0.6]
+    assert [m["lowTo"] for m in c.state["moves"]] == [0.7, 0.65, 0.6]
+    assert c.low_water == 0.6
 
 
 def test_controller_ignores_spaced_or_stale_only_evictions():
@@ -794,11 +800,59 @@ def test_ranked_prefix_with_mostly_nan_scores_takes_what_argsort_takes():
     expected, got = np.zeros(1000, np.int8), np.zeros(1000, np.int8)
     ranking = np.argsort(-group_e, kind="stable")
     used_full = _stages_2_3(
-        ranking, np.ones(1000, bool), expected, group_e, freed, 10_500.0, 0.7, 10_000.0
+        ranking, np.ones(1000, bool), expected, group_e, freed, 10_500.0, 0.7, 10_000.0, 7_000.0
     )
-    used = _stages_2_3(None, np.ones(1000, bool), got, group_e, freed, 10_500.0, 0.7, 10_000.0)
+    used = _stages_2_3(
+        None, np.ones(1000, bool), got, group_e, freed, 10_500.0, 0.7, 10_000.0, 7_000.0
+    )
     assert used == used_full == 10_000.0
     assert got.tolist() == expected.tolist()
     # stage 2: the 10 scored groups (retention 0.1 < 0.7); stage 3: 40 NaN ones, oldest first
     assert np.flatnonzero(got == 2).tolist() == list(range(10))
     assert np.flatnonzero(got == 3).tolist() == list(range(10, 50))
+
+
+# --- the low-water mark (issue 18) -------------------------------------------------------------
+
+
+def test_a_pass_frees_room_down_to_the_low_water_mark():
+    """The pass starts at the threshold but frees down to the low-water mark, so the next steps
+    append without another pass."""
+    items = [item(f"s{k}", tokens=60) for k in range(8)]
+    scores = [0.3, 0.1, 0.5, 0.2, 0.65, 0.4, 0.35, 0.45]
+    # used 800 > 0.7 x 1000. Without a low-water mark: the lowest until used <= 700 (0.1, 0.2).
+    assert plan(items, scores, budget=1000, used=800).to_warm == ["s1", "s3"]
+    # With low water 0.5: down to 500, lowest first: 0.1 (740), 0.2 (680), 0.3 (620),
+    # 0.35 (560), 0.4 (500); the plan lists them in batch order.
+    result = plan(items, scores, budget=1000, used=800, low_water=0.5)
+    assert result.to_warm == ["s0", "s1", "s3", "s5", "s6"]
+    assert set(result.reasons.values()) == {"low score"}
+    # no pressure (700 is not > 0.7 x 1000): no pass at all, whatever the low-water mark
+    assert plan(items, scores, budget=1000, used=700, low_water=0.5).to_warm == []
+    # a low-water mark above the threshold counts as the threshold
+    assert plan(items, scores, budget=1000, used=800, low_water=0.9).to_warm == ["s1", "s3"]
+
+
+def test_the_controller_moves_the_low_water_mark_on_its_three_signals():
+    settings = ControllerSettings(
+        threshold=1.0, min=0.98, max=1.0, step=0.01, low_water=0.75, low_water_step=0.05
+    )
+    c = Controller({}, settings)
+    assert c.low_water == 0.75
+    for t in (0.0, 30.0, 60.0):  # a burst of 3 passes within 60 s: lower (free more per pass)
+        c.record_pass(t, ["a"], pressure=True)
+    assert (c.threshold, c.low_water) == (0.99, 0.7)
+    assert c.on_rerequest("a", 100.0) is True  # an evicted item asked for again: raise
+    assert (c.threshold, c.low_water) == (1.0, 0.75)
+    c.tick(360.0)  # 300 s calm since the last pass (60 s): raise, within the bounds
+    assert (c.threshold, c.low_water) == (1.0, 0.8)
+    c.tick(5000.0)
+    assert c.low_water == 0.9  # low_water_max
+    # never above the threshold in effect
+    low = Controller({}, ControllerSettings(threshold=0.7, min=0.6, max=0.85, low_water=0.8))
+    assert low.low_water == 0.7
+
+
+def test_the_low_water_settings_must_be_ordered():
+    with pytest.raises(ValueError, match="lowWaterMin <= lowWater <= lowWaterMax"):
+        ControllerSettings(low_water=0.95, low_water_max=0.9)

@@ -9,6 +9,13 @@ controller moves that threshold within ``[min, max]`` (``context.controller``):
 * up by ``step`` when an item it evicted is asked for again within ``rerequest_window``
   (1,800 s): it evicted too eagerly.
 
+The same signals move the low-water mark ``low_water`` (issue 18) by ``low_water_step`` within
+``[low_water_min, low_water_max]``: a pass that starts at the threshold frees room down to
+``low_water`` x budget, so several steps append before the next pass and the prompt's prefix
+stays put in between. A burst lowers it (passes come too often: each re-sends the whole
+prompt uncached, so free more per pass), a calm period and a re-request raise it (keep more).
+The mark in effect is never above the threshold (:attr:`Controller.low_water`).
+
 A *pressure eviction* is a pass that evicted something in stage 2, 3 or the hard-budget stage;
 stage 1 (stale single-use items) does not depend on the threshold, so it neither counts toward a
 burst nor breaks a calm period. Re-requests count every evicted item, whatever its stage.
@@ -47,13 +54,23 @@ class Controller:
         state.setdefault("calm_since", None)
         state.setdefault("evicted", {})
         state.setdefault("moves", [])
+        state.setdefault("low_water", settings.low_water)
         # Settings may have changed since the state was written: keep it inside the bounds.
         state["threshold"] = min(max(float(state["threshold"]), settings.min), settings.max)
+        state["low_water"] = min(
+            max(float(state["low_water"]), settings.low_water_min), settings.low_water_max
+        )
 
     @property
     def threshold(self) -> float:
         """The current pressure threshold, in [min, max]."""
         return self.state["threshold"]
+
+    @property
+    def low_water(self) -> float:
+        """The low-water mark in effect: where a pass frees room down to, as a share of the
+        budget, in [low_water_min, low_water_max] and never above :attr:`threshold`."""
+        return min(self.state["low_water"], self.threshold)
 
     def _move(self, direction: int, times: int, now: float, why: str) -> None:
         s = self.settings
@@ -61,9 +78,25 @@ class Controller:
         after = min(max(before + direction * times * s.step, s.min), s.max)
         after = round(after, 10)  # no float drift from repeated steps
         self.state["threshold"] = after
-        if after != before:
+        low_before = self.state["low_water"]
+        low_after = min(
+            max(low_before + direction * times * s.low_water_step, s.low_water_min),
+            s.low_water_max,
+        )
+        low_after = round(low_after, 10)
+        self.state["low_water"] = low_after
+        if after != before or low_after != low_before:
             moves = self.state["moves"]
-            moves.append({"time": now, "from": before, "to": after, "why": why})
+            moves.append(
+                {
+                    "time": now,
+                    "from": before,
+                    "to": after,
+                    "lowFrom": low_before,
+                    "lowTo": low_after,
+                    "why": why,
+                }
+            )
             del moves[:-MAX_MOVES_KEPT]
 
     def tick(self, now: float) -> None:

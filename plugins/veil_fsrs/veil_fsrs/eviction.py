@@ -27,9 +27,11 @@ nothing that way is never evicted:
    stability (R(t, S) < ``stale_recency`` = 0.9, i.e. t > S). Turns are left to stages 2-3, where
    their kind weighs them: they are small and hold the names the agent keeps using. Stale items
    go to the warm tier, still retrievable.
-2. **low score**: while ``used > threshold x budget`` (the controller's pressure threshold),
+2. **low score**: once ``used > threshold x budget`` (the controller's pressure threshold),
    unblocked groups with ``1 - e < threshold``, highest ``e`` first, until ``used`` is at most
-   ``threshold x budget``.
+   ``low_water x budget`` (the controller's low-water mark, at most the threshold): a pass
+   frees room in a batch, so the next steps only append and the prompt's prefix stays put
+   until the next pass (issue 18: provider prompt caches and llama.cpp's KV cache reuse it).
 3. **over budget**: while ``used > budget``, the remaining unblocked groups, highest ``e``
    first, until ``used <= budget``.
 4. **hard budget**: while still ``used > budget``, protected groups are moved: first tool
@@ -51,7 +53,8 @@ re-ranking after each pick. Everything is deterministic.
 evicted; ``context.pageIn``, on by default) and coverage is on, stages 2-3 become one choice
 over the live candidate groups *and* the paged-out groups: the same greedy (new identifiers per
 token, weighted by retention) fills ``threshold x budget`` less what stays whatever happens,
-passing over a group that no longer fits; live groups that add no new name stay while room
+passing over a group that no longer fits (``low_water x budget`` when a low-water mark is
+given); live groups that add no new name stay while room
 is left. Live candidates not chosen leave (reason ``"low score"``, or ``"over budget"`` for a
 retention at or above the threshold); paged-out groups chosen come back
 (``EvictionPlan.to_live``, reason :data:`PAGED_IN`). It only runs under pressure, so between
@@ -170,6 +173,7 @@ def plan_eviction(
     paged_out: ItemBatch | None = None,
     paged_scores: Any = None,
     mentions: Mapping[str, int] | None = None,
+    low_water: float | None = None,
 ) -> EvictionPlan:
     """Choose the items that leave the prompt (see the module docstring for the stages).
 
@@ -193,6 +197,11 @@ def plan_eviction(
             ranking weighs each new identifier by that count to the power
             ``settings.mention_power`` (:func:`veil_fsrs.coverage.mention_weigher`). None:
             every new identifier counts 1.
+        low_water: the share of the budget a pass frees room down to (the controller's
+            low-water mark; issue 18): a pass starts only when ``used > threshold x budget``,
+            and then stage 2 (or the re-selection) aims at ``low_water x budget`` instead of
+            ``threshold x budget``, so the next steps append without another pass. None: the
+            threshold (every pass frees just enough). Values above ``threshold`` count as it.
 
     Returns:
         An :class:`EvictionPlan` with ``to_warm`` (stage order), ``to_live`` (paged in),
@@ -259,7 +268,8 @@ def plan_eviction(
 
     used = float(used_tokens) - float(freed[first].sum())
     budget = float(budget_tokens)
-    soft_target = threshold * budget
+    mark = threshold if low_water is None else min(low_water, threshold)
+    soft_target = mark * budget
 
     # Stages 2 and 3 share one ranking, sorted once and only under pressure: highest eviction
     # score first, then the older group.
@@ -310,6 +320,7 @@ def plan_eviction(
                 used,
                 threshold,
                 budget,
+                soft_target,
             )
 
     # Hard budget: window tool results, then window turns, then pinned tool results.
@@ -414,11 +425,13 @@ def _stages_2_3(
     used: float,
     threshold: float,
     budget: float,
+    soft_target: float,
 ) -> float:
     """Stages 2 and 3 as prefixes of one ranking (evict first = first); marks ``stage``;
     returns the new ``used``. ``ranking``: every group, in order; None for the plain order
     by eviction score ``group_e``, highest first, ties by group number (then only the
-    prefixes taken are sorted: :func:`_ranked_prefix`)."""
+    prefixes taken are sorted: :func:`_ranked_prefix`). Stage 2 takes groups whose retention
+    is under ``threshold`` until ``used <= soft_target`` (the low-water mark x budget)."""
     neg_e = -group_e
 
     def take(groups: np.ndarray, used: float, target: float) -> tuple[np.ndarray, float]:
@@ -426,7 +439,7 @@ def _stages_2_3(
             return _ranked_prefix(np.flatnonzero(groups), neg_e, freed, used, target)
         return _take_prefix(ranking[groups[ranking]], freed, used, target)
 
-    taken, used = take(open_groups & (1.0 - group_e < threshold), used, threshold * budget)
+    taken, used = take(open_groups & (1.0 - group_e < threshold), used, soft_target)
     stage[taken] = 2
     if used > budget:
         taken, used = take(open_groups & (stage == 0), used, budget)
@@ -573,6 +586,7 @@ def evict_pass(
         used_tokens,
         settings=settings,
         threshold=controller.threshold,
+        low_water=controller.low_water,
         current_step=current_step,
         now=now,
         embeddings=embeddings,

@@ -12,10 +12,14 @@ from veil.core.testing import ScriptedModel
 
 
 def last_user_text(messages: list[dict]) -> str:
-    """Content of the latest user message in an OpenAI message list."""
+    """Content of the latest user message in an OpenAI message list (veil's context note,
+    sent last as a ``user`` message, is not the user's and is skipped)."""
+    from veil.core.context import NOTE_PREFIX
+
     for message in reversed(messages):
-        if message.get("role") == "user":
-            return str(message.get("content") or "")
+        content = str(message.get("content") or "")
+        if message.get("role") == "user" and not content.startswith(NOTE_PREFIX):
+            return content
     return ""
 
 

@@ -274,8 +274,14 @@ class VeilReplayPolicy:
         if tokens > self.budget:
             self.over_budget.append((t, tokens, "protected context alone exceeds the budget"))
         stubs = set(session.stubs.values())
-        kept = [s.text for s in prompt.sections if s.name != "manifest"]
-        kept += [m.get("content") or "" for m in messages[1:] if m.get("content") not in stubs]
+        kept = [s.text for s in prompt.sections if not s.name.startswith("manifest")]
+        # the context notes hold the manifest and the volatile sections already counted above
+        notes = [n for n in (prompt.note, prompt.anchored_note) if n is not None]
+        kept += [
+            m.get("content") or ""
+            for m in messages[1:]
+            if m.get("content") not in stubs and not any(m is n for n in notes)
+        ]
         return messages, SEPARATOR.join(kept)
 
     def close(self) -> None:
