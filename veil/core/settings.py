@@ -296,7 +296,11 @@ class ControllerSettings(_Model):
     [``low_water_min``, ``low_water_max``] ([0.6, 0.9]) on the same signals as the threshold:
     down on a burst of passes (each pass re-sends the whole prompt uncached, so passes that come
     often should free more), up on a calm period and when an evicted item is asked for again
-    (it freed too much). It never exceeds the threshold in effect. Defaults chosen by replay
+    (it freed too much). It never exceeds the threshold in effect. With ``cache_price`` (what
+    the provider bills cached input, 0.1 of the uncached price; None: off) a pass also caps the
+    mark where the session would cost more per step than sending its whole history
+    (``veil_fsrs.controller.cache_cap``): a session just over the budget frees more per pass, a
+    long one keeps more. Defaults chosen by replay
     (bench/RESULTS.md, issue 18; 20 of the 84 mini-swe-agent files, masking off, effective
     tokens at a cache price of 0.1 / misses): 0.9 gave 1.218 x full history's / 54, 0.75
     1.011 / 55, 0.6 0.805 / 75, 0.5 (down to 0.4) 0.717 / 131; the masking baseline 1.863 / 98. DESIGN.md's reference defaults are 0.7 within [0.6, 0.85]; replaying
@@ -315,10 +319,11 @@ class ControllerSettings(_Model):
     burst_window: float = Field(default=60.0, gt=0)
     calm_period: float = Field(default=300.0, gt=0)
     rerequest_window: float = Field(default=1800.0, gt=0)
-    low_water: float = Field(default=0.6, gt=0, le=1)
+    low_water: float = Field(default=0.9, gt=0, le=1)
     low_water_min: float = Field(default=0.6, gt=0, le=1)
     low_water_max: float = Field(default=0.9, gt=0, le=1)
     low_water_step: float = Field(default=0.05, gt=0, le=0.5)
+    cache_price: float | None = Field(default=0.1, ge=0, le=1)
 
     @model_validator(mode="after")
     def _ordered(self) -> ControllerSettings:
@@ -330,7 +335,7 @@ class ControllerSettings(_Model):
         if not self.low_water_min <= self.low_water <= self.low_water_max:
             raise ValueError(
                 f"need lowWaterMin <= lowWater <= lowWaterMax, got {self.low_water_min}, "
-                f"{self.low_water}, {self.low_water_max} (defaults: 0.6, 0.6, 0.9)"
+                f"{self.low_water}, {self.low_water_max} (defaults: 0.6, 0.9, 0.9)"
             )
         return self
 

@@ -9,12 +9,13 @@ controller moves that threshold within ``[min, max]`` (``context.controller``):
 * up by ``step`` when an item it evicted is asked for again within ``rerequest_window``
   (1,800 s): it evicted too eagerly.
 
-The same signals move the low-water mark ``low_water`` (issue 18) by ``low_water_step`` within
-``[low_water_min, low_water_max]``: a pass that starts at the threshold frees room down to
-``low_water`` x budget, so several steps append before the next pass and the prompt's prefix
-stays put in between. A burst lowers it (passes come too often: each re-sends the whole
-prompt uncached, so free more per pass), a calm period and a re-request raise it (keep more).
-The mark in effect is never above the threshold (:attr:`Controller.low_water`).
+The low-water mark ``low_water`` (issue 18): a pass that starts at the threshold frees room
+down to ``low_water`` x budget, so several steps append before the next pass and the prompt's
+prefix stays put in between. A calm period and a re-request raise it by ``low_water_step``
+within ``[low_water_min, low_water_max]`` (keep more); the cache in view caps it per pass
+(:func:`cache_cap`: never so high that the session costs more per step than sending its whole
+history, with cached input at ``cache_price``), which is how repeated passes lower it. The mark
+in effect is never above the threshold (:attr:`Controller.low_water`).
 
 A *pressure eviction* is a pass that evicted something in stage 2, 3 or the hard-budget stage;
 stage 1 (stale single-use items) does not depend on the threshold, so it neither counts toward a
@@ -32,6 +33,45 @@ from collections.abc import Iterable
 from typing import Any
 
 from veil.core.settings import ControllerSettings
+
+
+def cache_cap(
+    history_tokens: float,
+    steps: int,
+    budget_tokens: float,
+    *,
+    price: float,
+    low: float,
+    high: float,
+) -> float:
+    """The highest low-water mark in ``[low, high]`` (steps of 0.01) at which a session is
+    expected to cost no more per step than sending its whole history would, with cached input
+    billed at ``price`` (issue 18: the cache in view).
+
+    Model (tokens per step; ``g`` = ``history_tokens / steps``, what a step adds, ``B`` =
+    ``budget_tokens``, ``w`` = the mark): a pass re-sends the prompt uncached every
+    ``(1 - w) B / g`` steps, about ``w B`` tokens, so passes cost ``g w / (1 - w)`` per step;
+    between passes the prompt, ``B (1 + w) / 2`` on average, is read at ``price``; the new
+    tokens ``g`` are paid in full either way. Full history costs ``price x history_tokens +
+    g`` per step (all of it cached but the new tokens). The mark is the largest ``w`` with
+    ``g w / (1 - w) + price B (1 + w) / 2 <= price x history_tokens``, or ``low`` when none.
+    A long session (history many budgets long) affords a high mark, so the prompt keeps more;
+    a session just over the budget gets a low one, so passes are rare.
+
+    Example: B 6,800, 400 tokens a step, price 0.1: 10,000 tokens of history -> ``low``,
+    20,000 -> 0.77, 40,000 -> 0.88.
+    """
+    if steps <= 0 or history_tokens <= 0 or budget_tokens <= 0:
+        return high
+    g = history_tokens / steps
+    allowed = price * history_tokens
+    w = round(high, 2)
+    while w > low:
+        if g * w / (1.0 - w) + price * budget_tokens * (1.0 + w) / 2.0 <= allowed:
+            return w
+        w = round(w - 0.01, 2)
+    return low
+
 
 MAX_MOVES_KEPT = 50
 """How many threshold moves ``state["moves"]`` keeps (for ``/context`` and tests)."""
@@ -72,7 +112,7 @@ class Controller:
         budget, in [low_water_min, low_water_max] and never above :attr:`threshold`."""
         return min(self.state["low_water"], self.threshold)
 
-    def _move(self, direction: int, times: int, now: float, why: str) -> None:
+    def _move(self, direction: int, times: int, now: float, why: str, low: bool = True) -> None:
         s = self.settings
         before = self.state["threshold"]
         after = min(max(before + direction * times * s.step, s.min), s.max)
@@ -80,7 +120,7 @@ class Controller:
         self.state["threshold"] = after
         low_before = self.state["low_water"]
         low_after = min(
-            max(low_before + direction * times * s.low_water_step, s.low_water_min),
+            max(low_before + direction * times * s.low_water_step * low, s.low_water_min),
             s.low_water_max,
         )
         low_after = round(low_after, 10)
@@ -128,7 +168,11 @@ class Controller:
             return
         burst = [t for t in self.state["burst"] if now - t <= s.burst_window] + [now]
         if len(burst) >= s.burst_count:
-            self._move(-1, 1, now, f"{len(burst)} evictions within {s.burst_window:g} s")
+            # the threshold only: passes that come in bursts are mostly passes that could not
+            # reach the low-water mark (protected items fill the prompt), and lowering the mark
+            # then only drops context; the cache cap (cache_cap) already frees more per pass
+            # when passes come often for the history they save (replay, bench/RESULTS.md)
+            self._move(-1, 1, now, f"{len(burst)} evictions within {s.burst_window:g} s", low=False)
             burst = []  # the next lowering needs a new burst
         self.state["burst"] = burst
         self.state["calm_since"] = now

@@ -93,7 +93,19 @@ def evict(
         pointer_tokens=_optional_setting(settings, "pointer_tokens", DEFAULT_POINTER_TOKENS),
         page_in=lambda: _page_in_candidates(session),
         mentions=lambda: getattr(session, "identifier_mentions", None),
+        history=lambda: _history(session),
     )
+
+
+def _history(session: Any) -> tuple[float, int]:
+    """``(tokens of the session's whole stored history, steps so far)`` for the cache cap of
+    the low-water mark (0, 0 when the session does not say)."""
+    messages = getattr(session, "messages", None)
+    count = getattr(session, "count_tokens", None)
+    step = getattr(session, "step", 0)
+    if not messages or not callable(count) or not isinstance(step, int):
+        return 0.0, 0
+    return float(count(messages)), step
 
 
 def _page_in_candidates(session: Any) -> tuple[ItemBatch | None, Any]:

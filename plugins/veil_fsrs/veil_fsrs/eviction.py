@@ -75,7 +75,7 @@ from veil.core.items import ItemBatch
 from veil.core.settings import ContextSettings
 from veil.core.types import ITEM_KINDS, EvictionPlan
 from veil_fsrs.batch_index import BatchIndex, index_for
-from veil_fsrs.controller import Controller
+from veil_fsrs.controller import Controller, cache_cap
 from veil_fsrs.coverage import (
     Weigher,
     eviction_order,
@@ -552,9 +552,14 @@ def evict_pass(
     pointer_tokens: int = 0,
     page_in: Callable[[], tuple[ItemBatch | None, Any]] | None = None,
     mentions: Callable[[], Mapping[str, int] | None] | None = None,
+    history: Callable[[], tuple[float, int]] | None = None,
 ) -> EvictionPlan:
     """One eviction pass with the controller: detect re-requests, apply calm periods, plan with
     the current threshold, then record the pass.
+
+    ``history`` returns ``(tokens of the session's whole history, steps so far)``, read only
+    under pressure: with ``context.controller.cachePrice`` set, the low-water mark in effect is
+    the lower of the controller's and :func:`veil_fsrs.controller.cache_cap`'s.
 
     An item this policy evicted that is among the live ``items`` again was brought back
     (hydrated, promoted, recalled): it counts as a re-request at ``now``.
@@ -573,12 +578,27 @@ def evict_pass(
             controller.on_rerequest(item_id, now)
     controller.tick(now)
     paged_out, paged_scores, counts = None, None, None
+    low_water = controller.low_water
     if len(items) and used_tokens > controller.threshold * budget_tokens:
         # only under pressure: nothing to do otherwise
         if page_in is not None:
             paged_out, paged_scores = page_in()
         if mentions is not None:
             counts = mentions()
+        price = controller.settings.cache_price
+        if history is not None and price is not None:
+            tokens, steps = history()
+            low_water = min(
+                low_water,
+                cache_cap(
+                    tokens,
+                    steps,
+                    budget_tokens,
+                    price=price,
+                    low=controller.settings.low_water_min,
+                    high=controller.settings.low_water_max,
+                ),
+            )
     plan = plan_eviction(
         items,
         scores,
@@ -586,7 +606,7 @@ def evict_pass(
         used_tokens,
         settings=settings,
         threshold=controller.threshold,
-        low_water=controller.low_water,
+        low_water=low_water,
         current_step=current_step,
         now=now,
         embeddings=embeddings,
