@@ -400,16 +400,13 @@ ANSI_ESCAPE = re.compile(
 character or as ``\\033``, ``\\x1b``, ``\\u001b``, ``\\e`` (printf, JSON)."""
 
 
-_WRITTEN_ESCAPES = ("\\033[", "\\x1b[", "\\u001b[", "\\e[", "\\033]", "\\x1b]", "\\u001b]", "\\e]")
-_WRITTEN_ESCAPES = _WRITTEN_ESCAPES + tuple(
-    e.replace("b", "B") for e in _WRITTEN_ESCAPES if "b" in e
-)
+_WRITTEN_ESCAPE = re.compile(r"\\(?:033|x1[bB]|u001[bB]|e)[\[\]]")
 
 
 def _may_hold_escapes(text: str) -> bool:
     """A cheap test before :data:`ANSI_ESCAPE` runs: an ESC character, or an escape written
     out (JSON-escaped texts hold many backslashes and rarely one of these)."""
-    return "\x1b" in text or ("\\" in text and any(e in text for e in _WRITTEN_ESCAPES))
+    return "\x1b" in text or ("\\" in text and _WRITTEN_ESCAPE.search(text) is not None)
 
 
 def strip_ansi(text: str) -> str:
