@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import random
 import string
 import subprocess
@@ -333,24 +334,30 @@ def test_the_harness_and_veil_remember_store_no_secret(tmp_path):
     assert "[redacted:github_token]" in held and "[redacted:stripe_key]" in held
 
 
-def test_a_credential_is_refused_as_a_model_name_over_http(project):
+def test_a_credential_is_refused_as_a_model_name_over_http(project, monkeypatch):
     """Issue 17 B4: ``POST /sessions {"model": "<key>"}`` stored the key in the sessions table.
-    It is refused with a 400 naming the field, and echoed nowhere; a model name still works."""
+    It is refused with a 400 naming the field, and echoed nowhere; a model name still works.
+    Both a key of a known format and a key of no known shape that veil knows (here from the
+    environment) are refused."""
     from starlette.testclient import TestClient
     from veil_http import create_app
 
+    known = "".join(_rnd.choice("0123456789abcdef") for _ in range(40))
+    monkeypatch.setenv("TOGETHER_API_KEY", known)
     veil = open_project(project, ScriptedModel([]), ScriptedModel([]), Recorder())
     client = TestClient(create_app(veil), base_url="http://127.0.0.1:5051")
-    refused = client.post("/sessions", json={"model": STRIPE})
-    assert refused.status_code == 400, refused.text
-    assert "model:" in refused.json()["error"]["message"]
-    assert STRIPE not in refused.text
+    for key in (STRIPE, known):
+        refused = client.post("/sessions", json={"model": key})
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["message"].startswith("model: ")
+        assert key not in refused.text
     created = client.post("/sessions", json={"model": "openrouter/qwen/qwen3-coder"})
     assert created.status_code == 201, created.text
     assert created.json()["model"] == "openrouter/qwen/qwen3-coder"
     veil.close()
     database = dump_database(project / ".veil" / "context.db")
-    assert STRIPE not in database and "openrouter/qwen/qwen3-coder" in database
+    assert STRIPE not in database and known not in database
+    assert "openrouter/qwen/qwen3-coder" in database
 
 
 def test_a_credential_is_refused_as_a_model_name_on_the_command_line(project, tmp_path):
@@ -366,7 +373,7 @@ def test_a_credential_is_refused_as_a_model_name_on_the_command_line(project, tm
             "-p",
             "hi",
         ],
-        env={**__import__("os").environ, "VEIL_HOME": str(tmp_path / "home")},
+        env={**os.environ, "VEIL_HOME": str(tmp_path / "home")},
         capture_output=True,
         text=True,
         timeout=120,
