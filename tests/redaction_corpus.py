@@ -327,6 +327,47 @@ def secret_cases(seed: int = 17) -> list[SecretCase]:
         "apiVersion: v1\nkind: Secret\ndata:\n  token: {}\n",
         (g.body(64, B64), "assignment:token"),
     )
+    esc = "\x1b"
+    add(
+        "GitHub token in coloured output (escape glued to it)",
+        "token: " + esc + "[31m{}" + esc + "[0m\n",
+        ("gh" + "p_" + g.body(36), "github_token"),
+    )
+    add(
+        "password name coloured by grep --color=always",
+        "config/.env:3:DB_" + esc + "[01;31m" + esc + "[KPASSWORD" + esc + "[m" + esc + "[K={}\n",
+        (g.password(), "assignment:DB_PASSWORD"),
+    )
+    add(
+        "GitHub token in a printf command (escape written as \\033)",
+        "printf 'token: \\033[31m{}\\033[0m'",
+        ("gh" + "o_" + g.body(36), "github_token"),
+    )
+    add(
+        "password holding an ampersand",
+        "password: {}\n",
+        (g.body(9) + "&" + g.body(6), "assignment:password"),
+    )
+    add(
+        "env password holding an ampersand and a dollar",
+        "DB_PASSWORD={}\n",
+        (g.body(7) + "&" + g.body(5) + "$" + g.body(10).lower(), "assignment:DB_PASSWORD"),
+    )
+    add(
+        "session cookie in a request header",
+        "curl -H 'Cookie: theme=dark; session={}' https://app.example.com/\n",
+        (g.body(32), "cookie"),
+    )
+    add(
+        "URL-encoded api_key in a redirect",
+        "Location: /login?next=%2Fdata%3Fapi_key%3D{}%26page%3D2\n",
+        (g.body(32), "assignment:api_key"),
+    )
+    add(
+        "access token in a query string followed by another parameter",
+        "GET /cb?access_token={}&page=2 HTTP/1.1\n",
+        (g.body(40), "assignment:access_token"),
+    )
     return cases
 
 
@@ -401,4 +442,14 @@ def lookalike_cases(seed: int = 17) -> list[tuple[str, str]]:
         ("Java constant", 'private static final String PASSWORD_PROPERTY = "db.password";'),
         ("camelCase reference", "const token = await getAccessToken(userId);"),
         ("placeholder value", "OPENAI_API_KEY=your_api_key_here"),
+        (
+            "coloured git log",
+            "\x1b[33mcommit " + sha1 + "\x1b[m\nAuthor: Dev <dev@example.com>\n",
+        ),
+        ("coloured pytest line", "\x1b[32mPASSED\x1b[0m tests/test_auth.py::test_token_refresh"),
+        ("query string with ampersands", "GET /items?page=2&sort=asc&token_type=bearer 200"),
+        ("shell variable as password", "export DB_PASSWORD=$VAULT_DB_PASSWORD"),
+        ("cookie preferences", "Cookie: theme=dark; lang=en-US; consent=true"),
+        ("set-cookie attributes", "Set-Cookie: theme=dark; Path=/; Max-Age=3600; HttpOnly"),
+        ("URL-encoded query without a secret", "next=%2Fsearch%3Fq%3Dredaction%26page%3D2"),
     ]

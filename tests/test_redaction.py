@@ -316,6 +316,57 @@ def test_messages_and_tool_call_arguments():
     assert red.tool_result(ToolResult("plain"), None).content == "plain"
 
 
+@pytest.mark.parametrize("gate", GATES)
+def test_a_password_runs_past_its_punctuation_to_the_end_of_the_value(gate):
+    """Red-team misses (issue 17): "&" cut the value, leaving its tail in the store; a query
+    parameter after a token still ends it."""
+    red = Redactor(gate=gate)
+    assert red.text("password: Tr0ub4dor&3xyzQ") == "password: [redacted:assignment:password]"
+    assert (
+        red.text("DB_PASSWORD=hunter2&Sup3r$ecretTail\nDEBUG=1")
+        == "DB_PASSWORD=[redacted:assignment:DB_PASSWORD]\nDEBUG=1"
+    )
+    assert (
+        red.text("GET /cb?access_token=aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW&page=2&sort=asc")
+        == "GET /cb?access_token=[redacted:assignment:access_token]&page=2&sort=asc"
+    )
+    assert red.text("export DB_PASSWORD=$VAULT_DB_PASSWORD") == (
+        "export DB_PASSWORD=$VAULT_DB_PASSWORD"
+    )
+
+
+@pytest.mark.parametrize("gate", GATES)
+def test_terminal_colour_codes_do_not_hide_a_token(gate):
+    """An escape sequence glued to a token (``ESC[31mghp_...``) is a boundary: the token goes,
+    and with it the colour codes of that text; a coloured text without a secret is untouched."""
+    red = Redactor(gate=gate)
+    token = "gh" + "p_" + "1A2b3C4d5E6f7G8h9I0jK1lM2nO3pQ4rS5tU6v"
+    assert red.text(f"token: \x1b[31m{token}\x1b[0m\n") == "token: [redacted:github_token]\n"
+    assert red.text(f"printf 'token: \\033[31m{token}\\033[0m'") == (
+        "printf 'token: [redacted:github_token]'"
+    )
+    # in a tool call's JSON arguments, the escape is written \u001b
+    args = json.dumps({"command": f"printf 'token: \x1b[31m{token}\x1b[0m'"})
+    assert json.loads(red.arguments(args)) == {"command": "printf 'token: [redacted:github_token]'"}
+    sha = "\x1b[33mcommit 3f2a9b1c4d5e6f708192a3b4c5d6e7f8091a2b3c\x1b[m\n"
+    assert red.text(sha) is sha
+
+
+@pytest.mark.parametrize("gate", GATES)
+def test_cookies_and_url_encoded_keys(gate):
+    red = Redactor(gate=gate)
+    sid = "aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW"
+    assert red.text(f"Cookie: session={sid}; theme=dark") == (
+        "Cookie: session=[redacted:cookie]; theme=dark"
+    )
+    assert red.text(f"Set-Cookie: sid={sid}; Path=/; Max-Age=3600; HttpOnly") == (
+        "Set-Cookie: sid=[redacted:cookie]; Path=/; Max-Age=3600; HttpOnly"
+    )
+    assert red.text(f"/x?api_key%3D{sid}%26page%3D2") == (
+        "/x?api_key%3D[redacted:assignment:api_key]%26page%3D2"
+    )
+
+
 def test_placeholders_are_counted():
     text = "a [redacted:openai_key] b [redacted:openai_key] [redacted] [redacted:jwt]"
     assert placeholders(text) == {"[redacted:openai_key]": 2, "[redacted:jwt]": 1}

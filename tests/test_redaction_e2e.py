@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import random
 import string
 import subprocess
@@ -331,3 +332,85 @@ def test_the_harness_and_veil_remember_store_no_secret(tmp_path):
     for text in (prompt, held, dump_database(db)):
         assert GITHUB not in text and STRIPE not in text
     assert "[redacted:github_token]" in held and "[redacted:stripe_key]" in held
+
+
+def test_a_credential_is_refused_as_a_model_name_over_http(project, monkeypatch):
+    """Issue 17 B4: ``POST /sessions {"model": "<key>"}`` stored the key in the sessions table.
+    It is refused with a 400 naming the field, and echoed nowhere; a model name still works.
+    Both a key of a known format and a key of no known shape that veil knows (here from the
+    environment) are refused."""
+    from starlette.testclient import TestClient
+    from veil_http import create_app
+
+    known = "".join(_rnd.choice("0123456789abcdef") for _ in range(40))
+    monkeypatch.setenv("TOGETHER_API_KEY", known)
+    veil = open_project(project, ScriptedModel([]), ScriptedModel([]), Recorder())
+    client = TestClient(create_app(veil), base_url="http://127.0.0.1:5051")
+    for key in (STRIPE, known):
+        refused = client.post("/sessions", json={"model": key})
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["message"].startswith("model: ")
+        assert key not in refused.text
+    created = client.post("/sessions", json={"model": "openrouter/qwen/qwen3-coder"})
+    assert created.status_code == 201, created.text
+    assert created.json()["model"] == "openrouter/qwen/qwen3-coder"
+    veil.close()
+    database = dump_database(project / ".veil" / "context.db")
+    assert STRIPE not in database and known not in database
+    assert "openrouter/qwen/qwen3-coder" in database
+
+
+def test_a_credential_is_refused_as_a_model_name_on_the_command_line(project, tmp_path):
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "veil.cli",
+            "--project",
+            str(project),
+            "--model",
+            GITHUB,
+            "-p",
+            "hi",
+        ],
+        env={**os.environ, "VEIL_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert run.returncode != 0
+    assert "model:" in run.stderr and "Traceback" not in run.stderr
+    assert GITHUB not in run.stdout + run.stderr
+
+
+def test_compaction_instructions_reach_the_summariser_redacted(project):
+    """Issue 17 B4: ``POST /sessions/{id}/compact {"instructions": "... <token>"}`` sent the
+    raw token to the summary model."""
+    from starlette.testclient import TestClient
+    from veil_http import create_app
+
+    main = ScriptedModel(
+        [
+            {"tool_calls": [{"name": "bash", "arguments": {"command": "echo one"}}]},
+            {"tool_calls": [{"name": "bash", "arguments": {"command": "echo two"}}]},
+            "Done.",
+            # defaultCompaction summarises with the session's main model
+            "## Summary\nThe agent echoed two words.",
+        ]
+    )
+    veil = open_project(project, main, ScriptedModel([]), Recorder())
+    session = veil.new_session()
+    veil.run_turn(session, "Echo two words.")
+    client = TestClient(create_app(veil), base_url="http://127.0.0.1:5051")
+    answer = client.post(
+        f"/sessions/{session.id}/compact",
+        json={"instructions": f"Keep the token {GITHUB} in the summary."},
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["compactedCount"] > 0
+    assert len(main.calls) == 4
+    sent = json.dumps(main.calls[-1])
+    assert GITHUB not in sent
+    assert "Keep the token [redacted:github_token] in the summary." in sent
+    veil.close()

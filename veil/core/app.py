@@ -17,6 +17,7 @@ import pluggy
 from veil.core import plugins as plugin_mod
 from veil.core.errors import (
     AgentNotFound,
+    BadRequest,
     CompactionDisabled,
     ConfigError,
     NotAvailable,
@@ -172,10 +173,13 @@ class Veil:
 
         Raises:
             ConfigError: the agent's agent.json is invalid; UnsafePath: bad agent name;
-            AgentNotFound: ``agent`` is not the default agent and has no ``.veil/agents/<name>/``.
+            AgentNotFound: ``agent`` is not the default agent and has no ``.veil/agents/<name>/``;
+            BadRequest: ``model`` looks like a credential (:meth:`check_model_name`).
         """
         from veil.core.session import Session
 
+        if model is not None:
+            self.check_model_name(model)
         default = self.config.settings.default_agent
         agent = validate_agent_name(agent or default)
         folder = self.config.agent_file(agent).parent
@@ -191,6 +195,23 @@ class Veil:
         self._live[session.id] = session
         self.pm.hook.session_start(session=session)
         return session
+
+    def check_model_name(self, model: str, field: str = "model") -> None:
+        """Refuse a model name that is a credential: a key pasted where a model goes would be
+        stored in the session's ``model`` column and sent in every request, and a key is never
+        a model name. It is one when a credential format matches it or it holds a secret veil
+        knows (checked whatever ``security.redactSecrets`` says).
+
+        Raises:
+            BadRequest: naming ``field``, without the value.
+        """
+        from veil.core.redaction import pattern_redactor
+
+        if pattern_redactor().changes(model) or self.redactor.known_only(model) != model:
+            raise BadRequest(
+                f"{field}: this looks like an API key or token, not a model name; keys go in "
+                "auth.json (providers.<name>.api_key) or the provider's environment variable"
+            )
 
     def agent_snapshot(self, agent: str) -> dict[str, Any]:
         """The agent's configuration as a session snapshots it at creation (seed 000): agent.json
@@ -308,6 +329,8 @@ class Veil:
                 raise CompactionDisabled(
                     f"defaultCompaction is disabled for agent {session.agent!r}"
                 )
+            if instructions:  # sent to the summariser: a pasted key must not reach the model
+                instructions = self.redactor.text(instructions)
             result = self.pm.hook.compact(
                 session=session, request=CompactRequest(mode="default", instructions=instructions)
             )

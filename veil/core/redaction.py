@@ -30,6 +30,7 @@ import collections
 import functools
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -245,9 +246,23 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """``text`` with every credential replaced (the same object when there is none, or
-        when redaction is off). Non-strings are returned as they are."""
+        when redaction is off). Non-strings are returned as they are.
+
+        A text holding terminal escape sequences (colour output: ``grep --color=always``,
+        ``jq -C``, pytest; also their escaped forms ``\\033[``, ``\\u001b[`` in commands
+        and JSON) is redacted without them, since a colour code glued to a token
+        (``\\033[31mghp_...``) or splitting a name from its value hides it from the rules;
+        when that finds a credential, the result is the text without its escape sequences
+        (colour carries nothing the model or the store needs), else the text comes back
+        whole, colours included."""
         if not self.enabled or not isinstance(text, str) or len(text) < MIN_SECRET_TEXT:
             return text
+        if _may_hold_escapes(text) and (plain := strip_ansi(text)) is not text:
+            redacted = self._text(plain)
+            return text if redacted is plain else redacted
+        return self._text(text)
+
+    def _text(self, text: str) -> str:
         known, rules, starts = self._hits(text)
         original = text
         if known:
@@ -376,6 +391,33 @@ class Redactor:
         return replace(result, content=new_content, meta=meta)
 
 
+ANSI_ESCAPE = re.compile(
+    r"(?:\x1b|\\(?:033|x1[bB]|u001[bB]|e))"
+    r"(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]{0,2048}(?:\x07|\x1b\\))"
+)
+"""A terminal escape sequence (ECMA-48): CSI (``ESC [`` parameters, final byte: colours,
+``ESC[K``) or OSC (``ESC ]`` ... BEL / ``ESC \\``: hyperlinks, titles), the ESC written as the
+character or as ``\\033``, ``\\x1b``, ``\\u001b``, ``\\e`` (printf, JSON)."""
+
+
+_WRITTEN_ESCAPE = re.compile(r"\\(?:033|x1[bB]|u001[bB]|e)[\[\]]")
+
+
+def _may_hold_escapes(text: str) -> bool:
+    """A cheap test before :data:`ANSI_ESCAPE` runs: an ESC character, or an escape written
+    out (JSON-escaped texts hold many backslashes and rarely one of these)."""
+    return "\x1b" in text or ("\\" in text and _WRITTEN_ESCAPE.search(text) is not None)
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences (:data:`ANSI_ESCAPE`); ``text`` itself when it
+    holds none."""
+    if not _may_hold_escapes(text):
+        return text
+    out = ANSI_ESCAPE.sub("", text)
+    return text if out == text else out
+
+
 def placeholders(text: str) -> collections.Counter[str]:
     """How often each ``[redacted:NAME]`` placeholder occurs in ``text``."""
     return collections.Counter(
@@ -413,4 +455,5 @@ __all__ = [
     "pattern_redactor",
     "placeholders",
     "redactor_for",
+    "strip_ansi",
 ]

@@ -172,12 +172,20 @@ _WINDOWS_PATH = re.compile(r"[A-Za-z]:[\\/]")
 _FILE_NAME = re.compile(r"[\w.-]+\.(?:pem|key|json|ya?ml|txt|env|cfg|ini|toml|crt|p12|pfx|der)")
 
 
+# a shell or template reference: ``$VAR`` at the start, ``${...}`` / ``$(...)``, or ``$NAME``
+# in capitals anywhere (``prefix$HOME``); a ``$`` inside random text is a character
+# (``Sup3r$ecretTail``)
+_TEMPLATE_DOLLAR = re.compile(r"\A\$|\$[{(]|\$[A-Z_][A-Z0-9_]*(?![a-z])")
+
+
 def placeholder_value(value: str) -> bool:
-    """Whether ``value`` is a template or a stand-in rather than a credential: it holds ``$``,
-    braces, angle brackets, ``%s`` / ``%(``, a mask (``***``), an already redacted part, a word
+    """Whether ``value`` is a template or a stand-in rather than a credential: it holds a
+    ``$`` reference (``$VAR`` at its start, ``${``, ``$(``, ``$NAME`` in capitals), braces, angle brackets, ``%s`` / ``%(``, a mask (``***``), an already redacted part, a word
     such as ``example`` / ``changeme`` / ``your_...``, or repeats one or two characters."""
     low = value.lower()
-    if any(c in value for c in "${}<>") or "%s" in value or "%(" in value:
+    if any(c in value for c in "{}<>") or "%s" in value or "%(" in value:
+        return True
+    if "$" in value and _TEMPLATE_DOLLAR.search(value):
         return True
     if "***" in value or value.count("*") * 2 > len(value):
         return True
@@ -618,12 +626,43 @@ class AuthorizationRule(Rule):
         return _splice(match, "s", placeholder(name))
 
 
+COOKIE_RULE = _rule(
+    "cookie",
+    ("Cookie", "cookie", "COOKIE"),
+    r"(?<![A-Za-z0-9_])(?:Set-|set-|SET-)?(?:Cookie|cookie|COOKIE)(?:\\?[\"'])?[ \t]*:[ \t]*"
+    r"(?:\\?[\"'])?(?P<s>[^\r\n\"'\\]{1,4096})",
+    "RFC 6265 Cookie / Set-Cookie headers: name=value pairs, separated by '; '",
+)
+_COOKIE_PAIR = re.compile(r"(?P<name>[^\s=;,]{1,128})=(?P<value>[^\s;,]{1,1024})", re.ASCII)
+
+
+class CookieRule(Rule):
+    """``Cookie:`` / ``Set-Cookie:`` headers: each pair's value that looks random
+    (:func:`secret_value`: a session id, not ``theme=dark``, ``Path=/`` or ``Max-Age=3600``)
+    becomes ``[redacted:cookie]``; names and attributes stay."""
+
+    def replacement(self, match: re.Match[str]) -> str | None:
+        pairs = match.group("s")
+        out = _COOKIE_PAIR.sub(
+            lambda m: (
+                m.group("name") + "=" + placeholder(self.name)
+                if secret_value(m.group("value"))
+                else m.group(0)
+            ),
+            pairs,
+        )
+        if out == pairs:
+            return None
+        return _splice(match, "s", out)
+
+
 def _as_rule(cls: type[Rule], rule: Rule) -> Rule:
     return cls(rule.name, rule.anchors, rule.pattern, rule.check, rule.source, rule.gate_words)
 
 
 HEADER_RULES: tuple[Rule, ...] = (
     _as_rule(AuthorizationRule, AUTHORIZATION_RULE),
+    _as_rule(CookieRule, COOKIE_RULE),
     _rule(
         "bearer",
         ("Bearer", "bearer", "BEARER"),
@@ -688,24 +727,27 @@ _KEYWORDS = (
 _KEYWORD_FORMS = tuple(f for w in _KEYWORDS for f in dict.fromkeys((w, w.title(), w.upper())))
 # what may follow a secret name: a separator, a closing quote (JSON, dicts), ">" (XML), a
 # backslash (escaped JSON); spaces before a separator, or two (aligned assignments)
-_AFTER_KEYWORD = ("=", ":", '"', "'", ">", "\\", "\t", " =", " :", "  ")
+_AFTER_KEYWORD = ("=", ":", '"', "'", ">", "\\", "\t", " =", " :", "  ", "%3D", "%3d")
 _NAME_BEFORE = re.compile(r"[A-Za-z0-9_.$-]{0,80}\Z", re.ASCII)
 _KEYWORD_ALTERNATION = "|".join(sorted(_KEYWORD_FORMS, key=len, reverse=True))
 
 ASSIGNMENT_PATTERN = re.compile(
     r"(?P<kw>" + _KEYWORD_ALTERNATION + r")"
     r"(?P<close>\\?[\"'](?:\])?)?"
-    r"(?:(?P<sep>[ \t]*(?::=|=>|==?|:)[ \t]*)|(?P<xml>>)|(?P<space>[ \t]+))"
+    r"(?:(?P<sep>[ \t]*(?::=|=>|==?|:)[ \t]*)|(?P<enc>%3[Dd])|(?P<xml>>)|(?P<space>[ \t]+))"
     r"(?P<open>\\?[\"'`])?"
-    # quoted: up to the quote; bare: up to what ends a word in shells, code and config files
-    r"(?P<s>(?(open)[^\s\"'`\\]{1,512}|[^\s\"'`\\,;<>(){}\[\]|&]{1,512}))",
+    # quoted: up to the quote; URL-encoded (``api_key%3D...``): up to the next escape; bare: up
+    # to what ends a word in shells, code and config files. A bare value runs on over "&" (a
+    # password's punctuation) unless a query parameter follows it ("&page=2")
+    r"(?P<s>(?(open)[^\s\"'`\\]{1,512}|(?(enc)[A-Za-z0-9._~+/-]{1,512}"
+    r"|[^\s\"'`\\,;<>(){}\[\]|&]{1,512}(?:&(?![A-Za-z0-9_.\[\]-]*=)[^\s\"'`\\,;<>(){}\[\]|&]{1,256}){0,8})))",
     re.ASCII,
 )
 # where an assignment can start: a keyword form followed by what _AFTER_KEYWORD lists, or the
 # keyword of a command-line flag ("--api-key VALUE")
 _ASSIGNMENT_START = re.compile(
     r"-(?:" + _KEYWORD_ALTERNATION + r") "
-    r"|(?:" + _KEYWORD_ALTERNATION + r")(?=[=:\"'>\\\t]| [=:]|  )",
+    r"|(?:" + _KEYWORD_ALTERNATION + r")(?=[=:\"'>\\\t]| [=:]|  |%3[Dd])",
     re.ASCII,
 )
 
@@ -726,7 +768,10 @@ class AssignmentRule(Rule):
         text = match.string
         kw_start = match.start("kw")
         head = _NAME_BEFORE.search(text, max(0, kw_start - 80), kw_start)
-        name = (head.group(0) if head else "") + match.group("kw")
+        before = head.group(0) if head else ""
+        if head is not None and head.start() > 0 and text[head.start() - 1] == "%":
+            before = before[2:]  # the rest of a URL escape ("%3Fapi_key": "api_key")
+        name = before + match.group("kw")
         if match.group("xml") is not None:
             if head is None or head.start() == 0 or text[head.start() - 1] != "<":
                 return None

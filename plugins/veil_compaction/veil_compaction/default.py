@@ -106,9 +106,12 @@ def run_default_compaction(
     end = batch_end(history, start, len(old_summary or ""), settings.compaction_count)
     name, _source = model_name(session)
     model = session.veil.llm.model_for("main", name)
+    # the instructions go to the model as they are: a key pasted in them (or in the agent's
+    # customInstructions) is redacted like everything else that reaches it
+    redact = session.veil.redactor.text
     summariser = Summariser(
         model,
-        [settings.custom_instructions or "", instructions or ""],
+        [redact(settings.custom_instructions or ""), redact(instructions or "")],
         on_completion=usage_recorder(session),
     )
     tokens_before = conversation_tokens(session, old_summary, history[start:])
