@@ -123,6 +123,12 @@ def open_bench_veil(project: Path) -> Veil:
     # turn embeddings (the rescue of old turns) run on a background thread from the first
     # eviction on: model time, reported by bench_recall.py, not hook overhead
     config.settings.context.rescue_embeddings = "off"
+    # a pass frees just enough (no low-water mark, issue 18), so the bisection on the budget
+    # can pick the pass size this bench times (as bench_scoring does)
+    config.settings.context.controller.low_water_min = 1.0
+    config.settings.context.controller.low_water_max = 1.0
+    config.settings.context.controller.low_water = 1.0
+    config.settings.context.controller.cache_price = None
     model = ScriptedModel([], context_window=1_000_000_000)
     return open_veil(
         project,

@@ -170,13 +170,15 @@ class AgentMemory(_Model):
 
 SEED_COMPACTION_THRESHOLD = 0.85
 SEED_MASKING_TURNS = 10
-CONTEXT_LAYER_COMPACTION_THRESHOLD = 0.85
+CONTEXT_LAYER_COMPACTION_THRESHOLD = 1.0
 """``compaction.threshold`` when it is not set and the context layer is on (a scorer and an
 eviction policy loaded): eviction keeps the prompt under it, so it is also the share of the
-window eviction fills. Replay (bench/RESULTS.md, issue 18; 20 of the 84 mini-swe-agent files,
-low-water mark 0.6, masking off): 0.85 gave 0.805 x full history's effective tokens and 75
-misses, 1.0 gave 0.905 and 63 (the masking baseline: 1.863 and 98); 0.85 keeps the wider
-margin on cost. Without the context layer an unset threshold is seed 000's 0.85."""
+window eviction fills (less the tool schemas and the completion reserve); full compaction is
+the fallback when eviction cannot keep the prompt in the window. Replay (bench/RESULTS.md,
+issue 18; 22 of the 84 mini-swe-agent files, masking off, the low-water mark's cache cap):
+1.0 gave 0.828 x full history's effective tokens and 378 misses, 0.85 gave 0.747 and 514 (the
+masking baseline: 1.72 and 319): long sessions need the whole budget to hold their references.
+Without the context layer an unset threshold is seed 000's 0.85."""
 CONTEXT_LAYER_MASKING_TURNS = 0
 """``observationMaskingTurns`` when it is not set and the context layer is on: 0, masking off,
 so eviction alone decides what leaves the prompt. Replay (bench/RESULTS.md, issue 18; 20 of the
