@@ -38,6 +38,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return dict(
         os.environ,
         VEIL_HOME=str(tmp_path / "home"),
+        VEIL_ALLOW_PROJECT_PROVIDERS="1",  # configure_project's provider is the project's (issue 17)
         LITELLM_LOCAL_MODEL_COST_MAP="True",
         HF_HUB_OFFLINE="1",
     )
@@ -59,6 +60,9 @@ def damaged(tmp_path, project, make_veil, monkeypatch):
     """Four sessions, three of them damaged: ``a`` clean, ``b`` message row 1 not JSON, ``c``
     snapshot not JSON (the newest), ``d`` updated_at holding text."""
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv(
+        "VEIL_ALLOW_PROJECT_PROVIDERS", "1"
+    )  # configure_project's provider is the project's (issue 17)
     veil = make_veil(["a1", "b1", "b2", "c1", "d1"])
     ids = {}
     for name, texts in (("a", ["hi a"]), ("b", ["hi b", "more b"]), ("d", ["hi d"])):

@@ -30,6 +30,14 @@ from veil.core.testing import ScriptedModel, ScriptExhaustedError
 from veil.core.tokens import count_message_tokens, count_text_tokens
 from veil.core.trust import KEYLESS_API_KEY
 
+
+@pytest.fixture(autouse=True)
+def _allow_project_providers(monkeypatch):
+    """These tests configure providers in the project's .veil/auth.json for brevity; since
+    issue 17 such a provider needs the user's consent (tests/test_trust.py tests that rule)."""
+    monkeypatch.setenv("VEIL_ALLOW_PROJECT_PROVIDERS", "1")
+
+
 KEY1 = "sk-test-PRIMARYkey0123456789abcdefXYZ"
 KEY2 = "sk-or-v1-SECONDkey9876543210zyxwvuABC"
 BASE1 = "http://127.0.0.1:9/primary/v1"

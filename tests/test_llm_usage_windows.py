@@ -13,6 +13,14 @@ from veil.core.scripted_server import ScriptedOpenAIServer, openai_prompt_tokens
 from veil.core.settings import load_config
 from veil.core.tokens import count_message_tokens, count_text_tokens
 
+
+@pytest.fixture(autouse=True)
+def _allow_project_providers(monkeypatch):
+    """These tests configure providers in the project's .veil/auth.json for brevity; since
+    issue 17 such a provider needs the user's consent (tests/test_trust.py tests that rule)."""
+    monkeypatch.setenv("VEIL_ALLOW_PROJECT_PROVIDERS", "1")
+
+
 KEY = "sk-test-usage0123456789abcdef"
 MODEL = "acme-chat-7"  # a model litellm does not know: veil estimates its tokens
 MESSAGES = [

@@ -237,3 +237,102 @@ def test_cli_reports_a_linked_settings_file_without_a_traceback(
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr
     assert ".veil/settings.json" in proc.stderr and "symbolic link" in proc.stderr
+
+
+# -- per-session lock files (issue 17, B2) ------------------------------------------------------
+
+
+def _hold(locks, session_id: str) -> None:
+    with locks.hold(session_id):
+        pass
+
+
+def test_session_locks_refuse_a_linked_folder_or_file(project: Path, tmp_path: Path) -> None:
+    from veil.core.session_locks import SessionLocks
+
+    veil_dir = project / ".veil"
+    veil_dir.mkdir()
+    away = tmp_path / "away"
+    away.mkdir()
+    os.symlink(away, veil_dir / "locks")
+    locks = SessionLocks(veil_dir / "context.db")
+    with pytest.raises(UnsafeVeilPath, match=r"locks is a symbolic link"):
+        _hold(locks, "sess_1")
+    with pytest.raises(UnsafeVeilPath, match=r"locks is a symbolic link"):
+        locks.check_free("sess_1")
+    assert list(away.iterdir()) == []  # nothing created outside
+
+    os.unlink(veil_dir / "locks")
+    (veil_dir / "locks").mkdir()
+    victim = tmp_path / "victim.lock"
+    victim.write_bytes(b"precious\n")
+    _hold(locks, "sess_2")  # a plain folder: locks work
+    (veil_dir / "locks" / "sess_2.lock").unlink(missing_ok=True)
+    os.symlink(victim, veil_dir / "locks" / "sess_2.lock")  # swapped after the lock was made
+    with pytest.raises(UnsafeVeilPath, match=r"sess_2\.lock is a symbolic link"):
+        _hold(locks, "sess_2")
+    with pytest.raises(UnsafeVeilPath, match=r"sess_2\.lock is a symbolic link"):
+        SessionLocks(veil_dir / "context.db").check_free("sess_2")
+    assert victim.read_bytes() == b"precious\n"
+
+
+def _veil_cli(project: Path, home: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
+    env.update(
+        VEIL_HOME=str(home),
+        VEIL_CONTEXT__RESCUE_EMBEDDINGS="off",
+        VEIL_DISABLE_PLUGINS="veil_repl",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        HF_HUB_OFFLINE="1",
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "veil.cli", "--project", str(project), *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=project,
+    )
+
+
+def test_cli_refuses_linked_session_locks_without_a_traceback(
+    project: Path, tmp_path: Path
+) -> None:
+    from veil.core.scripted_server import ScriptedOpenAIServer
+
+    home = tmp_path / "home"
+    home.mkdir()
+    away = tmp_path / "away"
+    away.mkdir()
+    victim = tmp_path / "victim_bashrc"
+    victim.write_bytes(b"precious\n")
+    with ScriptedOpenAIServer(default="done") as server:
+        auth = {
+            "providers": {"p": {"type": "openai", "base_url": server.url, "api_key": "sk-t-123"}},
+            "models": {"main": {"model": "test-model", "contextWindow": 8192}},
+        }
+        (home / "auth.json").write_text(json.dumps(auth))
+        veil_dir = project / ".veil"
+        veil_dir.mkdir()
+        (veil_dir / "settings.json").write_text("{}")
+        # 1. .veil/locks a link to an outside folder, in a fresh project
+        os.symlink(away, veil_dir / "locks")
+        proc = _veil_cli(project, home, "-p", "hi")
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stderr + proc.stdout
+        assert "locks is a symbolic link" in proc.stderr
+        assert list(away.iterdir()) == []
+        # 2. a real folder, and the session's own lock file a link (then `veil -c`)
+        os.unlink(veil_dir / "locks")
+        proc = _veil_cli(project, home, "-p", "hi")
+        assert proc.returncode == 0, proc.stderr
+        (lock,) = (veil_dir / "locks").glob("sess_*.lock")
+        lock.unlink()
+        os.symlink(victim, lock)
+        asked = len(server.requests)
+        proc = _veil_cli(project, home, "-c", "-p", "hi again")
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stderr + proc.stdout
+        assert f"{lock.name} is a symbolic link" in proc.stderr
+        assert victim.read_bytes() == b"precious\n"
+        assert len(server.requests) == asked  # the turn never started

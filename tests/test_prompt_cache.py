@@ -276,6 +276,9 @@ def test_the_request_fits_the_window_with_tool_schemas_and_max_tokens(
     (project / ".veil").mkdir()
     auth = {"providers": {"local": {"type": "openai", "base_url": f"http://127.0.0.1:{port}/v1"}}}
     (project / ".veil" / "auth.json").write_text(json.dumps(auth))
+    monkeypatch.setenv(
+        "VEIL_ALLOW_PROJECT_PROVIDERS", "1"
+    )  # a provider of the project file: the user allows it (issue 17)
     settings = {
         "models": {
             "main": {"model": "gpt-4o", "contextWindow": 8192, "options": {"max_tokens": 1024}}

@@ -247,6 +247,9 @@ def test_the_project_knows_the_keys_of_both_auth_files(project, monkeypatch, tmp
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("VEIL_HOME", str(home))
+    monkeypatch.setenv(
+        "VEIL_ALLOW_PROJECT_PROVIDERS", "1"
+    )  # a provider of the project file: the user allows it (issue 17)
     user_key, project_key = "u" * 3 + "9fA2kL0pQ7zX4wV1", "p" * 3 + "7gH3jK9sD2fL6mN0"
     (home / "auth.json").write_text(
         json.dumps({"providers": {"openai": {"type": "openai", "api_key": user_key}}})

@@ -28,6 +28,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return dict(
         os.environ,
         VEIL_HOME=str(tmp_path / "home"),
+        VEIL_ALLOW_PROJECT_PROVIDERS="1",  # configure_project's provider is the project's (issue 17)
         LITELLM_LOCAL_MODEL_COST_MAP="True",
         HF_HUB_OFFLINE="1",
         TOKENIZERS_PARALLELISM="false",
@@ -124,6 +125,9 @@ def test_a_copy_loaded_before_another_process_compacted_cannot_undo_the_compacti
     from veil.core.app import open_veil
 
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv(
+        "VEIL_ALLOW_PROJECT_PROVIDERS", "1"
+    )  # configure_project's provider is the project's (issue 17)
 
     def responder(body: dict) -> str:
         system = body["messages"][0]["content"] if body["messages"] else ""

@@ -11,6 +11,13 @@ from veil.core.errors import ConfigError, UnsafePath
 from veil.core.settings import load_config, validate_agent_name
 
 
+@pytest.fixture(autouse=True)
+def _allow_project_providers(monkeypatch):
+    """These tests configure providers in the project's .veil/auth.json for brevity; since
+    issue 17 such a provider needs the user's consent (tests/test_trust.py tests that rule)."""
+    monkeypatch.setenv("VEIL_ALLOW_PROJECT_PROVIDERS", "1")
+
+
 def write(path: Path, data: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data) if not isinstance(data, str) else data, encoding="utf-8")

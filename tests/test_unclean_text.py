@@ -29,7 +29,10 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
         if not (k.startswith("LC_") or k in ("LANG", "LANGUAGE", "PYTHONIOENCODING", "PYTHONUTF8"))
     }
     env.update(
-        VEIL_HOME=str(tmp_path / "home"), LITELLM_LOCAL_MODEL_COST_MAP="True", HF_HUB_OFFLINE="1"
+        VEIL_HOME=str(tmp_path / "home"),
+        VEIL_ALLOW_PROJECT_PROVIDERS="1",  # configure_project's provider is the project's (issue 17)
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        HF_HUB_OFFLINE="1",
     )
     env.update(extra)
     return env

@@ -473,7 +473,9 @@ def configure_project(
 ) -> None:
     """Point a project at ``server``: write ``.veil/auth.json`` (provider ``scripted``, see
     :meth:`ScriptedOpenAIServer.provider`) and ``.veil/settings.json`` (main model ``model``),
-    creating ``.veil/``. Existing files are replaced."""
+    creating ``.veil/``. Existing files are replaced. The provider is then the project's: veil
+    uses it only with the user's consent, so callers set ``VEIL_ALLOW_PROJECT_PROVIDERS=1``
+    (:func:`veil.core.trust.check_project_provider_consent`)."""
     veil_dir = Path(project) / ".veil"
     veil_dir.mkdir(parents=True, exist_ok=True)
     (veil_dir / "auth.json").write_text(

@@ -8,6 +8,12 @@ per session, ``<store folder>/locks/<session id>.lock``, held with :mod:`fileloc
 POSIX, ``msvcrt`` locking on Windows): the operating system releases it when its process dies,
 so a killed process never leaves a session locked.
 
+The ``locks`` folder and its files lie in the store's folder (``.veil/``), which a cloned
+repository can ship with symbolic links in it: before each lock is taken the path goes through
+:func:`veil.core.paths.checked` (no link from the store folder down, nothing outside it), so a
+``locks`` link to an outside folder, or a lock file that is a link, gives
+:class:`~veil.core.errors.UnsafeVeilPath` instead of a file created or truncated outside.
+
 Holding is re-entrant on one thread (a turn that compacts takes the lock it already holds) and
 exclusive between threads and processes. A second holder does not queue: it gets
 :class:`~veil.core.errors.SessionBusy` at once (409 over HTTP), before it stores anything, so a
@@ -18,6 +24,7 @@ queue (the HTTP server) serialise on their own in-process lock first
 
 from __future__ import annotations
 
+import errno
 import re
 import threading
 from collections.abc import Iterator
@@ -26,7 +33,8 @@ from pathlib import Path
 
 import filelock
 
-from veil.core.errors import SessionBusy
+from veil.core.errors import SessionBusy, UnsafeVeilPath
+from veil.core.paths import checked
 
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -56,15 +64,29 @@ class SessionLocks:
             return None
         return self.folder / f"{_SAFE_ID.sub('_', session_id)}.lock"
 
+    def _safe_path(self, session_id: str) -> Path | None:
+        """:meth:`path`, checked to contain no symbolic link from the store's folder down, with
+        the ``locks`` folder created.
+
+        Raises:
+            UnsafeVeilPath: ``locks`` or the lock file is a symbolic link (or leaves the store's
+                folder)."""
+        path = self.path(session_id)
+        if path is None:
+            return None
+        store_dir = path.parent.parent
+        checked(store_dir, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return checked(store_dir, path)  # again: the folder may have appeared meanwhile
+
     def _lock(self, session_id: str) -> filelock.BaseFileLock | threading.RLock:
         with self._guard:
             lock = self._locks.get(session_id)
             if lock is None:
-                path = self.path(session_id)
+                path = self._safe_path(session_id)
                 if path is None:
                     lock = threading.RLock()
                 else:
-                    path.parent.mkdir(parents=True, exist_ok=True)
                     # thread_local: each thread holds through its own file descriptor, so two
                     # threads exclude each other like two processes do; one thread re-enters
                     lock = filelock.FileLock(str(path), thread_local=True)
@@ -81,11 +103,14 @@ class SessionLocks:
 
         Raises:
             SessionBusy: another thread or process holds it (after ``wait_s`` seconds).
+            UnsafeVeilPath: the ``locks`` folder or the lock file is a symbolic link.
         """
         lock = self._lock(session_id)
         if isinstance(lock, filelock.BaseFileLock):
+            self._safe_path(session_id)  # checked at every hold: links may appear later
             try:
-                lock.acquire(timeout=self.wait_s)
+                with _links_refused(Path(lock.lock_file)):
+                    lock.acquire(timeout=self.wait_s)
                 held = True
             except filelock.Timeout:
                 held = False
@@ -113,18 +138,36 @@ class SessionLocks:
         takes the lock, so a process that takes it in between is refused then.
 
         Raises:
-            SessionBusy: another process holds the lock."""
+            SessionBusy: another process holds the lock.
+            UnsafeVeilPath: the ``locks`` folder or the lock file is a symbolic link."""
         path = self.path(session_id)
         with self._guard:
             if path is None or self._held.get(session_id):
                 return
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self._safe_path(session_id)
         probe = filelock.FileLock(str(path), thread_local=False)
         try:
-            probe.acquire(timeout=0)
+            with _links_refused(path):
+                probe.acquire(timeout=0)
         except filelock.Timeout:
             raise SessionBusy(
                 f"session {session_id} is busy: another veil process is changing it (a turn, "
                 f"a compaction...), so {what} cannot start now; retry when it ends"
             ) from None
         probe.release()
+
+
+@contextmanager
+def _links_refused(path: Path) -> Iterator[None]:
+    """Turn the error of opening a lock file that became a symbolic link after the check
+    (filelock opens with ``O_NOFOLLOW``: ``ELOOP`` on Linux and macOS, ``EMLINK`` on FreeBSD)
+    into :class:`UnsafeVeilPath`."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK):
+            raise UnsafeVeilPath(
+                f"{path}: is a symbolic link; veil does not follow links inside .veil/ (a "
+                "cloned repository could point them at files outside the project); remove it"
+            ) from None
+        raise

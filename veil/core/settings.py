@@ -39,9 +39,13 @@ from veil.core.errors import ConfigError, UnsafePath
 from veil.core.paths import veil_file
 from veil.core.trust import (
     check_project_options,
+    check_project_provider_consent,
     env_setting_paths,
     leaf_paths,
     merge_auth_layers,
+    pop_project_provider_consent,
+    providers_in_use,
+    refuse_project_consent,
 )
 
 DEFAULT_AGENT = "default"
@@ -808,7 +812,7 @@ def load_config(project_dir: str | Path | None = None) -> Config:
         for path in leaf_paths(data if not users_own else {})
         if not any(path == e or path.startswith(e + ".") for e in from_env)
     }
-    auth, project_providers = _load_auth(user_auth, veil_file(root, "auth.json"))
+    auth, project_providers = _load_auth(user_auth, veil_file(root, "auth.json"), root)
     return Config(
         project_dir=root,
         settings=settings,
@@ -819,10 +823,14 @@ def load_config(project_dir: str | Path | None = None) -> Config:
     )
 
 
-def _load_auth(user_file: Path, project_file: Path) -> tuple[AuthConfig, frozenset[str]]:
+def _load_auth(
+    user_file: Path, project_file: Path, root: Path
+) -> tuple[AuthConfig, frozenset[str]]:
     """The user's auth.json, then the project's under :mod:`veil.core.trust`'s rules; each
-    validation error names the file that brought the value."""
+    validation error names the file that brought the value. A provider of the project's file
+    that would receive requests needs the user's consent (issue 17)."""
     user = read_json_file(user_file)
+    allowed = pop_project_provider_consent(user, user_file)
     try:
         AuthConfig.model_validate(user)
     except ValidationError as exc:
@@ -830,12 +838,17 @@ def _load_auth(user_file: Path, project_file: Path) -> tuple[AuthConfig, frozens
     if _same_file(user_file, project_file):  # veil run in the home folder: one file, the user's
         return AuthConfig.model_validate(user), frozenset()
     project = read_json_file(project_file)
+    refuse_project_consent(project, project_file, user_file)
     check_project_options(project_file, project, user_file)
     merged, owned = merge_auth_layers(user, project, user_file, project_file)
     try:
         auth = AuthConfig.model_validate(merged)
     except ValidationError as exc:
         raise ConfigError(_format_errors(str(project_file), exc)) from exc
+    used = providers_in_use(auth.routing.default, auth.routing.fallback, auth.providers)
+    check_project_provider_consent(
+        used, owned, root, project_file, user_file, allowed, dict(os.environ)
+    )
     return auth, owned
 
 

@@ -21,8 +21,14 @@ user's travel anywhere new. Concretely:
   refused (:func:`check_project_options`). Requests to a project's provider get only those options
   even when the options come from the user's own file.
 
-Routing (``routing.default`` / ``fallback``) may name any provider, since each provider's key
-goes only to its own endpoint.
+Routing (``routing.default`` / ``fallback``) may name any of the user's providers, since each
+provider's key goes only to its own endpoint. A provider the project file defines is different:
+whoever runs it receives every prompt, the system prompt and every tool result, and its replies
+call tools (``bash``) on the user's machine. So veil uses one (as ``routing.default``, a
+fallback, or the only provider) only with the user's consent, given where a project cannot
+write it (:func:`check_project_provider_consent`): ``VEIL_ALLOW_PROJECT_PROVIDERS=1`` in the
+environment, or ``"allowProjectProviders"`` in the user's own ``auth.json`` (``true`` for every
+project, or a list of absolute project folders).
 """
 
 from __future__ import annotations
@@ -34,6 +40,16 @@ from typing import Any
 
 from veil.core.errors import ConfigError
 from veil.core.providers import AMBIENT_CREDENTIAL_TYPES
+
+ALLOW_PROJECT_PROVIDERS_ENV = "VEIL_ALLOW_PROJECT_PROVIDERS"
+"""Environment variable by which the user allows providers defined by project files (``1``,
+``true`` or ``yes``)."""
+
+ALLOW_PROJECT_PROVIDERS_KEY = "allowProjectProviders"
+"""Key of the user's ``auth.json`` that allows providers defined by project files: ``true`` (every
+project) or a list of absolute project folders. Refused in a project's file."""
+
+_TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 
 KEYLESS_API_KEY = "veil-no-key"
 """Key sent to a project-defined endpoint that has no key of its own. Local servers without
@@ -166,6 +182,114 @@ def _check_ambient(name: str, entry: dict[str, Any], project_path: Path, user_pa
             "credentials from your environment, not only the provider's api_key; define this "
             f"provider in {display_path(user_path)} instead"
         )
+
+
+def pop_project_provider_consent(user: dict[str, Any], user_path: Path) -> bool | list[Path]:
+    """Take :data:`ALLOW_PROJECT_PROVIDERS_KEY` out of the user's parsed ``auth.json``.
+
+    Args:
+        user: the parsed user file; the key is removed from it (it is not part of the schema).
+        user_path: the file, for messages.
+
+    Returns:
+        ``True`` (every project), ``False`` (absent or false) or the listed project folders,
+        resolved.
+
+    Raises:
+        ConfigError: the value is neither a boolean nor a list of absolute paths (names the
+            file and the field).
+    """
+    value = user.pop(ALLOW_PROJECT_PROVIDERS_KEY, False)
+    if isinstance(value, bool):
+        return value
+    field = f"{user_path}: {ALLOW_PROJECT_PROVIDERS_KEY}"
+    if not isinstance(value, list):
+        raise ConfigError(f"{field}: expected true, false or a list of absolute project folders")
+    folders = []
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not Path(item).expanduser().is_absolute():
+            raise ConfigError(f"{field}.{i}: {item!r} is not an absolute project folder")
+        folders.append(Path(item).expanduser().resolve())
+    return folders
+
+
+def refuse_project_consent(project: dict[str, Any], project_path: Path, user_path: Path) -> None:
+    """A project file may not allow its own providers.
+
+    Raises:
+        ConfigError: :data:`ALLOW_PROJECT_PROVIDERS_KEY` is in the project's ``auth.json``.
+    """
+    if ALLOW_PROJECT_PROVIDERS_KEY in project:
+        raise ConfigError(
+            f"{project_path}: {ALLOW_PROJECT_PROVIDERS_KEY}: only you can allow a project's "
+            f"providers, in {display_path(user_path)} or with {ALLOW_PROJECT_PROVIDERS_ENV}=1; "
+            "remove it from the project's file"
+        )
+
+
+def providers_in_use(
+    default: str | None, fallback: Iterable[str], names: Iterable[str]
+) -> list[tuple[str, str]]:
+    """The providers veil would send requests to, each with the field that selects it, in the
+    order :meth:`veil.core.llm.LLM.routes` tries them.
+
+    Args:
+        default: ``routing.default`` (None when unset).
+        fallback: ``routing.fallback``.
+        names: every provider's name.
+
+    Returns:
+        ``[(field, name), ...]``, e.g. ``[("routing.default", "q"), ("routing.fallback.0",
+        "p")]``; the only provider of a file without ``routing.default`` is
+        ``("providers.<name>", name)``.
+    """
+    names = list(names)
+    used: list[tuple[str, str]] = []
+    if default:
+        used.append(("routing.default", default))
+    elif len(names) == 1:
+        used.append((f"providers.{names[0]}", names[0]))
+    used += [(f"routing.fallback.{i}", name) for i, name in enumerate(fallback)]
+    return used
+
+
+def check_project_provider_consent(
+    used: Iterable[tuple[str, str]],
+    owned: frozenset[str],
+    project_dir: Path,
+    project_path: Path,
+    user_path: Path,
+    allowed: bool | list[Path],
+    environ: dict[str, str],
+) -> None:
+    """Refuse to start when a provider the project file defines would receive requests and the
+    user has not allowed it (see the module docstring).
+
+    Args:
+        used: ``(field, provider name)`` pairs from :func:`providers_in_use`.
+        owned: the providers whose entry comes from the project file (:func:`merge_auth_layers`).
+        project_dir: the project root (resolved), compared with the allowed folders.
+        project_path, user_path: the two auth files, for the message.
+        allowed: the user's ``allowProjectProviders`` (:func:`pop_project_provider_consent`).
+        environ: the environment (:data:`ALLOW_PROJECT_PROVIDERS_ENV`).
+
+    Raises:
+        ConfigError: ``<project auth.json>: <field>: '<name>' is a provider defined by this
+            project's file, ...``, naming both ways to allow it.
+    """
+    if environ.get(ALLOW_PROJECT_PROVIDERS_ENV, "").strip().lower() in _TRUE_WORDS:
+        return
+    if allowed is True or (isinstance(allowed, list) and project_dir.resolve() in allowed):
+        return
+    for field, name in used:
+        if name in owned:
+            raise ConfigError(
+                f"{project_path}: {field}: {name!r} is a provider defined by this project's "
+                "file, which would receive your conversation and tool output (and its replies "
+                f"run tools on this machine); allow it with {ALLOW_PROJECT_PROVIDERS_ENV}=1 or "
+                f'"{ALLOW_PROJECT_PROVIDERS_KEY}": ["{project_dir}"] in '
+                f"{display_path(user_path)}, or remove it from the project's file"
+            )
 
 
 def check_project_options(path: Path, data: dict[str, Any], user_path: Path) -> None:

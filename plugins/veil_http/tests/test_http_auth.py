@@ -77,7 +77,10 @@ def test_build_server_refuses_public_host_without_token_and_accepts_with(make_ve
     assert (default.config.host, default.config.port) == ("127.0.0.1", 5051)
 
 
-def test_no_api_key_in_any_response(make_client, make_veil, project):
+def test_no_api_key_in_any_response(make_client, make_veil, project, monkeypatch):
+    monkeypatch.setenv(
+        "VEIL_ALLOW_PROJECT_PROVIDERS", "1"
+    )  # a provider of the project file: the user allows it (issue 17)
     home = project.parent / "home"
     home.mkdir()
     (project / ".veil").mkdir(exist_ok=True)
