@@ -20,7 +20,12 @@ import httpx
 import pytest
 
 from veil.core.errors import SessionConflict
-from veil.core.scripted_server import Reply, ScriptedOpenAIServer, configure_project
+from veil.core.scripted_server import (
+    RecordedRequest,
+    Reply,
+    ScriptedOpenAIServer,
+    configure_project,
+)
 from veil.core.store import Store
 
 
@@ -48,8 +53,9 @@ def _veil(tmp_path: Path, project: Path, *args: str, **kw) -> subprocess.Complet
 
 
 def _last_user(body: dict) -> str:
-    users = [m for m in body["messages"] if m["role"] == "user"]
-    return str(users[-1]["content"]) if users else ""
+    """The user's last message in a request body, veil's context notes left out."""
+    users = RecordedRequest("POST", "/v1/chat/completions", body=body).user_texts()
+    return users[-1] if users else ""
 
 
 def _wait_for(predicate, what: str, timeout: float = 90.0) -> None:

@@ -92,7 +92,7 @@ def test_a_latin1_byte_in_the_task_becomes_a_replacement_character(tmp_path):
     with ScriptedOpenAIServer(lambda body: "noted") as server:
         configure_project(project, server)
         out = _veil(tmp_path, project, "-p", b"caf\xe9 au lait", "--json")
-        sent = [m["content"] for m in server.requests[0].body["messages"] if m["role"] == "user"]
+        sent = server.requests[0].user_texts()
     assert out.returncode == 0, out.stderr.decode()
     result = json.loads(out.stdout)
     assert result["final"] == "noted"
@@ -128,7 +128,7 @@ def test_memory_and_print_mode_speak_utf8_under_a_non_utf8_locale(tmp_path, loca
         written = _veil(tmp_path, project, "memory", "write", "-", env=env, stdin=fact.encode())
         shown = _veil(tmp_path, project, "memory", "show", env=env)
         answered = _veil(tmp_path, project, "-p", "dis 日本語", env=env)
-        sent = [m["content"] for m in server.requests[0].body["messages"] if m["role"] == "user"]
+        sent = server.requests[0].user_texts()
     assert written.returncode == 0, written.stderr.decode()
     assert written.stdout == b"written\n"
     memory = project / ".veil" / "memory" / "agents" / "default" / "MEMORY.md"

@@ -129,6 +129,20 @@ class RecordedRequest:
             return auth[len("bearer ") :].strip()
         return self.headers.get("x-api-key") or self.headers.get("api-key")
 
+    def user_texts(self) -> list[str]:
+        """The contents of the request's ``user`` messages, in order, less veil's context notes
+        (:data:`veil.core.context.NOTE_PREFIX`: veil's own trailing messages, not the user's
+        words)."""
+        from veil.core.context import NOTE_PREFIX
+
+        body = self.body if isinstance(self.body, dict) else {}
+        messages = body.get("messages") or []
+        return [
+            str(m.get("content"))
+            for m in messages
+            if m.get("role") == "user" and not str(m.get("content") or "").startswith(NOTE_PREFIX)
+        ]
+
     def text(self) -> str:
         """Path, headers and body as one string, to search for a secret anywhere in it."""
         return json.dumps({"path": self.path, "headers": self.headers, "body": self.body})
