@@ -39,15 +39,6 @@ DATA = TRAJECTORIES / "mini-swe-agent"
 SMALL = TRAJECTORIES / "openhands" / "openhands_basic_gui_mode.json"
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def _first_token_seconds(llama, tokens: list[int]) -> float:
     """Seconds for llama.cpp to read ``tokens`` and produce one token (time to first token)."""
     started = time.perf_counter()
@@ -71,6 +62,7 @@ def main() -> int:
         print(f"| bundled cache | skipped: {DATA} not present |")
         return 0
     from veil.core.bundled import BundledModel, bundled_available, render_prompt
+    from veil.core.replay.cache import shared_prefix
     from veil.core.replay.formats import load_trajectory
     from veil.core.replay.veil_policy import VeilReplayPolicy
 
@@ -94,7 +86,7 @@ def main() -> int:
             if len(tokens) + 1 > window:
                 print(f"step {t}: {len(tokens)} tokens exceed the {window}-token window")
                 return 1
-            reused = _common_prefix(previous, tokens)
+            reused = shared_prefix(previous, tokens)
             warm = _first_token_seconds(llama, tokens)
             if t in report:
                 llama.reset()

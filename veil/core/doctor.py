@@ -122,13 +122,22 @@ def _json(value: Any, kind: type, what: str, *, nullable: bool = False) -> tuple
     return rows.json_value(text, kind, what)
 
 
+def _select(conn: Any, columns: str, raw: tuple[str, ...], rest: str) -> list[Any]:
+    """All rows of ``SELECT columns, raw... rest``, each ``raw`` column read as bytes
+    (:data:`_TEXT`) under its own name."""
+    return conn.execute(
+        f"SELECT {columns}, {', '.join(_TEXT.format(c) for c in raw)} {rest}"
+    ).fetchall()
+
+
 def _session_findings(conn: Any) -> list[Finding]:
     out = []
-    found = conn.execute(
-        "SELECT rowid, id, agent, created_at, updated_at, closed_at, compact_size, "
-        + ", ".join(_TEXT.format(c) for c in ("snapshot", "state"))
-        + " FROM sessions ORDER BY rowid"
-    ).fetchall()
+    found = _select(
+        conn,
+        "rowid, id, agent, created_at, updated_at, closed_at, compact_size",
+        ("snapshot", "state"),
+        "FROM sessions ORDER BY rowid",
+    )
     for r in found:
         problems = rows.session_row_problems(r)
         repairable = not any(p.startswith(("id:", "agent:")) for p in problems)
@@ -146,11 +155,12 @@ def _session_findings(conn: Any) -> list[Finding]:
 
 def _message_findings(conn: Any, notes: list[str]) -> list[Finding]:
     out = []
-    found = conn.execute(
-        "SELECT rowid, session_id, idx, step, "
-        + ", ".join(_TEXT.format(c) for c in ("message", "usage"))
-        + " FROM messages ORDER BY session_id, idx"
-    ).fetchall()
+    found = _select(
+        conn,
+        "rowid, session_id, idx, step",
+        ("message", "usage"),
+        "FROM messages ORDER BY session_id, idx",
+    )
     numbers: dict[str, list[int]] = {}
     for r in found:
         problems = []
@@ -181,11 +191,7 @@ def _message_findings(conn: Any, notes: list[str]) -> list[Finding]:
 
 def _item_findings(conn: Any) -> list[Finding]:
     out = []
-    found = conn.execute(
-        "SELECT rowid, id, "
-        + ", ".join(_TEXT.format(c) for c in ("tags", "targets"))
-        + " FROM items"
-    ).fetchall()
+    found = _select(conn, "rowid, id", ("tags", "targets"), "FROM items")
     for r in found:
         problems = []
         for col in ("tags", "targets"):

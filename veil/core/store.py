@@ -173,42 +173,36 @@ class Store:
         Re-entrant: a block opened inside another on the same thread joins the outer
         transaction (one commit for both; an exception rolls back both). Queued
         :meth:`write_behind` jobs land first."""
-        conn = self.conn  # drains the write-behind queue before taking the lock
-        with self._write_lock:
-            if conn.in_transaction:
-                yield conn
-                return
-            self._local.depth = getattr(self._local, "depth", 0) + 1
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-            finally:
-                self._local.depth -= 1
+        yield from self._own_transaction("BEGIN IMMEDIATE", on_error="ROLLBACK")
 
     @contextmanager
     def read_snapshot(self) -> Iterator[Any]:
         """Run reads in one read transaction: they all see the store as of one moment (WAL), even
         while another process writes. Joins this thread's open transaction if there is one.
         Queued :meth:`write_behind` jobs land first."""
+        # reads change nothing: the transaction ends with COMMIT even when the block raises
+        yield from self._own_transaction("BEGIN", on_error="COMMIT")
+
+    def _own_transaction(self, begin: str, *, on_error: str) -> Iterator[Any]:
+        """The body of :meth:`transaction` and :meth:`read_snapshot`: under the write lock,
+        join this thread's open transaction, or open one with ``begin``, yield the connection,
+        end with ``COMMIT`` (``on_error`` when the block raises) and re-raise."""
         conn = self.conn  # drains the write-behind queue before taking the lock
         with self._write_lock:  # ":memory:" shares one connection between threads
             if conn.in_transaction:
                 yield conn
                 return
-            # like transaction(): reads inside do not wait for the writer thread, which may
-            # need the write lock this block holds
+            # reads and writes inside do not wait for the writer thread, which may need the
+            # write lock this block holds
             self._local.depth = getattr(self._local, "depth", 0) + 1
             try:
-                conn.execute("BEGIN")
+                conn.execute(begin)
                 try:
                     yield conn
-                finally:
-                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute(on_error)
+                    raise
+                conn.execute("COMMIT")
             finally:
                 self._local.depth -= 1
 

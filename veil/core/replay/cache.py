@@ -60,9 +60,12 @@ def message_key(message: Mapping[str, Any]) -> MessageKey:
     )
 
 
-def shared_prefix(previous: Sequence[MessageKey], current: Sequence[MessageKey]) -> int:
-    """How many leading messages ``current`` shares with ``previous`` (0 when message 0 differs
-    or either prompt is empty)."""
+def shared_prefix(previous: Sequence[object], current: Sequence[object]) -> int:
+    """How many leading items ``current`` shares with ``previous``, compared with ``==``.
+
+    Items are message keys (:func:`message_key`) for the replay's cache, or token ids for the
+    bundled-model bench. Returns 0 when item 0 differs or either sequence is empty.
+    """
     n = 0
     for a, b in zip(previous, current, strict=False):
         if a != b:

@@ -10,7 +10,7 @@ from typing import Any
 from veil.core.errors import BadRequest
 from veil.core.replay.cache import CACHE_PRICE
 from veil.core.replay.formats import Trajectory, load_trajectory
-from veil.core.replay.runner import BASELINES, check_baselines, replay
+from veil.core.replay.runner import BASELINES, check_baselines, pick_known, replay
 from veil.core.replay.veil_policy import CompactionMode, VeilReplayPolicy
 
 POLICIES = ("veil", *BASELINES)
@@ -31,13 +31,7 @@ def parse_policies(text: str | None) -> tuple[str, ...]:
     if text is None or not text.strip():
         return POLICIES
     names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in POLICIES]
-    if unknown:
-        raise BadRequest(
-            f"policies: unknown policy {', '.join(map(repr, unknown))}; "
-            f"known: {', '.join(POLICIES)}"
-        )
-    return tuple(n for n in POLICIES if n in names)
+    return pick_known(names, POLICIES, "policy")
 
 
 def run_replay(

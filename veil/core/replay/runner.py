@@ -353,19 +353,30 @@ def run_policies(
     return results
 
 
+def pick_known(names: Sequence[str], known: Sequence[str], kind: str) -> tuple[str, ...]:
+    """The ``names`` chosen from ``known``, in ``known``'s order, once each.
+
+    ``kind`` names one item in the error (``"baseline"``, ``"policy"``).
+
+    Raises:
+        BadRequest: a name is not in ``known`` (the message, under ``policies:``, quotes the
+            unknown names and lists the known ones).
+    """
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise BadRequest(
+            f"policies: unknown {kind} {', '.join(map(repr, unknown))}; known: {', '.join(known)}"
+        )
+    return tuple(n for n in known if n in names)
+
+
 def check_baselines(names: Sequence[str]) -> tuple[str, ...]:
     """Validate a choice of baselines; returns them in :data:`BASELINES` order, once each.
 
     Raises:
         BadRequest: a name is not a baseline (the message lists the known ones).
     """
-    unknown = [n for n in names if n not in BASELINES]
-    if unknown:
-        raise BadRequest(
-            f"policies: unknown baseline {', '.join(map(repr, unknown))}; "
-            f"known: {', '.join(BASELINES)}"
-        )
-    return tuple(n for n in BASELINES if n in names)
+    return pick_known(names, BASELINES, "baseline")
 
 
 def baseline_policies(
