@@ -28,7 +28,10 @@ PROBE = textwrap.dedent(
     config = load_config(project)
     calls = [{"tool_calls": [{"name": "bash", "arguments": {"command": f"seq 1 {400 + i}"}}]}
              for i in range(6)]
-    model = ScriptedModel(calls + ["done"], context_window=2000)
+    # "done" also answers the compaction role (memory extraction, then the summary): results of
+    # ~1,600 tokens in a 2,000-token window outgrow what eviction may move, so full compaction
+    # runs once during the turn
+    model = ScriptedModel(calls + ["done"] * 4, context_window=2000)
     veil = open_veil(project, config=config, llm=LLM(config, models={"main": model}))
     info = veil.describe()
     session = veil.new_session()
