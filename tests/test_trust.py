@@ -345,6 +345,9 @@ def test_an_empty_api_key_is_refused(tmp_path, monkeypatch):
         "extra_headers",
         "custom_llm_provider",
         "aws_access_key_id",
+        "mock_response",  # the repository would write the agent's answer
+        "tool_choice",  # ... or force a tool call at every step
+        "n",  # ... or bill several answers per step
     ],
 )
 @pytest.mark.parametrize("where", ["settings.json", "auth.json"])

@@ -128,6 +128,7 @@ def cli(
         click.echo(f"veil: warning: {warning}", err=True)
     if session.load_warnings:
         click.echo("veil: run `veil doctor --repair` to move the damaged rows aside", err=True)
+    _warn_unapproved_prompt(session)
     if task is not None:
         sys.exit(_print_mode(veil, session, task, as_json))
     runner = veil.pm.hook.run_interactive
@@ -226,6 +227,61 @@ def _print_mode(veil: Any, session: Any, task: str, as_json: bool) -> int:
         if result.status != "done":
             click.echo(f"veil: {result.status}: {result.reason}", err=True)
     return {"done": 0, "halted": EXIT_HALTED, "interrupted": EXIT_INTERRUPTED}.get(result.status, 2)
+
+
+def _warn_unapproved_prompt(session: Any) -> None:
+    from veil.core.prompt_trust import project_prompt, project_prompt_approved
+
+    found = project_prompt(session.config, session.agent, session.snapshot.get("systemPrompt"))
+    if found is not None and not project_prompt_approved(session.config.project_dir, found[0]):
+        click.echo(
+            f"veil: warning: {found[1]} sets a system prompt that came with this project; veil "
+            "keeps its own and shows the project's to the model as quoted project content. Read "
+            "it and approve it with `veil trust-prompt` to use it as the system prompt.",
+            err=True,
+        )
+
+
+@cli.command("trust-prompt")
+@click.option(
+    "--agent", metavar="NAME", help="Agent whose prompt (default: settings defaultAgent)."
+)
+@click.option("--yes", is_flag=True, help="Approve without asking.")
+@click.pass_obj
+def trust_prompt_cmd(state: VeilContext, agent: str | None, yes: bool) -> None:
+    """Show the system prompt this project's files set (agent.json ``systemPrompt`` or
+    settings.json ``loop.systemPrompt``) and approve it, so veil uses it as its own system
+    prompt in this project. The approval holds for this exact text in this folder; it is kept
+    in your $VEIL_HOME (~/.veil/trusted-prompts.json), where a repository cannot write."""
+    from veil.core.prompt_trust import (
+        approve_project_prompt,
+        project_prompt,
+        project_prompt_approved,
+    )
+    from veil.core.settings import validate_agent_name
+
+    config = state.open().config
+    try:
+        name = validate_agent_name(agent or config.settings.default_agent)
+        found = project_prompt(config, name, config.agent(name).system_prompt)
+    except VeilError as exc:
+        raise click.ClickException(exc.message) from exc
+    if found is None:
+        click.echo(f"this project sets no system prompt for agent {name!r}; nothing to approve")
+        return
+    text, origin = found
+    if project_prompt_approved(config.project_dir, text):
+        click.echo(f"{origin}: this system prompt is already approved")
+        return
+    click.echo(f"{origin} sets this system prompt:\n")
+    click.echo("\n".join("  " + line for line in text.splitlines()) + "\n")
+    if not yes:
+        click.confirm("Use it as veil's system prompt in this project?", abort=True)
+    try:
+        approve_project_prompt(config.project_dir, text)
+    except OSError as exc:
+        raise click.ClickException(f"could not record the approval: {exc}") from exc
+    click.echo("approved: new and resumed sessions use it as the system prompt")
 
 
 @cli.command("plugins")

@@ -114,16 +114,43 @@ def session_date(session: Session) -> str:
     return _dt.datetime.fromtimestamp(session.created_at, _dt.timezone.utc).date().isoformat()
 
 
+def base_prompt(session: Session) -> tuple[str, PromptSection | None]:
+    """The system message's first text and, when the project's own prompt is not approved by
+    the user, the section quoting it (:mod:`veil.core.prompt_trust`).
+
+    Returns:
+        ``(text, None)`` with the project's prompt when approved (or the user's
+        ``VEIL_LOOP__SYSTEM_PROMPT``, or veil's base prompt when nobody sets one);
+        ``(BASE_PROMPT, section)`` when a project's prompt is not approved: the section (order
+        1, stable) holds it quoted under a heading naming its file.
+    """
+    from veil.core.prompt_trust import (
+        project_prompt,
+        project_prompt_approved,
+        quoted_project_prompt,
+    )
+
+    found = project_prompt(session.config, session.agent, session.snapshot.get("systemPrompt"))
+    if found is None:
+        return session.config.settings.loop.system_prompt or BASE_PROMPT, None
+    text, origin = found
+    if project_prompt_approved(session.config.project_dir, text):
+        return text, None
+    quoted = quoted_project_prompt(text, origin)
+    return BASE_PROMPT, PromptSection("project-prompt", quoted, order=1)
+
+
 def system_sections(session: Session) -> list[PromptSection]:
     """The base prompt plus every plugin's ``system_prompt_sections``, sorted by ``order``
     (stable and volatile ones; :func:`build_prompt` puts the volatile ones in the context
     note)."""
-    loop = session.config.settings.loop
-    base = session.snapshot.get("systemPrompt") or loop.system_prompt or BASE_PROMPT
+    base, unapproved = base_prompt(session)
     date = session_date(session)
     # plain replacement, not str.format: a user's prompt may hold braces of its own
     text = base.replace("{cwd}", str(session.cwd)).replace("{date}", date)
     sections = [PromptSection("base", text, order=0)]
+    if unapproved is not None:
+        sections.append(unapproved)
     for result in session.veil.pm.hook.system_prompt_sections(session=session):
         if result is None:
             continue

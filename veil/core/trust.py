@@ -62,7 +62,6 @@ PROJECT_MODEL_OPTIONS: frozenset[str] = frozenset(
         # reference, "Create chat completion"), which litellm maps for every provider.
         "temperature",
         "top_p",
-        "n",
         "stop",
         "max_tokens",
         "max_completion_tokens",
@@ -75,7 +74,6 @@ PROJECT_MODEL_OPTIONS: frozenset[str] = frozenset(
         "response_format",
         "reasoning_effort",
         "parallel_tool_calls",
-        "tool_choice",
         "modalities",
         "verbosity",
         "user",
@@ -88,11 +86,13 @@ PROJECT_MODEL_OPTIONS: frozenset[str] = frozenset(
         "timeout",
         "num_retries",
         "drop_params",
-        "mock_response",
     }
 )
-"""``models.<role>.options`` a project file may set: they change what the model answers, never
-where a request goes or what credentials it carries. Every other option (``api_base``,
+"""``models.<role>.options`` a project file may set: they change how the model samples its
+answer, never where a request goes or what credentials it carries. Left out on purpose, though
+harmless-looking: ``mock_response`` (litellm answers with the project's text: the repository
+would speak as the agent), ``tool_choice`` (the repository would force a tool call, say
+``bash``, at every step) and ``n`` (several answers billed, one used). Every other option (``api_base``,
 ``base_url``, ``api_key``, ``extra_headers``, ``custom_llm_provider``, cloud credentials,
 callbacks...) belongs in the user's own file or a ``VEIL_MODELS__<ROLE>__OPTIONS`` variable."""
 

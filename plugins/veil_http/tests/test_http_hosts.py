@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from veil_http.hosts import host_name, origin_host
+from veil_http.hosts import host_name, origin_host, same_origin
 from veil_http.serve import build_server
 from veil_http.testing import assert_error
 
@@ -117,12 +117,52 @@ def test_a_cross_site_request_with_the_right_host_gets_403(make_client, origin):
     assert veil.model.calls == []
 
 
-@pytest.mark.parametrize(
-    "origin", ["http://localhost:3000", "http://127.0.0.1:5051", "http://[::1]"]
-)
-def test_pages_on_this_machine_may_call(make_client, origin):
-    client, _ = make_client()
+@pytest.mark.parametrize("origin", ["http://127.0.0.1:5051", "http://localhost:5051"])
+def test_pages_of_this_server_may_call(make_client, origin):
+    client, _ = make_client()  # addressed to 127.0.0.1:5051
     assert client.get("/health", headers={"Origin": origin}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://localhost:3000",  # a project's dev server: repository code in the browser
+        "http://127.0.0.1:8000",
+        "http://[::1]",  # port 80, not 5051
+        "https://127.0.0.1",  # port 443
+    ],
+)
+def test_pages_of_other_local_servers_get_403(make_client, origin):
+    client, veil = make_client()
+    sid = client.post("/sessions").json()["id"]
+    r = client.post(
+        f"/sessions/{sid}/messages",
+        content='{"content": "run the tests"}',
+        headers={"Origin": origin, "Content-Type": "text/plain"},
+    )
+    error = assert_error(r, 403, "FORBIDDEN_ORIGIN")
+    assert repr(origin) in error["message"] and "other local ports" in error["message"]
+    assert veil.model.calls == []
+
+
+@pytest.mark.parametrize(
+    ("host", "origin", "same"),
+    [
+        ("127.0.0.1:5051", "http://127.0.0.1:5051", True),
+        ("127.0.0.1:5051", "http://localhost:5051", True),
+        ("127.0.0.1:5051", "http://localhost:3000", False),
+        ("localhost", "http://localhost", True),  # both port 80
+        ("localhost", "https://localhost", True),  # Host without a port: the scheme's default
+        ("localhost:80", "https://localhost", False),  # 443 != 80
+        ("[::1]:5051", "http://[::1]:5051", True),
+        ("127.0.0.1:5051", "http://evil.example:5051", False),
+        ("127.0.0.1:5051", "null", False),
+        ("127.0.0.1:5051", "file:///tmp/x.html", False),
+    ],
+)
+def test_same_origin_compares_host_and_port(host, origin, same):
+    allowed = frozenset({"localhost", "127.0.0.1", "::1"})
+    assert same_origin(origin, host, allowed) is same
 
 
 def test_the_configured_host_is_answered_and_the_check_guards_before_the_token(
@@ -249,6 +289,11 @@ def test_veil_serve_refuses_dns_rebinding_over_tcp(tmp_path):
         assert_error(r, 403, "FORBIDDEN_ORIGIN")
         assert httpx.get(f"{base}/sessions", timeout=10).json()["sessions"] == []
         assert httpx.get(f"http://localhost:{port}/health", timeout=10).status_code == 200
+        own = {"Origin": f"http://localhost:{port}"}
+        assert httpx.get(f"{base}/health", headers=own, timeout=10).status_code == 200
+        other = {"Origin": f"http://localhost:{port + 1}"}
+        r = httpx.post(f"{base}/sessions", headers=other, timeout=10)
+        assert_error(r, 403, "FORBIDDEN_ORIGIN")
     finally:
         proc.terminate()
         try:

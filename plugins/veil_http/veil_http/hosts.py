@@ -10,8 +10,14 @@ ways, and ``veil serve`` without a token would run them (turns, tools, memory wr
   ``MISDIRECTED_REQUEST`` otherwise).
 * **Cross-site requests**: a "simple" POST (a form, ``fetch`` with ``text/plain``) reaches the
   server without a CORS preflight, with the right ``Host``. Browsers mark every such request with
-  an ``Origin`` header; a request whose ``Origin`` is not on this machine gets 403
-  ``FORBIDDEN_ORIGIN``. Programs (curl, httpx, the openai SDK) send no ``Origin`` and pass.
+  an ``Origin`` header; a request whose ``Origin`` is not this server's own (a name of this
+  machine *and* the port the request was addressed to) gets 403 ``FORBIDDEN_ORIGIN``. Programs
+  (curl, httpx, the openai SDK) send no ``Origin`` and pass.
+
+  The port matters: a page served by another local server (a project's dev server on
+  ``localhost:3000``, which runs the repository's code in the browser) is another origin
+  (RFC 6454 section 4: scheme, host and port), and a cloned repository must not reach the agent
+  through it.
 
 This is the check Starlette's ``TrustedHostMiddleware`` makes for ``Host``, with three
 differences that matter here: ``[::1]:port`` is parsed (Starlette splits at the first ``:``), the
@@ -58,6 +64,46 @@ def host_name(header: str | None) -> str | None:
     return name
 
 
+def host_port(header: str | None) -> int | None:
+    """The port of a ``Host`` header value (``127.0.0.1:5051`` -> 5051, ``[::1]:80`` -> 80);
+    None when it names none (the scheme's default port then applies)."""
+    if not header:
+        return None
+    value = header.strip()
+    after_name = value.partition("]")[2] if value.startswith("[") else value
+    _, colon, port = after_name.rpartition(":")
+    return int(port) if colon and _PORT.match(port) else None
+
+
+def origin_port(origin: str) -> int | None:
+    """The port of an ``Origin`` header, the scheme's default when it names none
+    (``http://localhost`` -> 80, ``https://localhost`` -> 443); None when it is not http(s) or
+    malformed."""
+    try:
+        parts = urlsplit(origin.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https"):
+        return None
+    return port if port is not None else (443 if parts.scheme == "https" else 80)
+
+
+def same_origin(origin: str, host: str | None, allowed: frozenset[str]) -> bool:
+    """Whether a browser's ``Origin`` is this server's own: its host is one of ``allowed`` and
+    its port is the one the request was addressed to (``Host``; the origin scheme's default port
+    when ``Host`` names none). RFC 6454 section 4 compares scheme, host and port; the scheme is
+    not compared here because the server cannot tell which one the browser used, and only http
+    and https origins pass."""
+    name, port = origin_host(origin), origin_port(origin)
+    if name is None or port is None or name not in allowed:
+        return False
+    addressed = host_port(host)
+    if addressed is None:
+        addressed = 443 if origin.strip().lower().startswith("https:") else 80
+    return port == addressed
+
+
 def origin_host(origin: str) -> str | None:
     """The host name of an ``Origin`` header (``http://localhost:3000`` -> ``localhost``); None
     for ``null`` (sandboxed frames, ``file:`` pages) and anything that is not http(s)."""
@@ -78,8 +124,8 @@ def loopback_names(bind_host: str) -> frozenset[str]:
 
 
 class HostCheck:
-    """ASGI middleware for a loopback server: 421 for a foreign ``Host``, 403 for a foreign
-    ``Origin`` (see the module docstring).
+    """ASGI middleware for a loopback server: 421 for a foreign ``Host``, 403 for an ``Origin``
+    that is not this server's own (see the module docstring).
 
     Args:
         app: the wrapped application.
@@ -106,11 +152,12 @@ class HostCheck:
                 f"only requests addressed to {self._names} (any port), which protects it from "
                 "DNS rebinding; use http://127.0.0.1:<port>/"
             )
-        elif origin is not None and origin_host(origin) not in self.allowed:
+        elif origin is not None and not same_origin(origin, host, self.allowed):
             status, code = 403, "FORBIDDEN_ORIGIN"
             message = (
-                f"Origin {origin!r} is not this machine: veil serve refuses requests that web "
-                f"pages make (allowed origins: http(s)://{{{self._names}}}[:port]); programs "
+                f"Origin {origin!r} is not this server: veil serve refuses requests that web "
+                "pages from other origins make, other local ports included (allowed: "
+                f"http(s)://{{{self._names}}} on the port this request was sent to); programs "
                 "send no Origin header"
             )
         else:
