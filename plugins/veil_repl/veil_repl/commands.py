@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from typing import Any
 
 from veil.core.errors import VeilError
@@ -106,7 +107,9 @@ def _summary(session: Any, report: dict[str, Any], status: Any) -> list[str]:
         entry[1] += item.tokens
     if by_kind:
         kinds = sorted(by_kind.items(), key=lambda kv: -kv[1][1])
-        lines.append("live by kind: " + ", ".join(f"{k} {n} ({t:,} tokens)" for k, (n, t) in kinds))
+        lines.append(
+            "live by kind (items/tokens): " + ", ".join(f"{k} {n}/{t:,}" for k, (n, t) in kinds)
+        )
     if session.compact_size:
         lines.append(f"compacted: the first {session.compact_size} messages are a summary")
     for event in getattr(display.active, "compactions", None) or []:
@@ -150,9 +153,12 @@ def _context(session: Any, arg: str) -> str:
     header = "score " + "".join(f"{n[:5]:>5} " for n in names) + "flags kind        tokens id"
     lines.append(header)
     ranked = sorted(range(len(items)), key=lambda i: -float(scores[i]))
+    # the preview takes what the terminal leaves of its width (rows stay one line)
+    fixed = len(header) + len("item_") + 14
+    width = max(16, min(50, shutil.get_terminal_size((100, 30)).columns - fixed))
     for i in ranked[:40]:
         item = items[i]
-        preview = " ".join(item.content.split())[:50]
+        preview = " ".join(item.content.split())[:width]
         flags = ("P" if item.pinned else "-") + ("H" if item.loaded_by_hand else "-")
         parts = "".join(f"{float(signals[n][i]):5.2f} " for n in names)
         lines.append(

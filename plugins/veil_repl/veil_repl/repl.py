@@ -14,9 +14,8 @@ from veil.core.paths import veil_file
 from veil_repl import display
 from veil_repl.status import ContextStatus
 
-HELP_HEADER = (
-    "Enter sends; Esc then Enter (or Alt-Enter) adds a line; Ctrl-C stops a turn; Ctrl-D leaves."
-)
+HELP_HEADER = "Enter sends · Esc Enter (Alt-Enter): new line · Ctrl-C stops a turn · Ctrl-D leaves"
+"""The banner's key help (one line of a 100-column terminal with " · /help")."""
 
 RESUME_EXCHANGES = 3
 """How many of the last exchanges (a user message and what answered it) a resumed session shows."""
@@ -135,7 +134,7 @@ class Repl:
         resumed = " (resumed)" if self.session.resumed else ""
         c.print(
             f"[bold]veil[/bold] · session {self.session.id}{resumed} · model {model.name}"
-            f" ({model.context_window} tokens)"
+            f" ({model.context_window:,} tokens)"
         )
         if self.veil.llm.notice:
             c.print(f"[yellow]{self.veil.llm.notice}[/yellow]")
@@ -146,7 +145,7 @@ class Repl:
             c.print(f"[yellow]{escape(self.history_warning)}[/yellow]")
         if self.session.resumed:
             self.show_last_exchanges()
-        c.print(f"[dim]{HELP_HEADER} /help lists commands.[/dim]")
+        c.print(f"[dim]{HELP_HEADER} · /help[/dim]")
 
     def show_last_exchanges(self) -> None:
         """Print the last exchanges of a resumed session (``veil -c``, ``--resume``)."""
