@@ -342,11 +342,3 @@ def test_context_shows_only_the_answering_scorers_signals(home):
     rows = lines[header + 1 :]
     scores = sorted((round(1.0 / (1 + i.tokens), 3) for i in session.live_items), reverse=True)
     assert [float(r.split()[0]) for r in rows] == scores
-
-
-def test_render_ignores_model_call_and_usage_without_a_repl(capsys):
-    from veil.core.types import RenderEvent
-
-    display.active = None
-    veil_repl.render(RenderEvent("model_call", {"model": "m", "promptTokens": 1}))
-    assert capsys.readouterr().out == ""
