@@ -18,7 +18,7 @@ import veil_repl
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
-from veil_repl import commands, display
+from veil_repl import commands
 from veil_repl.repl import Repl, last_exchanges
 from veil_repl.status import ContextStatus
 
