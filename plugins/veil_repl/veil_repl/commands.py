@@ -79,9 +79,9 @@ def _summary(session: Any, report: dict[str, Any], status: Any) -> list[str]:
     if prompt is None:
         prompt = report["lastPromptTokens"] or None
     if prompt:
+        share = 100 * prompt / max(window, 1)
         lines.append(
-            f"last prompt: {prompt:,} of {window:,} tokens ({100 * prompt / window:.0f}% of the "
-            "context window)"
+            f"last prompt: {prompt:,} of {window:,} tokens ({share:.0f}% of the context window)"
         )
         if status is not None and status.cached_share is not None:
             lines.append(
