@@ -24,8 +24,14 @@ def test_context_lists_items_with_score_and_signals(make_veil, project):
     veil.run_turn(session, "what does app.py return?")
     text = veil.slash_commands()["context"].handler(session, "")
     lines = text.splitlines()
-    assert lines[1].split()[:6] == ["score", "recen", "frequ", "relev", "struc", "cogni"]
-    rows = lines[2:]
+    assert (
+        "scored by veil_fsrs (signals: recency, frequency, relevance, structure, cognitive)"
+        in lines
+    )
+    header = next(i for i, line in enumerate(lines) if line.startswith("score "))
+    assert lines[header].split()[:6] == ["score", "recen", "frequ", "relev", "struc", "cogni"]
+    assert lines[0].startswith("last prompt: ")  # the summary comes first (issue 21)
+    rows = lines[header + 1 :]
     assert len(rows) == len(session.live_items) == 4  # user, 2 assistant turns, 1 tool result
     scores = [float(r.split()[0]) for r in rows]
     assert scores == sorted(scores, reverse=True)

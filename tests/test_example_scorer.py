@@ -1,6 +1,8 @@
 """Swapping the scorer: the example distribution under examples/ installs with its own entry
-point, the default scorer is blocked by configuration, scores come from the example, and the
-default eviction policy keeps working on them."""
+point and answers ``score`` at once: pluggy asks the plugin registered last first, and veil
+registers entry points in name order, so ``veil_shortest_scorer`` is asked before ``veil_fsrs``
+(blocking FSRS only removes it from the order). ``veil plugins`` shows that order, the scores
+come from the example, and the default eviction policy keeps working on them."""
 
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ PROBE = textwrap.dedent(
                 for i in session.live_items]
     print(json.dumps({
         "score_impl": info["hooks"]["score"],
+        "pluggy_order": [veil.pm.get_name(i.plugin)
+                         for i in reversed(veil.pm.hook.score.get_hookimpls())],
         "evict_impl": info["hooks"]["evict"],
         "blocked": info["blocked"],
         "context_layer": info["context_layer"],
@@ -53,7 +57,7 @@ PROBE = textwrap.dedent(
 )
 
 
-def test_example_scorer_replaces_fsrs_while_eviction_keeps_working(tmp_path):
+def test_example_scorer_answers_first_once_installed_and_eviction_keeps_working(tmp_path):
     pytest.importorskip("veil_fsrs", reason="the default plugins are not installed")
     target = tmp_path / "site"
     pip = subprocess.run(
@@ -74,26 +78,50 @@ def test_example_scorer_replaces_fsrs_while_eviction_keeps_working(tmp_path):
         timeout=600,
     )
     assert pip.returncode == 0, pip.stderr[-2000:]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
+    # the installed example first, then this checkout's veil (the PYTHONPATH tests run with)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(target), env.get("PYTHONPATH")) if p)
+    env["VEIL_HOME"] = str(tmp_path / "home")
+
+    def probe(project: Path) -> dict:
+        proc = subprocess.run(
+            [sys.executable, "-c", PROBE, str(project)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+            cwd=project,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    # installed alone: the example is asked first (its name sorts after veil_fsrs)
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    out = probe(alone)
+    assert out["score_impl"] == out["pluggy_order"] == ["veil_shortest_scorer", "veil_fsrs"]
+    assert out["scores"] == out["expected"]  # the formula in the example's docstring
+    assert out["blocked"] == [] and out["evictions"] > 0
+    listed = subprocess.run(
+        [sys.executable, "-m", "veil.cli", "plugins"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=alone,
+    )
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    assert "  score *: veil_shortest_scorer, veil_fsrs" in listed.stdout.splitlines()
+
+    # FSRS blocked: the example is the only scorer; eviction still works on its scores
     project = tmp_path / "proj"
     (project / ".veil").mkdir(parents=True)
     (project / ".veil" / "settings.json").write_text(
         json.dumps({"plugins": {"disable": ["veil_fsrs"]}})
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
-    env["PYTHONPATH"] = str(target)
-    env["VEIL_HOME"] = str(tmp_path / "home")
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, str(project)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        cwd=project,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["score_impl"] == ["veil_shortest_scorer"]
+    out = probe(project)
+    assert out["score_impl"] == out["pluggy_order"] == ["veil_shortest_scorer"]
     assert out["evict_impl"] == ["veil_fsrs_evict"]
     assert "veil_fsrs" in out["blocked"] and out["context_layer"] is True
-    assert out["scores"] == out["expected"]  # the formula in the example's docstring
+    assert out["scores"] == out["expected"]
     assert out["evictions"] > 0  # a 2,000-token window forces the default policy to evict

@@ -109,7 +109,8 @@ def test_hooks_are_called_in_and_out_of_every_tool_call_in_data_flow_order(make_
         ("turn_end", "assistant"),
     ]
     kinds = [c[1] for c in rec.calls if c[0] == "render"]
-    assert kinds == ["assistant", "tool_call", "tool_result", "assistant"]
+    call = ["model_call", "usage", "assistant"]  # front ends: a spinner, then the figures
+    assert kinds == [*call, "tool_call", "tool_result", *call]
     assert "PROBE-SECTION" in veil.model.calls[0][0]["content"]
 
 

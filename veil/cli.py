@@ -297,9 +297,14 @@ def plugins_cmd(state: VeilContext, as_json: bool) -> None:
         click.echo(f"{p['name']} {p['version']}".rstrip())
         for hook in p["hooks"]:
             click.echo(f"  {hook}")
-    click.echo("\nhooks, in call order (for score / evict / compact the first answers):")
+    click.echo(
+        "\nhooks, in call order: pluggy asks tryfirst implementations first, then the plugin\n"
+        "registered last; entry points register in name order, so the name that sorts last\n"
+        "is asked first. * : the first implementation that returns a value answers."
+    )
+    first = set(info.get("firstresult", ()))
     for hook, names in info["hooks"].items():
-        click.echo(f"  {hook}: {', '.join(names)}")
+        click.echo(f"  {hook}{' *' if hook in first else ''}: {', '.join(names)}")
     if info["blocked"]:
         click.echo(f"\nblocked: {', '.join(info['blocked'])}")
     click.echo(

@@ -51,6 +51,8 @@ class Completion:
         usage: ``{"prompt_tokens": int, "completion_tokens": int}`` as the provider reported
             them; where it reported none (or zeros, which litellm puts in place of a missing
             ``usage``), counted by veil (:func:`counted_usage`) and ``usage_estimated`` is True.
+            ``cached_tokens`` (prompt tokens read from the provider's prompt cache, OpenAI's
+            ``prompt_tokens_details.cached_tokens``) is there only when the provider said.
         model: the model that answered (litellm model string or the bundled model's name).
         provider: the auth.json provider name that answered (or ``bundled`` / ``scripted``).
         finish_reason: ``stop``, ``tool_calls``, ``length``... as reported, or None.
@@ -487,16 +489,21 @@ def counted_usage(
     exact or estimated for ``model``), completion tokens the count of the answer's text and of
     its tool calls' names and arguments (:func:`veil.core.tokens.count_text_tokens`).
 
+    ``cached_tokens`` is added when the provider reported the prompt's size and
+    ``prompt_tokens_details.cached_tokens`` (OpenAI's name, which litellm also fills from
+    Anthropic's ``cache_read_input_tokens``), capped at the prompt's size; veil never guesses it.
+
     Returns:
-        ``({"prompt_tokens": int, "completion_tokens": int}, estimated)``, ``estimated`` True
-        when veil counted either figure.
+        ``({"prompt_tokens": int, "completion_tokens": int[, "cached_tokens": int]},
+        estimated)``, ``estimated`` True when veil counted either figure.
     """
     prompt = _get(reported, "prompt_tokens")
     completion = _get(reported, "completion_tokens")
     calls = message.get("tool_calls") or []
     said_something = bool(message.get("content")) or bool(calls)
     estimated = False
-    if not isinstance(prompt, int) or prompt <= 0:
+    estimated_prompt = not isinstance(prompt, int) or prompt <= 0
+    if estimated_prompt:
         prompt = count_message_tokens(messages, model, tools=tools)
         estimated = True
     if not isinstance(completion, int) or (completion <= 0 and said_something):
@@ -506,7 +513,11 @@ def counted_usage(
             for c in calls
         )
         estimated = True
-    return {"prompt_tokens": prompt, "completion_tokens": completion}, estimated
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion}
+    cached = _get(_get(reported, "prompt_tokens_details"), "cached_tokens")
+    if not estimated_prompt and isinstance(cached, int) and cached >= 0:
+        usage["cached_tokens"] = min(cached, prompt)
+    return usage, estimated
 
 
 # --------------------------------------------------------------------------------------------
@@ -747,6 +758,42 @@ class LLM:
             self._cache[key] = model
             return model
 
+    def unservable_reason(self, name: str) -> str | None:
+        """Why no configured provider can serve model ``name`` (a ``/model NAME`` switch), or
+        None when one can; offline, from what veil and litellm know (nothing is sent).
+
+        A name is servable by a forced model (tests, replay: it answers any name), by the
+        bundled model when ``name`` is one of :data:`BUNDLED_ALIASES` and it is installed, or by
+        a route of :meth:`routes` when litellm can tell the provider of the route's model
+        string (``litellm.get_llm_provider``) and the request would carry a key: the route's
+        own ``api_key``, an endpoint of its own (``base_url``: a local or self-hosted server
+        decides), a provider type that authenticates from the environment
+        (:data:`veil.core.providers.AMBIENT_CREDENTIAL_TYPES`), or the ``*_API_KEY`` variables
+        ``litellm.validate_environment`` asks for. Whether the provider knows this exact model
+        is only known from its answer, so an unknown model name of a known provider passes.
+
+        Returns:
+            one sentence per route tried (``"<route>: <reason>"``, joined by ``"; "``), or None.
+
+        Raises:
+            ConfigError: the routing is ambiguous (:meth:`routes`).
+        """
+        if self._forced.get("main") is not None:
+            return None
+        if name in BUNDLED_ALIASES:
+            if _bundled_available():
+                return None
+            return "the bundled offline model is not installed"
+        litellm = import_litellm()
+        reasons = []
+        for route in self.routes():
+            reason = _route_problem(litellm, route, name)
+            if reason is None:
+                return None
+            where = "no provider in auth.json" if route.name == "litellm" else route.name
+            reasons.append(f"{where}: {reason}")
+        return "; ".join(reasons)
+
     def usage_totals(self) -> dict[str, int]:
         """Sums over :attr:`usage_log`: ``calls``, ``prompt_tokens``, ``completion_tokens``."""
         with self._log_lock:
@@ -756,6 +803,33 @@ class LLM:
             "prompt_tokens": sum(e["prompt_tokens"] for e in entries),
             "completion_tokens": sum(e["completion_tokens"] for e in entries),
         }
+
+
+def _route_problem(litellm: Any, route: Route, name: str) -> str | None:
+    """Why ``route`` cannot serve model ``name`` (see :meth:`LLM.unservable_reason`), or None."""
+    from veil.core.providers import AMBIENT_CREDENTIAL_TYPES
+
+    model = route.model_string(name)
+    try:
+        provider = litellm.get_llm_provider(model, api_base=route.base_url)[1]
+    except Exception:  # litellm's BadRequestError: no provider prefix it knows
+        prefix = model.split("/", 1)[0] if "/" in model else None
+        if prefix:
+            return f"{prefix!r} is not a provider litellm knows (in {model!r})"
+        return (
+            f"litellm cannot tell which provider serves {model!r}; name it as PROVIDER/MODEL "
+            "(e.g. openai/gpt-4o) or configure a provider in auth.json"
+        )
+    if route.api_key or route.base_url or provider in AMBIENT_CREDENTIAL_TYPES:
+        return None
+    try:
+        found = litellm.validate_environment(model=model)
+    except Exception:  # an older litellm, or one that cannot check this provider: let it try
+        return None
+    missing = [k for k in found.get("missing_keys") or [] if str(k).endswith("API_KEY")]
+    if missing:
+        return f"no API key for {provider} ({', '.join(missing)} is not set)"
+    return None
 
 
 def _bundled_available() -> bool:

@@ -171,6 +171,7 @@ def _run_turn_held(
                 session.emit("info", text=note)
             call_started = time.monotonic()
             on_token = (lambda tok: session.emit("token", text=tok)) if stream else None
+            _emit_model_call(session, model, prompt.tokens)
             try:
                 completion = model.complete(prompt.messages, tools=tools or None, on_token=on_token)
             except ContextWindowExceededError:
@@ -178,8 +179,18 @@ def _run_turn_held(
                 if not _force_compaction(session):
                     raise
                 prompt = build_prompt(session, tools=tools)
+                _emit_model_call(session, model, prompt.tokens)
                 completion = model.complete(prompt.messages, tools=tools or None, on_token=on_token)
             usage = dict(completion.usage or {})
+            session.emit(
+                "usage",
+                model=completion.model,
+                promptTokens=int(usage.get("prompt_tokens") or 0),
+                completionTokens=int(usage.get("completion_tokens") or 0),
+                cachedTokens=usage.get("cached_tokens"),
+                estimated=bool(getattr(completion, "usage_estimated", False)),
+                contextWindow=session.context_window,
+            )
             for key in ("prompt_tokens", "completion_tokens"):
                 result.usage[key] += int(usage.get(key) or 0)
             if getattr(completion, "usage_estimated", False):
@@ -236,6 +247,16 @@ def _run_turn_held(
     )
     result.seconds = time.monotonic() - started
     return result
+
+
+def _emit_model_call(session: Session, model: Any, prompt_tokens: int) -> None:
+    """Say that a model call starts (front ends show a spinner until its first token)."""
+    session.emit(
+        "model_call",
+        model=model.name,
+        promptTokens=prompt_tokens,
+        contextWindow=session.context_window,
+    )
 
 
 SMALL_MODEL_TOOLS = ("read", "write", "edit", "bash", "grep", "ls")

@@ -119,19 +119,30 @@ def has_impl(pm: pluggy.PluginManager, hook: str) -> bool:
 def describe_plugins(pm: pluggy.PluginManager) -> dict[str, Any]:
     """What is loaded, for ``veil plugins`` and ``GET /plugins``.
 
+    Call order is pluggy's: implementations marked ``tryfirst`` first, ``trylast`` last, and
+    within each group the plugin registered last first. veil registers the core, then the
+    installed entry points sorted by name, then ``extra``: so among unmarked implementations the
+    entry point whose name sorts last is asked first (``veil_shortest_scorer`` before
+    ``veil_fsrs``). Blocking a plugin removes it from the order; it is not needed to win it.
+
     Returns:
         ``{"plugins": [{"name", "version", "hooks": [...]}], "hooks": {hook: [plugin names in
-        call order]}, "context_layer": bool, "blocked": [...]}``. For firstresult hooks the first
-        name in the list is the implementation that answers.
+        call order]}, "firstresult": [hook names], "context_layer": bool, "blocked": [...]}``.
+        For a firstresult hook the first name in its list that returns a value answers (the
+        first name, for veil's own plugins, which always answer).
     """
     hooks: dict[str, list[str]] = {}
     per_plugin: dict[str, list[str]] = {}
+    firstresult: list[str] = []
     for hook_name in sorted(n for n in dir(pm.hook) if not n.startswith("_")):
         caller = getattr(pm.hook, hook_name)
         # pluggy calls implementations from the end of get_hookimpls() to the start.
         names = [pm.get_name(impl.plugin) for impl in reversed(caller.get_hookimpls())]
         if names:
             hooks[hook_name] = names
+        spec = getattr(caller, "spec", None)
+        if spec is not None and spec.opts.get("firstresult"):
+            firstresult.append(hook_name)
         for name in names:
             per_plugin.setdefault(name, []).append(hook_name)
     plugins = [
@@ -143,6 +154,7 @@ def describe_plugins(pm: pluggy.PluginManager) -> dict[str, Any]:
     return {
         "plugins": plugins,
         "hooks": hooks,
+        "firstresult": firstresult,
         "context_layer": has_impl(pm, "score") and has_impl(pm, "evict"),
         "blocked": blocked,
     }

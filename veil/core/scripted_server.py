@@ -26,6 +26,7 @@ What it answers:
 - ``usage`` counts the prompt with ``count`` (by default :func:`openai_prompt_tokens`) and the
   answer with tiktoken's ``cl100k_base``; ``omit_usage=True`` leaves it out, as some
   OpenAI-compatible servers (older llama.cpp servers, proxies, self-hosted gateways) do.
+  ``cached`` adds ``prompt_tokens_details.cached_tokens`` (OpenAI's prompt-cache figure).
 - ``GET <anything>/models`` lists one model. Anything else is a 404 with an OpenAI-shaped error.
 """
 
@@ -185,6 +186,9 @@ class ScriptedOpenAIServer:
         count: prompt size of a request's ``messages`` (default :func:`openai_prompt_tokens`).
         model: the model name reported in answers and ``/models`` (default: the request's
             ``model``, or ``"scripted"``).
+        cached: the prompt tokens reported as read from the provider's prompt cache
+            (``usage.prompt_tokens_details.cached_tokens``): an int for every request, or a
+            function ``(messages, prompt_tokens) -> int``; None (default) reports no such detail.
 
     Attributes:
         requests: every :class:`RecordedRequest`, in arrival order.
@@ -200,6 +204,7 @@ class ScriptedOpenAIServer:
         omit_usage: bool = False,
         count: Callable[[list[dict[str, Any]]], int] = openai_prompt_tokens,
         model: str | None = None,
+        cached: int | Callable[[list[dict[str, Any]], int], int] | None = None,
     ) -> None:
         self._script: Callable[[dict[str, Any]], ReplyLike] | None = None
         self._replies: list[ReplyLike] = []
@@ -212,6 +217,7 @@ class ScriptedOpenAIServer:
         self.omit_usage = omit_usage
         self.count = count
         self.model = model
+        self.cached = cached
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -398,6 +404,10 @@ class ScriptedOpenAIServer:
                     "completion_tokens": completion_tokens,
                     "total_tokens": tokens + completion_tokens,
                 }
+                if server.cached is not None:
+                    cached = server.cached
+                    hit = cached(body["messages"], tokens) if callable(cached) else cached
+                    usage["prompt_tokens_details"] = {"cached_tokens": int(hit)}
                 finish = "tool_calls" if message.get("tool_calls") else "stop"
                 base = {
                     "id": f"chatcmpl-{number}",
@@ -424,7 +434,7 @@ class ScriptedOpenAIServer:
                 reply: Reply,
                 message: dict[str, Any],
                 finish: str,
-                usage: dict[str, int] | None,
+                usage: dict[str, Any] | None,
             ) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")

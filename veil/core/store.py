@@ -461,6 +461,23 @@ class Store:
         gets a stand-in (see :meth:`load_session`, which also names them)."""
         return self._history(session_id, [])
 
+    def last_usage(self, session_id: str) -> dict[str, Any] | None:
+        """The usage stored with the session's latest answer (``prompt_tokens``,
+        ``completion_tokens``, and ``cached_tokens`` / ``estimated`` when recorded), or None when
+        no answer has usage or its row is damaged (front ends then show no figure)."""
+        row = self.conn.execute(
+            "SELECT CAST(usage AS BLOB) AS usage FROM messages WHERE session_id = ?"
+            " AND usage IS NOT NULL ORDER BY idx DESC LIMIT 1",
+            (session_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        try:
+            usage = json.loads(bytes(row["usage"]).decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            return None
+        return usage if isinstance(usage, dict) else None
+
     def _history(self, session_id: str, problems: list[str]) -> list[tuple[int, Message]]:
         found = self.conn.execute(
             # as bytes: a row holding invalid UTF-8 would make the whole query fail

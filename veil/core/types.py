@@ -239,7 +239,11 @@ class RenderEvent:
 
     Attributes:
         kind: ``"token"``, ``"assistant"``, ``"tool_call"``, ``"tool_result"``, ``"eviction"``,
-            ``"compaction"``, ``"warning"``, ``"halt"``, ``"info"`` or ``"error"``.
+            ``"compaction"``, ``"warning"``, ``"halt"``, ``"info"``, ``"error"``,
+            ``"model_call"`` (a model call starts: ``model``, ``promptTokens`` as veil counted
+            them, ``contextWindow``) or ``"usage"`` (it answered: ``model``, ``promptTokens``,
+            ``completionTokens``, ``cachedTokens`` (None when the provider did not say),
+            ``estimated``, ``contextWindow``).
         session_id: the session it concerns (None for global events).
         data: kind-specific fields (``text``, ``name``, ``arguments``, ``items``, ``level``...).
     """

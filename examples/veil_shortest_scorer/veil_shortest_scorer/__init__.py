@@ -1,7 +1,8 @@
 """An example scorer plugin for veil: retention = 1 / (1 + tokens / 100), halved for items more
-than five steps old. Pinned items score 1. It replaces the default FSRS scorer once that one is
-blocked (``"plugins": {"disable": ["veil_fsrs"]}`` in .veil/settings.json); the default eviction
-policy (entry point ``veil_fsrs_evict``) keeps working on these scores."""
+than five steps old. Pinned items score 1. Installed, it answers ``score`` before the default
+FSRS scorer: pluggy asks the plugin registered last first, and veil registers entry points in
+name order (``veil_shortest_scorer`` after ``veil_fsrs``); blocking ``veil_fsrs`` is optional. The
+default eviction policy (entry point ``veil_fsrs_evict``) keeps working on these scores."""
 
 from __future__ import annotations
 

@@ -3,20 +3,36 @@
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from typing import Any
 
+from veil.core.errors import VeilError
 from veil.core.types import SlashCommand
+from veil_repl import display
 
 
 def _model(session: Any, arg: str) -> str:
+    """``/model``: show the session's model; ``/model NAME`` switches to NAME when a configured
+    provider can serve it (:meth:`veil.core.llm.LLM.unservable_reason`), else says why and keeps
+    the model in use."""
     llm = session.veil.llm
     model = llm.model_for("main", session.model)
-    if arg.strip():
-        session.model = arg.strip()
-        session.veil.store.update_session(session.id, model=session.model)
-        model = llm.model_for("main", session.model)
-        return f"model for this session: {model.name} ({model.provider}), window {model.context_window} tokens"
-    return f"model: {model.name} ({model.provider}), context window {model.context_window} tokens"
+    name = arg.strip()
+    if not name:
+        return (
+            f"model: {model.name} ({model.provider}), context window {model.context_window} tokens"
+        )
+    try:
+        session.veil.check_model_name(name)
+        reason = None if name == "default" else llm.unservable_reason(name)
+    except VeilError as exc:
+        reason = exc.message
+    if reason:
+        return f"/model {name}: cannot be used: {reason}. Still using {model.name}."
+    session.model = name
+    session.veil.store.update_session(session.id, model=session.model)
+    model = llm.model_for("main", session.model)
+    return f"model for this session: {model.name} ({model.provider}), window {model.context_window} tokens"
 
 
 def _sessions(session: Any, arg: str) -> str:
@@ -31,37 +47,126 @@ def _sessions(session: Any, arg: str) -> str:
     return "\n".join(lines) + "\n(resume one with: veil --resume ID)"
 
 
+def answering_scorer(pm: Any) -> Any | None:
+    """The plugin whose ``score`` answers: the first in pluggy's call order (pluggy calls
+    ``get_hookimpls()`` from the last to the first; wrappers do not answer). None without a
+    scorer."""
+    impls = [
+        i
+        for i in pm.hook.score.get_hookimpls()
+        if not i.hookwrapper and not getattr(i, "wrapper", False)
+    ]
+    return impls[-1].plugin if impls else None
+
+
+def scorer_signals(session: Any, items: Any, now: float) -> dict[str, Any] | None:
+    """The signals the answering scorer gives for ``items`` (its own ``score_signals``), or None
+    when it explains nothing: another plugin's signals would sit beside scores they did not
+    make."""
+    pm = session.veil.pm
+    scorer = answering_scorer(pm)
+    for impl in reversed(pm.hook.score_signals.get_hookimpls()):
+        if impl.plugin is scorer:
+            return impl.function(session=session, items=items, task_tags=session.task_tags, now=now)
+    return None
+
+
+def _summary(session: Any, report: dict[str, Any], status: Any) -> list[str]:
+    """The one-screen view: context use, cache, tiers, tokens by kind, what changed."""
+    window = session.context_window
+    lines = []
+    prompt = status.prompt_tokens if status is not None else None
+    if prompt is None:
+        prompt = report["lastPromptTokens"] or None
+    if prompt:
+        share = 100 * prompt / max(window, 1)
+        lines.append(
+            f"last prompt: {prompt:,} of {window:,} tokens ({share:.0f}% of the context window)"
+        )
+        if status is not None and status.cached_share is not None:
+            lines.append(
+                f"cached: {status.cached_tokens:,} of {prompt:,} prompt tokens "
+                f"({status.cached_share:.0f}%) read from the provider's prompt cache"
+            )
+        elif status is not None and status.prompt_tokens is not None:
+            lines.append("cached: the provider does not report its prompt cache")
+    else:
+        lines.append(f"last prompt: none yet (context window {window:,} tokens)")
+    tiers = report["tiers"]
+    items = list(session.live_items)
+    live_tokens = sum(i.tokens for i in items)
+    pinned = sum(1 for i in items if i.pinned)
+    lines.append(
+        f"items: live {tiers['live']} ({live_tokens:,} tokens, {pinned} pinned), "
+        f"warm {tiers['warm']}, cold {tiers['cold']}"
+    )
+    by_kind: dict[str, list[int]] = {}
+    for item in items:
+        entry = by_kind.setdefault(item.kind, [0, 0])
+        entry[0] += 1
+        entry[1] += item.tokens
+    if by_kind:
+        kinds = sorted(by_kind.items(), key=lambda kv: -kv[1][1])
+        lines.append(
+            "live by kind (items/tokens): " + ", ".join(f"{k} {n}/{t:,}" for k, (n, t) in kinds)
+        )
+    if session.compact_size:
+        lines.append(f"compacted: the first {session.compact_size} messages are a summary")
+    for event in getattr(display.active, "compactions", None) or []:
+        before, after = event.get("tokensBefore"), event.get("tokensAfter")
+        count = event.get("compactedCount")
+        if isinstance(before, int) and isinstance(after, int):
+            what = f"{count} messages" if isinstance(count, int) else "the conversation"
+            lines.append(
+                f"since the last request: compacted {what}, conversation {before:,} -> "
+                f"{after:,} tokens ({after - before:+,})"
+            )
+        else:
+            lines.append(f"since the last request: {event.get('text', 'compacted')}")
+    return lines
+
+
 def _context(session: Any, arg: str) -> str:
+    """``/context``: a summary (context use, cache, tiers, what changed since the last request),
+    then the live items by score with the answering scorer's own signals."""
     from veil.core.context import context_report
 
     report = context_report(session)
-    tiers = report["tiers"]
-    lines = [
-        f"last prompt: {report['lastPromptTokens']} tokens of {session.context_window}; "
-        f"items live {tiers['live']}, warm {tiers['warm']}, cold {tiers['cold']}"
-    ]
+    status = display.active.status if display.active is not None else None
+    lines = _summary(session, report, status)
     if not session.veil.context_layer_on:
         lines.append("context layer off: no scorer or eviction plugin loaded")
         return "\n".join(lines)
     items = session.live_items
     now = session.clock()
-    hook = session.veil.pm.hook
-    scores = hook.score(session=session, items=items, task_tags=session.task_tags, now=now)
-    signals = hook.score_signals(session=session, items=items, task_tags=session.task_tags, now=now)
+    pm = session.veil.pm
+    scores = pm.hook.score(session=session, items=items, task_tags=session.task_tags, now=now)
+    signals = scorer_signals(session, items, now)
     scores = list(scores) if scores is not None else [0.0] * len(items)
     names = list(signals or {})
-    header = "score " + " ".join(f"{n[:5]:>5}" for n in names) + " flags kind        tokens id"
+    scorer = answering_scorer(pm)
+    lines.append(
+        f"scored by {pm.get_name(scorer)}"
+        + (f" (signals: {', '.join(names)})" if names else " (it gives no signals)")
+    )
+    lines.append("")
+    header = "score " + "".join(f"{n[:5]:>5} " for n in names) + "flags kind        tokens id"
     lines.append(header)
     ranked = sorted(range(len(items)), key=lambda i: -float(scores[i]))
+    # the preview takes what the terminal leaves of its width (rows stay one line)
+    fixed = len(header) + len("item_") + 14
+    width = max(16, min(50, shutil.get_terminal_size((100, 30)).columns - fixed))
     for i in ranked[:40]:
         item = items[i]
-        preview = " ".join(item.content.split())[:50]
+        preview = " ".join(item.content.split())[:width]
         flags = ("P" if item.pinned else "-") + ("H" if item.loaded_by_hand else "-")
-        parts = " ".join(f"{float(signals[n][i]):5.2f}" for n in names)
+        parts = "".join(f"{float(signals[n][i]):5.2f} " for n in names)
         lines.append(
-            f"{float(scores[i]):.3f} {parts} {flags:>5} {item.kind:<11} {item.tokens:>6} "
+            f"{float(scores[i]):.3f} {parts}{flags:>5} {item.kind:<11} {item.tokens:>6} "
             f"{item.id}  {preview}"
         )
+    if len(items) > 40:
+        lines.append(f"... and {len(items) - 40} more live items (lowest scores)")
     return "\n".join(lines)
 
 
@@ -70,5 +175,9 @@ def slash_commands(veil: Any) -> list[SlashCommand]:
     return [
         SlashCommand("model", "show the model, or /model NAME to switch this session", _model),
         SlashCommand("sessions", "list recent sessions", _sessions),
-        SlashCommand("context", "loaded items with score and signals; warm/cold counts", _context),
+        SlashCommand(
+            "context",
+            "context use, cache and tiers, what changed; then the items with their scores",
+            _context,
+        ),
     ]

@@ -9,13 +9,40 @@ from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
 from rich.markup import escape
 
-from veil.core.errors import SessionConflict, UnsafeVeilPath
+from veil.core.errors import SessionConflict, UnsafeVeilPath, VeilError
 from veil.core.paths import veil_file
 from veil_repl import display
+from veil_repl.status import ContextStatus
 
-HELP_HEADER = (
-    "Enter sends; Esc then Enter (or Alt-Enter) adds a line; Ctrl-C stops a turn; Ctrl-D leaves."
-)
+HELP_HEADER = "Enter sends · Esc Enter (Alt-Enter): new line · Ctrl-C stops a turn · Ctrl-D leaves"
+"""The banner's key help (one line of a 100-column terminal with " · /help")."""
+
+RESUME_EXCHANGES = 3
+"""How many of the last exchanges (a user message and what answered it) a resumed session shows."""
+
+EXCHANGE_CHARS = 180
+"""Longest line of a shown exchange (two lines of a 100-column terminal, less the margin)."""
+
+
+def last_exchanges(
+    messages: list[dict[str, Any]], count: int = RESUME_EXCHANGES
+) -> list[tuple[str, str, int]]:
+    """The last ``count`` exchanges of a history: ``(user text, final answer text, tool calls
+    made)`` in order, an exchange being a user message and the messages up to the next one.
+    veil's own context notes (:data:`veil.core.context.NOTE_PREFIX`) are not user messages."""
+    from veil.core.context import NOTE_PREFIX
+
+    exchanges: list[tuple[str, str, int]] = []
+    for message in messages:
+        content = message.get("content")
+        text = content if isinstance(content, str) else ""
+        if message.get("role") == "user" and not text.startswith(NOTE_PREFIX):
+            exchanges.append((text, "", 0))
+        elif exchanges and message.get("role") == "assistant":
+            user, answer, calls = exchanges[-1]
+            calls += len(message.get("tool_calls") or [])
+            exchanges[-1] = (user, text or answer, calls)
+    return exchanges[-count:] if count > 0 else []
 
 
 def _bindings() -> KeyBindings:
@@ -57,6 +84,8 @@ class Repl:
         except UnsafeVeilPath as exc:
             self.history_warning = f"input history not saved: {exc.message}"
             history = InMemoryHistory()
+        self.status = self._initial_status()
+        self.status_text = self.status.line()
         self.prompt = PromptSession(
             history=history,
             multiline=True,
@@ -64,9 +93,39 @@ class Repl:
             input=input,
             output=output,
             prompt_continuation="… ",
+            bottom_toolbar=self.toolbar,
         )
-        self.display = display.Display(console)
+        self.display = display.Display(console, status=self.status)
         self.commands = veil.slash_commands()
+
+    def _initial_status(self) -> ContextStatus:
+        """The status of the session as loaded: its model, and for a resumed session the usage
+        stored with its latest answer."""
+        model = self.veil.llm.model_for("main", self.session.model)
+        status = ContextStatus(model=model.name, context_window=model.context_window)
+        if self.session.resumed:
+            usage = self.veil.store.last_usage(self.session.id)
+            if usage:
+                status.take_usage(usage)
+        return status
+
+    def refresh_status(self) -> str:
+        """Recompute the status line (model and window after a /model, tier counts) and return
+        it; called before each prompt, not at each redraw (tier counts are a query)."""
+        from veil.core.context import context_report
+
+        try:
+            model = self.veil.llm.model_for("main", self.session.model)
+            self.status.model, self.status.context_window = model.name, model.context_window
+        except VeilError:
+            pass  # the banner or the next turn says what is wrong with the model
+        self.status.tiers = dict(context_report(self.session)["tiers"])
+        self.status_text = self.status.line()
+        return self.status_text
+
+    def toolbar(self) -> str:
+        """prompt-toolkit's ``bottom_toolbar``: the status line (see :mod:`veil_repl.status`)."""
+        return " " + self.status_text
 
     def banner(self) -> None:
         """Say which session, model and context layer are in use."""
@@ -75,7 +134,7 @@ class Repl:
         resumed = " (resumed)" if self.session.resumed else ""
         c.print(
             f"[bold]veil[/bold] · session {self.session.id}{resumed} · model {model.name}"
-            f" ({model.context_window} tokens)"
+            f" ({model.context_window:,} tokens)"
         )
         if self.veil.llm.notice:
             c.print(f"[yellow]{self.veil.llm.notice}[/yellow]")
@@ -84,7 +143,28 @@ class Repl:
             c.print("[dim]context layer off: no scorer or eviction plugin loaded[/dim]")
         if self.history_warning:
             c.print(f"[yellow]{escape(self.history_warning)}[/yellow]")
-        c.print(f"[dim]{HELP_HEADER} /help lists commands.[/dim]")
+        if self.session.resumed:
+            self.show_last_exchanges()
+        c.print(f"[dim]{HELP_HEADER} · /help[/dim]")
+
+    def show_last_exchanges(self) -> None:
+        """Print the last exchanges of a resumed session (``veil -c``, ``--resume``)."""
+        c = self.display.console
+        every = last_exchanges(self.session.messages, count=len(self.session.messages))
+        exchanges = every[-RESUME_EXCHANGES:]
+        if not exchanges:
+            return
+        c.print(f"[dim]── resumed: the last {len(exchanges)} of {len(every)} exchanges ──[/dim]")
+        for user, answer, calls in exchanges:
+            c.print(f"[bold]›[/bold] {escape(display.short(user, EXCHANGE_CHARS))}")
+            tools = f"[dim]({calls} tool call{'s' if calls != 1 else ''})[/dim] " if calls else ""
+            text = (
+                escape(display.short(answer, EXCHANGE_CHARS))
+                if answer
+                else "[dim](no answer)[/dim]"
+            )
+            c.print(f"  {tools}{text}")
+        c.print("[dim]──[/dim]")
 
     def help_text(self) -> str:
         """The /help answer: built-in and plugin commands."""
@@ -105,12 +185,20 @@ class Repl:
         if cmd is None:
             self.display.console.print(f"[red]unknown command /{name}[/red]; /help lists them")
             return True
+        # a command that compacts (/compact) reports the result itself: the compaction event's
+        # line is held and shown only when the command says nothing
+        self.display.held = []
         try:
             out = cmd.handler(self.session, arg.strip())
         except Exception as exc:  # noqa: BLE001 - a command's error is shown, the REPL goes on
             out = f"/{name} failed: {exc}"
+        finally:
+            held, self.display.held = self.display.held, None
         if out:
             self.display.console.print(out, markup=False, highlight=False)
+        else:
+            for line in held:
+                self.display.console.print(line)
         return True
 
     def run_message(self, text: str) -> None:
@@ -118,15 +206,18 @@ class Repl:
         server) changed the session since this REPL loaded it, the REPL loads it again and
         runs the turn on that (the refused attempt stored nothing)."""
         try:
-            result = self.veil.run_turn(self.session, text)
-        except SessionConflict:
-            self.session = self.veil.load_session(self.session.id)
-            self.display.console.print(
-                "[yellow]this session was changed by another veil process; "
-                "continuing from its latest state[/yellow]"
-            )
-            result = self.veil.run_turn(self.session, text)
-        self.display._end_stream()
+            try:
+                result = self.veil.run_turn(self.session, text)
+            except SessionConflict:
+                self.display.stop_waiting()
+                self.session = self.veil.load_session(self.session.id)
+                self.display.console.print(
+                    "[yellow]this session was changed by another veil process; "
+                    "continuing from its latest state[/yellow]"
+                )
+                result = self.veil.run_turn(self.session, text)
+        finally:
+            self.display._end_stream()  # the spinner too, on Ctrl-C or an error
         if result.status == "halted":
             # convergence halt: the run stops and the user decides what happens next
             self.display.console.print(
@@ -142,6 +233,7 @@ class Repl:
         try:
             self.banner()
             while True:
+                self.refresh_status()
                 try:
                     text = self.prompt.prompt("› ")
                 except KeyboardInterrupt:
