@@ -1,6 +1,8 @@
-"""The core's own plugin (registered as ``veil.core``): the coding tools, the twelve memory
-tools, the default ``capture``, the manifest and belief-conflict sections, facts recognised in
-tool results, and ``recall`` over the warm and cold tiers."""
+"""Default plugin ``veil.beliefs``: facts a rule recognises in a tool result become beliefs
+(:func:`veil.core.beliefs.facts_in_tool_output`), open belief conflicts are shown in the system
+prompt, and ``/beliefs`` and ``GET /beliefs`` list beliefs with provenance. The belief store itself
+(:class:`veil.core.beliefs.BeliefStore`, ``veil.beliefs``) stays reachable for the memory tools;
+blocked, no fact is asserted from tool output and no conflict is shown."""
 
 from __future__ import annotations
 
@@ -10,21 +12,10 @@ from veil.hookspecs import hookimpl
 
 
 @hookimpl
-def register_tools(veil: Any) -> list:
-    """read, write, edit, bash, grep, ls (:mod:`veil.core.tools`) and the twelve memory tools
-    (:mod:`veil.core.memory_tools`)."""
-    from veil.core.memory_tools import memory_tools
-    from veil.core.tools import builtin_tools
-
-    return builtin_tools() + memory_tools()
-
-
-@hookimpl
 def capture(session: Any, event: Any) -> list:
-    """Items for turns and tool results (:mod:`veil.core.capture`); facts a rule recognises in a
-    tool result become beliefs (:func:`veil.core.beliefs.facts_in_tool_output`)."""
+    """Assert the facts a rule recognises in a successful tool result; captures no item (the
+    ``veil.capture`` plugin does)."""
     from veil.core.beliefs import facts_in_tool_output
-    from veil.core.capture import capture_event
 
     if event.phase == "tool_result" and event.result is not None and not event.result.is_error:
         command = (event.arguments or {}).get("command", "")
@@ -34,27 +25,16 @@ def capture(session: Any, event: Any) -> list:
             session.veil.beliefs.assert_fact(
                 session, fact, tool_call_id=event.tool_call_id, source="tool_result"
             )
-    return capture_event(session, event)
+    return []
 
 
 @hookimpl
 def system_prompt_sections(session: Any) -> list:
-    """The manifest of loaded context (its stable guide and its volatile counts) and any open
-    belief conflicts (volatile)."""
-    from veil.core.manifest import conflicts_section, manifest_sections
+    """Open belief conflicts, if any (volatile; :func:`veil.core.manifest.conflicts_section`)."""
+    from veil.core.manifest import conflicts_section
 
     conflicts = conflicts_section(session)
-    return [*manifest_sections(session), *([conflicts] if conflicts is not None else [])]
-
-
-@hookimpl
-def recall(session: Any, query: str, limit: int, tags: list[str] | None) -> list | None:
-    """Hybrid (vector + keyword) search over this project's warm and cold items, every session
-    (:meth:`veil.core.tiers.Tiers.search`); hits have source ``"warm"`` or ``"cold"``. Without a
-    session there is no project to search here, so it answers nothing."""
-    if session is None:
-        return None
-    return session.veil.tiers.search(query, limit, tags, None)
+    return [conflicts] if conflicts is not None else []
 
 
 def _beliefs_text(session: Any, arg: str) -> str:
