@@ -263,8 +263,8 @@ def capture_parts(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
     and veil_fsrs' index following it (``index_for``)."""
     from veil_fsrs.batch_index import index_for
 
-    from veil.core.capture import capture_event
     from veil.core.tags import distinct_runs, extract_tags, extract_targets, tags_text
+    from veil.default_plugins.capture.rules import capture_event
 
     batch = session.live_items
     index_for(batch)  # built once, as in the steady state

@@ -1,6 +1,6 @@
 """Default plugin ``veil.capture``: every turn and tool result becomes a context item
-(:mod:`veil.core.capture`). Blocked, nothing is captured, so nothing is scored, evicted or
-recalled from this session's turns."""
+(:mod:`veil.default_plugins.capture.rules`). Blocked, nothing is captured, so nothing is
+scored, evicted or recalled from this session's turns."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from veil.hookspecs import hookimpl
 
 @hookimpl
 def capture(session: Any, event: Any) -> list:
-    """Items for turns and tool results (:func:`veil.core.capture.capture_event`)."""
-    from veil.core.capture import capture_event
+    """Items for turns and tool results
+    (:func:`veil.default_plugins.capture.rules.capture_event`)."""
+    from veil.default_plugins.capture.rules import capture_event
 
     return capture_event(session, event)
