@@ -6,9 +6,12 @@ blocked, no fact is asserted from tool output and no conflict is shown."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veil.hookspecs import hookimpl
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.types import PromptSection
 
 
 @hookimpl
@@ -28,11 +31,24 @@ def capture(session: Any, event: Any) -> list:
     return []
 
 
+def conflicts_section(session: Any) -> PromptSection | None:
+    """Open belief conflicts for the model to settle (None when there are none): a volatile
+    section sent in the context note, order 850 (before the manifest's 900)."""
+    from veil.core.types import PromptSection
+
+    conflicts = session.veil.beliefs.open_conflicts()
+    if not conflicts:
+        return None
+    lines = ["## Conflicting beliefs (settle with veil_conflicts / veil_resolve_conflict)"]
+    for c in conflicts[:5]:
+        values = "; ".join(f"{b['id']}: {b['statement']}" for b in c["beliefs"][:4])
+        lines.append(f"- {c['id']}: {values}")
+    return PromptSection("conflicts", "\n".join(lines), order=850, volatile=True)
+
+
 @hookimpl
 def system_prompt_sections(session: Any) -> list:
-    """Open belief conflicts, if any (volatile; :func:`veil.core.manifest.conflicts_section`)."""
-    from veil.core.manifest import conflicts_section
-
+    """Open belief conflicts, if any (volatile; :func:`conflicts_section`)."""
     conflicts = conflicts_section(session)
     return [conflicts] if conflicts is not None else []
 
