@@ -8,6 +8,7 @@ import pytest
 
 from veil.core.types import ContextItem
 from veil.default_plugins import DEFAULT_PLUGINS
+from veil.harness import VeilHarness
 
 NAMES = [name for name, _ in DEFAULT_PLUGINS]
 CODING_TOOLS = {"read", "write", "edit", "bash", "grep", "ls"}
@@ -95,3 +96,17 @@ def test_blocking_one_default_plugin_leaves_the_rest_running_a_turn(make_veil, p
     answers = veil.pm.hook.recall(session=session, query="quota", limit=5, tags=None)
     warm = [hit.id for answer in answers for hit in answer or [] if hit.source == "warm"]
     assert warm == ([] if blocked == "veil.recall" else [stored.id])
+
+
+@pytest.mark.parametrize("blocked", [False, True])
+def test_the_harness_shows_no_manifest_when_its_plugin_is_blocked(project, monkeypatch, blocked):
+    if blocked:
+        monkeypatch.setenv("VEIL_DISABLE_PLUGINS", "veil.manifest")
+    (project / ".veil").mkdir(exist_ok=True)
+    harness = VeilHarness(project / ".veil" / "context.db")
+    try:
+        assert harness.veil.context_layer_on  # veil_fsrs is installed: a manifest is due
+        text = harness.manifest()
+        assert (text == "") if blocked else text.startswith("## Context manifest\n")
+    finally:
+        harness.veil.close()

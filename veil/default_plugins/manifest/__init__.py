@@ -1,5 +1,5 @@
 """Default plugin ``veil.manifest``: the manifest of loaded context in the system prompt, its
-stable guide and its volatile counts (:mod:`veil.core.manifest`)."""
+stable guide and its volatile counts (:mod:`veil.default_plugins.manifest.sections`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from veil.hookspecs import hookimpl
 @hookimpl
 def system_prompt_sections(session: Any) -> list:
     """The manifest's guide (stable) and counts (volatile, anchored)
-    (:func:`veil.core.manifest.manifest_sections`)."""
-    from veil.core.manifest import manifest_sections
+    (:func:`veil.default_plugins.manifest.sections.manifest_sections`)."""
+    from veil.default_plugins.manifest.sections import manifest_sections
 
     return manifest_sections(session)
