@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from veil.core.beliefs import BeliefStore, facts_in_tool_output
 from veil.core.store import Store
+from veil.default_plugins.beliefs.store import BeliefStore, facts_in_tool_output
 
 PAIRS_FILE = Path(__file__).parent / "data" / "belief_pairs.json"
 PAIRS = json.loads(PAIRS_FILE.read_text(encoding="utf-8"))["pairs"]

@@ -1,8 +1,12 @@
 """Default plugin ``veil.beliefs``: facts a rule recognises in a tool result become beliefs
-(:func:`veil.core.beliefs.facts_in_tool_output`), open belief conflicts are shown in the system
-prompt, and ``/beliefs`` and ``GET /beliefs`` list beliefs with provenance. The belief store itself
-(:class:`veil.core.beliefs.BeliefStore`, ``veil.beliefs``) stays reachable for the memory tools;
-blocked, no fact is asserted from tool output and no conflict is shown."""
+(:func:`~veil.default_plugins.beliefs.store.facts_in_tool_output`), open belief conflicts are
+shown in the system prompt, and ``/beliefs`` and ``GET /beliefs`` list beliefs with provenance.
+
+The belief store (:class:`~veil.default_plugins.beliefs.store.BeliefStore`, the core's
+``Veil.beliefs``) and the contradiction rule (:mod:`veil.default_plugins.beliefs.claims`) live in
+this package; the core still opens the store for the memory tools (``veil_remember`` with kind
+``fact``, ``veil_conflicts``) and ``veil doctor``, so with this plugin blocked those keep working,
+but no fact is asserted from tool output and no conflict is shown in the prompt."""
 
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 def capture(session: Any, event: Any) -> list:
     """Assert the facts a rule recognises in a successful tool result; captures no item (the
     ``veil.capture`` plugin does)."""
-    from veil.core.beliefs import facts_in_tool_output
+    from veil.default_plugins.beliefs.store import facts_in_tool_output
 
     if event.phase == "tool_result" and event.result is not None and not event.result.is_error:
         command = (event.arguments or {}).get("command", "")
