@@ -46,7 +46,7 @@ def test_every_default_plugin_is_listed_under_its_own_name(make_veil):
     }
     for name in NAMES:
         assert listed[name]["default"] is True and listed[name]["hooks"], name
-    # the registration order keeps the order the single core plugin gave: coding tools first
+    # registration keeps the order the former veil.core plugin gave: coding tools first
     assert list(veil.tools)[:7] == ["read", "write", "edit", "bash", "grep", "ls", "veil_recall"]
 
 
