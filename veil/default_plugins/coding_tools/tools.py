@@ -898,7 +898,10 @@ def _make_handler(name: str, schema: dict[str, Any], run: _Runner) -> Callable:
             )
 
     handler.__name__ = f"{name}_handler"
-    handler.__doc__ = f"Handler of the built-in ``{name}`` tool (see :mod:`veil.default_plugins.coding_tools.tools`)."
+    handler.__doc__ = (
+        f"Handler of the built-in ``{name}`` tool"
+        " (see :mod:`veil.default_plugins.coding_tools.tools`)."
+    )
     return handler
 
 

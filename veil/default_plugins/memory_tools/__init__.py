@@ -1,5 +1,6 @@
 """Default plugin ``veil.memory_tools``: the twelve ``veil_*`` memory tools the model uses to
-search, page in, pin, forget and annotate its context (:mod:`veil.default_plugins.memory_tools.tools`)."""
+search, page in, pin, forget and annotate its context
+(:mod:`veil.default_plugins.memory_tools.tools`)."""
 
 from __future__ import annotations
 
