@@ -1,7 +1,7 @@
 """Benchmark: veil's hook overhead per tool call (capture + score + evict) through the real core.
 
 A :class:`~veil.core.app.Veil` is opened on a temporary project (SQLite store in a file, as in
-real use) with only the core plugin and veil_fsrs (``veil_fsrs`` scorer, ``veil_fsrs_evict``
+real use) with only veil's default plugins and veil_fsrs (``veil_fsrs`` scorer, ``veil_fsrs_evict``
 policy), a :class:`~veil.core.testing.ScriptedModel` as the main model (its ``count_tokens`` is
 veil's estimate, which runs cl100k_base). A session is seeded with a steady-state live set of
 1k, 10k or 100k items (``bench_scoring.make_items``: the synthetic session veil_fsrs' benchmark
@@ -263,8 +263,8 @@ def capture_parts(veil: Veil, session: Session, calls: int) -> dict[str, Any]:
     and veil_fsrs' index following it (``index_for``)."""
     from veil_fsrs.batch_index import index_for
 
-    from veil.core.capture import capture_event
     from veil.core.tags import distinct_runs, extract_tags, extract_targets, tags_text
+    from veil.default_plugins.capture.rules import capture_event
 
     batch = session.live_items
     index_for(batch)  # built once, as in the steady state

@@ -1,5 +1,6 @@
 """Belief conflicts on real statement pairs: precision and recall of the rule in
-veil.core.claims, measured through the belief store on tests/data/belief_pairs.json.
+veil.default_plugins.beliefs.claims, measured through the belief store on
+tests/data/belief_pairs.json.
 
 Each pair was drawn from the shared trajectories (a statement quoted from a turn, or a tool call's
 command and output) and labelled conflicting / compatible / unrelated by reading both sides as
@@ -15,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from veil.core.beliefs import BeliefStore, facts_in_tool_output
 from veil.core.store import Store
+from veil.default_plugins.beliefs.store import BeliefStore, facts_in_tool_output
 
 PAIRS_FILE = Path(__file__).parent / "data" / "belief_pairs.json"
 PAIRS = json.loads(PAIRS_FILE.read_text(encoding="utf-8"))["pairs"]
@@ -118,7 +119,7 @@ def test_few_conflicts_when_every_sentence_of_real_runs_is_a_belief(capsys):
     import glob
     import re
 
-    from veil.core.claims import contradicts, parse_claim
+    from veil.default_plugins.beliefs.claims import contradicts, parse_claim
 
     folder = shared_data("trajectories")
     sentence_end = re.compile(r"(?<=[.!?])\s+(?=[A-Z`])")

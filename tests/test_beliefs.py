@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from veil.core.beliefs import BeliefStore, facts_in_tool_output, parse_claim
 from veil.core.errors import BadRequest
 from veil.core.store import Store
+from veil.default_plugins.beliefs.store import BeliefStore, facts_in_tool_output, parse_claim
 
 
 @pytest.mark.parametrize(

@@ -80,9 +80,12 @@ def test_sessions_and_plugins_listing(project, scripted):
     listing = json.loads(invoke(project, "sessions", "--json").stdout)
     assert len(listing) == 1 and listing[0]["title"] == "list me"
     info = json.loads(invoke(project, "plugins", "--json").stdout)
-    core = next(p for p in info["plugins"] if p["name"] == "veil.core")
-    assert core["hooks"] == sorted(core["hooks"])  # listed in a stable order
-    assert {"capture", "recall", "register_tools", "system_prompt_sections"} <= set(core["hooks"])
+    by_name = {p["name"]: p for p in info["plugins"]}
+    beliefs = by_name["veil.beliefs"]
+    assert beliefs["hooks"] == sorted(beliefs["hooks"])  # listed in a stable order
+    assert {"capture", "register_routes", "system_prompt_sections"} <= set(beliefs["hooks"])
+    assert by_name["veil.recall"]["hooks"] == ["recall"]
+    assert by_name["veil.coding_tools"]["default"] and not by_name["veil_fsrs"]["default"]
     assert set(info["tools"]) >= {"read", "write", "edit", "bash", "grep", "ls"}
 
 

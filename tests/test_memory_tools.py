@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from veil.core.memory_tools import memory_tools
 from veil.core.types import EvictionPlan
+from veil.default_plugins.memory_tools.tools import memory_tools
 from veil.hookspecs import hookimpl
 
 NAMES = [

@@ -123,7 +123,7 @@ def test_remove_interrupted_temps_by_name_and_age(project: Path) -> None:
 def test_temp_names_match_what_atomic_write_makes(project: Path, monkeypatch) -> None:
     import tempfile
 
-    from veil.core import tools
+    from veil.core import atomic
 
     seen = []
     real = tempfile.mkstemp
@@ -134,7 +134,7 @@ def test_temp_names_match_what_atomic_write_makes(project: Path, monkeypatch) ->
         return fd, name
 
     monkeypatch.setattr(tempfile, "mkstemp", spy)
-    tools.atomic_write_bytes(project / "MEMORY.md", b"x")
+    atomic.atomic_write_bytes(project / "MEMORY.md", b"x")
     (name,) = seen
     m = paths.TEMP_NAME_RE.match(name)
     assert m and m.group("name") == "MEMORY.md"

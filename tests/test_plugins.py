@@ -56,7 +56,8 @@ def test_firstresult_order_and_description():
     info = plugins.describe_plugins(pm)
     assert info["hooks"]["score"] == ["b", "a"]
     assert info["context_layer"] is False  # a scorer without an eviction policy
-    assert "register_tools" in next(p for p in info["plugins"] if p["name"] == "veil.core")["hooks"]
+    coding = next(p for p in info["plugins"] if p["name"] == "veil.coding_tools")
+    assert coding["hooks"] == ["register_tools"] and coding["default"] is True
 
 
 def test_blocked_plugin_is_not_registered_even_when_passed_explicitly():

@@ -23,7 +23,7 @@ from veil.core.llm import LLM
 from veil.core.scripted_server import ScriptedOpenAIServer
 from veil.core.settings import load_config
 from veil.core.testing import ScriptedModel
-from veil.core.tools import run_command
+from veil.default_plugins.coding_tools.tools import run_command
 
 LONG_COMMAND = "sleep 300 & echo $! > child.pid; wait"
 """Starts a grandchild (the sleep) and waits for it: the group outlives the shell's own work."""

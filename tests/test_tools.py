@@ -1,4 +1,4 @@
-"""Tests of the built-in coding tools (veil/core/tools.py).
+"""Tests of the built-in coding tools (veil/default_plugins/coding_tools/tools.py).
 
 Expected outputs are written out by hand from the tool contracts (numbered lines, notes, exit-code
 footers); sizes (bytes, characters cut) are recomputed here from the inputs independently.
@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from veil.core import tools
 from veil.core.settings import load_config
 from veil.core.types import ToolContext, ToolResult
+from veil.default_plugins.coding_tools import tools
 
 NAMES = ["read", "write", "edit", "bash", "grep", "ls"]
 

@@ -294,7 +294,8 @@ def plugins_cmd(state: VeilContext, as_json: bool) -> None:
         click.echo(json.dumps(info, indent=2))
         return
     for p in info["plugins"]:
-        click.echo(f"{p['name']} {p['version']}".rstrip())
+        marker = " (default)" if p.get("default") else ""
+        click.echo(f"{p['name']} {p['version']}{marker}".rstrip())
         for hook in p["hooks"]:
             click.echo(f"  {hook}")
     click.echo(

@@ -176,9 +176,12 @@ class VeilHarness:
         return prompt.messages
 
     def manifest(self) -> str:
-        """The manifest section alone (what is loaded, what is stored outside the prompt)."""
-        from veil.core.manifest import manifest_section
+        """The manifest section alone (what is loaded, what is stored outside the prompt); empty
+        when the ``veil.manifest`` default plugin is blocked or the context layer is off."""
+        from veil.default_plugins.manifest.sections import manifest_section
 
+        if not self.veil.pm.has_plugin("veil.manifest"):
+            return ""
         section = manifest_section(self.session)
         return section.text if section else ""
 

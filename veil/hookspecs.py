@@ -2,7 +2,8 @@
 
 A plugin is a module or object with functions marked ``@veil.hookimpl`` whose names are the hook
 names below; it may accept any subset of a hook's arguments (pluggy passes them by name). Plugins
-are found through the ``veil`` entry-point group (see :mod:`veil.core.plugins`).
+are veil's default plugins (:mod:`veil.default_plugins`, registered first) and those found through
+the ``veil`` entry-point group (see :mod:`veil.core.plugins`).
 
 Kinds of hook (pluggy's terms):
 

@@ -136,9 +136,11 @@ class Veil:
 
     @property
     def beliefs(self) -> Any:
-        """The :class:`~veil.core.beliefs.BeliefStore` over this project's event log."""
+        """The :class:`~veil.default_plugins.beliefs.store.BeliefStore` over this project's event
+        log (the store lives with the ``veil.beliefs`` default plugin; the memory tools and
+        ``veil doctor`` reach it here, so it opens whether or not that plugin is blocked)."""
         if self._beliefs is None:
-            from veil.core.beliefs import BeliefStore
+            from veil.default_plugins.beliefs.store import BeliefStore
 
             self._beliefs = BeliefStore(self.store)
         return self._beliefs

@@ -182,8 +182,9 @@ def _stubbed(session: Session) -> tuple[list[int], list[Message]]:
 
 def _with_stub(message: Message, stub: str) -> Message:
     """``message`` with its content replaced by ``stub``. An evicted assistant turn's item holds
-    its tool calls' arguments too (:func:`veil.core.capture.assistant_text`), so those leave
-    with it: each call keeps its id and name (its result stays paired) and its arguments become
+    its tool calls' arguments too (the capture plugin's
+    :func:`veil.default_plugins.capture.rules.assistant_text`), so those leave with it: each call
+    keeps its id and name (its result stays paired) and its arguments become
     ``{"evicted": "<the stub's handle>"}``, valid JSON for every provider."""
     out = {**message, "content": stub}
     calls = message.get("tool_calls")

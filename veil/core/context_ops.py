@@ -343,7 +343,7 @@ def search_history(session: Session, query: str, days: float, limit: int = 10) -
 
 
 def open_conflicts(session: Session) -> list[dict[str, Any]]:
-    """Open conflicts between beliefs (see :mod:`veil.core.beliefs`)."""
+    """Open conflicts between beliefs (see :mod:`veil.default_plugins.beliefs.store`)."""
     return session.veil.beliefs.open_conflicts()
 
 

@@ -304,7 +304,7 @@ def repair_store(
             repaired.append(finding)
     after = _check(conn, store.path)
     if repaired:
-        from veil.core.beliefs import BeliefStore
+        from veil.default_plugins.beliefs.store import BeliefStore
 
         BeliefStore(store).rebuild()  # a view of the event log: rebuilt without what left it
         after.rebuilt.append("beliefs")

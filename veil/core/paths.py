@@ -19,7 +19,7 @@ the file itself cannot be swapped for a link between the check and the open. (A 
 write into ``.veil/`` while veil runs could race the folder checks; it could as well edit the
 files directly, so that is outside what this guards against.)
 
-Interrupted atomic writes (:func:`veil.core.tools.atomic_write_bytes` writes
+Interrupted atomic writes (:func:`veil.core.atomic.atomic_write_bytes` writes
 ``.<name>.<8 random characters>.tmp`` beside the target, then renames it) leave such temporary
 files behind; :func:`remove_interrupted_temps` removes them at the next write to the folder.
 """

@@ -6,11 +6,15 @@ Which plugins load, in order of precedence:
 2. Blocked, never loaded: ``plugins.disable`` in settings.json, ``VEIL_DISABLE_PLUGINS=a,b`` and
    ``veil --disable-plugin NAME`` (repeatable) add up.
 
-The core's own built-in plugin (``veil.core``: the coding tools) is always registered.
+The default plugins (:data:`veil.default_plugins.DEFAULT_PLUGINS`: ``veil.coding_tools``,
+``veil.memory_tools``, ``veil.capture``, ``veil.manifest``, ``veil.recall``, ``veil.beliefs``) are
+registered first, unless blocked; ``load`` selects among installed entry points only, so it never
+drops a default plugin (block one by name to remove it).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -20,9 +24,9 @@ from typing import Any
 import pluggy
 
 from veil import hookspecs
+from veil.default_plugins import DEFAULT_PLUGIN_NAMES, DEFAULT_PLUGINS
 
 ENTRY_POINT_GROUP = "veil"
-CORE_PLUGIN_NAME = "veil.core"
 
 
 @dataclass(frozen=True)
@@ -65,8 +69,8 @@ def load_plugins(
     use_entry_points: bool = True,
     extra: Iterable[tuple[str, Any]] = (),
 ) -> pluggy.PluginManager:
-    """Register the core plugin, then installed entry points as ``selection`` allows, then
-    ``extra`` ``(name, plugin)`` pairs (tests pass plugin objects here).
+    """Register the default plugins that are not blocked, then installed entry points as
+    ``selection`` allows, then ``extra`` ``(name, plugin)`` pairs (tests pass plugin objects here).
 
     Blocked names are also blocked in pluggy (``set_blocked``) so a later registration under that
     name is refused too. Returns ``pm``.
@@ -74,12 +78,11 @@ def load_plugins(
     Raises:
         ImportError: an entry point's module fails to import (message names the entry point).
     """
-    from veil.core import builtin_plugin
-
-    if not pm.has_plugin(CORE_PLUGIN_NAME):
-        pm.register(builtin_plugin, name=CORE_PLUGIN_NAME)
     for name in selection.disabled:
         pm.set_blocked(name)
+    for name, module in DEFAULT_PLUGINS:
+        if not pm.is_blocked(name) and not pm.has_plugin(name):
+            pm.register(importlib.import_module(module), name=name)
     if use_entry_points:
         for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
             if pm.is_blocked(ep.name) or pm.has_plugin(ep.name):
@@ -103,8 +106,8 @@ _versions: dict[str, str] = {}
 
 
 def plugin_version(name: str) -> str:
-    """Installed version of a plugin's distribution (the core's version for ``veil.core``)."""
-    if name == CORE_PLUGIN_NAME:
+    """Installed version of a plugin's distribution (veil's own version for a default plugin)."""
+    if name in DEFAULT_PLUGIN_NAMES:
         from veil import __version__
 
         return __version__
@@ -120,14 +123,15 @@ def describe_plugins(pm: pluggy.PluginManager) -> dict[str, Any]:
     """What is loaded, for ``veil plugins`` and ``GET /plugins``.
 
     Call order is pluggy's: implementations marked ``tryfirst`` first, ``trylast`` last, and
-    within each group the plugin registered last first. veil registers the core, then the
-    installed entry points sorted by name, then ``extra``: so among unmarked implementations the
+    within each group the plugin registered last first. veil registers its default plugins, then
+    the installed entry points sorted by name, then ``extra``: so among unmarked implementations the
     entry point whose name sorts last is asked first (``veil_shortest_scorer`` before
     ``veil_fsrs``). Blocking a plugin removes it from the order; it is not needed to win it.
 
     Returns:
-        ``{"plugins": [{"name", "version", "hooks": [...]}], "hooks": {hook: [plugin names in
-        call order]}, "firstresult": [hook names], "context_layer": bool, "blocked": [...]}``.
+        ``{"plugins": [{"name", "version", "default", "hooks": [...]}], "hooks": {hook: [plugin
+        names in call order]}, "firstresult": [hook names], "context_layer": bool, "blocked":
+        [...]}``. ``default`` is True for veil's default plugins (:mod:`veil.default_plugins`).
         For a firstresult hook the first name in its list that returns a value answers (the
         first name, for veil's own plugins, which always answer).
     """
@@ -146,7 +150,12 @@ def describe_plugins(pm: pluggy.PluginManager) -> dict[str, Any]:
         for name in names:
             per_plugin.setdefault(name, []).append(hook_name)
     plugins = [
-        {"name": name, "version": plugin_version(name), "hooks": per_plugin.get(name, [])}
+        {
+            "name": name,
+            "version": plugin_version(name),
+            "default": name in DEFAULT_PLUGIN_NAMES,
+            "hooks": per_plugin.get(name, []),
+        }
         for name, plugin in pm.list_name_plugin()
         if name is not None and plugin is not None
     ]

@@ -104,7 +104,7 @@ def approve_project_prompt(project_dir: Path, text: str) -> str:
     Raises:
         OSError: the user's veil folder cannot be written.
     """
-    from veil.core.tools import atomic_write_bytes
+    from veil.core.atomic import atomic_write_bytes
 
     path = record_path()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -71,7 +71,7 @@ def test_serve_never_imports_prompt_toolkit(tmp_path):
     assert seen["exit"] in (0, None), proc.stderr
     assert seen["prompt_toolkit"] == []
     assert (seen["host"], seen["port"]) == ("127.0.0.1", 0)
-    assert "veil_http" in seen["plugins"] and "veil.core" in seen["plugins"]
+    assert "veil_http" in seen["plugins"] and "veil.coding_tools" in seen["plugins"]
     if importlib.util.find_spec("veil_repl") is not None:
         assert "veil_repl" in seen["plugins"]  # loaded, and still no prompt_toolkit
     assert "/sessions" in seen["paths"] and "/health" in seen["paths"]
@@ -89,7 +89,16 @@ def test_serve_runs_with_the_repl_blocked(tmp_path):
 def test_serve_with_only_the_http_plugin_has_no_plugin_routes(tmp_path):
     seen, proc = _probe(tmp_path, ["--port", "0"], VEIL_LOAD_PLUGINS="veil_http")
     assert seen["exit"] in (0, None), proc.stderr
-    assert seen["plugins"] == ["veil.core", "veil_http"]
+    # VEIL_LOAD_PLUGINS selects entry points; the default plugins load unless blocked by name
+    assert seen["plugins"] == [
+        "veil.beliefs",
+        "veil.capture",
+        "veil.coding_tools",
+        "veil.manifest",
+        "veil.memory_tools",
+        "veil.recall",
+        "veil_http",
+    ]
     assert not any(p.startswith(("/memory", "/agents")) for p in seen["paths"])
     assert "context layer off" in proc.stderr  # no scorer / eviction plugin loaded
 

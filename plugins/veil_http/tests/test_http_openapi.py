@@ -31,7 +31,7 @@ OWN_ROUTES = {
     ("get", "/health"),
     ("get", "/plugins"),
     ("get", "/openapi.json"),
-    ("get", "/beliefs"),  # contributed by the core plugin through register_routes
+    ("get", "/beliefs"),  # contributed by the veil.beliefs default plugin (register_routes)
 }
 
 

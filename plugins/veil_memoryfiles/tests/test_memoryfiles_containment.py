@@ -175,7 +175,7 @@ def test_interrupted_temp_files_are_removed_at_the_next_write(
     svc = MemoryService(helpers.load_config(project), "default")
     svc.write("first", "agent", now=NOV)
     folder = agent_dir(project)
-    # what a crash between mkstemp and os.replace leaves (veil.core.tools.atomic_write_bytes)
+    # what a crash between mkstemp and os.replace leaves (veil.core.atomic.atomic_write_bytes)
     mine = folder / ".MEMORY.md.k2j4h5g6.tmp"
     mine.write_bytes(b"half a file")
     sibling_fresh = folder / ".archive-2026-11.md.a1b2c3d4.tmp"

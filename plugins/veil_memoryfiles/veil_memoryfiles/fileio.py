@@ -24,6 +24,7 @@ from pathlib import Path
 
 import filelock
 
+from veil.core.atomic import atomic_write_bytes as core_atomic_write
 from veil.core.paths import (
     VEIL_DIR_NAME,
     checked,
@@ -31,7 +32,6 @@ from veil.core.paths import (
     refuse_links,
     remove_interrupted_temps,
 )
-from veil.core.tools import atomic_write_bytes as core_atomic_write
 from veil_memoryfiles.errors import MemoryBusy, MemoryFileInvalid
 
 LOCK_TIMEOUT_S = 30.0
@@ -84,7 +84,7 @@ def read_text(path: Path) -> str | None:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically (the core's temp file in the same folder, fsync,
-    rename, folder fsync: :func:`veil.core.tools.atomic_write_bytes`), creating the folder first.
+    rename, folder fsync: :func:`veil.core.atomic.atomic_write_bytes`), creating the folder first.
     An existing file's permission bits are kept; a new file gets the umask's. The caller holds
     the file's lock: temporaries of interrupted writes of this file are removed first, those of
     other files in the folder when older than :data:`veil.core.paths.STALE_TEMP_AGE_S`.

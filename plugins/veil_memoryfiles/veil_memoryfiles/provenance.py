@@ -55,6 +55,7 @@ from pathlib import Path
 import filelock
 
 from veil.core.app import ensure_gitignore
+from veil.core.atomic import atomic_write_bytes as core_atomic_write
 from veil.core.paths import (
     append_bytes_nofollow,
     checked,
@@ -64,7 +65,6 @@ from veil.core.paths import (
     veil_dir_of,
 )
 from veil.core.settings import user_config_dir
-from veil.core.tools import atomic_write_bytes as core_atomic_write
 from veil_memoryfiles.entries import MemoryDocument, parse
 from veil_memoryfiles.errors import MemoryBusy
 

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from veil.core.capture import assistant_text
 from veil.core.context import build_prompt
 from veil.core.llm import LLM, Completion
 from veil.core.loop import capture
@@ -28,6 +27,7 @@ from veil.core.replay.formats import Trajectory
 from veil.core.replay.measures import SEPARATOR, identifier_tokens
 from veil.core.tokens import cl100k_count
 from veil.core.types import CaptureEvent, ToolResult, seeded_ids
+from veil.default_plugins.capture.rules import assistant_text
 
 CompactionMode = Literal["none", "masking", "full", "both"]
 STEP_SECONDS = 30.0  # DESIGN.md: 30 s per step when a format records no time

@@ -5,10 +5,10 @@ The durable record is the ``events`` table (kinds ``belief.assert``, ``belief.re
 tables ``beliefs`` and ``belief_conflicts`` are a *view* derived from it: :meth:`rebuild` drops
 and replays them from the log alone.
 
-Detection rule (no LLM; :mod:`veil.core.claims` holds it and its vocabulary): a statement is
-parsed into a claim ``(subject, predicate, value)`` with single-valued predicates ("is", "listens
-on port", "version is", "runs on", "is set to", "defaults to", "is located in"). Two *active*
-beliefs conflict when they have
+Detection rule (no LLM; :mod:`veil.default_plugins.beliefs.claims` holds it and its
+vocabulary): a statement is parsed into a claim ``(subject, predicate, value)`` with
+single-valued predicates ("is", "listens on port", "version is", "runs on", "is set to",
+"defaults to", "is located in"). Two *active* beliefs conflict when they have
 
 1. the same subject (normalised: no articles, code quotes or leading "So," / list markers),
 2. the same aspect: the same predicate and a value of the same kind -- version, number with its
@@ -40,9 +40,9 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from veil.core.claims import PATTERNS, Claim, contradicts, parse_claim
 from veil.core.errors import BadRequest
 from veil.core.types import new_id
+from veil.default_plugins.beliefs.claims import PATTERNS, Claim, contradicts, parse_claim
 
 __all__ = ["PATTERNS", "BeliefStore", "Claim", "facts_in_tool_output", "parse_claim"]
 
@@ -414,8 +414,9 @@ def _active_rows(conn: Any, subject: str, predicate: str) -> list[dict[str, Any]
 
 
 def _contradicting(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows that contradict at least one other row (:func:`veil.core.claims.contradicts`),
-    in their order; two rows from the same tool call never contradict each other."""
+    """The rows that contradict at least one other row
+    (:func:`veil.default_plugins.beliefs.claims.contradicts`), in their order; two rows from the
+    same tool call never contradict each other."""
     rows = [r for r in rows if r["value"] is not None]
     claims = [Claim(r["subject"], r["predicate"], r["value"]) for r in rows]
     involved = set()

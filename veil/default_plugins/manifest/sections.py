@@ -137,15 +137,3 @@ def manifest_sections(session: Session) -> list[PromptSection]:
         ),
         PromptSection("manifest", text, order=MANIFEST_ORDER, volatile=True, anchored=True),
     ]
-
-
-def conflicts_section(session: Session) -> PromptSection | None:
-    """Open belief conflicts for the model to settle (None when there are none)."""
-    conflicts = session.veil.beliefs.open_conflicts()
-    if not conflicts:
-        return None
-    lines = ["## Conflicting beliefs (settle with veil_conflicts / veil_resolve_conflict)"]
-    for c in conflicts[:5]:
-        values = "; ".join(f"{b['id']}: {b['statement']}" for b in c["beliefs"][:4])
-        lines.append(f"- {c['id']}: {values}")
-    return PromptSection("conflicts", "\n".join(lines), order=850, volatile=True)

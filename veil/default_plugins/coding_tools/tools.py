@@ -20,7 +20,6 @@ model; the capture hook uses it as the item's target); ``bash`` adds ``"exit_cod
 from __future__ import annotations
 
 import base64
-import contextlib
 import fnmatch
 import json
 import os
@@ -29,7 +28,6 @@ import selectors
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from veil.core.atomic import atomic_write_bytes
 from veil.core.processes import KILL_GRACE_SECONDS as KILL_GRACE_SECONDS  # re-exported
 from veil.core.processes import finished, kill_group, signal_group, start_group
 from veil.core.types import Tool, ToolContext, ToolResult
@@ -291,54 +290,6 @@ class _OutputBuffer:
             start += 1
         tail = self.tail[start:].decode("utf-8", "replace")
         return _join_head_tail(head, tail, len(head) + self.dropped_chars + len(tail), limit)
-
-
-# -- atomic writes -----------------------------------------------------------------------------
-
-
-def _default_file_mode() -> int:
-    """Permission bits a new file gets: 0o666 less the process umask (read without changing it)."""
-    umask = 0o022
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                umask = int(line.split()[1], 8)
-    return 0o666 & ~umask
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace the file at ``path`` by ``data``: readers see the old or the new file, never half.
-
-    Writes a temporary file in the same folder, fsyncs it, gives it the old file's permission bits
-    (or the umask's for a new file), ``os.replace``s it over the target and fsyncs the folder. A
-    symbolic link is followed: its target is replaced, the link stays. The parent folder must exist.
-
-    Raises:
-        OSError: the folder is not writable, the disk is full... (the temporary file is removed).
-    """
-    target = Path(os.path.realpath(path))
-    try:
-        mode = target.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = _default_file_mode()
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # durability of the rename; not every FS allows it
-        dir_fd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
 
 # -- read --------------------------------------------------------------------------------------
@@ -947,7 +898,10 @@ def _make_handler(name: str, schema: dict[str, Any], run: _Runner) -> Callable:
             )
 
     handler.__name__ = f"{name}_handler"
-    handler.__doc__ = f"Handler of the built-in ``{name}`` tool (see :mod:`veil.core.tools`)."
+    handler.__doc__ = (
+        f"Handler of the built-in ``{name}`` tool"
+        " (see :mod:`veil.default_plugins.coding_tools.tools`)."
+    )
     return handler
 
 

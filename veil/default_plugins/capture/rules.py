@@ -1,4 +1,5 @@
-"""The core's default ``capture``: every turn and every tool result becomes a context item.
+"""The ``veil.capture`` default plugin's rules: every turn and every tool result becomes a
+context item.
 
 Rules (no model involved, deterministic):
 

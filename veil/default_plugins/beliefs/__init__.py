@@ -1,30 +1,28 @@
-"""The core's own plugin (registered as ``veil.core``): the coding tools, the twelve memory
-tools, the default ``capture``, the manifest and belief-conflict sections, facts recognised in
-tool results, and ``recall`` over the warm and cold tiers."""
+"""Default plugin ``veil.beliefs``: facts a rule recognises in a tool result become beliefs
+(:func:`~veil.default_plugins.beliefs.store.facts_in_tool_output`), open belief conflicts are
+shown in the system prompt, and ``/beliefs`` and ``GET /beliefs`` list beliefs with provenance.
+
+The belief store (:class:`~veil.default_plugins.beliefs.store.BeliefStore`, the core's
+``Veil.beliefs``) and the contradiction rule (:mod:`veil.default_plugins.beliefs.claims`) live in
+this package; the core still opens the store for the memory tools (``veil_remember`` with kind
+``fact``, ``veil_conflicts``) and ``veil doctor``, so with this plugin blocked those keep working,
+but no fact is asserted from tool output and no conflict is shown in the prompt."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veil.hookspecs import hookimpl
 
-
-@hookimpl
-def register_tools(veil: Any) -> list:
-    """read, write, edit, bash, grep, ls (:mod:`veil.core.tools`) and the twelve memory tools
-    (:mod:`veil.core.memory_tools`)."""
-    from veil.core.memory_tools import memory_tools
-    from veil.core.tools import builtin_tools
-
-    return builtin_tools() + memory_tools()
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.types import PromptSection
 
 
 @hookimpl
 def capture(session: Any, event: Any) -> list:
-    """Items for turns and tool results (:mod:`veil.core.capture`); facts a rule recognises in a
-    tool result become beliefs (:func:`veil.core.beliefs.facts_in_tool_output`)."""
-    from veil.core.beliefs import facts_in_tool_output
-    from veil.core.capture import capture_event
+    """Assert the facts a rule recognises in a successful tool result; captures no item (the
+    ``veil.capture`` plugin does)."""
+    from veil.default_plugins.beliefs.store import facts_in_tool_output
 
     if event.phase == "tool_result" and event.result is not None and not event.result.is_error:
         command = (event.arguments or {}).get("command", "")
@@ -34,27 +32,29 @@ def capture(session: Any, event: Any) -> list:
             session.veil.beliefs.assert_fact(
                 session, fact, tool_call_id=event.tool_call_id, source="tool_result"
             )
-    return capture_event(session, event)
+    return []
+
+
+def conflicts_section(session: Any) -> PromptSection | None:
+    """Open belief conflicts for the model to settle (None when there are none): a volatile
+    section sent in the context note, order 850 (before the manifest's 900)."""
+    from veil.core.types import PromptSection
+
+    conflicts = session.veil.beliefs.open_conflicts()
+    if not conflicts:
+        return None
+    lines = ["## Conflicting beliefs (settle with veil_conflicts / veil_resolve_conflict)"]
+    for c in conflicts[:5]:
+        values = "; ".join(f"{b['id']}: {b['statement']}" for b in c["beliefs"][:4])
+        lines.append(f"- {c['id']}: {values}")
+    return PromptSection("conflicts", "\n".join(lines), order=850, volatile=True)
 
 
 @hookimpl
 def system_prompt_sections(session: Any) -> list:
-    """The manifest of loaded context (its stable guide and its volatile counts) and any open
-    belief conflicts (volatile)."""
-    from veil.core.manifest import conflicts_section, manifest_sections
-
+    """Open belief conflicts, if any (volatile; :func:`conflicts_section`)."""
     conflicts = conflicts_section(session)
-    return [*manifest_sections(session), *([conflicts] if conflicts is not None else [])]
-
-
-@hookimpl
-def recall(session: Any, query: str, limit: int, tags: list[str] | None) -> list | None:
-    """Hybrid (vector + keyword) search over this project's warm and cold items, every session
-    (:meth:`veil.core.tiers.Tiers.search`); hits have source ``"warm"`` or ``"cold"``. Without a
-    session there is no project to search here, so it answers nothing."""
-    if session is None:
-        return None
-    return session.veil.tiers.search(query, limit, tags, None)
+    return [conflicts] if conflicts is not None else []
 
 
 def _beliefs_text(session: Any, arg: str) -> str:

@@ -1,0 +1,29 @@
+"""veil's default plugins: the features the core ships, each registered under its own name and
+blockable on its own (``plugins.disable``, ``VEIL_DISABLE_PLUGINS``, ``veil --disable-plugin``).
+
+The model is pytest's split between essential plugins (the core's mechanism here: plugin manager,
+settings, session, turn driver, prompt assembly, store, model access) and default plugins (policy a
+user may replace). Each default plugin is a package holding its hook implementations in its
+``__init__`` and the policy modules it needs beside them.
+
+:data:`DEFAULT_PLUGINS` lists them in registration order. pluggy calls the last registered first,
+so this order fixes their order within each hook: the coding tools are listed before the memory
+tools, the manifest's prompt sections come before the belief conflicts, and facts are asserted from
+a tool result before that result is captured. They are registered before every entry-point plugin,
+so an installed plugin's implementation is called before any default one.
+"""
+
+from __future__ import annotations
+
+DEFAULT_PLUGINS: tuple[tuple[str, str], ...] = (
+    ("veil.recall", "veil.default_plugins.recall"),
+    ("veil.capture", "veil.default_plugins.capture"),
+    ("veil.beliefs", "veil.default_plugins.beliefs"),
+    ("veil.manifest", "veil.default_plugins.manifest"),
+    ("veil.memory_tools", "veil.default_plugins.memory_tools"),
+    ("veil.coding_tools", "veil.default_plugins.coding_tools"),
+)
+"""``(plugin name, module)`` for each default plugin, in registration order."""
+
+DEFAULT_PLUGIN_NAMES: frozenset[str] = frozenset(name for name, _ in DEFAULT_PLUGINS)
+"""The names ``veil plugins`` marks as default plugins."""
