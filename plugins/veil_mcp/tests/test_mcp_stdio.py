@@ -101,3 +101,16 @@ def test_a_bad_agent_is_a_clean_error_before_serving(project):
     assert done.returncode == 1
     assert done.stderr.startswith("Error: ") and "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+def test_veil_plugins_lists_it(project):
+    done = subprocess.run(
+        [sys.executable, "-m", "veil.cli", "--project", str(project), "plugins"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("veil_mcp ")))
+    assert lines[at + 1].strip() == "register_commands"
