@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import anyio
+import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from veil_mcp.server import MCP_TOOLS
@@ -90,9 +91,12 @@ def test_a_client_session_over_stdio(seeded, opener):
     assert [line for line in sessions.stdout.splitlines() if line.endswith("mcp (closed)")]
 
 
-def test_a_bad_agent_is_a_clean_error_before_serving(project):
+@pytest.mark.parametrize(
+    ("agent", "message"), [("../x", "agent name"), ("ghost", "--agent: agent 'ghost' not found")]
+)
+def test_a_bad_agent_is_a_clean_error_before_serving(project, agent, message):
     done = subprocess.run(
-        [sys.executable, "-m", "veil.cli", "mcp", "--project", str(project), "--agent", "../x"],
+        [sys.executable, "-m", "veil.cli", "mcp", "--project", str(project), "--agent", agent],
         capture_output=True,
         text=True,
         timeout=120,
@@ -100,6 +104,7 @@ def test_a_bad_agent_is_a_clean_error_before_serving(project):
     )
     assert done.returncode == 1
     assert done.stderr.startswith("Error: ") and "Traceback" not in done.stderr
+    assert message in done.stderr
     assert done.stdout == ""
 
 

@@ -98,6 +98,23 @@ def build_http_server(server: Any, host: str, port: int) -> Any:
     return uvicorn.Server(config)
 
 
+def check_agent(veil: Any, agent: str) -> None:
+    """Refuse an agent the session could not run as, before serving: a bad name, an invalid
+    agent.json, or (as :meth:`veil.core.app.Veil.new_session` does) an agent other than the
+    default one without a ``.veil/agents/<name>/`` folder.
+
+    Raises:
+        UnsafePath, ConfigError, AgentNotFound: naming the agent.
+    """
+    from veil.core.errors import AgentNotFound
+
+    veil.agent_snapshot(agent)  # validates the name and agent.json
+    if agent != veil.config.settings.default_agent:
+        folder = veil.config.agent_file(agent).parent
+        if not folder.is_dir():
+            raise AgentNotFound(f"--agent: agent {agent!r} not found: no {folder}")
+
+
 def add_mcp_command(cli: click.Group) -> None:
     """Add ``veil mcp [--http] [--host H] [--port P] [--project DIR] [--agent NAME]``."""
 
@@ -152,8 +169,8 @@ def add_mcp_command(cli: click.Group) -> None:
         server = None
         try:
             try:
-                if agent is not None:
-                    veil.agent_snapshot(agent)  # a bad name or agent.json fails now, not later
+                if agent is not None:  # a bad name or agent.json fails now, not at a call
+                    check_agent(veil, agent)
                 server = VeilMCPServer(veil, agent=agent)
                 if use_http:
                     http = build_http_server(
