@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from veil.core.errors import SessionConflict, UnsafeVeilPath
 from veil.core.paths import veil_file
-from veil_repl import display
+from veil_repl import display, permission
 
 HELP_HEADER = (
     "Enter sends; Esc then Enter (or Alt-Enter) adds a line; Ctrl-C stops a turn; Ctrl-D leaves."
@@ -66,6 +66,9 @@ class Repl:
             prompt_continuation="… ",
         )
         self.display = display.Display(console)
+        self.permission_prompt = permission.PermissionPrompt(
+            self.display.console, input=input, output=output, before=self.display._end_stream
+        )
         self.commands = veil.slash_commands()
 
     def banner(self) -> None:
@@ -139,6 +142,7 @@ class Repl:
     def run(self) -> None:
         """Loop until /exit or Ctrl-D."""
         display.active = self.display
+        permission.active = self.permission_prompt
         try:
             self.banner()
             while True:
@@ -164,4 +168,5 @@ class Repl:
                     self.display.console.print(f"[red]error: {message}[/red]")
         finally:
             display.active = None
+            permission.active = None
             self.veil.pm.hook.session_end(session=self.session)
