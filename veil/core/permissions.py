@@ -60,7 +60,7 @@ import fnmatch
 import os
 import re
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -323,8 +323,7 @@ class PermissionDecision:
         verdict: ``"allow"``, ``"deny"`` or ``"ask"`` (only before the user was asked).
         reason: why, in words the user and the model read (names the rule or the mode).
         rule: the rule that decided, when one did.
-        request: what the user is (or would have been) asked, for ``"ask"`` and refusals by
-            default.
+        request: the call the decision is about (what the user is, or would have been, asked).
     """
 
     verdict: Verdict
@@ -401,22 +400,31 @@ def evaluate(
     for text in settings.deny:
         if rule_matches(parse_rule(text), tool, subject, project_dir, for_allow=False):
             return PermissionDecision(
-                "deny", f"{described} matches the deny rule {text!r} (permissions.deny).", text
+                "deny",
+                f"{described} matches the deny rule {text!r} (permissions.deny).",
+                text,
+                request,
             )
     for text in settings.allow:
         if rule_matches(parse_rule(text), tool, subject, project_dir, for_allow=True):
-            return PermissionDecision("allow", f"allowed by {text!r} (permissions.allow)", text)
+            return PermissionDecision(
+                "allow", f"allowed by {text!r} (permissions.allow)", text, request
+            )
     for text in session_rules:
         if rule_matches(parse_rule(text), tool, subject, project_dir, for_allow=True):
-            return PermissionDecision("allow", f"allowed for this session by {text!r}", text)
+            return PermissionDecision(
+                "allow", f"allowed for this session by {text!r}", text, request
+            )
     mode = settings.mode
     if is_free(tool):
         what = "only reads" if tool in FREE_TOOLS else "changes only veil's memory"
-        return PermissionDecision("allow", f"{tool} {what}; it is never asked")
+        return PermissionDecision("allow", f"{tool} {what}; it is never asked", request=request)
     if mode == "allow":
-        return PermissionDecision("allow", "permissions.mode is allow (--yes)")
+        return PermissionDecision("allow", "permissions.mode is allow (--yes)", request=request)
     if mode == "acceptEdits" and tool in EDIT_TOOLS and subject and inside_project(subject):
-        return PermissionDecision("allow", "permissions.mode acceptEdits: edits in the project")
+        return PermissionDecision(
+            "allow", "permissions.mode acceptEdits: edits in the project", request=request
+        )
     if mode == "deny":
         return PermissionDecision(
             "deny",
@@ -440,11 +448,17 @@ def _how_to_allow(rule: str) -> str:
 
 
 def authorize(
-    session: Session, tool: str, arguments: dict[str, Any], tool_call_id: str
+    session: Session,
+    tool: str,
+    arguments: dict[str, Any],
+    tool_call_id: str,
+    *,
+    ask: Callable[[PermissionRequest], str | None] | None = None,
 ) -> PermissionDecision:
     """Decide one call of the agent loop, asking the front end when the rules say "ask".
 
-    The ``ask_permission`` hook answers ``"once"`` (run it), ``"session"`` (run it and remember
+    ``ask`` (the harness's host callback) replaces the ``ask_permission`` hook when given. The
+    answer ``"once"`` (run it), ``"session"`` (run it and remember
     :attr:`PermissionRequest.session_rule` in ``session.permission_grants`` until the process
     ends) or ``"deny"``; no answer (no front end that can ask: ``veil -p`` without a terminal,
     HTTP, the harness) refuses the call with a reason naming the rule and the flag that would
@@ -465,13 +479,19 @@ def authorize(
         return decision
     request = decision.request
     assert request is not None  # evaluate() always attaches it to "ask"
-    answer = session.veil.pm.hook.ask_permission(session=session, request=request)
+    if ask is not None:
+        answer = ask(request)
+    else:
+        answer = session.veil.pm.hook.ask_permission(session=session, request=request)
     if answer == "once":
         return PermissionDecision("allow", "allowed once by the user", request=request)
     if answer == "session":
         session.permission_grants.append(request.session_rule)
         return PermissionDecision(
-            "allow", f"allowed for this session: {request.session_rule}", request.session_rule
+            "allow",
+            f"allowed for this session: {request.session_rule}",
+            request.session_rule,
+            request,
         )
     if answer == "deny":
         return PermissionDecision(
