@@ -129,3 +129,59 @@ def test_a_project_deny_rule_holds_even_with_yes(project, home):
     assert not (project / "made.txt").exists()
     content = _tool_result(server.requests[1])["content"]
     assert "matches the deny rule 'bash(touch*)' (permissions.deny)" in content
+
+
+def _run_on_a_terminal(project: Path, home: Path, answer: str) -> tuple[int, str, str]:
+    """``veil -p`` with stdin and stderr on a pseudo-terminal; types ``answer`` at the
+    permission prompt. Returns (exit code, stdout, what the terminal showed)."""
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "veil.cli", "--project", str(project), "-p", "create made.txt"],
+        env=_env(home),
+        stdin=slave,
+        stderr=slave,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    os.close(slave)
+    shown = b""
+    try:
+        while b"[n] no" not in shown:
+            ready, _, _ = select.select([master], [], [], 60)
+            assert ready, f"no permission prompt within 60 s: {shown!r}"
+            shown += os.read(master, 4096)
+        os.write(master, answer.encode() + b"\r")
+        out, _ = proc.communicate(timeout=120)
+        while select.select([master], [], [], 0.2)[0]:
+            try:
+                shown += os.read(master, 4096)
+            except OSError:
+                break
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, out, shown.decode("utf-8", "replace")
+
+
+def test_on_a_terminal_veil_p_asks_and_runs_the_call_when_allowed(project, home):
+    with ScriptedOpenAIServer([TOUCH, "Created."]) as server:
+        configure_project(project, server)
+        code, out, shown = _run_on_a_terminal(project, home, "y")
+    assert code == 0, shown
+    assert "veil: bash(touch made.txt) (bash asks before it runs (permissions.mode ask))" in shown
+    assert "[a] yes, for this session: bash(touch:*)" in shown
+    assert out.strip() == "Created."
+    assert (project / "made.txt").exists()
+
+
+def test_on_a_terminal_a_no_is_told_to_the_model(project, home):
+    with ScriptedOpenAIServer([TOUCH, "Understood."]) as server:
+        configure_project(project, server)
+        code, out, shown = _run_on_a_terminal(project, home, "n")
+    assert code == 0, shown
+    assert not (project / "made.txt").exists()
+    assert "The user refused it" in _tool_result(server.requests[1])["content"]
