@@ -151,6 +151,21 @@ def test_mode_defaults(project, mode, expected):
     assert [verdict(t, a, project, mode=mode) for t, a in calls] == expected
 
 
+def test_accept_edits_still_asks_for_git_and_veil_folders(project):
+    for path in (".git/hooks/pre-commit", ".veil/settings.json", "src/../.git/config"):
+        assert verdict("write", {"path": path}, project, mode="acceptEdits") == "ask", path
+    assert verdict("edit", {"path": ".github/workflows/ci.yml"}, project, mode="acceptEdits") == (
+        "allow"
+    )
+
+
+def test_a_front_end_answer_in_user_words_is_understood(make_veil, project, default_permissions):
+    asker = Asker("Yes")
+    veil = make_veil([_bash("touch a.txt"), "ok"], plugins=[("asker", asker)])
+    veil.run_turn(veil.new_session(), "go")
+    assert (project / "a.txt").exists()
+
+
 def test_deny_mode_names_the_rule_that_would_allow_the_call(project):
     decision = evaluate(PermissionSettings(mode="deny"), project, "bash", {"command": "pytest -q"})
     assert '"bash(pytest:*)" to permissions.allow in ~/.veil/settings.json' in decision.reason

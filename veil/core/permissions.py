@@ -30,7 +30,8 @@ deny lists, deny wins, modes) and Codex (approval modes), in veil's own words:
   =============== ==================== ============================ ===================
   ``ask``         run                  ask                          ask
   ``acceptEdits`` run                  run inside the project, ask  ask
-                                       outside
+                                       outside and under ``.git/``
+                                       or ``.veil/``
   ``allow``       run                  run                          run
   ``deny``        run                  refused                      refused
   =============== ==================== ============================ ===================
@@ -94,6 +95,10 @@ PATH_TOOLS = frozenset({"read", "write", "edit", "grep", "ls"})
 
 COMMAND_TOOLS = frozenset({"bash"})
 """Tools whose rule pattern matches the ``command`` argument."""
+
+PROTECTED_FOLDERS = frozenset({".git", ".veil"})
+"""Project folders ``acceptEdits`` still asks about: a write under ``.git/`` (hooks, config)
+can run code at the next git command, one under ``.veil/`` changes veil's own configuration."""
 
 USER_SETTINGS_HINT = "~/.veil/settings.json"
 
@@ -205,6 +210,15 @@ def display_path(raw: str, project_dir: Path) -> str:
 def inside_project(subject: str) -> bool:
     """Whether a :func:`display_path` result lies in the project (it is relative)."""
     return not Path(subject).is_absolute()
+
+
+def _plain_project_file(subject: str) -> bool:
+    """Whether ``acceptEdits`` may write ``subject`` without asking: inside the project and not
+    under ``.git/`` (hooks and config run code) or ``.veil/`` (veil's own settings and store)."""
+    if not inside_project(subject):
+        return False
+    top = subject.split("/", 1)[0]
+    return top not in PROTECTED_FOLDERS
 
 
 def simple_commands(command: str) -> list[str] | None:
@@ -421,7 +435,7 @@ def evaluate(
         return PermissionDecision("allow", f"{tool} {what}; it is never asked", request=request)
     if mode == "allow":
         return PermissionDecision("allow", "permissions.mode is allow (--yes)", request=request)
-    if mode == "acceptEdits" and tool in EDIT_TOOLS and subject and inside_project(subject):
+    if mode == "acceptEdits" and tool in EDIT_TOOLS and subject and _plain_project_file(subject):
         return PermissionDecision(
             "allow", "permissions.mode acceptEdits: edits in the project", request=request
         )
@@ -483,6 +497,8 @@ def authorize(
         answer = ask(request)
     else:
         answer = session.veil.pm.hook.ask_permission(session=session, request=request)
+    if isinstance(answer, str) and answer not in ("once", "session", "deny"):
+        answer = parse_answer(answer)  # "y", "yes", "n"... as a user would type them
     if answer == "once":
         return PermissionDecision("allow", "allowed once by the user", request=request)
     if answer == "session":

@@ -493,7 +493,8 @@ class PermissionSettings(_Model):
     (:mod:`veil.core.permissions` has the rules and their order).
 
     ``mode``: ``ask`` (default: ``bash``, ``write``, ``edit`` and plugin tools ask; reads never
-    do), ``acceptEdits`` (file edits inside the project run, the rest asks), ``allow`` (every
+    do), ``acceptEdits`` (file edits inside the project run, except under ``.git/`` and
+    ``.veil/``; the rest asks), ``allow`` (every
     call runs; ``--yes``) or ``deny`` (whatever would ask is refused: unattended runs that may
     only do what ``allow`` lists). ``allow`` / ``deny``: rules ``tool`` or ``tool(pattern)``
     (``bash(pytest*)``, ``bash(npm run test:*)``, ``edit(src/*)``, ``read(.env*)``); a deny rule
