@@ -106,8 +106,9 @@ _RULE_RE = re.compile(r"^\s*([A-Za-z0-9_.-]{1,64})\s*(?:\((.*)\))?\s*$", re.DOTA
 # Characters of shell operators: ; & | ( ) and new lines start a new simple command (bash(1)
 # "Lists", "Pipelines"); < and > redirect.
 _OPERATOR_CHARS = ";&|()<>\n"
-# Redirections that write nothing veil cares about: fd duplication and the null device.
+# Where a line a deny rule cannot parse may hold another command.
 _CRUDE_SPLIT = re.compile(r"[;&|\n()`<>]+|\$\(")
+# Redirections that write nothing veil cares about: fd duplication and the null device.
 _HARMLESS_REDIRECTS = re.compile(r"(?<![^\s;&|])\d*>>?\s*(?:&\d+|/dev/null)(?=$|[\s;&|])")
 
 
@@ -199,7 +200,10 @@ def display_path(raw: str, project_dir: Path) -> str:
     relative POSIX when inside the project (``.`` for the root), absolute otherwise."""
     root = project_dir.resolve()
     path = Path(os.path.expanduser(raw))
-    resolved = (path if path.is_absolute() else root / path).resolve()
+    try:
+        resolved = (path if path.is_absolute() else root / path).resolve()
+    except (OSError, ValueError, RuntimeError):  # NUL byte, link loop: the tool refuses it too
+        return raw
     try:
         rel = resolved.relative_to(root)
     except ValueError:
