@@ -21,6 +21,16 @@ def _isolated_env(
         if name.startswith("VEIL_") and name != "VEIL_HOME":
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("VEIL_CONTEXT__RESCUE_EMBEDDINGS", "off")
+    # Tests of the loop, the tools, compaction and replay run bash / write / edit through the
+    # loop with nobody to ask: they run with every call allowed, as `veil --yes` would. The
+    # default (asking) is what tests/test_permissions*.py check, after `default_permissions`.
+    monkeypatch.setenv("VEIL_PERMISSIONS__MODE", "allow")
+
+
+@pytest.fixture
+def default_permissions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Undo the test-wide ``VEIL_PERMISSIONS__MODE=allow``: veil's real default (ask)."""
+    monkeypatch.delenv("VEIL_PERMISSIONS__MODE", raising=False)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from veil.core import plugins
 from veil.hookspecs import hookimpl
 
 DESIGN_HOOKS = {"capture", "score", "evict", "compact", "recall", "render"}
-FIRSTRESULT = {"score", "score_signals", "evict", "compact", "run_interactive"}
+FIRSTRESULT = {"score", "score_signals", "evict", "compact", "run_interactive", "ask_permission"}
 
 
 def test_every_design_hook_is_declared_and_documented():

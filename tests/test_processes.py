@@ -128,7 +128,10 @@ def _project(tmp_path: Path, server: ScriptedOpenAIServer) -> tuple[Path, dict[s
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
     env.update(
-        VEIL_HOME=str(home), VEIL_CONTEXT__RESCUE_EMBEDDINGS="off", VEIL_DISABLE_PLUGINS="veil_repl"
+        VEIL_HOME=str(home),
+        VEIL_CONTEXT__RESCUE_EMBEDDINGS="off",
+        VEIL_DISABLE_PLUGINS="veil_repl",
+        VEIL_PERMISSIONS__MODE="allow",  # the model's bash call must run (nobody to ask)
     )
     return root, env
 

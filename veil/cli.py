@@ -51,6 +51,7 @@ class VeilContext:
         self.disabled = disabled
         self._veil: Any = None
         self.json = False
+        self.yes = False
 
     def open(self) -> Any:
         """Open the project (config, plugins, store); config errors become clean CLI errors."""
@@ -61,6 +62,8 @@ class VeilContext:
                 self._veil = open_veil(self.project, disable=self.disabled)
             except (ConfigError, ImportError) as exc:
                 raise click.ClickException(str(exc)) from exc
+            if self.yes:  # the user's choice for this run: nothing asks; deny rules still hold
+                self._veil.config.settings.permissions.mode = "allow"
         return self._veil
 
 
@@ -89,6 +92,13 @@ class VeilContext:
     help="Project root, an existing folder (default: current directory).",
 )
 @click.option("--json", "as_json", is_flag=True, help="With -p: print the result as JSON.")
+@click.option(
+    "-y",
+    "--yes",
+    is_flag=True,
+    help="Allow every tool call this run without asking (permissions.mode allow); "
+    "permissions.deny rules still hold.",
+)
 @click.version_option(__version__, prog_name="veil")
 @click.pass_context
 def cli(
@@ -101,6 +111,7 @@ def cli(
     disabled: tuple[str, ...],
     project: str | None,
     as_json: bool,
+    yes: bool,
 ) -> None:
     """veil: a coding agent whose context is scored, evicted, recalled and compacted.
 
@@ -110,6 +121,7 @@ def cli(
     state.project = project or state.project
     state.disabled = list(dict.fromkeys([*state.disabled, *disabled]))
     state.json = as_json
+    state.yes = yes or state.yes
     if ctx.invoked_subcommand is not None:
         return
     if cont and resume_id:
@@ -176,6 +188,23 @@ def _warn_context_layer(veil: Any) -> None:
         )
 
 
+def _ask_on_terminal(request: Any) -> str:
+    """The permission prompt of ``veil -p`` on a terminal (stderr; stdout keeps the answer)."""
+    from veil.core.permissions import PROMPT_CHOICES, parse_answer
+
+    click.echo(f"veil: {request.describe()} ({request.reason})", err=True)
+    choices = PROMPT_CHOICES.format(rule=request.session_rule)
+    while True:
+        try:
+            typed = click.prompt(choices, err=True, default="", show_default=False)
+        except click.Abort:  # Ctrl-D / end of input: nobody said yes
+            click.echo("", err=True)
+            return "deny"
+        answer = parse_answer(typed)
+        if answer is not None:
+            return answer
+
+
 def _print_mode(veil: Any, session: Any, task: str, as_json: bool) -> int:
     """Run one task; print the final answer (or JSON); return the exit code."""
     from veil.hookspecs import hookimpl
@@ -191,6 +220,15 @@ def _print_mode(veil: Any, session: Any, task: str, as_json: bool) -> int:
                 click.echo(
                     f"veil: {event.data.get('text') or event.data.get('message', '')}", err=True
                 )
+            elif event.kind == "tool_result" and event.data.get("denied"):
+                click.echo(f"veil: {event.data.get('content', '')}", err=True)
+
+        @hookimpl
+        def ask_permission(self, request: Any) -> str | None:
+            """Ask on the terminal; with none (stdin or stderr not a TTY) nobody can answer."""
+            if not (sys.stdin.isatty() and sys.stderr.isatty()):
+                return None
+            return _ask_on_terminal(request)
 
     printer = _Stderr()
     veil.pm.register(printer, name="veil.print")

@@ -15,17 +15,30 @@ to send::
         if not reply.get("tool_calls"):
             break
         for call in reply["tool_calls"]:
-            args = json.loads(call["function"]["arguments"])
-            hooks["before_tool_call"](call["function"]["name"], args, call["id"])
-            if hooks["is_memory_tool"](call["function"]["name"]):
-                output = hooks["call_tool"](call["function"]["name"], args, call["id"])
+            name, args = call["function"]["name"], json.loads(call["function"]["arguments"])
+            hooks["before_tool_call"](name, args, call["id"])
+            decision = hooks["check_permission"](name, args, call["id"])  # veil's rules
+            if not decision.allowed:  # not run; the harness records the refusal
+                output = hooks["deny_tool_call"](name, args, call["id"], decision)
             else:
-                output = my_run_tool(call)
-            hooks["after_tool_call"](call["function"]["name"], args, call["id"], output)
+                if hooks["is_memory_tool"](name):
+                    output = hooks["call_tool"](name, args, call["id"])
+                else:
+                    output = my_run_tool(call)
+                hooks["after_tool_call"](name, args, call["id"], output)
+            # output is this call's tool message content, refused or not
 
 Everything veil does inside its own loop happens here too: ``capture`` on the way in and out
 of every tool call, scoring and eviction under pressure, pointer stubs, the manifest, the twelve
 memory tools, compaction and convergence when those plugins are installed.
+
+Permissions (:mod:`veil.core.permissions`): the host runs its own tools, so checking veil's
+rules is its choice: :meth:`VeilHarness.check_permission` applies ``permissions`` from the
+settings (the user's ``~/.veil/settings.json``, the project's deny rules) to a call, and asks
+the host's ``ask_permission`` callback where the rules say "ask" (refused without one);
+:meth:`VeilHarness.deny_tool_call` records a refused call's result. Rules name tools as the host
+does, so ``bash(pytest*)`` covers a host tool named ``bash`` with a ``command`` argument; any
+other host tool is asked unless a rule or ``permissions.mode`` decides it.
 """
 
 from __future__ import annotations
@@ -37,6 +50,7 @@ from typing import Any
 
 from veil.core.context import build_prompt
 from veil.core.loop import capture
+from veil.core.permissions import PermissionDecision, PermissionRequest, authorize
 from veil.core.types import CaptureEvent, Message, ToolContext, ToolResult
 
 
@@ -51,6 +65,10 @@ class VeilHarness:
         count_tokens: ``str -> int`` with the host model's tokenizer (default cl100k_base).
         agent: agent name (memory files, agent.json).
         use_entry_points: load installed plugins (scorer, eviction, compaction, memory files...).
+        ask_permission: ``request -> "once" | "session" | "deny" | None``, the host's prompt
+            for calls the permission rules leave to the user
+            (:class:`~veil.core.permissions.PermissionRequest`); None (default): such calls are
+            refused, as with ``veil -p`` without a terminal.
 
     Raises:
         ConfigError: a settings file is invalid (names the file and field).
@@ -65,6 +83,7 @@ class VeilHarness:
         count_tokens: Callable[[str], int] | None = None,
         agent: str = "default",
         use_entry_points: bool = True,
+        ask_permission: Callable[[PermissionRequest], str | None] | None = None,
     ) -> None:
         from veil.core.app import open_veil
         from veil.core.llm import LLM
@@ -84,6 +103,7 @@ class VeilHarness:
         )
         self.session = self.veil.new_session(agent=agent)
         self._pending: dict[str, Message] = {}
+        self._ask_permission = ask_permission
 
     # -- what the host tells the harness ---------------------------------------------------------
 
@@ -153,6 +173,43 @@ class VeilHarness:
         )
         self.veil.pm.hook.after_iteration(session=self.session, iteration=self.session.step)
 
+    def check_permission(
+        self, name: str, arguments: dict[str, Any] | str, tool_call_id: str = ""
+    ) -> PermissionDecision:
+        """Whether the host may run a call, under veil's ``permissions`` rules (deny rules,
+        then allow rules and this session's grants, then ``permissions.mode``), asking the
+        ``ask_permission`` callback where they say "ask".
+
+        Args:
+            name: the tool's name as the model called it.
+            arguments: its arguments (a dict, or the JSON text the model sent).
+            tool_call_id: the call's id (copied into the request the callback sees).
+
+        Returns:
+            A :class:`~veil.core.permissions.PermissionDecision`, ``allowed`` or not; a refusal's
+            ``tool_result_text()`` says why and what would allow it.
+        """
+        if isinstance(arguments, str):
+            try:
+                parsed = json.loads(arguments or "{}")
+            except ValueError:
+                parsed = {}
+            arguments = parsed if isinstance(parsed, dict) else {}
+        return authorize(self.session, name, arguments, tool_call_id, ask=self._ask_permission)
+
+    def deny_tool_call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        tool_call_id: str,
+        decision: PermissionDecision,
+    ) -> str:
+        """Record a refused call's result (stored and captured like any result, so the call
+        stays paired) and return the text to send the model as its tool message."""
+        text = decision.tool_result_text()
+        self.after_tool_call(name, arguments, tool_call_id, text, is_error=True)
+        return self.session.messages[-1]["content"]
+
     # -- what the host asks ----------------------------------------------------------------------
 
     def build_prompt(
@@ -206,6 +263,9 @@ class VeilHarness:
                 return f"{name}: invalid JSON arguments: {exc}"
         if not self.is_memory_tool(name):
             return f"{name}: not a memory tool"
+        decision = self.check_permission(name, arguments, tool_call_id)  # a deny rule may name it
+        if not decision.allowed:
+            return decision.tool_result_text()
         try:
             out = self.veil.tools[name].handler(ToolContext(self.session, tool_call_id), arguments)
         except BadRequest as exc:
@@ -219,6 +279,8 @@ class VeilHarness:
             "on_assistant_message": self.on_assistant_message,
             "before_tool_call": self.before_tool_call,
             "after_tool_call": self.after_tool_call,
+            "check_permission": self.check_permission,
+            "deny_tool_call": self.deny_tool_call,
             "build_prompt": self.build_prompt,
             "manifest": self.manifest,
             "tools": self.tools(),

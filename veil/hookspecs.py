@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from veil.core.app import Veil
     from veil.core.items import ItemBatch
+    from veil.core.permissions import PermissionRequest
     from veil.core.session import Session
     from veil.core.types import (
         Attempt,
@@ -91,6 +92,26 @@ def run_interactive(veil: Veil, session: Session) -> bool | None:
     """Run the interactive front end on ``session`` until the user leaves (firstresult).
 
     ``veil`` with no task calls this; the REPL plugin answers it. Return True when handled.
+    """
+
+
+@hookspec(firstresult=True)
+def ask_permission(session: Session, request: PermissionRequest) -> str | None:
+    """Ask the user whether a tool call may run (firstresult); front ends that can ask
+    implement it (the REPL does). Called only when the rules leave the call to the user
+    (:func:`veil.core.permissions.authorize`); it may block until the user answers.
+
+    :param session: the session whose agent loop wants to run the call.
+    :param request: the call: ``tool``, ``arguments`` (credentials redacted), ``subject``
+        (the command or resolved path), ``session_rule`` (what "allow for this session"
+        remembers) and ``reason``.
+
+    Returns:
+        ``"once"`` (run this call), ``"session"`` (run it, and every call that
+        ``request.session_rule`` covers until the process ends), ``"deny"`` (refuse it; the
+        model is told), or None when this front end cannot ask now (no terminal): the next
+        implementation is asked, and with none left the call is refused with a reason that
+        names the rule or flag that would allow it.
     """
 
 

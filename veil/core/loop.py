@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from veil.core.context import build_prompt
 from veil.core.errors import BadRequest
 from veil.core.llm import ContextWindowExceededError
+from veil.core.permissions import authorize
 from veil.core.processes import shutting_down
 from veil.core.tags import item_identifiers
 from veil.core.text import clean_message, clean_text
@@ -322,6 +323,9 @@ def _run_tool_call(
 ) -> None:
     """Run one tool call with capture on the way in and out; append its result message.
 
+    The call runs only when :func:`veil.core.permissions.authorize` allows it (asking the
+    front end where the rules say so); a refused call gets a tool result saying why.
+
     ``call`` is the call as the model sent it (the tool runs with its arguments); ``shown``
     the same call as stored, credentials redacted (``reply`` is the stored assistant message):
     capture and front ends see only that one."""
@@ -351,6 +355,14 @@ def _run_tool_call(
         if tool is None:
             known = ", ".join(sorted(veil.tools))
             outcome = ToolResult(f"unknown tool {name!r}; available: {known}", is_error=True)
+        elif not (decision := authorize(session, name, arguments, call_id)).allowed:
+            # answered like any other result, so the call keeps its result and the model
+            # learns why (and what would allow it)
+            outcome = ToolResult(
+                decision.tool_result_text(),
+                is_error=True,
+                meta={"permission": "denied", "rule": decision.rule},
+            )
         else:
             try:
                 out = tool.handler(ToolContext(session=session, tool_call_id=call_id), arguments)
@@ -385,4 +397,5 @@ def _run_tool_call(
         isError=outcome.is_error,
         outcome=outcome.outcome,
         messageIndex=idx,
+        denied=outcome.meta.get("permission") == "denied",
     )

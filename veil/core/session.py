@@ -46,6 +46,8 @@ class Session:
             and state write; a write from an out-of-date copy raises SessionConflict).
         load_warnings: the damaged rows the load left out or stood in for, one line each
             (front ends show them; :mod:`veil.core.rows`).
+        permission_grants: rules allowed "for this session" at a permission prompt
+            (:func:`veil.core.permissions.authorize`), in this process only.
     """
 
     def __init__(
@@ -72,6 +74,9 @@ class Session:
         self.resumed = resumed
         self.version: int = int(row.get("version") or 0)
         self.load_warnings: list[str] = list(load_warnings or [])
+        # rules the user allowed "for this session" (veil.core.permissions.authorize): kept in
+        # this process only, so a resumed session asks again
+        self.permission_grants: list[str] = []
         if history is None:
             history = veil.store.messages(self.id) if resumed else []
         self.messages: list[Message] = [m for _, m in history]

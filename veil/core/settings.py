@@ -488,6 +488,32 @@ class SecuritySettings(_Model):
     redact_secrets: bool = True
 
 
+class PermissionSettings(_Model):
+    """``permissions``: which tool calls run, which are refused, which ask first
+    (:mod:`veil.core.permissions` has the rules and their order).
+
+    ``mode``: ``ask`` (default: ``bash``, ``write``, ``edit`` and plugin tools ask; reads never
+    do), ``acceptEdits`` (file edits inside the project run, except under ``.git/`` and
+    ``.veil/``; the rest asks), ``allow`` (every
+    call runs; ``--yes``) or ``deny`` (whatever would ask is refused: unattended runs that may
+    only do what ``allow`` lists). ``allow`` / ``deny``: rules ``tool`` or ``tool(pattern)``
+    (``bash(pytest*)``, ``bash(npm run test:*)``, ``edit(src/*)``, ``read(.env*)``); a deny rule
+    wins over everything. A project's settings.json may add deny rules and narrow the mode, but
+    neither allow rules nor a wider mode (:func:`veil.core.permissions.merge_permission_layers`).
+    """
+
+    mode: Literal["ask", "acceptEdits", "allow", "deny"] = "ask"
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _rules_parse(cls, value: list[str]) -> list[str]:
+        from veil.core.permissions import check_rules
+
+        return check_rules(value)
+
+
 class EmbeddingSettings(_Model):
     """``embeddings``: ``local`` (all-MiniLM-L6-v2 in-process) or ``ollama`` on 127.0.0.1.
 
@@ -540,6 +566,7 @@ class Settings(BaseSettings):
     http: HttpSettings = Field(default_factory=HttpSettings)
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
+    permissions: PermissionSettings = Field(default_factory=PermissionSettings)
     default_agent: str = Field(
         default=DEFAULT_AGENT, validation_alias=AliasChoices("defaultAgent", "default_agent")
     )
@@ -773,6 +800,45 @@ def _refuse_weaker_security(path: Path, data: dict[str, Any]) -> None:
             )
 
 
+def user_settings_file() -> Path:
+    """``$VEIL_HOME/settings.json`` or ``~/.veil/settings.json``: the user's own settings, under
+    every project's (same sections as ``.veil/settings.json``)."""
+    return user_config_dir() / "settings.json"
+
+
+def _with_user_settings(project: dict[str, Any], project_path: Path) -> dict[str, Any]:
+    """The user's settings.json with the project's on top, section by section, except
+    ``permissions``, where the project may only add deny rules and narrow the mode
+    (:func:`veil.core.permissions.merge_permission_layers`).
+
+    Raises:
+        ConfigError: the user's file is invalid, or the project's widens permissions (each
+            message names its file).
+    """
+    from veil.core.permissions import merge_permission_layers
+
+    path = user_settings_file()
+    user = read_json_file(path)
+    try:
+        SettingsFile.model_validate(user)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(str(path), exc)) from exc
+    merged = dict(user)
+    for key, value in project.items():
+        if key == "permissions":
+            continue
+        base = merged.get(key)
+        merged[key] = (
+            {**base, **value} if isinstance(base, dict) and isinstance(value, dict) else value
+        )
+    permissions = merge_permission_layers(
+        user.get("permissions") or {}, project.get("permissions") or {}, project_path
+    )
+    if permissions:
+        merged["permissions"] = permissions
+    return merged
+
+
 def load_config(project_dir: str | Path | None = None) -> Config:
     """Load ``.veil/settings.json``, ``VEIL_*`` variables and the auth files of a project.
 
@@ -795,10 +861,16 @@ def load_config(project_dir: str | Path | None = None) -> Config:
     _refuse_weaker_security(settings_file, data)
     if not users_own:
         check_project_options(settings_file, data, user_auth)
+    merged = data if users_own else _with_user_settings(data, settings_file)
     try:
-        settings = Settings(**data)
+        settings = Settings(**merged)
     except ValidationError as exc:
         raise ConfigError(_format_errors("environment", exc, env=True)) from exc
+    if not users_own:
+        # a VEIL_PERMISSIONS__DENY variable replaces the files' lists; the project's deny
+        # rules still hold (only the user can allow, anyone can refuse)
+        project_deny = (data.get("permissions") or {}).get("deny") or []
+        settings.permissions.deny = list(dict.fromkeys([*settings.permissions.deny, *project_deny]))
     token = os.environ.get("VEIL_HTTP_TOKEN")
     if token:
         try:

@@ -32,7 +32,8 @@ log = logging.getLogger("veil_http")
 STREAM_DESCRIPTION = (
     "Server-sent events, each `event: <kind>` and a JSON `data` line. Kinds: token {text}, "
     "assistant {text, toolCalls}, tool_call {name, arguments, toolCallId}, tool_result {name, "
-    "toolCallId, content, isError, outcome, messageIndex}, eviction {items, threshold, report}, "
+    "toolCallId, content, isError, outcome, messageIndex, denied (true when the permission rules "
+    "refused the call)}, eviction {items, threshold, report}, "
     "compaction, warning, info, halt {reason}, then done (the JSON route's body) or error "
     "{code, message}."
 )

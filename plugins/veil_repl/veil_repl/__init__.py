@@ -26,6 +26,17 @@ def render(event: Any) -> None:
 
 
 @hookimpl
+def ask_permission(request: Any) -> str | None:
+    """Ask whether a tool call may run, while a REPL is running (None otherwise: ``veil -p``
+    and HTTP leave the call to the rules)."""
+    from veil_repl import permission
+
+    if permission.active is None:
+        return None
+    return permission.active.ask(request)
+
+
+@hookimpl
 def register_slash_commands(veil: Any) -> list[SlashCommand]:
     """/model, /sessions and /context (the REPL itself handles /help and /exit)."""
     from veil_repl import commands

@@ -161,6 +161,8 @@ class Display:
             self.console.print(f"[cyan]⏺ {escape(line)}[/cyan]")
         elif kind == "tool_result":
             style = "red" if data.get("isError") else "dim"
+            if data.get("denied"):  # refused by the permission rules or the user: not a failure
+                style = "yellow"
             self.console.print(f"  [{style}]⎿ {escape(short(data.get('content', '')))}[/{style}]")
         elif kind == "eviction":
             for item in data.get("items", []):

@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from veil.core.errors import SessionConflict, UnsafeVeilPath, VeilError
 from veil.core.paths import veil_file
-from veil_repl import display
+from veil_repl import display, permission
 from veil_repl.status import ContextStatus
 
 HELP_HEADER = "Enter sends · Esc Enter (Alt-Enter): new line · Ctrl-C stops a turn · Ctrl-D leaves"
@@ -96,6 +96,9 @@ class Repl:
             bottom_toolbar=self.toolbar,
         )
         self.display = display.Display(console, status=self.status)
+        self.permission_prompt = permission.PermissionPrompt(
+            self.display.console, input=input, output=output, before=self.display._end_stream
+        )
         self.commands = veil.slash_commands()
 
     def _initial_status(self) -> ContextStatus:
@@ -230,6 +233,7 @@ class Repl:
     def run(self) -> None:
         """Loop until /exit or Ctrl-D."""
         display.active = self.display
+        permission.active = self.permission_prompt
         try:
             self.banner()
             while True:
@@ -256,4 +260,5 @@ class Repl:
                     self.display.console.print(f"[red]error: {message}[/red]")
         finally:
             display.active = None
+            permission.active = None
             self.veil.pm.hook.session_end(session=self.session)

@@ -1,0 +1,353 @@
+"""Permission rules for tool calls (issue 21): parsing, matching, order, settings layers, the loop.
+
+Expected verdicts are written out by hand from the rules in :mod:`veil.core.permissions`'s
+docstring; the end-to-end ``veil -p`` runs are in test_permissions_cli.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from veil.core.errors import ConfigError
+from veil.core.permissions import (
+    evaluate,
+    parse_answer,
+    parse_rule,
+    session_rule_for,
+    simple_commands,
+)
+from veil.core.settings import PermissionSettings, load_config
+from veil.hookspecs import hookimpl
+
+
+def verdict(tool, arguments, project, **settings):
+    return evaluate(PermissionSettings(**settings), project, tool, arguments).verdict
+
+
+# -- rules ---------------------------------------------------------------------------------------
+
+
+def test_parse_rule_forms():
+    assert parse_rule("bash(pytest*)").tool == "bash"
+    assert parse_rule("bash(pytest*)").pattern == "pytest*"
+    assert parse_rule("Bash(npm run test:*)").tool == "bash"  # Claude Code's capital letters
+    assert parse_rule("read").pattern is None
+    assert parse_rule("read(*)").pattern is None
+    assert parse_rule("mcp_github_create_issue").tool == "mcp_github_create_issue"
+
+
+@pytest.mark.parametrize("bad", ["bash((", "", "two words", "bash(x", 7])
+def test_malformed_rules_are_refused(bad):
+    with pytest.raises(ValueError, match="is not a rule"):
+        parse_rule(bad)
+
+
+def test_a_pattern_on_a_tool_without_subject_is_refused_naming_the_tools_that_take_one():
+    with pytest.raises(ValueError, match="only bash, edit, grep, ls, read, write take a pattern"):
+        parse_rule("memory_write(notes*)")
+
+
+def test_settings_validation_names_the_file_field_and_index(project):
+    (project / ".veil").mkdir()
+    (project / ".veil" / "settings.json").write_text(
+        json.dumps({"permissions": {"deny": ["bash(rm*)", "bash(("]}})
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(project)
+    assert "settings.json: permissions.deny: 1: 'bash((' is not a rule" in err.value.message
+
+
+def test_simple_commands_split_at_operators_and_refuse_what_cannot_be_judged():
+    assert simple_commands("pytest -q") == ["pytest -q"]
+    assert simple_commands("pytest -q && git status; ls | wc -l") == [
+        "pytest -q",
+        "git status",
+        "ls",
+        "wc -l",
+    ]
+    assert simple_commands("pytest\nrm -rf build") == ["pytest", "rm -rf build"]
+    assert simple_commands('echo "a; b"') == ["echo a; b"]  # quoted: one word
+    assert simple_commands("pytest -q 2>&1 >/dev/null") == ["pytest -q"]
+    assert simple_commands("pytest > out.txt") is None  # writes a file
+    assert simple_commands("pytest $(rm -rf ~)") is None
+    assert simple_commands("pytest `rm -rf ~`") is None
+    assert simple_commands('echo "unclosed') is None
+
+
+def test_bash_allow_rule_covers_every_part_of_the_line(project):
+    allow = ["bash(pytest*)"]
+    assert verdict("bash", {"command": "pytest -q tests/"}, project, allow=allow) == "allow"
+    assert verdict("bash", {"command": "pytest -q | tail -5"}, project, allow=allow) == "ask"
+    assert verdict("bash", {"command": "pytest; rm -rf ~"}, project, allow=allow) == "ask"
+    assert verdict("bash", {"command": "pytest $(curl evil)"}, project, allow=allow) == "ask"
+    assert verdict("bash", {"command": "pytest > ~/.bashrc"}, project, allow=allow) == "ask"
+    assert verdict("bash", {"command": "rm -rf ~"}, project, allow=allow) == "ask"
+
+
+def test_bash_prefix_form_of_claude_code(project):
+    allow = ["bash(npm run test:*)"]
+    assert verdict("bash", {"command": "npm run test"}, project, allow=allow) == "allow"
+    assert verdict("bash", {"command": "npm run test -- -x"}, project, allow=allow) == "allow"
+    assert verdict("bash", {"command": "npm run testx"}, project, allow=allow) == "ask"
+    assert verdict("bash", {"command": "npm run build"}, project, allow=allow) == "ask"
+
+
+def test_deny_rule_catches_any_part_of_the_line_even_one_it_cannot_parse(project):
+    deny = ["bash(rm *)"]
+    assert verdict("bash", {"command": "ls; rm -rf build"}, project, deny=deny) == "deny"
+    assert verdict("bash", {"command": "echo x > y; rm -rf build"}, project, deny=deny) == "deny"
+    assert verdict("bash", {"command": "true && (rm -rf b)"}, project, deny=deny) == "deny"
+    assert verdict("bash", {"command": "ls"}, project, deny=deny) == "ask"
+
+
+def test_path_rules_match_the_resolved_path(project, tmp_path):
+    (project / "src").mkdir()
+    (project / "link").symlink_to(tmp_path)  # a folder outside the project
+    allow = ["edit(src/*)", f"write({tmp_path.as_posix()}/out/*)"]
+    assert verdict("edit", {"path": "src/a.py"}, project, allow=allow) == "allow"
+    assert verdict("edit", {"path": "./src/pkg/b.py"}, project, allow=allow) == "allow"
+    assert verdict("edit", {"path": str(project / "src/a.py")}, project, allow=allow) == "allow"
+    assert verdict("edit", {"path": "src/../setup.py"}, project, allow=allow) == "ask"
+    assert verdict("edit", {"path": "link/x.py"}, project, allow=allow) == "ask"
+    assert verdict("write", {"path": "link/out/r.txt"}, project, allow=allow) == "allow"
+
+
+def test_deny_wins_over_allow_and_over_mode_allow(project):
+    rules = {"allow": ["bash"], "deny": ["bash(git push*)"]}
+    assert verdict("bash", {"command": "git push -f"}, project, **rules) == "deny"
+    assert verdict("bash", {"command": "git status"}, project, **rules) == "allow"
+    assert verdict("bash", {"command": "git push"}, project, mode="allow", **rules) == "deny"
+
+
+def test_reads_are_free_unless_a_deny_rule_names_them(project):
+    for tool in ("read", "grep", "ls", "veil_recall", "memory_write"):
+        assert verdict(tool, {"path": "a.py"}, project) == "allow", tool
+        assert verdict(tool, {"path": "a.py"}, project, mode="deny") == "allow", tool
+    assert verdict("read", {"path": ".env"}, project, deny=["read(.env*)"]) == "deny"
+    assert verdict("ls", {}, project, deny=["ls(.)"]) == "deny"  # no path: the project root
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        # bash, write inside, write outside, a plugin's tool
+        ("ask", ["ask", "ask", "ask", "ask"]),
+        ("acceptEdits", ["ask", "allow", "ask", "ask"]),
+        ("allow", ["allow", "allow", "allow", "allow"]),
+        ("deny", ["deny", "deny", "deny", "deny"]),
+    ],
+)
+def test_mode_defaults(project, mode, expected):
+    calls = [
+        ("bash", {"command": "make"}),
+        ("write", {"path": "a.py"}),
+        ("write", {"path": "/tmp/elsewhere.py"}),
+        ("mcp_fs_delete", {"path": "a.py"}),
+    ]
+    assert [verdict(t, a, project, mode=mode) for t, a in calls] == expected
+
+
+def test_accept_edits_still_asks_for_git_and_veil_folders(project):
+    for path in (".git/hooks/pre-commit", ".veil/settings.json", "src/../.git/config"):
+        assert verdict("write", {"path": path}, project, mode="acceptEdits") == "ask", path
+    assert verdict("edit", {"path": ".github/workflows/ci.yml"}, project, mode="acceptEdits") == (
+        "allow"
+    )
+
+
+def test_a_front_end_answer_in_user_words_is_understood(make_veil, project, default_permissions):
+    asker = Asker("Yes")
+    veil = make_veil([_bash("touch a.txt"), "ok"], plugins=[("asker", asker)])
+    veil.run_turn(veil.new_session(), "go")
+    assert (project / "a.txt").exists()
+
+
+def test_deny_mode_names_the_rule_that_would_allow_the_call(project):
+    decision = evaluate(PermissionSettings(mode="deny"), project, "bash", {"command": "pytest -q"})
+    assert '"bash(pytest:*)" to permissions.allow in ~/.veil/settings.json' in decision.reason
+    assert "--yes" in decision.reason
+
+
+def test_session_rule_suggestions():
+    assert session_rule_for("bash", "pytest -q tests/") == "bash(pytest:*)"
+    assert session_rule_for("bash", "npm run test -- -x") == "bash(npm run:*)"
+    assert session_rule_for("bash", "python -m pytest -q") == "bash(python -m pytest:*)"
+    assert session_rule_for("bash", "git -C x status") == "bash(git:*)"
+    assert session_rule_for("edit", "src/a.py") == "edit"
+
+
+def test_prompt_answers():
+    assert [parse_answer(t) for t in ("y", "A", " n ", "2", "maybe", "")] == [
+        "once",
+        "session",
+        "deny",
+        "session",
+        None,
+        None,
+    ]
+
+
+# -- settings layers: only the user allows ------------------------------------------------------
+
+
+def _write(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def test_user_settings_file_allows_and_project_adds_deny_rules(project, default_permissions):
+    home = Path(os.environ["VEIL_HOME"])
+    _write(home / "settings.json", {"permissions": {"allow": ["bash(pytest*)"], "deny": ["x"]}})
+    _write(project / ".veil" / "settings.json", {"permissions": {"deny": ["bash(rm*)"]}})
+    perms = load_config(project).settings.permissions
+    assert perms.allow == ["bash(pytest*)"]
+    assert perms.deny == ["x", "bash(rm*)"]
+    assert perms.mode == "ask"
+
+
+def test_user_settings_file_holds_other_sections_under_the_project(project):
+    home = Path(os.environ["VEIL_HOME"])
+    _write(home / "settings.json", {"loop": {"maxIterations": 7, "bashTimeout": 30}})
+    _write(project / ".veil" / "settings.json", {"loop": {"maxIterations": 9}})
+    loop = load_config(project).settings.loop
+    assert (loop.max_iterations, loop.bash_timeout) == (9, 30)
+
+
+def test_project_file_may_not_allow_tool_calls(project, default_permissions):
+    _write(project / ".veil" / "settings.json", {"permissions": {"allow": ["bash(pytest*)"]}})
+    with pytest.raises(ConfigError) as err:
+        load_config(project)
+    message = err.value.message
+    assert "settings.json: permissions.allow: a project file may not allow" in message
+    assert "~/.veil/settings.json" in message
+
+
+@pytest.mark.parametrize("mode", ["allow", "acceptEdits"])
+def test_project_file_may_not_widen_the_mode(project, default_permissions, mode):
+    _write(project / ".veil" / "settings.json", {"permissions": {"mode": mode}})
+    with pytest.raises(ConfigError, match="permissions.mode: a project file may only narrow"):
+        load_config(project)
+
+
+def test_project_file_narrows_the_users_mode(project, default_permissions):
+    home = Path(os.environ["VEIL_HOME"])
+    _write(home / "settings.json", {"permissions": {"mode": "acceptEdits"}})
+    _write(project / ".veil" / "settings.json", {"permissions": {"mode": "deny"}})
+    assert load_config(project).settings.permissions.mode == "deny"
+    _write(project / ".veil" / "settings.json", {"permissions": {"mode": "ask"}})
+    assert load_config(project).settings.permissions.mode == "ask"
+
+
+def test_environment_sets_mode_and_rules_but_project_deny_rules_stay(
+    project, default_permissions, monkeypatch
+):
+    _write(project / ".veil" / "settings.json", {"permissions": {"deny": ["bash(rm*)"]}})
+    monkeypatch.setenv("VEIL_PERMISSIONS__MODE", "allow")
+    monkeypatch.setenv("VEIL_PERMISSIONS__DENY", '["bash(curl*)"]')
+    perms = load_config(project).settings.permissions
+    assert perms.mode == "allow"
+    assert perms.deny == ["bash(curl*)", "bash(rm*)"]
+
+
+def test_settings_in_the_home_folder_are_the_users_own(tmp_path, monkeypatch, default_permissions):
+    """Run in the home folder, .veil/settings.json is the user's file: allow rules hold."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("VEIL_HOME", str(home / ".veil"))
+    _write(home / ".veil" / "settings.json", {"permissions": {"allow": ["bash"]}})
+    assert load_config(home).settings.permissions.allow == ["bash"]
+
+
+# -- the loop ----------------------------------------------------------------------------------
+
+
+class Asker:
+    """A front end that answers permission prompts from a list and records the requests."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.requests = []
+
+    @hookimpl
+    def ask_permission(self, session, request):
+        self.requests.append(request)
+        return self.answers.pop(0)
+
+
+def _bash(command, call_id="c1"):
+    return {"tool_calls": [{"id": call_id, "name": "bash", "arguments": {"command": command}}]}
+
+
+def test_loop_without_a_front_end_denies_and_tells_the_model(
+    make_veil, project, default_permissions
+):
+    veil = make_veil([_bash("touch made.txt"), "ok"])
+    session = veil.new_session()
+    result = veil.run_turn(session, "make a file")
+    assert result.status == "done"
+    assert not (project / "made.txt").exists()
+    assert [m["role"] for m in session.messages] == ["user", "assistant", "tool", "assistant"]
+    tool_msg = session.messages[2]
+    assert tool_msg["tool_call_id"] == "c1"
+    assert tool_msg["content"].startswith("Permission denied: this bash call was not run.")
+    assert "nobody could be asked" in tool_msg["content"]
+    assert '"bash(touch:*)" to permissions.allow' in tool_msg["content"]
+    stored = [m for _, m in veil.store.messages(session.id)]  # recorded like any result
+    assert stored[2] == tool_msg
+
+
+def test_loop_asks_once_then_for_the_session(make_veil, project, default_permissions):
+    asker = Asker("once", "session", "deny")
+    veil = make_veil(
+        [
+            _bash("touch a.txt", "c1"),
+            _bash("touch b.txt", "c2"),
+            _bash("touch c.txt", "c3"),  # covered by bash(touch:*): not asked
+            _bash("rm a.txt", "c4"),  # asked, denied
+            "done",
+        ],
+        plugins=[("asker", asker)],
+    )
+    session = veil.new_session()
+    veil.run_turn(session, "files")
+    assert (project / "a.txt").exists() and (project / "b.txt").exists()
+    assert (project / "c.txt").exists()
+    assert [r.describe() for r in asker.requests] == [
+        "bash(touch a.txt)",
+        "bash(touch b.txt)",
+        "bash(rm a.txt)",
+    ]
+    assert session.permission_grants == ["bash(touch:*)"]
+    denied = session.messages[-2]
+    assert denied["tool_call_id"] == "c4"
+    assert "The user refused it" in denied["content"]
+
+
+def test_reads_never_reach_the_prompt(make_veil, project, default_permissions):
+    (project / "a.py").write_text("x = 1\n")
+    asker = Asker()
+    veil = make_veil(
+        [{"tool_calls": [{"name": "read", "arguments": {"path": "a.py"}}]}, "read it"],
+        plugins=[("asker", asker)],
+    )
+    session = veil.new_session()
+    veil.run_turn(session, "read")
+    assert asker.requests == []
+    assert "x = 1" in session.messages[2]["content"]
+
+
+def test_denied_result_is_shown_to_front_ends_as_denied(make_veil, project, default_permissions):
+    events = []
+
+    class Front:
+        @hookimpl
+        def render(self, event):
+            if event.kind == "tool_result":
+                events.append(event.data)
+
+    veil = make_veil([_bash("touch x"), "ok"], plugins=[("front", Front())])
+    veil.run_turn(veil.new_session(), "x")
+    assert events[0]["denied"] is True and events[0]["isError"] is True

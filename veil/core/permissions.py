@@ -1,0 +1,609 @@
+"""Permission rules for tool calls: which calls run, which are refused, which ask the user first.
+
+A serious coding agent does not run shell commands or change files without asking (issue 21).
+veil's rules follow the habits users bring from Claude Code (``Bash(npm run test:*)``, allow and
+deny lists, deny wins, modes) and Codex (approval modes), in veil's own words:
+
+* **Free tools** never ask: ``read``, ``grep``, ``ls`` and veil's memory tools (``veil_*``,
+  ``memory_*``). The memory tools change only veil's own store and the agent's memory files
+  under ``.veil/memory/`` (bounded by ``memory.maxFileBytes``), never the project's files or
+  the shell, so asking before each would only teach users to say yes.
+* **Asking tools**: ``bash``, ``write``, ``edit`` and every other tool a plugin registers (an MCP
+  server's tools, say): veil cannot tell what those do.
+* **Rules**, ``tool`` or ``tool(pattern)`` in ``permissions.allow`` / ``permissions.deny``:
+
+  - ``bash(pattern)`` matches the command: a shell glob (``fnmatch``, ``*`` matches anything,
+    spaces and ``/`` included), or Claude Code's prefix form ``bash(npm run test:*)`` = the
+    command ``npm run test`` alone or followed by arguments.
+  - ``read(pattern)``, ``write(...)``, ``edit(...)``, ``grep(...)``, ``ls(...)`` match the path,
+    relative to the project root (``src/*``; ``*`` crosses folders) or absolute (``/tmp/*``,
+    ``~/notes/*``) for paths outside it. Paths are resolved first (``..`` and symbolic links),
+    so ``src/../.git/config`` is ``.git/config``.
+  - ``tool`` alone or ``tool(*)``: every call of that tool. Tool names compare without case
+    (``Bash(pytest*)`` is ``bash(pytest*)``). Other tools take no pattern but ``*``.
+
+* **Order**: a deny rule wins over everything (``--yes`` too); then an allow rule, or a rule the
+  user allowed for this session; then the tool's default under ``permissions.mode``:
+
+  =============== ==================== ============================ ===================
+  mode            free tools           write / edit                 bash, other tools
+  =============== ==================== ============================ ===================
+  ``ask``         run                  ask                          ask
+  ``acceptEdits`` run                  run inside the project, ask  ask
+                                       outside and under ``.git/``
+                                       or ``.veil/``
+  ``allow``       run                  run                          run
+  ``deny``        run                  refused                      refused
+  =============== ==================== ============================ ===================
+
+* **Shell commands and allow rules**: an allow rule for ``bash`` lets a command run only when
+  every simple command of it (split at ``;``, ``&&``, ``||``, ``|``, ``&`` and new lines)
+  matches the rule's pattern and it has no command substitution (``$(...)``, backquotes,
+  ``<(...)``) and writes to no file through a redirection (``>``, ``>>``; ``2>&1`` and
+  ``>/dev/null`` are fine). ``bash(pytest*)`` does not allow ``pytest; rm -rf ~``. A deny rule
+  refuses a command when the whole command or any of its simple commands matches.
+
+Where the answer is "ask", the loop calls the ``ask_permission`` hook (a front end answers:
+``"once"``, ``"session"`` or ``"deny"``); with nobody to ask (``veil -p`` without a terminal,
+HTTP, the harness) the call is refused with a reason that names the rule or flag to add. A
+refused call is answered to the model by a tool result that says so, so every tool call keeps
+its result.
+
+Who may set what (:func:`merge_permission_layers`): a project's ``.veil/settings.json`` comes
+with a clone, so it may add deny rules and narrow the mode (``ask``, ``deny``) but neither add
+allow rules nor widen the mode (``acceptEdits``, ``allow``); only the user's
+``~/.veil/settings.json``, ``VEIL_PERMISSIONS__*`` variables and ``--yes`` can.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import shlex
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from veil.core.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.session import Session
+
+Mode = Literal["ask", "acceptEdits", "allow", "deny"]
+Verdict = Literal["allow", "deny", "ask"]
+Answer = Literal["once", "session", "deny"]
+
+MODES: tuple[str, ...] = ("deny", "ask", "acceptEdits", "allow")
+"""The modes, narrowest first (a project file may only move the mode towards the start)."""
+
+PROJECT_MODES = frozenset({"ask", "deny"})
+"""Modes a project's settings.json may set: the ones that allow nothing by themselves."""
+
+FREE_TOOLS = frozenset({"read", "grep", "ls"})
+"""Built-in tools that only read: never asked."""
+
+MEMORY_TOOL_PREFIXES = ("veil_", "memory_")
+"""Name prefixes of veil's memory tools (they touch only veil's store and ``.veil/memory``)."""
+
+EDIT_TOOLS = frozenset({"write", "edit"})
+"""Tools that change a file; ``acceptEdits`` runs them inside the project without asking."""
+
+PATH_TOOLS = frozenset({"read", "write", "edit", "grep", "ls"})
+"""Tools whose rule pattern matches the ``path`` argument."""
+
+COMMAND_TOOLS = frozenset({"bash"})
+"""Tools whose rule pattern matches the ``command`` argument."""
+
+PROTECTED_FOLDERS = frozenset({".git", ".veil"})
+"""Project folders ``acceptEdits`` still asks about: a write under ``.git/`` (hooks, config)
+can run code at the next git command, one under ``.veil/`` changes veil's own configuration."""
+
+USER_SETTINGS_HINT = "~/.veil/settings.json"
+
+_RULE_RE = re.compile(r"^\s*([A-Za-z0-9_.-]{1,64})\s*(?:\((.*)\))?\s*$", re.DOTALL)
+# Characters of shell operators: ; & | ( ) and new lines start a new simple command (bash(1)
+# "Lists", "Pipelines"); < and > redirect.
+_OPERATOR_CHARS = ";&|()<>\n"
+# Where a line a deny rule cannot parse may hold another command.
+_CRUDE_SPLIT = re.compile(r"[;&|\n()`<>]+|\$\(")
+# Redirections that write nothing veil cares about: fd duplication and the null device.
+_HARMLESS_REDIRECTS = re.compile(r"(?<![^\s;&|])\d*>>?\s*(?:&\d+|/dev/null)(?=$|[\s;&|])")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One parsed rule: ``tool`` (lower case) and its ``pattern`` (None: every call).
+
+    Attributes:
+        tool: the tool name, lower case.
+        pattern: the glob (or ``prefix:*`` for bash), None for the whole tool.
+        text: the rule as written, for messages.
+    """
+
+    tool: str
+    pattern: str | None
+    text: str
+
+
+def parse_rule(text: str) -> Rule:
+    """Parse ``tool`` or ``tool(pattern)``.
+
+    Args:
+        text: the rule as written in settings (``bash(pytest*)``, ``read``, ``Edit(src/*)``).
+
+    Returns:
+        The :class:`Rule`; ``tool(*)`` and ``tool()`` are the whole tool (pattern None).
+
+    Raises:
+        ValueError: not of that shape, or a pattern on a tool that takes none (the message says
+            which tools take patterns).
+    """
+    match = _RULE_RE.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(
+            f"{text!r} is not a rule: write a tool name, or tool(pattern) such as "
+            "bash(pytest*), bash(npm run test:*), edit(src/*), read(*)"
+        )
+    tool = match.group(1).lower()
+    pattern = match.group(2)
+    pattern = pattern.strip() if pattern is not None else None
+    if pattern in (None, "", "*", "**"):
+        return Rule(tool, None, text)
+    if tool not in PATH_TOOLS and tool not in COMMAND_TOOLS:
+        takes = ", ".join(sorted(PATH_TOOLS | COMMAND_TOOLS))
+        raise ValueError(
+            f"{text!r}: only {takes} take a pattern (the command or the path); write "
+            f"{tool!r} alone for every call of it"
+        )
+    return Rule(tool, pattern, text)
+
+
+def check_rules(rules: Sequence[str]) -> list[str]:
+    """Validate a ``permissions.allow`` / ``deny`` list (for settings validation).
+
+    Raises:
+        ValueError: the first malformed rule, named with its index.
+    """
+    for i, text in enumerate(rules):
+        try:
+            parse_rule(text)
+        except ValueError as exc:
+            raise ValueError(f"{i}: {exc}") from exc
+    return list(rules)
+
+
+def is_free(tool: str) -> bool:
+    """Whether ``tool`` only reads (or touches only veil's memory) and so is never asked."""
+    return tool in FREE_TOOLS or tool.startswith(MEMORY_TOOL_PREFIXES)
+
+
+# -- what a call is about ----------------------------------------------------------------------
+
+
+def call_subject(tool: str, arguments: dict[str, Any], project_dir: Path) -> str | None:
+    """What a rule's pattern is matched against: the command of ``bash``, the resolved path of
+    a path tool (relative to ``project_dir`` in POSIX form when inside it, absolute otherwise;
+    ``.`` when a ``grep`` / ``ls`` names no path); None for other tools."""
+    if tool in COMMAND_TOOLS:
+        command = arguments.get("command")
+        return command if isinstance(command, str) else ""
+    if tool in PATH_TOOLS:
+        raw = arguments.get("path")
+        return display_path(raw if isinstance(raw, str) and raw else ".", project_dir)
+    return None
+
+
+def display_path(raw: str, project_dir: Path) -> str:
+    """``raw`` resolved against ``project_dir`` (``~`` expanded, ``..`` and links resolved):
+    relative POSIX when inside the project (``.`` for the root), absolute otherwise."""
+    root = project_dir.resolve()
+    path = Path(os.path.expanduser(raw))
+    try:
+        resolved = (path if path.is_absolute() else root / path).resolve()
+    except (OSError, ValueError, RuntimeError):  # NUL byte, link loop: the tool refuses it too
+        return raw
+    try:
+        rel = resolved.relative_to(root)
+    except ValueError:
+        return resolved.as_posix()
+    return rel.as_posix() or "."
+
+
+def inside_project(subject: str) -> bool:
+    """Whether a :func:`display_path` result lies in the project (it is relative)."""
+    return not Path(subject).is_absolute()
+
+
+def _plain_project_file(subject: str) -> bool:
+    """Whether ``acceptEdits`` may write ``subject`` without asking: inside the project and not
+    under ``.git/`` (hooks and config run code) or ``.veil/`` (veil's own settings and store)."""
+    if not inside_project(subject):
+        return False
+    top = subject.split("/", 1)[0]
+    return top not in PROTECTED_FOLDERS
+
+
+def simple_commands(command: str) -> list[str] | None:
+    """Split a shell command line into its simple commands (words joined by single spaces).
+
+    Returns:
+        The simple commands, or None when the line cannot be judged safely: unbalanced quotes,
+        command or process substitution, or a redirection that writes a file.
+    """
+    if "`" in command or "$(" in command or "<(" in command or ">(" in command:
+        return None
+    line = _HARMLESS_REDIRECTS.sub(" ", command)
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=_OPERATOR_CHARS)
+    lexer.whitespace = " \t\r"  # a new line separates commands: it stays a token
+    commands: list[str] = []
+    words: list[str] = []
+    try:
+        tokens = list(lexer)
+    except ValueError:  # no closing quotation
+        return None
+    for token in tokens:
+        if token and set(token) <= set(_OPERATOR_CHARS):
+            if ">" in token:
+                return None  # writes a file through a redirection
+            if "<" in token:
+                words.append(token)  # reads a file: part of this command
+                continue
+            if words:
+                commands.append(" ".join(words))
+            words = []
+        else:
+            words.append(token)
+    if words:
+        commands.append(" ".join(words))
+    return commands
+
+
+def _glob(pattern: str, subject: str) -> bool:
+    if pattern.endswith(":*"):  # Claude Code's prefix form: "npm run test:*"
+        prefix = pattern[:-2].rstrip()
+        return subject == prefix or subject.startswith(prefix + " ")
+    return fnmatch.fnmatchcase(subject, pattern)
+
+
+def _path_pattern(pattern: str, project_dir: Path) -> str:
+    """A path pattern in the form :func:`display_path` gives subjects."""
+    if pattern.startswith("~") or os.path.isabs(pattern):
+        expanded = os.path.expanduser(pattern)
+        root = project_dir.resolve().as_posix()
+        if expanded == root:
+            return "."
+        if expanded.startswith(root + "/"):
+            return expanded[len(root) + 1 :]
+        return expanded
+    return pattern[2:] if pattern.startswith("./") else pattern
+
+
+def rule_matches(
+    rule: Rule, tool: str, subject: str | None, project_dir: Path, *, for_allow: bool
+) -> bool:
+    """Whether ``rule`` covers a call of ``tool`` about ``subject`` (:func:`call_subject`).
+
+    ``for_allow`` selects the shell rule of the module docstring: an allow rule must cover every
+    simple command of the line; a deny rule refuses when it covers the line or any part.
+    """
+    if rule.tool != tool.lower():
+        return False
+    if rule.pattern is None:
+        return True
+    if subject is None:
+        return False
+    if tool in COMMAND_TOOLS:
+        parts = simple_commands(subject)
+        if for_allow:
+            return bool(parts) and all(_glob(rule.pattern, p) for p in parts)
+        if parts is None:  # not parsed safely: any stretch between operators may be a command
+            parts = [p.strip() for p in _CRUDE_SPLIT.split(subject) if p.strip()]
+        return _glob(rule.pattern, subject.strip()) or any(_glob(rule.pattern, p) for p in parts)
+    return _glob(_path_pattern(rule.pattern, project_dir), subject)
+
+
+# -- decisions ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PermissionRequest:
+    """A tool call waiting for the user's answer (what ``ask_permission`` receives).
+
+    Attributes:
+        tool: the tool's name (``bash``).
+        arguments: its arguments as the model sent them, credentials redacted.
+        subject: the command or resolved path rules match against (None for other tools).
+        tool_call_id: the call's id.
+        session_rule: the rule an answer of ``"session"`` remembers for the rest of the
+            session (``bash(pytest:*)``, ``edit``), shown to the user.
+        reason: why veil asks (the mode's default for this tool).
+    """
+
+    tool: str
+    arguments: dict[str, Any]
+    subject: str | None
+    tool_call_id: str
+    session_rule: str
+    reason: str
+
+    def describe(self) -> str:
+        """``bash(pytest -q)``: the call in rule form, for prompts and messages."""
+        return f"{self.tool}({self.subject})" if self.subject is not None else self.tool
+
+
+@dataclass(frozen=True)
+class PermissionDecision:
+    """The answer for one call.
+
+    Attributes:
+        verdict: ``"allow"``, ``"deny"`` or ``"ask"`` (only before the user was asked).
+        reason: why, in words the user and the model read (names the rule or the mode).
+        rule: the rule that decided, when one did.
+        request: the call the decision is about (what the user is, or would have been, asked).
+    """
+
+    verdict: Verdict
+    reason: str
+    rule: str | None = None
+    request: PermissionRequest | None = field(default=None, compare=False)
+
+    @property
+    def allowed(self) -> bool:
+        """True when the call may run."""
+        return self.verdict == "allow"
+
+    def tool_result_text(self) -> str:
+        """The tool message content sent to the model for a refused call."""
+        return f"Permission denied: this {self._what()} was not run. {self.reason}"
+
+    def _what(self) -> str:
+        return f"{self.request.tool} call" if self.request else "tool call"
+
+
+def session_rule_for(tool: str, subject: str | None) -> str:
+    """The rule an answer of "allow for this session" remembers: for ``bash``, the command's
+    program in prefix form (``bash(pytest:*)``; the first word, two when the first is a
+    runner such as ``npm run`` or ``python -m``); for every other tool, the tool itself
+    (Claude Code's "allow all edits during this session")."""
+    if tool in COMMAND_TOOLS and subject:
+        parts = simple_commands(subject)
+        words = (parts[0] if parts else subject.strip()).split()
+        if not words:
+            return tool
+        keep = 2 if len(words) > 1 and words[0] in _RUNNERS and not words[1].startswith("-") else 1
+        if len(words) > 2 and words[0] in ("python", "python3") and words[1] == "-m":
+            keep = 3
+        return f"{tool}({' '.join(words[:keep])}:*)"
+    return tool
+
+
+_RUNNERS = frozenset({"npm", "pnpm", "yarn", "cargo", "go", "make", "uv", "poetry", "git"})
+
+
+def evaluate(
+    settings: Any,
+    project_dir: Path,
+    tool: str,
+    arguments: dict[str, Any],
+    *,
+    session_rules: Iterable[str] = (),
+    tool_call_id: str = "",
+) -> PermissionDecision:
+    """Decide one call by the rules alone (deny rules, then allow rules and the session's, then
+    ``settings.mode``; module docstring).
+
+    Args:
+        settings: a :class:`~veil.core.settings.PermissionSettings`.
+        project_dir: the project root (paths are matched relative to it).
+        tool: the tool's name.
+        arguments: the call's arguments (a dict; ``{}`` when they did not parse).
+        session_rules: rules the user allowed for this session.
+        tool_call_id: the call's id, copied into the request.
+
+    Returns:
+        A :class:`PermissionDecision`; ``"ask"`` carries the :class:`PermissionRequest`.
+    """
+    subject = call_subject(tool, arguments, project_dir)
+    request = PermissionRequest(
+        tool=tool,
+        arguments=arguments,
+        subject=subject,
+        tool_call_id=tool_call_id,
+        session_rule=session_rule_for(tool, subject),
+        reason="",
+    )
+    described = request.describe()
+    for text in settings.deny:
+        if rule_matches(parse_rule(text), tool, subject, project_dir, for_allow=False):
+            return PermissionDecision(
+                "deny",
+                f"{described} matches the deny rule {text!r} (permissions.deny).",
+                text,
+                request,
+            )
+    for text in settings.allow:
+        if rule_matches(parse_rule(text), tool, subject, project_dir, for_allow=True):
+            return PermissionDecision(
+                "allow", f"allowed by {text!r} (permissions.allow)", text, request
+            )
+    for text in session_rules:
+        if rule_matches(parse_rule(text), tool, subject, project_dir, for_allow=True):
+            return PermissionDecision(
+                "allow", f"allowed for this session by {text!r}", text, request
+            )
+    mode = settings.mode
+    if is_free(tool):
+        what = "only reads" if tool in FREE_TOOLS else "changes only veil's memory"
+        return PermissionDecision("allow", f"{tool} {what}; it is never asked", request=request)
+    if mode == "allow":
+        return PermissionDecision("allow", "permissions.mode is allow (--yes)", request=request)
+    if mode == "acceptEdits" and tool in EDIT_TOOLS and subject and _plain_project_file(subject):
+        return PermissionDecision(
+            "allow", "permissions.mode acceptEdits: edits in the project", request=request
+        )
+    if mode == "deny":
+        return PermissionDecision(
+            "deny",
+            f"permissions.mode is deny and no allow rule covers {described}; "
+            + _how_to_allow(request.session_rule),
+            request=request,
+        )
+    reason = f"{tool} asks before it runs (permissions.mode {mode})"
+    return PermissionDecision(
+        "ask",
+        reason,
+        request=PermissionRequest(**{**request.__dict__, "reason": reason}),
+    )
+
+
+def _how_to_allow(rule: str) -> str:
+    return (
+        f'to allow it, add "{rule}" to permissions.allow in {USER_SETTINGS_HINT}, or run with '
+        "--yes (VEIL_PERMISSIONS__MODE=allow) to allow every call"
+    )
+
+
+def authorize(
+    session: Session,
+    tool: str,
+    arguments: dict[str, Any],
+    tool_call_id: str,
+    *,
+    ask: Callable[[PermissionRequest], str | None] | None = None,
+) -> PermissionDecision:
+    """Decide one call of the agent loop, asking the front end when the rules say "ask".
+
+    ``ask`` (the harness's host callback) replaces the ``ask_permission`` hook when given. The
+    answer ``"once"`` (run it), ``"session"`` (run it and remember
+    :attr:`PermissionRequest.session_rule` in ``session.permission_grants`` until the process
+    ends) or ``"deny"``; no answer (no front end that can ask: ``veil -p`` without a terminal,
+    HTTP, the harness) refuses the call with a reason naming the rule and the flag that would
+    allow it.
+
+    Returns:
+        A final :class:`PermissionDecision`: ``"allow"`` or ``"deny"``, never ``"ask"``.
+    """
+    decision = evaluate(
+        session.config.settings.permissions,
+        session.cwd,
+        tool,
+        arguments,
+        session_rules=session.permission_grants,
+        tool_call_id=tool_call_id,
+    )
+    if decision.verdict != "ask":
+        return decision
+    request = decision.request
+    assert request is not None  # evaluate() always attaches it to "ask"
+    if ask is not None:
+        answer = ask(request)
+    else:
+        answer = session.veil.pm.hook.ask_permission(session=session, request=request)
+    if isinstance(answer, str) and answer not in ("once", "session", "deny"):
+        answer = parse_answer(answer)  # "y", "yes", "n"... as a user would type them
+    if answer == "once":
+        return PermissionDecision("allow", "allowed once by the user", request=request)
+    if answer == "session":
+        session.permission_grants.append(request.session_rule)
+        return PermissionDecision(
+            "allow",
+            f"allowed for this session: {request.session_rule}",
+            request.session_rule,
+            request,
+        )
+    if answer == "deny":
+        return PermissionDecision(
+            "deny",
+            "The user refused it; do not retry it, ask the user what to do instead.",
+            request=request,
+        )
+    return PermissionDecision(
+        "deny",
+        f"{request.describe()} needs permission and nobody could be asked (no interactive "
+        f"terminal); {_how_to_allow(request.session_rule)}.",
+        request=request,
+    )
+
+
+ANSWER_WORDS: dict[str, Answer] = {
+    "y": "once",
+    "yes": "once",
+    "1": "once",
+    "once": "once",
+    "a": "session",
+    "s": "session",
+    "2": "session",
+    "always": "session",
+    "session": "session",
+    "n": "deny",
+    "no": "deny",
+    "3": "deny",
+    "d": "deny",
+    "deny": "deny",
+}
+"""What a user may type at a permission prompt (``y`` / ``a`` / ``n``, or 1 / 2 / 3)."""
+
+PROMPT_CHOICES = "[y] yes, once   [a] yes, for this session: {rule}   [n] no, tell the model"
+"""The choices line of a permission prompt (``{rule}``: :attr:`PermissionRequest.session_rule`)."""
+
+
+def parse_answer(text: str) -> Answer | None:
+    """The answer a user typed at a permission prompt (:data:`ANSWER_WORDS`, any case), or
+    None when it is none of them (ask again)."""
+    return ANSWER_WORDS.get(text.strip().lower())
+
+
+# -- settings layers ---------------------------------------------------------------------------
+
+
+def narrower_mode(a: str, b: str) -> str:
+    """The narrower of two modes (:data:`MODES` order)."""
+    return a if MODES.index(a) <= MODES.index(b) else b
+
+
+def merge_permission_layers(
+    user: dict[str, Any], project: dict[str, Any], project_path: Path
+) -> dict[str, Any]:
+    """The ``permissions`` section of the user's and the project's settings files combined.
+
+    The user's file gives ``mode``, ``allow`` and ``deny``; the project's file may only add
+    deny rules and narrow the mode (module docstring).
+
+    Args:
+        user: the user's ``permissions`` object (``{}`` when absent).
+        project: the project's ``permissions`` object (``{}`` when absent).
+        project_path: the project's settings.json, for messages.
+
+    Returns:
+        The merged ``permissions`` object (camelCase keys as in the files, still to validate).
+
+    Raises:
+        ConfigError: the project file has allow rules or a widening mode (names the file and
+            the field, and where the user puts it instead).
+    """
+    if not isinstance(project, dict) or not project:
+        return dict(user) if isinstance(user, dict) else user
+    if project.get("allow"):
+        raise ConfigError(
+            f"{project_path}: permissions.allow: a project file may not allow tool calls (a "
+            f"cloned repository could grant itself the shell); put the rules you trust in "
+            f"{USER_SETTINGS_HINT} or VEIL_PERMISSIONS__ALLOW, or remove them from this file"
+        )
+    mode = project.get("mode")
+    if mode is not None and mode not in PROJECT_MODES:
+        raise ConfigError(
+            f"{project_path}: permissions.mode: a project file may only narrow the mode (ask or "
+            f"deny), not set {mode!r}; set it in {USER_SETTINGS_HINT}, with "
+            "VEIL_PERMISSIONS__MODE or with --yes instead"
+        )
+    merged = dict(user) if isinstance(user, dict) else {}
+    if mode is not None:
+        merged["mode"] = narrower_mode(mode, merged.get("mode", "ask"))
+    deny = project.get("deny")
+    if isinstance(deny, list):
+        merged["deny"] = list(dict.fromkeys([*(merged.get("deny") or []), *deny]))
+    elif deny is not None:
+        merged["deny"] = deny  # the wrong shape: validation names it
+    return merged
