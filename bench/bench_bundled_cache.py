@@ -9,7 +9,7 @@ is read only from where it changed.
 The bench replays one recorded mini-swe-agent session through a real veil session (the
 ``veil replay`` policy, default settings, a budget in cl100k_base tokens), renders the prompt of
 every step 0..N for SmolLM2-135M exactly as veil's bundled model does
-(:func:`veil.core.bundled.render_prompt`), and asks the model for one token:
+(:func:`veil_bundled.model.render_prompt`), and asks the model for one token:
 
 * ``warm``: the calls follow each other on one model, as in a real session, so llama.cpp reuses
   the cached prefix;
@@ -61,7 +61,11 @@ def main() -> int:
     if not files:
         print(f"| bundled cache | skipped: {DATA} not present |")
         return 0
-    from veil.core.bundled import BundledModel, bundled_available, render_prompt
+    try:
+        from veil_bundled.model import BundledModel, bundled_available, render_prompt
+    except ImportError:
+        print("| bundled cache | skipped: the veil_bundled distribution is not installed |")
+        return 0
     from veil.core.replay.cache import shared_prefix
     from veil.core.replay.formats import load_trajectory
     from veil.core.replay.veil_policy import VeilReplayPolicy

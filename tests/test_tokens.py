@@ -68,7 +68,7 @@ def test_prepare_offline_env_sets_only_unset_and_is_idempotent(monkeypatch):
 
 def test_importing_veil_llm_modules_does_not_import_litellm_or_llama_cpp():
     code = (
-        "import sys, veil.core.llm, veil.core.bundled, veil.core.testing, veil.core.tokens, "
+        "import sys, veil.core.llm, veil.core.testing, veil.core.tokens, "
         "veil.core.providers, veil.core.settings\n"
         "print(sorted(m for m in ('litellm', 'llama_cpp', 'tiktoken') if m in sys.modules))"
     )
@@ -350,8 +350,7 @@ def _installed_tokenizers(closers: list) -> dict:
             found[name] = lambda s, tok=tok: len(tok.encode(s, add_special_tokens=False).ids)
     try:
         from llama_cpp import Llama
-
-        from veil.core.bundled import find_bundled_gguf
+        from veil_bundled.model import find_bundled_gguf
 
         vocab = Llama(model_path=str(find_bundled_gguf()), vocab_only=True, verbose=False)
         closers.append(vocab.close)

@@ -31,8 +31,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from veil.core.app import Veil
     from veil.core.items import ItemBatch
+    from veil.core.llm import LocalModel
     from veil.core.permissions import PermissionRequest
     from veil.core.session import Session
+    from veil.core.settings import Config
     from veil.core.types import (
         Attempt,
         CaptureEvent,
@@ -62,6 +64,19 @@ def register_tools(veil: Veil) -> list[Tool] | None:
 
     Called once when a :class:`~veil.core.app.Veil` is opened. Tool names must be unique across
     plugins; a clash is a start-up error naming both plugins.
+    """
+
+
+@hookspec
+def register_models(config: Config) -> list[LocalModel] | None:
+    """Return chat models that run on this machine without a provider (collected; simonw/llm's
+    ``register_models``), as :class:`~veil.core.llm.LocalModel` entries.
+
+    With no provider and no model configured, the first available one answers (call order:
+    last registered first); naming one (or an alias) in ``models.main.model`` or a session
+    selects it. Called when a project's model access is first used; must not load weights or
+    import heavy libraries (``LocalModel.load`` does that on first use). The ``veil_bundled``
+    distribution registers SmolLM2-135M-Instruct.
     """
 
 

@@ -125,13 +125,14 @@ class Veil:
 
     @property
     def llm(self) -> LLM:
-        """Model access (litellm or the bundled model), created on first use."""
+        """Model access (litellm, or a local model this project's plugins register), created on
+        first use."""
         if self._llm is None:
             with self._llm_lock:
                 if self._llm is None:
-                    from veil.core.llm import LLM
+                    from veil.core.llm import LLM, local_models_of
 
-                    self._llm = LLM(self.config)
+                    self._llm = LLM(self.config, local_models=local_models_of(self.pm, self.config))
         return self._llm
 
     @property

@@ -5,8 +5,9 @@
 - :class:`LiteLLMModel` calls any litellm provider, following ``auth.json``'s ``routing``
   (``default``, then ``fallback`` in order; seed 000 "Using a dedicated compact model").
 - :class:`LLM` picks the model for a role (``main``, or ``compact`` which falls back to ``main``,
-  seed 000), and uses the bundled offline model (:mod:`veil.core.bundled`) when nothing is
-  configured.
+  seed 000), and uses a local model a plugin registers (:class:`LocalModel`, the
+  ``register_models`` hook; the ``veil_bundled`` distribution registers SmolLM2-135M) when
+  nothing is configured. The core itself needs no local model and no llama-cpp-python.
 
 litellm is imported lazily (through :func:`veil.core.offline.import_litellm`) so that importing
 this module, and ``veil --help``, stay fast.
@@ -20,7 +21,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,6 +31,8 @@ from veil.core.tokens import count_message_tokens, count_text_tokens
 from veil.core.trust import KEYLESS_API_KEY, filter_project_options
 
 if TYPE_CHECKING:
+    import pluggy
+
     from veil.core.settings import Config, ModelRole
 
 log = logging.getLogger(__name__)
@@ -567,15 +570,90 @@ class _RecordingModel:
         return result
 
 
-BUNDLED_ALIASES = frozenset({"bundled", "smollm2", "SmolLM2-135M-Instruct"})
-"""Model names that select the bundled offline model explicitly (also in a session's snapshot)."""
+def _always() -> bool:
+    return True
 
-BUNDLED_NOTICE = (
-    "No model is configured, so veil is answering with its bundled offline model "
-    "SmolLM2-135M-Instruct, a very small model fit for trying veil out but not for real coding "
-    "work; configure a provider in ~/.veil/auth.json (providers, routing) and name its model in "
-    ".veil/settings.json under models.main."
+
+@dataclass(frozen=True)
+class LocalModel:
+    """A chat model that runs on this machine without a provider, as a plugin registers it
+    through the ``register_models`` hook (in the spirit of simonw/llm's ``register_models``).
+
+    With no provider and no model configured, the first available one answers (the
+    ``veil_bundled`` distribution registers SmolLM2-135M-Instruct); naming it (or an alias) as a
+    role's or a session's model selects it explicitly.
+
+    Attributes:
+        name: the model's name (``SmolLM2-135M-Instruct``).
+        load: returns the :class:`ChatModel`, called on first use (it may load weights); raises
+            ImportError or FileNotFoundError, naming what to install, when a piece is missing.
+            Keep one instance per process inside it: every :class:`LLM` calls it.
+        aliases: other names that select it (``bundled``, ``smollm2``).
+        available: whether it can run here; must be cheap and import nothing heavy (it is
+            checked whenever a project opens with nothing configured).
+        notice: one sentence shown once when it answers because nothing is configured.
+    """
+
+    name: str
+    load: Callable[[], ChatModel]
+    aliases: frozenset[str] = frozenset()
+    available: Callable[[], bool] = _always
+    notice: str | None = None
+
+    @property
+    def names(self) -> frozenset[str]:
+        """``name`` and its aliases."""
+        return frozenset({self.name, *self.aliases})
+
+
+NO_MODEL_MESSAGE = (
+    "models.main: no model is configured and no offline model is installed; configure a "
+    "provider in ~/.veil/auth.json (providers, routing) and name its model under models.main "
+    "(auth.json or .veil/settings.json), or install veil's bundled offline model, the "
+    "veil_bundled plugin (from a clone of veil: pip install ./plugins/veil_bundled; it compiles "
+    "llama.cpp, about 10 minutes of CPU), and check that no setting blocks it (veil plugins)"
 )
+"""What veil says when nothing can answer: no provider and no local model registered."""
+
+
+def local_models_of(pm: pluggy.PluginManager, config: Config) -> list[LocalModel]:
+    """The local models the plugins loaded in ``pm`` register (``register_models``), in hook
+    call order, each name kept once (the first registration wins).
+
+    Raises:
+        ConfigError: a plugin returned something that is not a :class:`LocalModel`.
+    """
+    found: list[LocalModel] = []
+    seen: set[str] = set()
+    for impl in reversed(pm.hook.register_models.get_hookimpls()):
+        plugin = pm.get_name(impl.plugin)
+        kwargs = {a: config for a in impl.argnames if a == "config"}
+        for model in impl.function(**kwargs) or []:
+            if not isinstance(model, LocalModel):
+                raise ConfigError(
+                    f"plugin {plugin!r}: register_models returned {type(model).__name__}, "
+                    "not a veil.core.llm.LocalModel"
+                )
+            if model.name not in seen:
+                seen.add(model.name)
+                found.append(model)
+    return found
+
+
+def installed_local_models(config: Config) -> list[LocalModel]:
+    """The local models of the installed plugins that ``config`` (and ``VEIL_LOAD_PLUGINS`` /
+    ``VEIL_DISABLE_PLUGINS``) lets load: what :class:`LLM` uses when it is not given a list.
+
+    Raises:
+        ImportError: a plugin fails to import (the message names it).
+    """
+    from veil.core import plugins
+
+    selection = plugins.plugin_selection(
+        config.settings.plugins.disable, config.settings.plugins.load
+    )
+    pm = plugins.load_plugins(plugins.new_plugin_manager(), selection)
+    return local_models_of(pm, config)
 
 
 class LLM:
@@ -586,17 +664,25 @@ class LLM:
         models: forces a :class:`ChatModel` per role (``{"main": ScriptedModel([...])}``, replay);
             a forced ``main`` also answers ``compact`` unless that is forced too, and a forced
             model answers whatever model name :meth:`model_for` is given.
+        local_models: the models that run without a provider (:class:`LocalModel`); default
+            those the installed plugins register (:func:`installed_local_models`, looked up
+            only when needed). :class:`~veil.core.app.Veil` passes its own plugins' list.
 
     Attributes:
-        is_offline_default: no provider and no model are configured and the bundled model is
-            installed, so it answers.
-        notice: one sentence to print once when the bundled model answers (else None).
+        is_offline_default: no provider and no model are configured and a local model is
+            available, so it answers.
+        notice: one sentence to print once when that local model answers (else None).
         usage_log: one dict per successful call: ``role``, ``model``, ``provider``,
             ``prompt_tokens``, ``completion_tokens``, ``estimated`` (veil counted the figures:
             the provider reported none), ``seconds`` (wall clock).
     """
 
-    def __init__(self, config: Config, models: dict[str, ChatModel] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        models: dict[str, ChatModel] | None = None,
+        local_models: Sequence[LocalModel] | None = None,
+    ) -> None:
         self.config = config
         self._forced = dict(models or {})
         unknown = set(self._forced) - set(ROLES)
@@ -606,11 +692,30 @@ class LLM:
         self._log_lock = threading.Lock()
         self._cache: dict[tuple[str, ...], ChatModel] = {}
         self._cache_lock = threading.Lock()
+        self._local_models = list(local_models) if local_models is not None else None
         nothing_configured = (
             not self._forced and not config.auth.providers and config.models.main is None
         )
-        self.is_offline_default = nothing_configured and _bundled_available()
-        self.notice: str | None = BUNDLED_NOTICE if self.is_offline_default else None
+        default = self.default_local_model() if nothing_configured else None
+        self.is_offline_default = default is not None and default.available()
+        self.notice: str | None = default.notice if self.is_offline_default else None
+
+    @property
+    def local_models(self) -> list[LocalModel]:
+        """The models that run without a provider (see the ``local_models`` argument)."""
+        with self._cache_lock:
+            if self._local_models is None:
+                self._local_models = installed_local_models(self.config)
+            return list(self._local_models)
+
+    def default_local_model(self) -> LocalModel | None:
+        """The local model that answers when nothing is configured: the first available one,
+        else the first registered (whose ``load`` then says what is missing), else None."""
+        models = self.local_models
+        return next((m for m in models if m.available()), models[0] if models else None)
+
+    def _local_model_named(self, name: str) -> LocalModel | None:
+        return next((m for m in self.local_models if name in m.names), None)
 
     def routes(self) -> list[Route]:
         """Providers to try, in order: ``routing.default`` (or the only provider when there is
@@ -728,26 +833,31 @@ class LLM:
         return chosen
 
     def _resolve(self, name: str | None, role_cfg: ModelRole | None) -> ChatModel:
-        if name is None or name in BUNDLED_ALIASES:
-            key: tuple[str, ...] = ("bundled",)
+        local = self._local_model_named(name) if name is not None else None
+        if name is None:
+            if self.config.auth.providers:
+                names = ", ".join(sorted(self.config.auth.providers))
+                raise ConfigError(
+                    f"models.main: not set, but auth.json has providers ({names}); set "
+                    'models.main.model in .veil/settings.json, e.g. {"models": {"main": '
+                    '{"model": "gpt-4o"}}}'
+                )
+            local = self.default_local_model()
+            if local is None:
+                raise ConfigError(NO_MODEL_MESSAGE)
+        if local is not None:
+            key: tuple[str, ...] = ("local", local.name)
         else:  # one instance per model name and role settings (options, window)
             settings = (
                 json.dumps(role_cfg.model_dump(), sort_keys=True, default=str) if role_cfg else ""
             )
-            key = ("litellm", name, settings)
+            key = ("litellm", name, settings)  # type: ignore[assignment]
         with self._cache_lock:
             cached = self._cache.get(key)
             if cached is not None:
                 return cached
-            if key[0] == "bundled":
-                if name is None and self.config.auth.providers:
-                    names = ", ".join(sorted(self.config.auth.providers))
-                    raise ConfigError(
-                        f"models.main: not set, but auth.json has providers ({names}); set "
-                        'models.main.model in .veil/settings.json, e.g. {"models": {"main": '
-                        '{"model": "gpt-4o"}}}'
-                    )
-                model: ChatModel = _bundled_model()
+            if local is not None:
+                model: ChatModel = _load_local(local)
             else:
                 model = LiteLLMModel(
                     name,  # type: ignore[arg-type]
@@ -762,9 +872,9 @@ class LLM:
         """Why no configured provider can serve model ``name`` (a ``/model NAME`` switch), or
         None when one can; offline, from what veil and litellm know (nothing is sent).
 
-        A name is servable by a forced model (tests, replay: it answers any name), by the
-        bundled model when ``name`` is one of :data:`BUNDLED_ALIASES` and it is installed, or by
-        a route of :meth:`routes` when litellm can tell the provider of the route's model
+        A name is servable by a forced model (tests, replay: it answers any name), by a local
+        model a plugin registers (:class:`LocalModel`) when ``name`` names it and it can run, or
+        by a route of :meth:`routes` when litellm can tell the provider of the route's model
         string (``litellm.get_llm_provider``) and the request would carry a key: the route's
         own ``api_key``, an endpoint of its own (``base_url``: a local or self-hosted server
         decides), a provider type that authenticates from the environment
@@ -780,10 +890,9 @@ class LLM:
         """
         if self._forced.get("main") is not None:
             return None
-        if name in BUNDLED_ALIASES:
-            if _bundled_available():
-                return None
-            return "the bundled offline model is not installed"
+        local = self._local_model_named(name)
+        if local is not None:
+            return None if local.available() else f"the offline model {local.name} cannot run here"
         litellm = import_litellm()
         reasons = []
         for route in self.routes():
@@ -832,24 +941,12 @@ def _route_problem(litellm: Any, route: Route, name: str) -> str | None:
     return None
 
 
-def _bundled_available() -> bool:
-    from veil.core.bundled import bundled_available
-
-    return bundled_available()
-
-
-def _bundled_model() -> ChatModel:
-    from veil.core.bundled import shared_bundled_model
-
+def _load_local(local: LocalModel) -> ChatModel:
+    """``local.load()``, with a missing piece reported as a :class:`ConfigError`."""
     try:
-        return shared_bundled_model()
-    except FileNotFoundError as exc:
+        return local.load()
+    except (FileNotFoundError, ImportError) as exc:
         raise ConfigError(
-            f"models.main: no model is configured and the bundled offline model is missing "
-            f"({exc}); configure a provider in auth.json and models.main in settings.json"
-        ) from exc
-    except ImportError as exc:
-        raise ConfigError(
-            f"models.main: no model is configured and the bundled offline model cannot run "
-            f"({exc}); install llama-cpp-python, or configure a provider"
+            f"models.main: the offline model {local.name} cannot run ({exc}); install what it "
+            "names, or configure a provider in ~/.veil/auth.json and models.main"
         ) from exc

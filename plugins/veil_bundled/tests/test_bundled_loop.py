@@ -15,7 +15,8 @@ def test_bundled_model_tool_round_trip_through_the_loop(project, monkeypatch):
     import importlib.util
     import os
 
-    from veil.core.bundled import bundled_available
+    import veil_bundled
+    from veil_bundled.model import bundled_available
 
     if importlib.util.find_spec("llama_cpp") is None or not bundled_available():
         if os.environ.get("CI") == "true":
@@ -25,7 +26,12 @@ def test_bundled_model_tool_round_trip_through_the_loop(project, monkeypatch):
         (project / name).write_text("print(1)\n")
     (project / "notes.txt").write_text("x\n")
     config = load_config(project)
-    veil = open_veil(project, config=config, use_entry_points=False)
+    veil = open_veil(
+        project,
+        config=config,
+        use_entry_points=False,
+        extra_plugins=(("veil_bundled", veil_bundled),),
+    )
     assert veil.llm.is_offline_default and "SmolLM2" in (veil.llm.notice or "")
     # Greedy decoding is deterministic for one prompt, but the prompt holds the project's path
     # and today's date, and whether a 135M model calls a tool at all turns on them (one pytest

