@@ -1,0 +1,313 @@
+"""The proxy's Starlette app: OpenAI's ``POST /v1/chat/completions`` and ``GET /v1/models``.
+
+For each chat request (see :mod:`veil_proxy.conversations` for the first three steps):
+
+1. the conversation is mapped to a veil session (``X-Veil-Session``, else a hash);
+2. the client messages veil has not seen are captured;
+3. the prompt is fitted to the upstream model's window by the context layer
+   (:meth:`veil.harness.VeilHarness.build_prompt`: eviction to pointer stubs, compaction, the
+   cache-stable prefix), leaving room for the client's tools and ``max_tokens``;
+4. the fitted request goes to the upstream model through litellm (:mod:`veil_proxy.upstream`);
+5. the answer goes back as the upstream gave it (streamed chunk by chunk when asked), and its
+   usage is recorded in the store (``veil usage``).
+
+The response carries ``X-Veil-Session-Id``. The client's stored history is never changed: veil
+changes only what it sends upstream.
+
+Errors: a bad request is a 400 in OpenAI's error shape naming the field; an upstream error
+reaches the client with the upstream's status and a clear body; no traceback is ever sent.
+Requests to a loopback bind must name this machine in ``Host`` (:mod:`veil_http.hosts`); with
+a token, every request carries ``Authorization: Bearer <token>`` (:mod:`veil_http.auth`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from veil_http.auth import BearerAuth
+from veil_http.hosts import HostCheck, loopback_names
+
+from veil.core.errors import VeilError
+from veil.core.settings import is_loopback
+from veil_proxy.conversations import (
+    SESSION_HEADER,
+    SESSION_ID_HEADER,
+    BadConversation,
+    Conversation,
+    ConversationBook,
+    check_messages,
+    conversation_key,
+    split_system,
+)
+from veil_proxy.upstream import Upstream, UpstreamError
+
+log = logging.getLogger(__name__)
+
+
+class ProxyError(Exception):
+    """A request the proxy refuses (status, OpenAI error type, message naming the field)."""
+
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.kind = kind
+
+
+def openai_error(status: int, message: str, kind: str, code: str | None = None) -> Response:
+    """OpenAI's error answer: ``{"error": {"message", "type", "param", "code"}}``."""
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return JSONResponse(body, status_code=status)
+
+
+class ProxyState:
+    """What the routes share: the project, its conversations, the upstream model.
+
+    Args:
+        veil: the open project (:class:`veil.core.app.Veil`).
+        upstream_model: the model every request goes to; None: the request's ``model``, else
+            settings ``models.main.model``.
+        memory_tools: offer veil's memory tools to the model beside the client's own.
+        max_body_bytes: request body limit (413 above).
+    """
+
+    def __init__(
+        self,
+        veil: Any,
+        *,
+        upstream_model: str | None = None,
+        memory_tools: bool = False,
+        max_body_bytes: int = 8 * 1024 * 1024,
+    ) -> None:
+        self.veil = veil
+        main = veil.config.models.main
+        self.upstream_model = upstream_model
+        self.default_model = main.model if main is not None else None
+        self.memory_tools = memory_tools
+        self.max_body_bytes = max_body_bytes
+        self.book = ConversationBook(veil)
+
+    def model_for(self, body: dict[str, Any]) -> str:
+        """The upstream model of a request.
+
+        Raises:
+            ProxyError: no model anywhere (400 naming ``model``).
+        """
+        model = self.upstream_model or body.get("model") or self.default_model
+        if not isinstance(model, str) or not model.strip():
+            raise ProxyError(
+                400,
+                "model: the request names no model and none is configured (veil proxy "
+                "--upstream-model, or models.main.model in .veil/settings.json)",
+            )
+        return model.strip()
+
+    def prepare(
+        self, key: str, model: str, messages: list[dict[str, Any]], body: dict[str, Any]
+    ) -> tuple[Conversation, list[dict[str, Any]]]:
+        """Capture what is new and fit the prompt (runs in a worker thread: the store is
+        synchronous). Returns the conversation and the fitted messages."""
+        system, history = split_system(messages)
+        conversation = self.book.get(key, model)
+        for attempt in range(2):
+            with conversation.lock, self.veil.session_lock(conversation.session.id):
+                try:
+                    conversation.capture(system, history)
+                except ValueError:
+                    if attempt:
+                        raise
+                else:
+                    reserve = body.get("max_completion_tokens") or body.get("max_tokens")
+                    tools = list(body.get("tools") or []) + self.offered_memory_tools(conversation)
+                    fitted = conversation.harness.build_prompt(tools, reserve)
+                    return conversation, fitted
+            conversation = self.book.restart(key, model)
+        raise AssertionError("unreachable")
+
+    def offered_memory_tools(self, conversation: Conversation) -> list[dict[str, Any]]:
+        """veil's memory tools when offered (off by default), else []."""
+        return conversation.harness.tools() if self.memory_tools else []
+
+    def record_usage(
+        self, conversation: Conversation, model: str, usage: Any, started: float
+    ) -> None:
+        """Store one upstream call's usage against the conversation's session."""
+        if usage is None:
+            return
+        get = usage.get if isinstance(usage, dict) else lambda k: getattr(usage, k, None)
+        self.veil.store.record_usage(
+            conversation.session.id,
+            {
+                "role": "proxy",
+                "model": model,
+                "provider": "upstream",
+                "prompt_tokens": int(get("prompt_tokens") or 0),
+                "completion_tokens": int(get("completion_tokens") or 0),
+                "seconds": time.monotonic() - started,
+            },
+        )
+
+
+async def _json_body(request: Request, limit: int) -> dict[str, Any]:
+    raw = await request.body()
+    if len(raw) > limit:
+        raise ProxyError(413, f"request body over {limit} bytes")
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise ProxyError(400, f"body: not valid JSON ({exc})") from None
+    if not isinstance(body, dict):
+        raise ProxyError(400, "body: must be a JSON object")
+    return body
+
+
+def _dump(chunk: Any) -> dict[str, Any]:
+    """A litellm response or chunk as the JSON object the client reads."""
+    data = chunk.model_dump(exclude_none=True) if hasattr(chunk, "model_dump") else dict(chunk)
+    for private in ("_hidden_params", "_response_headers"):
+        data.pop(private, None)
+    return data
+
+
+def _sse(data: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(data, default=str).encode("utf-8") + b"\n\n"
+
+
+async def chat_completions(request: Request) -> Response:
+    """``POST /v1/chat/completions`` (see the module docstring)."""
+    state: ProxyState = request.app.state.proxy
+    try:
+        body = await _json_body(request, state.max_body_bytes)
+        messages = check_messages(body.get("messages"))
+        tools = body.get("tools")
+        if tools is not None and not isinstance(tools, list):
+            raise ProxyError(400, "tools: must be a list of tool definitions")
+        model = state.model_for(body)
+        key = conversation_key(messages, request.headers.get(SESSION_HEADER))
+        conversation, fitted = await run_in_threadpool(state.prepare, key, model, messages, body)
+    except BadConversation as exc:
+        return openai_error(400, str(exc), "invalid_request_error")
+    except ProxyError as exc:
+        return openai_error(exc.status, exc.message, exc.kind)
+    except VeilError as exc:
+        return openai_error(exc.http_status, exc.message, "invalid_request_error", exc.code)
+    try:
+        upstream = Upstream.for_veil(state.veil, model)
+    except VeilError as exc:
+        return openai_error(500, exc.message, "api_error", exc.code)
+    headers = {SESSION_ID_HEADER: conversation.session.id}
+    started = time.monotonic()
+    if body.get("stream"):
+        try:
+            first, rest = await upstream.stream(body, fitted)
+        except UpstreamError as exc:
+            return JSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
+        wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        events = _stream_events(state, conversation, model, first, rest, wants_usage, started)
+        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+    try:
+        response = await upstream.complete(body, fitted)
+    except UpstreamError as exc:
+        return JSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
+    await run_in_threadpool(
+        state.record_usage, conversation, model, getattr(response, "usage", None), started
+    )
+    return JSONResponse(_dump(response), headers=headers)
+
+
+async def _stream_events(
+    state: ProxyState,
+    conversation: Conversation,
+    model: str,
+    first: Any,
+    rest: AsyncIterator[Any],
+    wants_usage: bool,
+    started: float,
+) -> AsyncIterator[bytes]:
+    """The upstream's chunks as OpenAI SSE, in order, then ``data: [DONE]``. The usage chunk
+    (asked for upstream in any case, to record it) reaches the client only when it asked for
+    one. An error after the first chunk ends the stream with an ``error`` event."""
+    usage = None
+    chunk = first
+    try:
+        while chunk is not None:
+            data = _dump(chunk)
+            if data.get("usage"):
+                usage = data["usage"]
+                if not wants_usage:
+                    data.pop("usage")
+                    if not data.get("choices"):
+                        chunk = await anext(rest, None)
+                        continue
+            yield _sse(data)
+            chunk = await anext(rest, None)
+    except Exception as exc:  # the upstream broke off mid-answer: say so in the stream
+        log.warning("upstream stream failed: %s", type(exc).__name__)
+        message = f"upstream stream broke off: {type(exc).__name__}"
+        yield _sse(
+            {"error": {"message": message, "type": "api_error", "param": None, "code": None}}
+        )
+    yield b"data: [DONE]\n\n"
+    await run_in_threadpool(state.record_usage, conversation, model, usage, started)
+
+
+async def list_models(request: Request) -> Response:
+    """``GET /v1/models``: the upstream model (OpenAI's list shape)."""
+    state: ProxyState = request.app.state.proxy
+    model = state.upstream_model or state.default_model
+    data = [{"id": model, "object": "model", "created": 0, "owned_by": "veil"}] if model else []
+    return JSONResponse({"object": "list", "data": data})
+
+
+def create_app(
+    veil: Any,
+    *,
+    token: str | None = None,
+    host: str | None = None,
+    upstream_model: str | None = None,
+    memory_tools: bool = False,
+) -> Starlette:
+    """The proxy app over an open :class:`veil.core.app.Veil`.
+
+    Args:
+        veil: the project whose store keeps the proxied sessions.
+        token: bearer token every request must carry; None takes settings ``http.token``
+            (``VEIL_HTTP_TOKEN``); '' turns the check off.
+        host: the bind address (None: settings ``http.host``); on loopback, requests must name
+            this machine in ``Host`` and carry no foreign ``Origin``.
+        upstream_model: see :class:`ProxyState`.
+        memory_tools: offer veil's memory tools beside the client's (off by default: the
+            client does not know them).
+    """
+    http = veil.config.settings.http
+    if token is None and http.token is not None:
+        token = http.token.get_secret_value()
+    host = http.host if host is None else host
+    routes = [
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/models", list_models, methods=["GET"]),
+    ]
+    middleware = [
+        *([Middleware(HostCheck, allowed=loopback_names(host))] if is_loopback(host) else []),
+        *([Middleware(BearerAuth, token=token)] if token else []),
+    ]
+    app = Starlette(routes=routes, middleware=middleware)
+    app.state.proxy = ProxyState(
+        veil,
+        upstream_model=upstream_model,
+        memory_tools=memory_tools,
+        max_body_bytes=max(int(http.max_body_bytes), 8 * 1024 * 1024),
+    )
+    return app
