@@ -257,8 +257,9 @@ async def _stream_events(
         yield _sse(
             {"error": {"message": message, "type": "api_error", "param": None, "code": None}}
         )
-    yield b"data: [DONE]\n\n"
+    # recorded before the end of the stream, so a client that reads usage next finds it
     await run_in_threadpool(state.record_usage, conversation, model, usage, started)
+    yield b"data: [DONE]\n\n"
 
 
 async def list_models(request: Request) -> Response:
