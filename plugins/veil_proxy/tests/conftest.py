@@ -35,12 +35,18 @@ def layer_plugins() -> list[tuple[str, object]]:
     ]
 
 
-def configure(project: Path, upstream: ScriptedOpenAIServer, window: int, model: str) -> None:
-    """Point ``project`` at ``upstream`` (auth.json provider ``scripted``) with ``model`` as
-    models.main, its context window ``window`` tokens."""
+def configure(
+    project: Path,
+    upstream: ScriptedOpenAIServer,
+    window: int,
+    model: str,
+    auth: dict[str, Any] | None = None,
+) -> None:
+    """Point ``project`` at ``upstream`` (auth.json provider ``scripted``, unless ``auth`` gives
+    the whole file) with ``model`` as models.main, its context window ``window`` tokens."""
     veil_dir = project / ".veil"
     veil_dir.mkdir(parents=True, exist_ok=True)
-    auth = {"providers": {"scripted": upstream.provider()}}
+    auth = auth or {"providers": {"scripted": upstream.provider()}}
     (veil_dir / "auth.json").write_text(json.dumps(auth), encoding="utf-8")
     settings = {"models": {"main": {"model": model, "contextWindow": window}}}
     (veil_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
@@ -80,7 +86,8 @@ def serve_in_thread(app: Any) -> tuple[Any, str]:
 
 @pytest.fixture
 def run_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """``run_proxy(replies, window=4000, model="gpt-4o-mini", default=None, **create_app_kwargs)``
+    """``run_proxy(replies, window=4000, model="gpt-4o-mini", default=None, auth=None,
+    **create_app_kwargs)``
     ->
     :class:`ProxyRun`; everything is stopped at the end of the test."""
     from veil_proxy import create_app
@@ -95,12 +102,13 @@ def run_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         window: int = 4000,
         model: str = "gpt-4o-mini",
         default: Any = None,
+        auth: dict[str, Any] | None = None,
         **kw: Any,
     ) -> ProxyRun:
         upstream = ScriptedOpenAIServer(replies, default=default, context_window=window).start()
         project = tmp_path / f"project{len(runs)}"
         project.mkdir()
-        configure(project, upstream, window, model)
+        configure(project, upstream, window, model, auth)
         veil = open_veil(
             project,
             config=load_config(project),

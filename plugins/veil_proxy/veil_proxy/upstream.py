@@ -127,7 +127,10 @@ class Upstream:
 
     def _error(self, litellm: Any, exc: BaseException, tried: list[str]) -> UpstreamError:
         status = getattr(exc, "status_code", None)
-        if not isinstance(status, int) or not 400 <= status <= 599:
+        unreachable = _unreachable(exc)
+        if unreachable is not None:
+            status = unreachable  # litellm reports a refused connection as a 500 of its own
+        elif not isinstance(status, int) or not 400 <= status <= 599:
             status = 502
         code = (
             "context_length_exceeded"
@@ -191,6 +194,25 @@ class Upstream:
         message = getattr(exc, "message", None) or str(exc)
         text = redact(f"{type(exc).__name__}: {message}", self.secrets())[:600]
         return f"{route.name} ({route.model_string(self.model)}): {text}"
+
+
+def _unreachable(exc: BaseException) -> int | None:
+    """502 when ``exc`` comes from a connection that failed (refused, reset, DNS), 504 when it
+    timed out, None when the upstream did answer: litellm wraps these in errors of status 500,
+    so the cause chain is read."""
+    import httpx
+    import openai
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (httpx.TimeoutException, openai.APITimeoutError, TimeoutError)):
+            return 504
+        if isinstance(current, (httpx.TransportError, openai.APIConnectionError, ConnectionError)):
+            return 502
+        current = current.__cause__ or current.__context__
+    return None
 
 
 async def _empty() -> AsyncIterator[Any]:
