@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -158,7 +158,12 @@ class ProxyState:
         )
 
 
-async def _json_body(request: Request, limit: int) -> dict[str, Any]:
+async def read_json(request: Request, limit: int) -> dict[str, Any]:
+    """The request's JSON object body.
+
+    Raises:
+        ProxyError: 413 over ``limit`` bytes; 400 when it is not a JSON object.
+    """
     raw = await request.body()
     if len(raw) > limit:
         raise ProxyError(413, f"request body over {limit} bytes")
@@ -187,7 +192,7 @@ async def chat_completions(request: Request) -> Response:
     """``POST /v1/chat/completions`` (see the module docstring)."""
     state: ProxyState = request.app.state.proxy
     try:
-        body = await _json_body(request, state.max_body_bytes)
+        body = await read_json(request, state.max_body_bytes)
         messages = check_messages(body.get("messages"))
         tools = body.get("tools")
         if tools is not None and not isinstance(tools, list):
@@ -262,6 +267,36 @@ async def _stream_events(
     yield b"data: [DONE]\n\n"
 
 
+async def internal_error(request: Request, exc: Exception) -> Response:
+    """A bug's answer: 500 with a clear body in the shape of the route's API (Anthropic's for
+    ``/v1/messages``), never a traceback; the traceback goes to the proxy's log."""
+    log.error("veil proxy: %s %s failed", request.method, request.url.path, exc_info=exc)
+    message = (
+        f"internal error in veil proxy ({type(exc).__name__}); the traceback is in the proxy's log"
+    )
+    if request.url.path.rstrip("/").endswith("/messages"):
+        from veil_proxy.anthropic import anthropic_error
+
+        return anthropic_error(500, message)
+    return openai_error(500, message, "api_error")
+
+
+def guarded(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable:
+    """``endpoint`` answering :func:`internal_error` for any exception it lets through (here,
+    not in Starlette's error middleware, which re-raises into the server and ends the
+    connection)."""
+
+    async def run(request: Request) -> Response:
+        try:
+            return await endpoint(request)
+        except Exception as exc:
+            return await internal_error(request, exc)
+
+    run.__name__ = run.__qualname__ = endpoint.__name__
+    run.__doc__ = endpoint.__doc__
+    return run
+
+
 async def list_models(request: Request) -> Response:
     """``GET /v1/models``: the upstream model (OpenAI's list shape)."""
     state: ProxyState = request.app.state.proxy
@@ -290,13 +325,18 @@ def create_app(
         memory_tools: offer veil's memory tools beside the client's (off by default: the
             client does not know them).
     """
+    from veil_proxy.anthropic import count_tokens
+    from veil_proxy.anthropic import messages as anthropic_messages
+
     http = veil.config.settings.http
     if token is None and http.token is not None:
         token = http.token.get_secret_value()
     host = http.host if host is None else host
     routes = [
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        Route("/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/chat/completions", guarded(chat_completions), methods=["POST"]),
+        Route("/chat/completions", guarded(chat_completions), methods=["POST"]),
+        Route("/v1/messages", guarded(anthropic_messages), methods=["POST"]),
+        Route("/v1/messages/count_tokens", guarded(count_tokens), methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/models", list_models, methods=["GET"]),
     ]
