@@ -112,7 +112,7 @@ async def messages(request: Request) -> Response:
     started = time.monotonic()
     if body.get("stream"):
         try:
-            first, rest = await upstream.stream(openai_body, fitted)
+            first, rest, record = await state.stream(conversation, upstream, openai_body, fitted)
         except UpstreamError as exc:
             return anthropic_error(exc.status, exc.message, headers)
 
@@ -123,19 +123,17 @@ async def messages(request: Request) -> Response:
                 usage = getattr(chunk, "usage", None) or usage
                 yield chunk
                 chunk = await anext(rest, None)
-            await run_in_threadpool(state.record_usage, conversation, model, usage, started)
+            if record:
+                await run_in_threadpool(state.record_usage, conversation, model, usage, started)
 
         events = adapter.translate_completion_output_params_streaming(
             chunks(), model=model, tool_name_mapping=names
         )
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
     try:
-        response = await upstream.complete(openai_body, fitted)
+        response = await state.complete(conversation, upstream, openai_body, fitted)
     except UpstreamError as exc:
         return anthropic_error(exc.status, exc.message, headers)
-    await run_in_threadpool(
-        state.record_usage, conversation, model, getattr(response, "usage", None), started
-    )
     answer = adapter.translate_completion_output_params(response, tool_name_mapping=names)
     if hasattr(answer, "model_dump"):
         answer = answer.model_dump(exclude_none=True)

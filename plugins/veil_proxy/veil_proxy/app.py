@@ -38,6 +38,7 @@ from veil_http.auth import BearerAuth
 from veil_http.hosts import HostCheck, loopback_names
 
 from veil.core.errors import VeilError
+from veil.core.llm import message_from_response
 from veil.core.settings import is_loopback
 from veil_proxy.conversations import (
     SESSION_HEADER,
@@ -138,6 +139,94 @@ class ProxyState:
         """veil's memory tools when offered (off by default), else []."""
         return conversation.harness.tools() if self.memory_tools else []
 
+    async def complete(
+        self,
+        conversation: Conversation,
+        upstream: Upstream,
+        body: dict[str, Any],
+        fitted: list[dict[str, Any]],
+    ) -> Any:
+        """The upstream's answer to ``fitted`` (usage recorded). With memory tools offered, an
+        answer that calls one is not the client's: veil runs its memory calls, records them in
+        the session and asks again, up to :data:`MAX_MEMORY_ROUNDS` times; the client sees the
+        first answer without memory calls (the last one, with them removed, if every round
+        called one).
+
+        Raises:
+            UpstreamError: the upstream failed.
+        """
+        if not self.memory_tools:
+            started = time.monotonic()
+            response = await upstream.complete(body, fitted)
+            await run_in_threadpool(
+                self.record_usage, conversation, upstream.model, _usage(response), started
+            )
+            return response
+        offered = {**body, "tools": list(body.get("tools") or [])}
+        offered["tools"] += conversation.harness.tools()
+        for _ in range(MAX_MEMORY_ROUNDS):
+            started = time.monotonic()
+            response = await upstream.complete(offered, fitted)
+            await run_in_threadpool(
+                self.record_usage, conversation, upstream.model, _usage(response), started
+            )
+            message, _ = message_from_response(response)
+            calls = message.get("tool_calls") or []
+            mine = [c for c in calls if conversation.harness.is_memory_tool(c["function"]["name"])]
+            if not mine:
+                return response
+            fitted = await run_in_threadpool(
+                self._run_memory_calls, conversation, message, mine, offered
+            )
+        _drop_memory_calls(response, conversation)
+        return response
+
+    def _run_memory_calls(
+        self,
+        conversation: Conversation,
+        message: dict[str, Any],
+        calls: list[dict[str, Any]],
+        body: dict[str, Any],
+    ) -> list[dict[str, Any]]:
+        """Run the memory tool ``calls`` of the model's ``message`` (its calls of client tools
+        are left out: the model asks again after seeing the memory results), record the
+        exchange in the session, and fit the prompt again."""
+        harness = conversation.harness
+        with conversation.lock, self.veil.session_lock(conversation.session.id):
+            harness.on_assistant_message({"content": message.get("content"), "tool_calls": calls})
+            for call in calls:
+                name = call["function"]["name"]
+                arguments = call["function"]["arguments"]
+                parsed = _json_object(arguments)
+                harness.before_tool_call(name, parsed, call["id"])
+                output = harness.call_tool(name, arguments, call["id"])
+                harness.after_tool_call(name, parsed, call["id"], output)
+            reserve = body.get("max_completion_tokens") or body.get("max_tokens")
+            return harness.build_prompt(body.get("tools") or [], reserve)
+
+    async def stream(
+        self,
+        conversation: Conversation,
+        upstream: Upstream,
+        body: dict[str, Any],
+        fitted: list[dict[str, Any]],
+    ) -> tuple[Any, AsyncIterator[Any], bool]:
+        """The upstream's answer as chunks: the first, the rest, and whether the caller records
+        usage from them (False when :meth:`complete` already did). With memory tools offered,
+        the rounds run unstreamed (an answer that calls a memory tool is not the client's) and
+        the final answer comes as one chunk.
+
+        Raises:
+            UpstreamError: the upstream failed before its first chunk.
+        """
+        if not self.memory_tools:
+            first, rest = await upstream.stream(body, fitted)
+            return first, rest, True
+        from litellm.llms.base_llm.base_model_iterator import convert_model_response_to_streaming
+
+        response = await self.complete(conversation, upstream, body, fitted)
+        return convert_model_response_to_streaming(response), _no_chunks(), False
+
     def record_usage(
         self, conversation: Conversation, model: str, usage: Any, started: float
     ) -> None:
@@ -174,6 +263,42 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ProxyError(400, "body: must be a JSON object")
     return body
+
+
+MAX_MEMORY_ROUNDS = 8
+"""Most upstream calls one request makes while the model keeps calling memory tools."""
+
+
+def _usage(response: Any) -> Any:
+    return getattr(response, "usage", None)
+
+
+def _json_object(arguments: Any) -> dict[str, Any]:
+    if isinstance(arguments, dict):
+        return arguments
+    try:
+        value = json.loads(arguments or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _drop_memory_calls(response: Any, conversation: Conversation) -> None:
+    """Remove memory tool calls from ``response``'s message (the client does not know them)."""
+    for choice in getattr(response, "choices", None) or []:
+        message = getattr(choice, "message", None)
+        calls = getattr(message, "tool_calls", None)
+        if not calls:
+            continue
+        kept = [c for c in calls if not conversation.harness.is_memory_tool(c.function.name)]
+        message.tool_calls = kept or None
+        if not kept and choice.finish_reason == "tool_calls":
+            choice.finish_reason = "stop"
+
+
+async def _no_chunks() -> AsyncIterator[Any]:
+    return
+    yield  # an async generator that yields nothing
 
 
 def _dump(chunk: Any) -> dict[str, Any]:
@@ -214,19 +339,18 @@ async def chat_completions(request: Request) -> Response:
     started = time.monotonic()
     if body.get("stream"):
         try:
-            first, rest = await upstream.stream(body, fitted)
+            first, rest, record = await state.stream(conversation, upstream, body, fitted)
         except UpstreamError as exc:
             return JSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
         wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        events = _stream_events(state, conversation, model, first, rest, wants_usage, started)
+        events = _stream_events(
+            state, conversation, model, first, rest, wants_usage, started if record else None
+        )
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
     try:
-        response = await upstream.complete(body, fitted)
+        response = await state.complete(conversation, upstream, body, fitted)
     except UpstreamError as exc:
         return JSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
-    await run_in_threadpool(
-        state.record_usage, conversation, model, getattr(response, "usage", None), started
-    )
     return JSONResponse(_dump(response), headers=headers)
 
 
@@ -237,11 +361,12 @@ async def _stream_events(
     first: Any,
     rest: AsyncIterator[Any],
     wants_usage: bool,
-    started: float,
+    started: float | None,
 ) -> AsyncIterator[bytes]:
     """The upstream's chunks as OpenAI SSE, in order, then ``data: [DONE]``. The usage chunk
     (asked for upstream in any case, to record it) reaches the client only when it asked for
-    one. An error after the first chunk ends the stream with an ``error`` event."""
+    one. An error after the first chunk ends the stream with an ``error`` event. Usage is
+    recorded unless ``started`` is None (recorded already)."""
     usage = None
     chunk = first
     try:
@@ -263,7 +388,8 @@ async def _stream_events(
             {"error": {"message": message, "type": "api_error", "param": None, "code": None}}
         )
     # recorded before the end of the stream, so a client that reads usage next finds it
-    await run_in_threadpool(state.record_usage, conversation, model, usage, started)
+    if started is not None:
+        await run_in_threadpool(state.record_usage, conversation, model, usage, started)
     yield b"data: [DONE]\n\n"
 
 

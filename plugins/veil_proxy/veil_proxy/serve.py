@@ -75,7 +75,10 @@ def add_proxy_command(cli: click.Group) -> None:
     @click.option(
         "--memory-tools/--no-memory-tools",
         default=False,
-        help="Offer veil's memory tools to the model beside the client's (off by default).",
+        envvar="VEIL_PROXY_MEMORY_TOOLS",
+        show_envvar=True,
+        help="Offer veil's memory tools to the model beside the client's; veil runs the calls "
+        "and asks again (off by default: the client does not know them).",
     )
     @click.option(
         "--project",
