@@ -214,6 +214,10 @@ def test_bad_requests_name_the_field(run_proxy):
             ({"model": "m", "messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
             ({"model": "m", "messages": [{"role": "tool", "content": "x"}]}, "tool_call_id"),
             ({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": {}}, "tools"),
+            (
+                {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": "9"},
+                "max_tokens",
+            ),
         ]
         for body, field in cases:
             r = http.post("/v1/chat/completions", json=body)

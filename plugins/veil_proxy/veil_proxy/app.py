@@ -46,6 +46,7 @@ from veil_proxy.conversations import (
     BadConversation,
     Conversation,
     ConversationBook,
+    HistoryDiverged,
     check_messages,
     conversation_key,
     split_system,
@@ -124,7 +125,7 @@ class ProxyState:
             with conversation.lock, self.veil.session_lock(conversation.session.id):
                 try:
                     conversation.capture(system, history)
-                except ValueError:
+                except HistoryDiverged:
                     if attempt:
                         raise
                 else:
@@ -322,6 +323,10 @@ async def chat_completions(request: Request) -> Response:
         tools = body.get("tools")
         if tools is not None and not isinstance(tools, list):
             raise ProxyError(400, "tools: must be a list of tool definitions")
+        for field in ("max_tokens", "max_completion_tokens"):
+            value = body.get(field)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ProxyError(400, f"{field}: must be a positive integer, got {value!r}")
         model = state.model_for(body)
         key = conversation_key(messages, request.headers.get(SESSION_HEADER))
         conversation, fitted = await run_in_threadpool(state.prepare, key, model, messages, body)

@@ -57,6 +57,10 @@ class BadConversation(ValueError):
     """The request's messages cannot be read as an OpenAI chat history (names the field)."""
 
 
+class HistoryDiverged(Exception):
+    """The client's history does not start with the messages veil captured for it."""
+
+
 def conversation_key(messages: list[dict[str, Any]], header: str | None) -> str:
     """The conversation's key: the header's value (stripped), else ``h:`` + SHA-256 (hex, 32
     characters) of the system prompt and the first user message's text.
@@ -170,15 +174,15 @@ class Conversation:
             How many messages were captured now.
 
         Raises:
-            ValueError: the history does not extend what was captured (the caller starts a
-                fresh session; see the module docstring).
+            HistoryDiverged: the history does not extend what was captured (the caller starts
+                a fresh session; see the module docstring).
         """
         session = self.session
         session.snapshot["systemPrompt"] = system or NO_SYSTEM_PROMPT
         prints = [fingerprint(m) for m in messages]
         seen = self.seen
         if prints[: len(seen)] != seen:
-            raise ValueError("the client's history does not extend the captured one")
+            raise HistoryDiverged("the client's history does not extend the captured one")
         new = messages[len(seen) :]
         for message, mark in zip(new, prints[len(seen) :], strict=True):
             self._capture_one(message)
