@@ -105,6 +105,24 @@ class VeilHarness:
         self._pending: dict[str, Message] = {}
         self._ask_permission = ask_permission
 
+    @classmethod
+    def attach(cls, veil: Any, session: Any) -> VeilHarness:
+        """A harness over a session of an already open :class:`~veil.core.app.Veil`, for a
+        front end that serves many host conversations from one store (``veil proxy``). The
+        session's window and tokenizer are those of its own model (``veil.llm``), not a host
+        model's; :meth:`close` closes ``veil``, so a caller that shares it does not call it.
+
+        Args:
+            veil: the open project.
+            session: one of its sessions (new or resumed).
+        """
+        harness = cls.__new__(cls)
+        harness._model = None
+        harness.veil = veil
+        harness.session = session
+        harness._pending = {}
+        return harness
+
     # -- what the host tells the harness ---------------------------------------------------------
 
     def on_user_message(self, text: str) -> None:

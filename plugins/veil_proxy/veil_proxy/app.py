@@ -1,0 +1,485 @@
+"""The proxy's Starlette app: OpenAI's ``POST /v1/chat/completions`` and ``GET /v1/models``.
+
+For each chat request (see :mod:`veil_proxy.conversations` for the first three steps):
+
+1. the conversation is mapped to a veil session (``X-Veil-Session``, else a hash);
+2. the client messages veil has not seen are captured;
+3. the prompt is fitted to the upstream model's window by the context layer
+   (:meth:`veil.harness.VeilHarness.build_prompt`: eviction to pointer stubs, compaction, the
+   cache-stable prefix), leaving room for the client's tools and ``max_tokens``;
+4. the fitted request goes to the upstream model through litellm (:mod:`veil_proxy.upstream`);
+5. the answer goes back as the upstream gave it (streamed chunk by chunk when asked), and its
+   usage is recorded in the store (``veil usage``).
+
+The response carries ``X-Veil-Session-Id``. The client's stored history is never changed: veil
+changes only what it sends upstream.
+
+Errors: a bad request is a 400 in OpenAI's error shape naming the field; an upstream error
+reaches the client with the upstream's status and a clear body; no traceback is ever sent.
+Requests to a loopback bind must name this machine in ``Host`` (:mod:`veil_http.hosts`); with
+a token, every request carries ``Authorization: Bearer <token>`` (:mod:`veil_http.auth`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from veil_http.auth import BearerAuth
+from veil_http.hosts import HostCheck, loopback_names
+
+from veil.core.errors import VeilError
+from veil.core.llm import message_from_response
+from veil.core.settings import is_loopback
+from veil_proxy.conversations import (
+    SESSION_HEADER,
+    SESSION_ID_HEADER,
+    BadConversation,
+    Conversation,
+    ConversationBook,
+    HistoryDiverged,
+    check_messages,
+    conversation_key,
+    split_system,
+)
+from veil_proxy.upstream import Upstream, UpstreamError
+
+log = logging.getLogger(__name__)
+
+
+class ProxyError(Exception):
+    """A request the proxy refuses (status, OpenAI error type, message naming the field)."""
+
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.kind = kind
+
+
+def openai_error(status: int, message: str, kind: str, code: str | None = None) -> Response:
+    """OpenAI's error answer: ``{"error": {"message", "type", "param", "code"}}``."""
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return JSONResponse(body, status_code=status)
+
+
+class ProxyState:
+    """What the routes share: the project, its conversations, the upstream model.
+
+    Args:
+        veil: the open project (:class:`veil.core.app.Veil`).
+        upstream_model: the model every request goes to; None: the request's ``model``, else
+            settings ``models.main.model``.
+        memory_tools: offer veil's memory tools to the model beside the client's own.
+        max_body_bytes: request body limit (413 above).
+    """
+
+    def __init__(
+        self,
+        veil: Any,
+        *,
+        upstream_model: str | None = None,
+        memory_tools: bool = False,
+        max_body_bytes: int = 8 * 1024 * 1024,
+    ) -> None:
+        self.veil = veil
+        main = veil.config.models.main
+        self.upstream_model = upstream_model
+        self.default_model = main.model if main is not None else None
+        self.memory_tools = memory_tools
+        self.max_body_bytes = max_body_bytes
+        self.book = ConversationBook(veil)
+
+    def model_for(self, body: dict[str, Any]) -> str:
+        """The upstream model of a request.
+
+        Raises:
+            ProxyError: no model anywhere (400 naming ``model``).
+        """
+        model = self.upstream_model or body.get("model") or self.default_model
+        if not isinstance(model, str) or not model.strip():
+            raise ProxyError(
+                400,
+                "model: the request names no model and none is configured (veil proxy "
+                "--upstream-model, or models.main.model in .veil/settings.json)",
+            )
+        return model.strip()
+
+    def prepare(
+        self, key: str, model: str, messages: list[dict[str, Any]], body: dict[str, Any]
+    ) -> tuple[Conversation, list[dict[str, Any]]]:
+        """Capture what is new and fit the prompt (runs in a worker thread: the store is
+        synchronous). Returns the conversation and the fitted messages."""
+        system, history = split_system(messages)
+        conversation = self.book.get(key, model)
+        for attempt in range(2):
+            with conversation.lock, self.veil.session_lock(conversation.session.id):
+                try:
+                    conversation.capture(system, history)
+                except HistoryDiverged:
+                    if attempt:
+                        raise
+                else:
+                    reserve = body.get("max_completion_tokens") or body.get("max_tokens")
+                    tools = list(body.get("tools") or []) + self.offered_memory_tools(conversation)
+                    fitted = conversation.harness.build_prompt(tools, reserve)
+                    return conversation, fitted
+            conversation = self.book.restart(key, model)
+        raise AssertionError("unreachable")
+
+    def offered_memory_tools(self, conversation: Conversation) -> list[dict[str, Any]]:
+        """veil's memory tools when offered (off by default), else []."""
+        return conversation.harness.tools() if self.memory_tools else []
+
+    async def complete(
+        self,
+        conversation: Conversation,
+        upstream: Upstream,
+        body: dict[str, Any],
+        fitted: list[dict[str, Any]],
+    ) -> Any:
+        """The upstream's answer to ``fitted`` (usage recorded). With memory tools offered, an
+        answer that calls one is not the client's: veil runs its memory calls, records them in
+        the session and asks again, up to :data:`MAX_MEMORY_ROUNDS` times; the client sees the
+        first answer without memory calls (the last one, with them removed, if every round
+        called one).
+
+        Raises:
+            UpstreamError: the upstream failed.
+        """
+        if not self.memory_tools:
+            started = time.monotonic()
+            response = await upstream.complete(body, fitted)
+            await run_in_threadpool(
+                self.record_usage, conversation, upstream.model, _usage(response), started
+            )
+            return response
+        offered = {**body, "tools": list(body.get("tools") or [])}
+        offered["tools"] += conversation.harness.tools()
+        for _ in range(MAX_MEMORY_ROUNDS):
+            started = time.monotonic()
+            response = await upstream.complete(offered, fitted)
+            await run_in_threadpool(
+                self.record_usage, conversation, upstream.model, _usage(response), started
+            )
+            message, _ = message_from_response(response)
+            calls = message.get("tool_calls") or []
+            mine = [c for c in calls if conversation.harness.is_memory_tool(c["function"]["name"])]
+            if not mine:
+                return response
+            fitted = await run_in_threadpool(
+                self._run_memory_calls, conversation, message, mine, offered
+            )
+        _drop_memory_calls(response, conversation)
+        return response
+
+    def _run_memory_calls(
+        self,
+        conversation: Conversation,
+        message: dict[str, Any],
+        calls: list[dict[str, Any]],
+        body: dict[str, Any],
+    ) -> list[dict[str, Any]]:
+        """Run the memory tool ``calls`` of the model's ``message`` (its calls of client tools
+        are left out: the model asks again after seeing the memory results), record the
+        exchange in the session, and fit the prompt again."""
+        harness = conversation.harness
+        with conversation.lock, self.veil.session_lock(conversation.session.id):
+            harness.on_assistant_message({"content": message.get("content"), "tool_calls": calls})
+            for call in calls:
+                name = call["function"]["name"]
+                arguments = call["function"]["arguments"]
+                parsed = _json_object(arguments)
+                harness.before_tool_call(name, parsed, call["id"])
+                output = harness.call_tool(name, arguments, call["id"])
+                harness.after_tool_call(name, parsed, call["id"], output)
+            reserve = body.get("max_completion_tokens") or body.get("max_tokens")
+            return harness.build_prompt(body.get("tools") or [], reserve)
+
+    async def stream(
+        self,
+        conversation: Conversation,
+        upstream: Upstream,
+        body: dict[str, Any],
+        fitted: list[dict[str, Any]],
+    ) -> tuple[Any, AsyncIterator[Any], bool]:
+        """The upstream's answer as chunks: the first, the rest, and whether the caller records
+        usage from them (False when :meth:`complete` already did). With memory tools offered,
+        the rounds run unstreamed (an answer that calls a memory tool is not the client's) and
+        the final answer comes as one chunk.
+
+        Raises:
+            UpstreamError: the upstream failed before its first chunk.
+        """
+        if not self.memory_tools:
+            first, rest = await upstream.stream(body, fitted)
+            return first, rest, True
+        from litellm.llms.base_llm.base_model_iterator import convert_model_response_to_streaming
+
+        response = await self.complete(conversation, upstream, body, fitted)
+        return convert_model_response_to_streaming(response), _no_chunks(), False
+
+    def record_usage(
+        self, conversation: Conversation, model: str, usage: Any, started: float
+    ) -> None:
+        """Store one upstream call's usage against the conversation's session."""
+        if usage is None:
+            return
+        get = usage.get if isinstance(usage, dict) else lambda k: getattr(usage, k, None)
+        self.veil.store.record_usage(
+            conversation.session.id,
+            {
+                "role": "proxy",
+                "model": model,
+                "provider": "upstream",
+                "prompt_tokens": int(get("prompt_tokens") or 0),
+                "completion_tokens": int(get("completion_tokens") or 0),
+                "seconds": time.monotonic() - started,
+            },
+        )
+
+
+async def read_json(request: Request, limit: int) -> dict[str, Any]:
+    """The request's JSON object body.
+
+    Raises:
+        ProxyError: 413 over ``limit`` bytes; 400 when it is not a JSON object.
+    """
+    raw = await request.body()
+    if len(raw) > limit:
+        raise ProxyError(413, f"request body over {limit} bytes")
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise ProxyError(400, f"body: not valid JSON ({exc})") from None
+    if not isinstance(body, dict):
+        raise ProxyError(400, "body: must be a JSON object")
+    return body
+
+
+MAX_MEMORY_ROUNDS = 8
+"""Most upstream calls one request makes while the model keeps calling memory tools."""
+
+
+def _usage(response: Any) -> Any:
+    return getattr(response, "usage", None)
+
+
+def _json_object(arguments: Any) -> dict[str, Any]:
+    if isinstance(arguments, dict):
+        return arguments
+    try:
+        value = json.loads(arguments or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _drop_memory_calls(response: Any, conversation: Conversation) -> None:
+    """Remove memory tool calls from ``response``'s message (the client does not know them)."""
+    for choice in getattr(response, "choices", None) or []:
+        message = getattr(choice, "message", None)
+        calls = getattr(message, "tool_calls", None)
+        if not calls:
+            continue
+        kept = [c for c in calls if not conversation.harness.is_memory_tool(c.function.name)]
+        message.tool_calls = kept or None
+        if not kept and choice.finish_reason == "tool_calls":
+            choice.finish_reason = "stop"
+
+
+async def _no_chunks() -> AsyncIterator[Any]:
+    return
+    yield  # an async generator that yields nothing
+
+
+def _dump(chunk: Any) -> dict[str, Any]:
+    """A litellm response or chunk as the JSON object the client reads."""
+    data = chunk.model_dump(exclude_none=True) if hasattr(chunk, "model_dump") else dict(chunk)
+    for private in ("_hidden_params", "_response_headers"):
+        data.pop(private, None)
+    return data
+
+
+def _sse(data: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(data, default=str).encode("utf-8") + b"\n\n"
+
+
+async def chat_completions(request: Request) -> Response:
+    """``POST /v1/chat/completions`` (see the module docstring)."""
+    state: ProxyState = request.app.state.proxy
+    try:
+        body = await read_json(request, state.max_body_bytes)
+        messages = check_messages(body.get("messages"))
+        tools = body.get("tools")
+        if tools is not None and not isinstance(tools, list):
+            raise ProxyError(400, "tools: must be a list of tool definitions")
+        for field in ("max_tokens", "max_completion_tokens"):
+            value = body.get(field)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ProxyError(400, f"{field}: must be a positive integer, got {value!r}")
+        model = state.model_for(body)
+        key = conversation_key(messages, request.headers.get(SESSION_HEADER))
+        conversation, fitted = await run_in_threadpool(state.prepare, key, model, messages, body)
+    except BadConversation as exc:
+        return openai_error(400, str(exc), "invalid_request_error")
+    except ProxyError as exc:
+        return openai_error(exc.status, exc.message, exc.kind)
+    except VeilError as exc:
+        return openai_error(exc.http_status, exc.message, "invalid_request_error", exc.code)
+    try:
+        upstream = Upstream.for_veil(state.veil, model)
+    except VeilError as exc:
+        return openai_error(500, exc.message, "api_error", exc.code)
+    headers = {SESSION_ID_HEADER: conversation.session.id}
+    started = time.monotonic()
+    if body.get("stream"):
+        try:
+            first, rest, record = await state.stream(conversation, upstream, body, fitted)
+        except UpstreamError as exc:
+            return JSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
+        wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        events = _stream_events(
+            state, conversation, model, first, rest, wants_usage, started if record else None
+        )
+        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+    try:
+        response = await state.complete(conversation, upstream, body, fitted)
+    except UpstreamError as exc:
+        return JSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
+    return JSONResponse(_dump(response), headers=headers)
+
+
+async def _stream_events(
+    state: ProxyState,
+    conversation: Conversation,
+    model: str,
+    first: Any,
+    rest: AsyncIterator[Any],
+    wants_usage: bool,
+    started: float | None,
+) -> AsyncIterator[bytes]:
+    """The upstream's chunks as OpenAI SSE, in order, then ``data: [DONE]``. The usage chunk
+    (asked for upstream in any case, to record it) reaches the client only when it asked for
+    one. An error after the first chunk ends the stream with an ``error`` event. Usage is
+    recorded unless ``started`` is None (recorded already)."""
+    usage = None
+    chunk = first
+    try:
+        while chunk is not None:
+            data = _dump(chunk)
+            if data.get("usage"):
+                usage = data["usage"]
+                if not wants_usage:
+                    data.pop("usage")
+                    if not data.get("choices"):
+                        chunk = await anext(rest, None)
+                        continue
+            yield _sse(data)
+            chunk = await anext(rest, None)
+    except Exception as exc:  # the upstream broke off mid-answer: say so in the stream
+        log.warning("upstream stream failed: %s", type(exc).__name__)
+        message = f"upstream stream broke off: {type(exc).__name__}"
+        yield _sse(
+            {"error": {"message": message, "type": "api_error", "param": None, "code": None}}
+        )
+    # recorded before the end of the stream, so a client that reads usage next finds it
+    if started is not None:
+        await run_in_threadpool(state.record_usage, conversation, model, usage, started)
+    yield b"data: [DONE]\n\n"
+
+
+async def internal_error(request: Request, exc: Exception) -> Response:
+    """A bug's answer: 500 with a clear body in the shape of the route's API (Anthropic's for
+    ``/v1/messages``), never a traceback; the traceback goes to the proxy's log."""
+    log.error("veil proxy: %s %s failed", request.method, request.url.path, exc_info=exc)
+    message = (
+        f"internal error in veil proxy ({type(exc).__name__}); the traceback is in the proxy's log"
+    )
+    if request.url.path.rstrip("/").endswith("/messages"):
+        from veil_proxy.anthropic import anthropic_error
+
+        return anthropic_error(500, message)
+    return openai_error(500, message, "api_error")
+
+
+def guarded(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable:
+    """``endpoint`` answering :func:`internal_error` for any exception it lets through (here,
+    not in Starlette's error middleware, which re-raises into the server and ends the
+    connection)."""
+
+    async def run(request: Request) -> Response:
+        try:
+            return await endpoint(request)
+        except Exception as exc:
+            return await internal_error(request, exc)
+
+    run.__name__ = run.__qualname__ = endpoint.__name__
+    run.__doc__ = endpoint.__doc__
+    return run
+
+
+async def list_models(request: Request) -> Response:
+    """``GET /v1/models``: the upstream model (OpenAI's list shape)."""
+    state: ProxyState = request.app.state.proxy
+    model = state.upstream_model or state.default_model
+    data = [{"id": model, "object": "model", "created": 0, "owned_by": "veil"}] if model else []
+    return JSONResponse({"object": "list", "data": data})
+
+
+def create_app(
+    veil: Any,
+    *,
+    token: str | None = None,
+    host: str | None = None,
+    upstream_model: str | None = None,
+    memory_tools: bool = False,
+) -> Starlette:
+    """The proxy app over an open :class:`veil.core.app.Veil`.
+
+    Args:
+        veil: the project whose store keeps the proxied sessions.
+        token: bearer token every request must carry; None takes settings ``http.token``
+            (``VEIL_HTTP_TOKEN``); '' turns the check off.
+        host: the bind address (None: settings ``http.host``); on loopback, requests must name
+            this machine in ``Host`` and carry no foreign ``Origin``.
+        upstream_model: see :class:`ProxyState`.
+        memory_tools: offer veil's memory tools beside the client's (off by default: the
+            client does not know them).
+    """
+    from veil_proxy.anthropic import count_tokens
+    from veil_proxy.anthropic import messages as anthropic_messages
+
+    http = veil.config.settings.http
+    if token is None and http.token is not None:
+        token = http.token.get_secret_value()
+    host = http.host if host is None else host
+    routes = [
+        Route("/v1/chat/completions", guarded(chat_completions), methods=["POST"]),
+        Route("/chat/completions", guarded(chat_completions), methods=["POST"]),
+        Route("/v1/messages", guarded(anthropic_messages), methods=["POST"]),
+        Route("/v1/messages/count_tokens", guarded(count_tokens), methods=["POST"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/models", list_models, methods=["GET"]),
+    ]
+    middleware = [
+        *([Middleware(HostCheck, allowed=loopback_names(host))] if is_loopback(host) else []),
+        *([Middleware(BearerAuth, token=token)] if token else []),
+    ]
+    app = Starlette(routes=routes, middleware=middleware)
+    app.state.proxy = ProxyState(
+        veil,
+        upstream_model=upstream_model,
+        memory_tools=memory_tools,
+        max_body_bytes=max(int(http.max_body_bytes), 8 * 1024 * 1024),
+    )
+    return app

@@ -1,0 +1,117 @@
+"""``veil proxy``: the proxy under uvicorn, headless, with ``veil serve``'s binding and token
+rules (:func:`veil_http.serve.check_bind`, :func:`veil_http.serve.check_sources`): loopback
+without a token; any other address only with a token the user set (``VEIL_HTTP_TOKEN``), never
+one or a host that the project's settings.json asks for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from veil.core.errors import ConfigError
+
+DEFAULT_PORT = 5052
+"""The proxy's port (``veil serve`` has 5051, so both can run at once)."""
+
+
+def build_server(
+    veil: Any,
+    host: str | None = None,
+    port: int | None = None,
+    *,
+    upstream_model: str | None = None,
+    memory_tools: bool = False,
+) -> Any:
+    """A :class:`uvicorn.Server` for the proxy over ``veil`` (not started).
+
+    Args:
+        host: address to bind (the user's choice); None takes settings ``http.host``.
+        port: None takes :data:`DEFAULT_PORT`.
+        upstream_model, memory_tools: see :func:`veil_proxy.app.create_app`.
+
+    Raises:
+        ConfigError: a non-loopback host without a token, or one the project's settings ask
+            for or guard.
+    """
+    import uvicorn
+    from veil_http.serve import check_bind, check_sources
+
+    from veil_proxy.app import create_app
+
+    http = veil.config.settings.http
+    host_given = host is not None
+    host = host or http.host
+    port = DEFAULT_PORT if port is None else port
+    token = http.token.get_secret_value() if http.token is not None else None
+    check_bind(host, token)
+    check_sources(veil, host, host_given)
+    app = create_app(
+        veil, token=token, host=host, upstream_model=upstream_model, memory_tools=memory_tools
+    )
+    config = uvicorn.Config(
+        app, host=host.strip("[]"), port=port, log_level="info", lifespan="off", server_header=False
+    )
+    return uvicorn.Server(config)
+
+
+def add_proxy_command(cli: click.Group) -> None:
+    """Add ``veil proxy [--host H] [--port P] [--upstream-model M] [--memory-tools]``."""
+
+    @cli.command("proxy")
+    @click.option("--host", default=None, help="Address to bind (settings http.host; 127.0.0.1).")
+    @click.option(
+        "--port",
+        type=click.IntRange(0, 65535),
+        default=None,
+        help=f"Port ({DEFAULT_PORT}).",
+    )
+    @click.option(
+        "--upstream-model",
+        default=None,
+        help="Model every request goes to (default: the request's model, else models.main).",
+    )
+    @click.option(
+        "--memory-tools/--no-memory-tools",
+        default=False,
+        envvar="VEIL_PROXY_MEMORY_TOOLS",
+        show_envvar=True,
+        help="Offer veil's memory tools to the model beside the client's; veil runs the calls "
+        "and asks again (off by default: the client does not know them).",
+    )
+    @click.option(
+        "--project",
+        type=click.Path(file_okay=False, exists=True),
+        default=None,
+        help="Project root (default: current directory).",
+    )
+    @click.pass_obj
+    def proxy(
+        state: Any,
+        host: str | None,
+        port: int | None,
+        upstream_model: str | None,
+        memory_tools: bool,
+        project: str | None,
+    ) -> None:
+        """Serve an OpenAI-compatible endpoint that fits each agent's prompt with veil."""
+        if project:
+            state.project = project
+        veil = state.open()
+        try:
+            server = build_server(
+                veil, host, port, upstream_model=upstream_model, memory_tools=memory_tools
+            )
+        except ConfigError as exc:
+            raise click.ClickException(exc.message) from exc
+        if not veil.context_layer_on:
+            click.echo(
+                "veil: context layer off (no scorer or eviction plugin loaded): "
+                "nothing will be evicted",
+                err=True,
+            )
+        try:
+            server.run()
+        finally:
+            veil.close()
