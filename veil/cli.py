@@ -270,7 +270,7 @@ def _print_mode(veil: Any, session: Any, task: str, as_json: bool) -> int:
 def _warn_unapproved_prompt(session: Any) -> None:
     from veil.core.prompt_trust import project_prompt, project_prompt_approved
 
-    found = project_prompt(session.config, session.agent, session.snapshot.get("systemPrompt"))
+    found = project_prompt(session.config, session.agent, session.snapshot)
     if found is not None and not project_prompt_approved(session.config.project_dir, found[0]):
         click.echo(
             f"veil: warning: {found[1]} sets a system prompt that came with this project; veil "
@@ -301,7 +301,7 @@ def trust_prompt_cmd(state: VeilContext, agent: str | None, yes: bool) -> None:
     config = state.open().config
     try:
         name = validate_agent_name(agent or config.settings.default_agent)
-        found = project_prompt(config, name, config.agent(name).system_prompt)
+        found = project_prompt(config, name, {"systemPrompt": config.agent(name).system_prompt})
     except VeilError as exc:
         raise click.ClickException(exc.message) from exc
     if found is None:

@@ -121,6 +121,7 @@ class VeilHarness:
         harness.veil = veil
         harness.session = session
         harness._pending = {}
+        harness._ask_permission = None  # nobody to ask: the permission rules decide
         return harness
 
     # -- what the host tells the harness ---------------------------------------------------------

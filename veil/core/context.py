@@ -119,8 +119,9 @@ def base_prompt(session: Session) -> tuple[str, PromptSection | None]:
     the user, the section quoting it (:mod:`veil.core.prompt_trust`).
 
     Returns:
-        ``(text, None)`` with the project's prompt when approved (or the user's
-        ``VEIL_LOOP__SYSTEM_PROMPT``, or veil's base prompt when nobody sets one);
+        ``(text, None)`` with the project's prompt when approved (or the prompt the user's
+        client sent through ``veil proxy``, or the user's ``VEIL_LOOP__SYSTEM_PROMPT``, or
+        veil's base prompt when nobody sets one);
         ``(BASE_PROMPT, section)`` when a project's prompt is not approved: the section (order
         1, stable) holds it quoted under a heading naming its file.
     """
@@ -130,9 +131,10 @@ def base_prompt(session: Session) -> tuple[str, PromptSection | None]:
         quoted_project_prompt,
     )
 
-    found = project_prompt(session.config, session.agent, session.snapshot.get("systemPrompt"))
+    found = project_prompt(session.config, session.agent, session.snapshot)
     if found is None:
-        return session.config.settings.loop.system_prompt or BASE_PROMPT, None
+        own = session.snapshot.get("systemPrompt") or session.config.settings.loop.system_prompt
+        return own or BASE_PROMPT, None
     text, origin = found
     if project_prompt_approved(session.config.project_dir, text):
         return text, None

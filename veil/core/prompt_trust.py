@@ -22,7 +22,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import filelock
 
@@ -49,14 +49,24 @@ PROJECT_PROMPT_HEADING = (
 )
 
 
-def project_prompt(config: Config, agent: str, snapshot: str | None) -> tuple[str, str] | None:
+CLIENT_PROMPT_SOURCE = "client"
+"""``systemPromptSource`` of a session snapshot whose ``systemPrompt`` the user's own client sent
+(``veil proxy`` takes it from each request): the user's words, used as they are."""
+
+
+def project_prompt(config: Config, agent: str, snapshot: dict[str, Any]) -> tuple[str, str] | None:
     """The system prompt the project's files set for ``agent``, with the file it came from (a
-    path relative to the project): agent.json's ``systemPrompt`` (``snapshot``, as the session
-    snapshotted it at creation) or settings.json's ``loop.systemPrompt``. None when neither
-    does; ``VEIL_LOOP__SYSTEM_PROMPT`` is the user's own and is not returned."""
-    if snapshot:
+    path relative to the project): agent.json's ``systemPrompt`` as the session snapshotted it at
+    creation (``snapshot``, the session's snapshot; its ``systemPromptSource`` is
+    :data:`CLIENT_PROMPT_SOURCE` when the user's client set it instead) or settings.json's
+    ``loop.systemPrompt``. None when neither does; ``VEIL_LOOP__SYSTEM_PROMPT`` is the user's
+    own and is not returned."""
+    text = snapshot.get("systemPrompt")
+    if text and snapshot.get("systemPromptSource") == CLIENT_PROMPT_SOURCE:
+        return None
+    if text:
         agent_file = config.veil_dir / "agents" / agent / "agent.json"
-        return snapshot, str(agent_file.relative_to(config.project_dir))
+        return text, str(agent_file.relative_to(config.project_dir))
     loop = config.settings.loop
     if loop.system_prompt and config.setting_from_project("loop.system_prompt"):
         return loop.system_prompt, ".veil/settings.json: loop.systemPrompt"

@@ -33,6 +33,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from veil.core.prompt_trust import CLIENT_PROMPT_SOURCE
 from veil.core.tokens import content_text
 from veil.harness import VeilHarness
 
@@ -179,6 +180,8 @@ class Conversation:
         """
         session = self.session
         session.snapshot["systemPrompt"] = system or NO_SYSTEM_PROMPT
+        # the user's own client wrote it, not the project's files: used as it is
+        session.snapshot["systemPromptSource"] = CLIENT_PROMPT_SOURCE
         prints = [fingerprint(m) for m in messages]
         seen = self.seen
         if prints[: len(seen)] != seen:
