@@ -16,6 +16,7 @@ instead of waiting for them.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -26,6 +27,41 @@ from veil.core.errors import ConfigError
 from veil.core.settings import LOOPBACK_HOSTS, is_loopback
 
 LOOPBACK = LOOPBACK_HOSTS
+
+
+def run_headless(state: Any, project: str | None, build: Callable[[Any], Any]) -> None:
+    """Open the project of a CLI invocation, build its server and run it until it stops (the
+    body of ``veil serve``, ``veil proxy``...).
+
+    Args:
+        state: the CLI's :class:`veil.cli.VeilContext`.
+        project: ``--project`` (None: the invocation's own).
+        build: ``veil -> server`` with a blocking ``run()`` (e.g. :func:`build_server`); a
+            :class:`ConfigError` it raises becomes a clean CLI error.
+
+    On the way out the tool commands still running are killed (:func:`processes.shutdown`) and
+    the project is closed. Says so on stderr when the context layer is off (nothing would be
+    evicted).
+    """
+    if project:
+        state.project = project
+    veil = state.open()
+    try:
+        server = build(veil)
+    except ConfigError as exc:
+        veil.close()
+        raise click.ClickException(exc.message) from exc
+    if not veil.context_layer_on:
+        click.echo(
+            "veil: context layer off (no scorer or eviction plugin loaded): "
+            "nothing will be evicted",
+            err=True,
+        )
+    try:
+        server.run()
+    finally:
+        processes.shutdown()
+        veil.close()
 
 
 def check_bind(host: str, token: str | None) -> None:
@@ -134,21 +170,4 @@ def add_serve_command(cli: click.Group) -> None:
     @click.pass_obj
     def serve(state: Any, host: str | None, port: int | None, project: str | None) -> None:
         """Serve the HTTP API (headless; JSON, SSE, /openapi.json)."""
-        if project:
-            state.project = project
-        veil = state.open()
-        try:
-            server = build_server(veil, host, port)
-        except ConfigError as exc:
-            raise click.ClickException(exc.message) from exc
-        if not veil.context_layer_on:
-            click.echo(
-                "veil: context layer off (no scorer or eviction plugin loaded): "
-                "nothing will be evicted",
-                err=True,
-            )
-        try:
-            server.run()
-        finally:
-            processes.shutdown()
-            veil.close()
+        run_headless(state, project, lambda veil: build_server(veil, host, port))

@@ -10,8 +10,6 @@ from typing import Any
 
 import click
 
-from veil.core.errors import ConfigError
-
 DEFAULT_PORT = 5052
 """The proxy's port (``veil serve`` has 5051, so both can run at once)."""
 
@@ -96,22 +94,12 @@ def add_proxy_command(cli: click.Group) -> None:
         project: str | None,
     ) -> None:
         """Serve an OpenAI-compatible endpoint that fits each agent's prompt with veil."""
-        if project:
-            state.project = project
-        veil = state.open()
-        try:
-            server = build_server(
+        from veil_http.serve import run_headless
+
+        run_headless(
+            state,
+            project,
+            lambda veil: build_server(
                 veil, host, port, upstream_model=upstream_model, memory_tools=memory_tools
-            )
-        except ConfigError as exc:
-            raise click.ClickException(exc.message) from exc
-        if not veil.context_layer_on:
-            click.echo(
-                "veil: context layer off (no scorer or eviction plugin loaded): "
-                "nothing will be evicted",
-                err=True,
-            )
-        try:
-            server.run()
-        finally:
-            veil.close()
+            ),
+        )
