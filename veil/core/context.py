@@ -3,8 +3,14 @@
 Order inside every loop iteration (DESIGN.md "Thresholds, in order"): score and evict live items
 under pressure -> observation masking -> full compaction if the prompt still exceeds
 ``compaction.threshold`` x the context window -> system prompt (base + plugin sections) +
-defaultCompaction summary + the kept messages (from ``compact_size`` on, evicted content replaced
-by pointer stubs) + the context note. Nothing here changes the stored history.
+defaultCompaction summary + the user messages of the exchange in progress that a compaction
+summarised (sent verbatim all the same) + the kept messages (from ``compact_size`` on, evicted
+content replaced by pointer stubs) + the context note. Nothing here changes the stored history.
+
+Always sent (issue 19): the newest step (the model's last tool calls and their results: eviction
+may not take them) and the current request. The hard budget still wins (DESIGN.md "Protection
+vs budget"): a user message over :data:`OVERSIZED_SHARE` of the budget, or newest results that
+would overflow it, are sent as head and tail around a pointer ``veil_hydrate("#N")`` follows.
 
 The prompt's prefix stays put (DESIGN.md invariant; issue 18). Providers bill cached input at
 about 0.1x and llama.cpp reuses its KV cache only for an unchanged prefix, so between two
@@ -190,10 +196,10 @@ def protected_indices(session: Session) -> set[int]:
 
 
 OVERSIZED_SHARE = 0.5
-"""Most of the prompt budget one protected message (a user message, a tool result of the newest
-step) may take; a longer one is sent as a head and a tail around a pointer. Half the budget
-leaves the other half for the newest step, the summary and the messages kept around it, so a
-pasted log can never crowd everything else out (issue 19)."""
+"""Most of the prompt budget one user message may take (eviction never takes a request); a
+longer one is sent as a head and a tail around a pointer (:func:`_protected_fit`). Half the
+budget leaves the other half for the newest step and the messages kept around it, so a pasted
+log can never crowd everything else out (issue 19)."""
 
 MIN_SHOWN_TOKENS = 128
 """Fewest tokens of a protected message shown around its pointer, however small the room."""
@@ -281,24 +287,26 @@ def _protected_fit(session: Session, idxs: list[int], msgs: list[Message], budge
     """Put oversized protected messages of ``msgs`` behind a pointer, in place (DESIGN.md
     "Protection vs budget": the hard budget wins; eviction may not take these).
 
-    A user message longer than :data:`OVERSIZED_SHARE` x ``budget`` tokens is cut to that
-    (a pasted log must not crowd out everything else, issue 19). The newest step's tool
-    results are cut only when, with the protected messages before them, they would exceed
-    ``budget``: they then share what is left equally (at least :data:`MIN_SHOWN_TOKENS`
-    each). Short protected messages are not counted (a token holds at least a character)."""
+    A user message longer than :data:`OVERSIZED_SHARE` x ``budget`` tokens is cut to that,
+    whichever exchange it belongs to (eviction never takes a request, so a pasted log would
+    otherwise crowd out everything else for the rest of the session, issue 19). The newest
+    step's tool results are cut only when, with the current request and the newest assistant
+    message, they would exceed ``budget``: they then share what is left equally (at least
+    :data:`MIN_SHOWN_TOKENS` each)."""
     first = session.compact_size
-    protected = [i for i in sorted(protected_indices(session)) if i >= first]
     user_cap = max(MIN_SHOWN_TOKENS, int(budget * OVERSIZED_SHARE))
+    for pos, message in enumerate(msgs):
+        if message.get("role") == "user":
+            msgs[pos] = _pointered(session, idxs[pos], message, user_cap)
     used = 0
     results = []
-    for i in protected:
-        message = msgs[i - first]
-        if message.get("role") == "user":
-            message = msgs[i - first] = _pointered(session, i, message, user_cap)
-        if message.get("role") == "tool":
+    for i in sorted(protected_indices(session)):
+        if i < first:
+            continue
+        if msgs[i - first].get("role") == "tool":
             results.append(i)
         else:
-            used += session.count_tokens([message])
+            used += session.count_tokens([msgs[i - first]])
     if not results:
         return
     sizes = [session.count_tokens([msgs[i - first]]) for i in results]
@@ -757,7 +765,8 @@ def build_prompt(
 
     Returns:
         The :class:`Prompt`: the system message (stable: byte-identical from call to call),
-        any compaction summary, the kept messages, then the context note when a volatile
+        any compaction summary, the current request's user messages a compaction summarised,
+        the kept messages, then the context note when a volatile
         section has something to say. Between two change moments (an eviction pass, a masking
         block, a compaction, an item hydrated) each prompt starts with the whole previous one
         but its note.
