@@ -187,6 +187,10 @@ def _is_user(message: Message) -> bool:
     return message.get("role") == "user"
 
 
+def _is_tool(message: Message) -> bool:
+    return message.get("role") == "tool"
+
+
 def protected_indices(session: Session) -> set[int]:
     """Message indices eviction may never take out of the prompt: the newest step and the
     user messages of the current exchange (:func:`newest_step`, :func:`current_request`).
@@ -268,7 +272,9 @@ def _pointered(session: Session, idx: int, message: Message, cap: int) -> Messag
     return {**message, "content": cut}
 
 
-def _stubbed(session: Session, budget: int | None = None) -> tuple[list[int], list[Message]]:
+def _stubbed(
+    session: Session, budget: int | None = None, others: int | None = None
+) -> tuple[list[int], list[Message]]:
     """``(indices, messages)`` from ``compact_size`` on, evicted contents replaced by their
     stubs; with ``budget``, oversized protected messages behind a pointer
     (:func:`_protected_fit`)."""
@@ -279,11 +285,17 @@ def _stubbed(session: Session, budget: int | None = None) -> tuple[list[int], li
         for i in idxs
     ]
     if budget is not None:
-        _protected_fit(session, idxs, msgs, budget)
+        _protected_fit(session, idxs, msgs, budget, others)
     return idxs, msgs
 
 
-def _protected_fit(session: Session, idxs: list[int], msgs: list[Message], budget: int) -> None:
+def _protected_fit(
+    session: Session,
+    idxs: list[int],
+    msgs: list[Message],
+    budget: int,
+    others: int | None = None,
+) -> None:
     """Put oversized protected messages of ``msgs`` behind a pointer, in place (DESIGN.md
     "Protection vs budget": the hard budget wins; eviction may not take these).
 
@@ -292,7 +304,8 @@ def _protected_fit(session: Session, idxs: list[int], msgs: list[Message], budge
     otherwise crowd out everything else for the rest of the session, issue 19). The newest
     step's tool results are cut only when, with the current request and the newest assistant
     message, they would exceed ``budget``: they then share what is left equally (at least
-    :data:`MIN_SHOWN_TOKENS` each)."""
+    :data:`MIN_SHOWN_TOKENS` each). ``others``: the tokens of everything else that eviction
+    could not move (:func:`_fit`'s last resort), used instead of those protected messages."""
     first = session.compact_size
     user_cap = max(MIN_SHOWN_TOKENS, int(budget * OVERSIZED_SHARE))
     for pos, message in enumerate(msgs):
@@ -309,6 +322,8 @@ def _protected_fit(session: Session, idxs: list[int], msgs: list[Message], budge
             used += session.count_tokens([msgs[i - first]])
     if not results:
         return
+    if others is not None:
+        used = others
     sizes = [session.count_tokens([msgs[i - first]]) for i in results]
     if used + sum(sizes) <= budget:
         return
@@ -447,12 +462,14 @@ def _elided(session: Session, messages: list[Message], budget: int) -> tuple[lis
     return elided, max(0, whole - _message_tokens(session, elided))
 
 
-def _masked(session: Session, budget: int | None = None) -> tuple[list[int | None], list[Message]]:
+def _masked(
+    session: Session, budget: int | None = None, others: int | None = None
+) -> tuple[list[int | None], list[Message]]:
     """Kept messages after the ``compact`` hook's observation masking, with the stored index of
     each (None for a result made up to repair pairing). Items whose tool result the masking
     hides leave the live set for the warm tier (reason ``masked``): what the model sees of them
     is the mask, so eviction must not count them again. ``budget``: see :func:`_stubbed`."""
-    idxs, msgs = _stubbed(session, budget)
+    idxs, msgs = _stubbed(session, budget, others)
     result = session.veil.pm.hook.compact(
         session=session,
         request=CompactRequest("masking", list(msgs), first_index=session.compact_size),
@@ -582,7 +599,7 @@ class _Frozen:
 
 
 def _view(
-    session: Session, budget: int
+    session: Session, budget: int, others: int | None = None
 ) -> tuple[list[Message], list[Message], int, bool, list[int | None]]:
     """``(whole, messages, saved, reused, indices)``: the kept messages after masking, stubs and
     collapse (``whole``), what is sent of them (``messages``: with repeated lines elided), the
@@ -596,7 +613,7 @@ def _view(
     (:func:`build_prompt`). ``indices``: the stored index of each message (None for a result
     made up to repair pairing); oversized protected messages are behind a pointer
     (:func:`_protected_fit`)."""
-    idxs, whole = _masked(session, budget)
+    idxs, whole = _masked(session, budget, others)
     frozen: _Frozen | None = getattr(session, "_frozen_view", None)
     n = len(frozen.sources) if frozen is not None else 0
     if (
@@ -652,6 +669,28 @@ def _fit(
         if _message_tokens(session, messages) <= budget:
             break
     return messages, saved, moved_any, moved_any or not reused, idxs
+
+
+def _squeeze(session: Session, messages: list[Message], budget: int) -> list[Message] | None:
+    """The last resort when ``messages`` still exceed ``budget`` after eviction and full
+    compaction (DESIGN.md "Protection vs budget": the hard budget wins): what could not be
+    moved stays, and the newest step's results share the room left, behind pointers
+    (:func:`_protected_fit`). Returns the messages to send, or None when there is nothing to
+    cut (no newest result, or the messages fit)."""
+    total = _message_tokens(session, messages)
+    if total <= budget:
+        return None
+    step = newest_step(session.messages)
+    calls = (
+        {tc.get("id") for tc in (session.messages[step[0]].get("tool_calls") or [])}
+        if step
+        else set()
+    )
+    results = [m for m in messages if _is_tool(m) and m.get("tool_call_id") in calls]
+    if not results:
+        return None
+    others = total - _message_tokens(session, results)
+    return _view(session, budget, others)[1]
 
 
 def completion_reserve(session: Session) -> int:
@@ -795,6 +834,7 @@ def build_prompt(
         budget = min(budget, settings.context.budget_tokens)
 
     messages, saved, moved_any, changed, idxs = _fit(session, budget, notes, page_in=True)
+    room_left = budget  # what the kept messages may take once the notes are rebuilt
     if moved_any:
         # The manifest counts what is loaded: build the note again after the pass. When it
         # grew, the messages fit the smaller room left, without page-in.
@@ -807,6 +847,7 @@ def build_prompt(
                 session, max(1, budget - grown), notes, page_in=False
             )
         fixed_tokens += grown
+        room_left = max(1, budget - max(0, grown))
     if saved:
         notes.append(f"elided repeated lines: {saved} tokens")
 
@@ -826,6 +867,9 @@ def build_prompt(
             )
     else:
         session.state.pop("_just_compacted", None)
+    squeezed = _squeeze(session, messages, room_left)
+    if squeezed is not None:
+        messages, changed = squeezed, True
 
     body, anchored_sent = _place_anchored(session, repair_pairing(messages), anchored, changed)
     final = [system_msg, *summary_msgs, *body, *([note] if note else [])]
