@@ -205,14 +205,21 @@ def test_eviction_replaces_content_by_a_pointer_and_keeps_the_call(make_veil, pr
             return EvictionPlan(to_warm=ids, reasons={i: "test" for i in ids})
 
     veil = make_veil(
-        [{"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}, "id": "r1"}]}, "done"],
+        [
+            {"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}, "id": "r1"}]},
+            {"tool_calls": [{"name": "ls", "arguments": {}, "id": "r2"}]},
+            "done",
+        ],
         plugins=[("ev", EvictAll())],
     )
     session = veil.new_session()
     veil.run_turn(session, "read it")
-    sent = veil.model.calls[1]
+    # the newest step is never evicted (issue 19): the model sees its last call's result
+    assert "SECRET-CONTENT" in veil.model.calls[1][-1]["content"]
+    sent = veil.model.calls[2]
     tool_msgs = [m for m in sent if m["role"] == "tool"]
-    assert len(tool_msgs) == 1 and tool_msgs[0]["tool_call_id"] == "r1"
+    assert [m["tool_call_id"] for m in tool_msgs] == ["r1", "r2"]
+    assert tool_msgs[1]["content"] == session.messages[4]["content"]  # r2 whole
     assert len(tool_msgs[0]["content"]) < 400  # a stub, not the 750-character result
     # the stub names the tool message by its index in the session (2 tokens, not an item id)
     assert re.fullmatch(r"\[evicted \d+ tokens #2\]", tool_msgs[0]["content"])
@@ -226,7 +233,7 @@ def test_eviction_replaces_content_by_a_pointer_and_keeps_the_call(make_veil, pr
     [entry] = events[0]["payload"]["items"]
     assert entry["toolCallId"] == "r1" and entry["tier"] == "warm" and entry["messageIndex"] == 2
     assert veil.store.eviction_count(session.id) == 1
-    assert veil.store.tier_counts(session.id) == {"live": 3, "warm": 1, "cold": 0}
+    assert veil.store.tier_counts(session.id) == {"live": 5, "warm": 1, "cold": 0}
     # a resumed session still sends the stub
     assert veil.load_session(session.id).stubs.keys() == {2}
 

@@ -65,10 +65,13 @@ class EvictToolResults:
 
 
 def _notes_read_and_evicted(make_veil, project):
-    """A session that read a 30-line file whose result was then evicted: (veil, session, item)."""
+    """A session that read a 30-line file whose result was then evicted: (veil, session, item).
+    A second read follows it: the newest step is never evicted (issue 19)."""
     (project / "notes.txt").write_text("alpha-bravo-charlie\n" * 30)
+    (project / "other.txt").write_text("x\n")
     veil = make_veil(
-        [call("read", path="notes.txt"), "first done"], plugins=[("ev", EvictToolResults())]
+        [call("read", path="notes.txt"), call("read", path="other.txt"), "first done"],
+        plugins=[("ev", EvictToolResults())],
     )
     session = veil.new_session()
     veil.run_turn(session, "read the notes")
@@ -114,7 +117,11 @@ def test_hydrate_follows_the_handle_a_stub_gives(make_veil, project):
 
 def test_pin_protects_and_unpin_releases(make_veil, project):
     (project / "a.txt").write_text("A\n")
-    veil = make_veil([call("read", path="a.txt"), "ok"], plugins=[("ev", EvictToolResults())])
+    (project / "b.txt").write_text("B\n")  # read next: the newest step is never evicted
+    veil = make_veil(
+        [call("read", path="a.txt"), call("read", path="b.txt"), "ok"],
+        plugins=[("ev", EvictToolResults())],
+    )
     session = veil.new_session()
     veil.run_turn(session, "read a")
     item = veil.store.items(session.id, ("warm",))[0]

@@ -101,7 +101,10 @@ def run_scenario(project: Path) -> dict:
     from starlette.testclient import TestClient
     from veil_http import create_app
 
-    (project / ".env").write_text(f"GITHUB_TOKEN={GITHUB}\nDEBUG=1\n", encoding="utf-8")
+    # long enough that the summary shrinks what it replaces (a compaction that does not is
+    # refused, issue 19)
+    settings = "".join(f"FEATURE_FLAG_{n}=enabled-for-staging-and-production\n" for n in range(30))
+    (project / ".env").write_text(f"GITHUB_TOKEN={GITHUB}\nDEBUG=1\n{settings}", encoding="utf-8")
     main = ScriptedModel(
         [
             {"tool_calls": [{"name": "bash", "arguments": {"command": "cat .env"}}]},
@@ -129,7 +132,9 @@ def run_scenario(project: Path) -> dict:
     result = veil.pm.hook.compact(
         session=session, request=CompactRequest("full", kept_messages(session))
     )
-    assert result is not None and result.messages is not None, recorder.events
+    assert result is not None and result.messages is not None, [
+        e.data.get("text") for e in recorder.events if e.kind == "warning"
+    ]
     assert len(compact.calls) == 2  # extraction, then the summary
     client = TestClient(create_app(veil), base_url="http://127.0.0.1:5051")
     sid = session.id
@@ -392,11 +397,12 @@ def test_compaction_instructions_reach_the_summariser_redacted(project):
 
     main = ScriptedModel(
         [
-            {"tool_calls": [{"name": "bash", "arguments": {"command": "echo one"}}]},
-            {"tool_calls": [{"name": "bash", "arguments": {"command": "echo two"}}]},
+            # output long enough that the summary shrinks what it replaces (issue 19)
+            {"tool_calls": [{"name": "bash", "arguments": {"command": "seq 1 80"}}]},
+            {"tool_calls": [{"name": "bash", "arguments": {"command": "seq 81 160"}}]},
             "Done.",
             # defaultCompaction summarises with the session's main model
-            "## Summary\nThe agent echoed two words.",
+            "## Summary\nThe agent printed numbers.",
         ]
     )
     veil = open_project(project, main, ScriptedModel([]), Recorder())

@@ -143,11 +143,15 @@ def test_a_copy_loaded_before_another_process_compacted_cannot_undo_the_compacti
             return "SUMMARY: the user said one, two and three."
         return f"re: {_last_user(body)}"
 
+    # messages long enough that the summary shrinks them (a compaction that does not is
+    # refused, issue 19)
+    more = ", and keep every detail of this message in mind" * 4
     with ScriptedOpenAIServer(responder) as server:
         configure_project(project, server)
-        sid = json.loads(_veil(tmp_path, project, "-p", "one", "--json").stdout)["sessionId"]
+        first = _veil(tmp_path, project, "-p", "one" + more, "--json")
+        sid = json.loads(first.stdout)["sessionId"]
         for text in ("two", "three"):
-            assert _veil(tmp_path, project, "--resume", sid, "-p", text).returncode == 0
+            assert _veil(tmp_path, project, "--resume", sid, "-p", text + more).returncode == 0
         veil = open_veil(project)  # this process loads its copy now
         try:
             session = veil.load_session(sid)

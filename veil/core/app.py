@@ -320,6 +320,8 @@ class Veil:
 
         Raises:
             SessionNotFound, SessionClosed, CompactionDisabled (seed 000's error codes);
+            CompactionRejected: the summary would not shrink the prompt, nothing changed
+            (issue 19);
             NotAvailable: no plugin implements ``compact``; SessionBusy: another process is
             changing the session; SessionConflict: the held copy of the session is older than
             the store's (another process changed it since it was loaded).

@@ -3,8 +3,14 @@
 Order inside every loop iteration (DESIGN.md "Thresholds, in order"): score and evict live items
 under pressure -> observation masking -> full compaction if the prompt still exceeds
 ``compaction.threshold`` x the context window -> system prompt (base + plugin sections) +
-defaultCompaction summary + the kept messages (from ``compact_size`` on, evicted content replaced
-by pointer stubs) + the context note. Nothing here changes the stored history.
+defaultCompaction summary + the user messages of the exchange in progress that a compaction
+summarised (sent verbatim all the same) + the kept messages (from ``compact_size`` on, evicted
+content replaced by pointer stubs) + the context note. Nothing here changes the stored history.
+
+Always sent (issue 19): the newest step (the model's last tool calls and their results: eviction
+may not take them) and the current request. The hard budget still wins (DESIGN.md "Protection
+vs budget"): a user message over :data:`OVERSIZED_SHARE` of the budget, or newest results that
+would overflow it, are sent as head and tail around a pointer ``veil_hydrate("#N")`` follows.
 
 The prompt's prefix stays put (DESIGN.md invariant; issue 18). Providers bill cached input at
 about 0.1x and llama.cpp reuses its KV cache only for an unchanged prefix, so between two
@@ -172,14 +178,200 @@ def kept_messages(session: Session) -> list[Message]:
     return repair_pairing(_stubbed(session)[1])
 
 
-def _stubbed(session: Session) -> tuple[list[int], list[Message]]:
+def current_request(messages: list[Message]) -> list[int]:
+    """Indices of the user messages of the exchange still in progress (DESIGN.md "Turn and
+    step": a user message starts a new exchange): the last run of consecutive user messages of
+    ``messages``, unless a final answer (an assistant message without tool calls) came after
+    it; empty otherwise. These are kept verbatim through every compaction (issue 19). Once
+    answered, the exchange is history like any other: seed 000's "messages before compactSize
+    are never sent again" holds between turns."""
+    last = next((i for i in range(len(messages) - 1, -1, -1) if _is_user(messages[i])), None)
+    if last is None:
+        return []
+    if any(m.get("role") == "assistant" and not m.get("tool_calls") for m in messages[last + 1 :]):
+        return []
+    first = last
+    while first > 0 and _is_user(messages[first - 1]):
+        first -= 1
+    return list(range(first, last + 1))
+
+
+def newest_step(messages: list[Message]) -> list[int]:
+    """Indices of the newest step (DESIGN.md: one model call with its tool calls and their
+    results): the last assistant message and the tool results after it; empty when there is no
+    assistant message. Always in the prompt (issue 19: the model must see its own last call)."""
+    last = next(
+        (i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"),
+        None,
+    )
+    if last is None:
+        return []
+    end = last + 1
+    while end < len(messages) and messages[end].get("role") == "tool":
+        end += 1
+    return list(range(last, end))
+
+
+def _is_user(message: Message) -> bool:
+    return message.get("role") == "user"
+
+
+def _is_tool(message: Message) -> bool:
+    return message.get("role") == "tool"
+
+
+def protected_indices(session: Session) -> set[int]:
+    """Message indices eviction may never take out of the prompt: the newest step and the
+    user messages of the current exchange (:func:`newest_step`, :func:`current_request`).
+    When they alone exceed the budget, their oversized contents go behind a pointer instead
+    (:func:`pointer_text`; DESIGN.md "Protection vs budget": the hard budget wins)."""
+    return {*newest_step(session.messages), *current_request(session.messages)}
+
+
+OVERSIZED_SHARE = 0.5
+"""Most of the prompt budget one user message may take (eviction never takes a request); a
+longer one is sent as a head and a tail around a pointer (:func:`_protected_fit`). Half the
+budget leaves the other half for the newest step and the messages kept around it, so a pasted
+log can never crowd everything else out (issue 19)."""
+
+MIN_SHOWN_TOKENS = 128
+"""Fewest tokens of a protected message shown around its pointer, however small the room."""
+
+POINTER_NOTE = (
+    "[veil: {omitted} tokens of this message are not shown here (too large for the context "
+    'window); veil_hydrate("#{index}") returns the whole message]'
+)
+"""The pointer put in place of the middle of an oversized protected message."""
+
+
+def pointer_text(session: Session, text: str, index: int, limit: int) -> str:
+    """``text`` cut to about ``limit`` tokens (the session's tokenizer): its head (two thirds)
+    and its tail (one third) around :data:`POINTER_NOTE` naming message ``#index``, which
+    ``veil_hydrate`` resolves to the whole message (:func:`veil.core.context_ops.find_item`).
+    The head keeps what a request usually starts with, the tail where a log usually ends with
+    its error. Unchanged when it already fits."""
+    tokens = session.count_text(text)
+    if tokens <= limit:
+        return text
+    chars_per_token = len(text) / max(1, tokens)
+    keep = max(16, limit - 40)  # the note costs ~40 tokens
+    while True:
+        head_chars = int(keep * 2 / 3 * chars_per_token)
+        tail_chars = int(keep / 3 * chars_per_token)
+        if head_chars + tail_chars >= len(text):  # nothing would be left out
+            return text
+        head = text[:head_chars]
+        tail = text[len(text) - tail_chars :]
+        shown = session.count_text(head) + session.count_text(tail)
+        note = POINTER_NOTE.format(omitted=max(0, tokens - shown), index=index)
+        out = f"{head}\n{note}\n{tail}"
+        if session.count_text(out) <= limit or keep <= 16:
+            return out
+        keep = int(keep * 0.85)
+
+
+def _pointered(session: Session, idx: int, message: Message, cap: int) -> Message:
+    """``message`` (stored index ``idx``) with its content behind a pointer when it exceeds
+    ``cap`` tokens. The cut text is kept on the session and reused while it still fits, so
+    the prompt's prefix does not change from call to call; the first cut is reported."""
+    content = message.get("content")
+    if not isinstance(content, str) or len(content) <= cap:  # a token holds >= 1 character
+        return message
+    done: dict[int, tuple[int, str]] | None = getattr(session, "_pointers", None)
+    if done is None:
+        done = {}
+        session._pointers = done  # type: ignore[attr-defined]
+    if idx in done and done[idx][0] <= cap:
+        return {**message, "content": done[idx][1]}
+    cut = pointer_text(session, content, idx, cap)
+    if cut is content:
+        return message
+    tokens = session.count_text(cut)
+    if idx not in done:
+        whole = session.count_text(content)
+        session.emit(
+            "warning",
+            text=(
+                f"message #{idx} ({message.get('role')}, {whole} tokens) is larger than the "
+                f"context window allows; the model sees {tokens} tokens of it and a pointer "
+                f'(veil_hydrate("#{idx}") returns it whole)'
+            ),
+        )
+    done[idx] = (tokens, cut)
+    return {**message, "content": cut}
+
+
+def _stubbed(
+    session: Session, budget: int | None = None, others: int | None = None
+) -> tuple[list[int], list[Message]]:
+    """``(indices, messages)`` from ``compact_size`` on, evicted contents replaced by their
+    stubs; with ``budget``, oversized protected messages behind a pointer
+    (:func:`_protected_fit`)."""
     stubs = session.stubs
     idxs = list(range(session.compact_size, len(session.messages)))
     msgs = [
         _with_stub(session.messages[i], stubs[i]) if i in stubs else session.messages[i]
         for i in idxs
     ]
+    if budget is not None:
+        _protected_fit(session, idxs, msgs, budget, others)
     return idxs, msgs
+
+
+def _protected_fit(
+    session: Session,
+    idxs: list[int],
+    msgs: list[Message],
+    budget: int,
+    others: int | None = None,
+) -> None:
+    """Put oversized protected messages of ``msgs`` behind a pointer, in place (DESIGN.md
+    "Protection vs budget": the hard budget wins; eviction may not take these).
+
+    A user message longer than :data:`OVERSIZED_SHARE` x ``budget`` tokens is cut to that,
+    whichever exchange it belongs to (eviction never takes a request, so a pasted log would
+    otherwise crowd out everything else for the rest of the session, issue 19). The newest
+    step's tool results are cut only when, with the current request and the newest assistant
+    message, they would exceed ``budget``: they then share what is left equally (at least
+    :data:`MIN_SHOWN_TOKENS` each). ``others``: the tokens of everything else that eviction
+    could not move (:func:`_fit`'s last resort), used instead of those protected messages."""
+    first = session.compact_size
+    user_cap = max(MIN_SHOWN_TOKENS, int(budget * OVERSIZED_SHARE))
+    for pos, message in enumerate(msgs):
+        if message.get("role") == "user":
+            msgs[pos] = _pointered(session, idxs[pos], message, user_cap)
+    used = 0
+    results = []
+    for i in sorted(protected_indices(session)):
+        if i < first:
+            continue
+        if msgs[i - first].get("role") == "tool":
+            results.append(i)
+        else:
+            used += session.count_tokens([msgs[i - first]])
+    if not results:
+        return
+    if others is not None:
+        used = others
+    sizes = [session.count_tokens([msgs[i - first]]) for i in results]
+    if used + sum(sizes) <= budget:
+        return
+    share = max(MIN_SHOWN_TOKENS, (budget - used) // len(results))
+    for i in results:
+        msgs[i - first] = _pointered(session, i, msgs[i - first], share)
+
+
+def pinned_requests(session: Session, cap: int | None = None) -> list[Message]:
+    """The current exchange's user messages that a compaction moved before ``compact_size``:
+    the core sends them right after the summary, verbatim (behind a pointer only when longer
+    than ``cap`` tokens), so the request being worked on never depends on how a model
+    summarised it (issue 19)."""
+    out = []
+    for i in current_request(session.messages):
+        if i < session.compact_size:
+            message = session.messages[i]
+            out.append(_pointered(session, i, message, cap) if cap is not None else message)
+    return out
 
 
 def _with_stub(message: Message, stub: str) -> Message:
@@ -206,7 +398,16 @@ def repair_pairing(messages: list[Message]) -> list[Message]:
     interrupted turn) gets a result saying so; results are put in the order of their calls.
     Well-formed input comes back equal (as a new list).
     """
+    return repair_indexed(messages, [None] * len(messages))[0]
+
+
+def repair_indexed(
+    messages: list[Message], indices: list[int | None]
+) -> tuple[list[Message], list[int | None]]:
+    """:func:`repair_pairing` that carries ``indices`` (the stored index of each message) along:
+    returns the repaired messages and the index of each (None for a result made up here)."""
     out: list[Message] = []
+    out_idx: list[int | None] = []
     i, n = 0, len(messages)
     while i < n:
         msg = messages[i]
@@ -214,22 +415,27 @@ def repair_pairing(messages: list[Message]) -> list[Message]:
         if msg.get("role") == "tool":
             continue  # orphan result: its call is not in what is sent
         out.append(msg)
+        out_idx.append(indices[i - 1])
         calls = msg.get("tool_calls") if msg.get("role") == "assistant" else None
         if not calls:
             continue
         ids = [tc.get("id") for tc in calls]
-        results: dict[str, Message] = {}
+        results: dict[str, tuple[Message, int | None]] = {}
         while i < n and messages[i].get("role") == "tool":
             tid = messages[i].get("tool_call_id")
             if tid in ids and tid not in results:
-                results[tid] = messages[i]
+                results[tid] = (messages[i], indices[i])
             i += 1
         for tid in ids:
-            out.append(
-                results.get(tid)
-                or {"role": "tool", "tool_call_id": tid, "content": "[no result: interrupted]"}
-            )
-    return out
+            found = results.get(tid)
+            if found is None:
+                found = (
+                    {"role": "tool", "tool_call_id": tid, "content": "[no result: interrupted]"},
+                    None,
+                )
+            out.append(found[0])
+            out_idx.append(found[1])
+    return out, out_idx
 
 
 def pairing_problems(messages: list[Message]) -> list[str]:
@@ -286,17 +492,21 @@ def _elided(session: Session, messages: list[Message], budget: int) -> tuple[lis
     return elided, max(0, whole - _message_tokens(session, elided))
 
 
-def _masked(session: Session) -> list[Message]:
-    """Kept messages after the ``compact`` hook's observation masking. Items whose tool result
-    the masking hides leave the live set for the warm tier (reason ``masked``): what the model
-    sees of them is the mask, so eviction must not count them again."""
-    idxs, msgs = _stubbed(session)
+def _masked(
+    session: Session, budget: int | None = None, others: int | None = None
+) -> tuple[list[int | None], list[Message]]:
+    """Kept messages after the ``compact`` hook's observation masking, with the stored index of
+    each (None for a result made up to repair pairing). Items whose tool result the masking
+    hides leave the live set for the warm tier (reason ``masked``): what the model sees of them
+    is the mask, so eviction must not count them again. ``budget``: see :func:`_stubbed`."""
+    idxs, msgs = _stubbed(session, budget, others)
     result = session.veil.pm.hook.compact(
         session=session,
         request=CompactRequest("masking", list(msgs), first_index=session.compact_size),
     )
     if result is None or result.messages is None or len(result.messages) != len(msgs):
-        return repair_pairing(msgs)
+        out, out_idx = repair_indexed(msgs, list(idxs))
+        return out_idx, out
     masked = result.messages
     hidden = {
         idx
@@ -305,16 +515,31 @@ def _masked(session: Session) -> list[Message]:
     }
     if hidden:
         session.mask_items(hidden)
-    return repair_pairing(_collapse(session, idxs, masked))
+    kept_idx, kept = _collapse(session, idxs, masked)
+    out, out_idx = repair_indexed(kept, kept_idx)
+    return out_idx, out
 
 
-def _collapse(session: Session, idxs: list[int], messages: list[Message]) -> list[Message]:
+def prompt_view(session: Session) -> tuple[list[int | None], list[Message]]:
+    """What the prompt holds of the history from ``compact_size`` on, as compaction must
+    summarise it (issue 19: stubs stay stubs, an evicted 2 MB result is not read again):
+    masked, evicted contents stubbed, collapsed steps left out, pairing repaired. Returns
+    ``(indices, messages)``, ``indices[k]`` the stored index of ``messages[k]`` (None for a
+    result made up to repair pairing)."""
+    return _masked(session)
+
+
+def _collapse(
+    session: Session, idxs: list[int], messages: list[Message]
+) -> tuple[list[int], list[Message]]:
     """Drop whole steps that left the prompt: an assistant turn that was evicted together with
     every result of its tool calls (evicted or masked) is not sent at all, call and results
     alike, so stubs do not pile up (each would cost ~15 tokens forever). The manifest counts
-    them; ``veil_recall`` / ``veil_history`` find them; nothing leaves the store."""
+    them; ``veil_recall`` / ``veil_history`` find them; nothing leaves the store. Returns the
+    stored indices of what is kept, and the messages."""
     stubs = session.stubs
     out: list[Message] = []
+    out_idx: list[int] = []
     collapsed = 0
     i, n = 0, len(messages)
     while i < n:
@@ -332,9 +557,10 @@ def _collapse(session: Session, idxs: list[int], messages: list[Message]) -> lis
             collapsed += 1
         else:
             out.extend(messages[i:j])
+            out_idx.extend(idxs[i:j])
         i = j
     session.collapsed_steps = collapsed
-    return out
+    return out_idx, out
 
 
 def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> list[str]:
@@ -362,9 +588,34 @@ def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> l
         budget_tokens=budget_tokens,
         used_tokens=used_tokens,
     )
+    if plan is not None:
+        _spare_protected(session, plan)
     if plan is None or not (plan.to_warm or plan.to_cold or plan.to_live):
         return list(plan.report) if plan else []
     return session.apply_eviction(plan)
+
+
+def _spare_protected(session: Session, plan: Any) -> None:
+    """Take the items of the newest step and of the current request out of ``plan``
+    (:func:`protected_indices`), whatever the policy chose: the model always sees its own last
+    tool call and result (issue 19). An oversized one goes behind a pointer instead
+    (:func:`_stubbed`)."""
+    protected = protected_indices(session)
+    if not protected:
+        return
+    step = newest_step(session.messages)
+    calls = {
+        tc.get("id") for tc in (session.messages[step[0]].get("tool_calls") or [] if step else [])
+    }
+    moving = session.live_items.lookup([*plan.to_warm, *plan.to_cold])
+    spared = {
+        item_id
+        for item_id, item in moving.items()
+        if item.message_index in protected or (item.tool_call_id and item.tool_call_id in calls)
+    }
+    if spared:
+        plan.to_warm = [i for i in plan.to_warm if i not in spared]
+        plan.to_cold = [i for i in plan.to_cold if i not in spared]
 
 
 @dataclass
@@ -377,8 +628,10 @@ class _Frozen:
     sent: list[Message]
 
 
-def _view(session: Session, budget: int) -> tuple[list[Message], list[Message], int, bool]:
-    """``(whole, messages, saved, reused)``: the kept messages after masking, stubs and
+def _view(
+    session: Session, budget: int, others: int | None = None
+) -> tuple[list[Message], list[Message], int, bool, list[int | None]]:
+    """``(whole, messages, saved, reused, indices)``: the kept messages after masking, stubs and
     collapse (``whole``), what is sent of them (``messages``: with repeated lines elided), the
     tokens elision saved, and whether the messages sent last time were reused (False: a change
     moment).
@@ -387,8 +640,10 @@ def _view(session: Session, budget: int) -> tuple[list[Message], list[Message], 
     differently (an eviction pass, a masking block, a compaction, a hydrated item), or when
     what would be sent exceeds ``budget``. Otherwise the messages sent last time are sent
     again as they were and the new ones are appended whole, so the prompt's prefix stays put
-    (:func:`build_prompt`)."""
-    whole = _masked(session)
+    (:func:`build_prompt`). ``indices``: the stored index of each message (None for a result
+    made up to repair pairing); oversized protected messages are behind a pointer
+    (:func:`_protected_fit`)."""
+    idxs, whole = _masked(session, budget, others)
     frozen: _Frozen | None = getattr(session, "_frozen_view", None)
     n = len(frozen.sources) if frozen is not None else 0
     if (
@@ -399,26 +654,28 @@ def _view(session: Session, budget: int) -> tuple[list[Message], list[Message], 
         messages = [*frozen.sent, *whole[n:]]
         sent_tokens = _message_tokens(session, messages)
         if sent_tokens <= budget:
-            return whole, messages, max(0, _message_tokens(session, whole) - sent_tokens), True
+            saved = max(0, _message_tokens(session, whole) - sent_tokens)
+            return whole, messages, saved, True, idxs
         # over the budget: a change moment (without an eviction policy, elision is all that
         # keeps the prompt in its budget, so it runs again over the new messages too)
     messages, saved = _elided(session, whole, budget)
     session._frozen_view = _Frozen([m.get("content") for m in whole], messages)
-    return whole, messages, saved, False
+    return whole, messages, saved, False, idxs
 
 
 def _fit(
     session: Session, budget: int, notes: list[str], *, page_in: bool
-) -> tuple[list[Message], int, bool, bool]:
+) -> tuple[list[Message], int, bool, bool, list[int | None]]:
     """Masking, elision and eviction rounds until the kept messages fit ``budget`` tokens (or
     the policy finds nothing more to move). Returns ``(messages, tokens elision saved, whether
-    any item moved, whether this is a change moment)``; appends the policy's notes to
+    any item moved, whether this is a change moment, the stored index of each message)``;
+    appends the policy's notes to
     ``notes``.
 
     The policy decides when a pass runs (veil_fsrs: once the prompt passes its pressure
     threshold, and then it frees room down to its low-water mark); between passes nothing
     moves and the messages sent before are sent again unchanged (:func:`_view`)."""
-    full, messages, saved, reused = _view(session, budget)
+    full, messages, saved, reused, idxs = _view(session, budget)
     moved_any = False
     for round_number in range(MAX_EVICTION_ROUNDS):
         # Eviction counts in whole items (their own token counts): what elision saved is
@@ -438,10 +695,32 @@ def _fit(
         if not any(n.startswith(("evicted", "paged in")) for n in moved):
             break
         moved_any = True
-        full, messages, saved, _ = _view(session, budget)
+        full, messages, saved, _, idxs = _view(session, budget)
         if _message_tokens(session, messages) <= budget:
             break
-    return messages, saved, moved_any, moved_any or not reused
+    return messages, saved, moved_any, moved_any or not reused, idxs
+
+
+def _squeeze(session: Session, messages: list[Message], budget: int) -> list[Message] | None:
+    """The last resort when ``messages`` still exceed ``budget`` after eviction and full
+    compaction (DESIGN.md "Protection vs budget": the hard budget wins): what could not be
+    moved stays, and the newest step's results share the room left, behind pointers
+    (:func:`_protected_fit`). Returns the messages to send, or None when there is nothing to
+    cut (no newest result, or the messages fit)."""
+    total = _message_tokens(session, messages)
+    if total <= budget:
+        return None
+    step = newest_step(session.messages)
+    calls = (
+        {tc.get("id") for tc in (session.messages[step[0]].get("tool_calls") or [])}
+        if step
+        else set()
+    )
+    results = [m for m in messages if _is_tool(m) and m.get("tool_call_id") in calls]
+    if not results:
+        return None
+    others = total - _message_tokens(session, results)
+    return _view(session, budget, others)[1]
 
 
 def completion_reserve(session: Session) -> int:
@@ -555,7 +834,8 @@ def build_prompt(
 
     Returns:
         The :class:`Prompt`: the system message (stable: byte-identical from call to call),
-        any compaction summary, the kept messages, then the context note when a volatile
+        any compaction summary, the current request's user messages a compaction summarised,
+        the kept messages, then the context note when a volatile
         section has something to say. Between two change moments (an eviction pass, a masking
         block, a compaction, an item hydrated) each prompt starts with the whole previous one
         but its note.
@@ -569,21 +849,22 @@ def build_prompt(
 
     sections = system_sections(session)
     system_msg, anchored, note = _split(sections)
-    summary_msgs: list[Message] = []
-    if session.compact_summary:
-        summary_msgs = [{"role": "system", "content": SUMMARY_PREFIX + session.compact_summary}]
     extra = _notes_sent(session, anchored, note)
-    fixed_tokens = _message_tokens(session, [system_msg, *summary_msgs, *extra])
     # Eviction keeps the prompt under the full-compaction trigger (compaction.threshold x the
     # window): eviction is the first line, full compaction the fallback when it cannot keep up.
     # The provider counts the tool schemas and the completion inside the window too.
     trigger = settings.compaction.trigger(veil.context_layer_on) * window
     room = min(window - reserve_tokens - tools_tokens, trigger - tools_tokens)
+    # the summary and the current request it holds verbatim are fixed parts of the prompt;
+    # a pasted request larger than its share of the room is cut around a pointer first
+    summary_msgs = _summary_part(session, max(MIN_SHOWN_TOKENS, int(room * OVERSIZED_SHARE)))
+    fixed_tokens = _message_tokens(session, [system_msg, *summary_msgs, *extra])
     budget = max(256, int(room) - fixed_tokens)
     if settings.context.budget_tokens:
         budget = min(budget, settings.context.budget_tokens)
 
-    messages, saved, moved_any, changed = _fit(session, budget, notes, page_in=True)
+    messages, saved, moved_any, changed, idxs = _fit(session, budget, notes, page_in=True)
+    room_left = budget  # what the kept messages may take once the notes are rebuilt
     if moved_any:
         # The manifest counts what is loaded: build the note again after the pass. When it
         # grew, the messages fit the smaller room left, without page-in.
@@ -592,25 +873,33 @@ def build_prompt(
         extra = _notes_sent(session, anchored, note)
         grown = _message_tokens(session, [system_msg, *summary_msgs, *extra]) - fixed_tokens
         if grown > 0 and _message_tokens(session, messages) > budget - grown:
-            messages, saved, _, _ = _fit(session, max(1, budget - grown), notes, page_in=False)
+            messages, saved, _, _, idxs = _fit(
+                session, max(1, budget - grown), notes, page_in=False
+            )
         fixed_tokens += grown
+        room_left = max(1, budget - max(0, grown))
     if saved:
         notes.append(f"elided repeated lines: {saved} tokens")
 
     total = fixed_tokens + _message_tokens(session, messages)
     if total + tools_tokens > trigger and not session.state.get("_just_compacted"):
-        result = veil.pm.hook.compact(session=session, request=CompactRequest("full", messages))
+        request = CompactRequest(
+            "full", messages, first_index=session.compact_size, indices=list(idxs)
+        )
+        result = veil.pm.hook.compact(session=session, request=request)
         if result is not None and result.messages is not None:
             messages = result.messages
             changed = True
             session.state["_just_compacted"] = True  # never compact twice in a row
             notes.append(f"compacted: {result.tokens_before} -> {result.tokens_after} tokens")
-            if session.compact_summary:
-                summary_msgs = [
-                    {"role": "system", "content": SUMMARY_PREFIX + session.compact_summary}
-                ]
+            summary_msgs = _summary_part(
+                session, max(MIN_SHOWN_TOKENS, int(room * OVERSIZED_SHARE))
+            )
     else:
         session.state.pop("_just_compacted", None)
+    squeezed = _squeeze(session, messages, room_left)
+    if squeezed is not None:
+        messages, changed = squeezed, True
 
     body, anchored_sent = _place_anchored(session, repair_pairing(messages), anchored, changed)
     final = [system_msg, *summary_msgs, *body, *([note] if note else [])]
@@ -625,6 +914,16 @@ def build_prompt(
         tools_tokens=tools_tokens,
         reserve_tokens=reserve_tokens,
     )
+
+
+def _summary_part(session: Session, cap: int) -> list[Message]:
+    """What stands for the compacted history: the summary message (none without a summary),
+    then the current request's user messages the compaction moved before ``compact_size``
+    (:func:`pinned_requests`, behind a pointer beyond ``cap`` tokens)."""
+    out: list[Message] = []
+    if session.compact_summary:
+        out.append({"role": "system", "content": SUMMARY_PREFIX + session.compact_summary})
+    return [*out, *pinned_requests(session, cap)]
 
 
 def context_report(session: Session) -> dict[str, Any]:

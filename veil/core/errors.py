@@ -108,6 +108,14 @@ class CompactionDisabled(VeilError):
     http_status = 400
 
 
+class CompactionRejected(VeilError):
+    """A compaction's summary would not shrink the prompt (or held no visible text): it was not
+    applied and the session is unchanged (issue 19). ``502``: the model's answer was unusable."""
+
+    code = "COMPACTION_REJECTED"
+    http_status = 502
+
+
 class NotAvailable(VeilError):
     """A capability was asked for but no loaded plugin provides it (e.g. no ``compact`` hook)."""
 

@@ -273,14 +273,23 @@ def offered_tools(veil: Any, model: Any) -> list[dict[str, Any]]:
 
 
 def _force_compaction(session: Session) -> bool:
-    """Run full compaction now (the provider refused the prompt as too long); True if it ran."""
-    from veil.core.context import kept_messages
+    """Run full compaction now (the provider refused the prompt as too long); True if it ran.
+
+    It summarises what the prompt holds (:func:`veil.core.context.prompt_view`: stubs stay
+    stubs, collapsed steps stay out), with the stored index of each message so the cut lands
+    where it was chosen in the history."""
+    from veil.core.context import prompt_view
 
     session.state.pop("_just_compacted", None)
-    result = session.veil.pm.hook.compact(
-        session=session, request=CompactRequest("full", kept_messages(session))
+    indices, messages = prompt_view(session)
+    request = CompactRequest(
+        "full", messages, first_index=session.compact_size, indices=list(indices)
     )
-    return result is not None and result.messages is not None
+    result = session.veil.pm.hook.compact(session=session, request=request)
+    ran = result is not None and result.messages is not None
+    if ran:
+        session.state["_just_compacted"] = True  # the prompt rebuilt next is not compacted again
+    return ran
 
 
 def _clean_assistant(message: Message) -> Message:

@@ -216,6 +216,15 @@ class CompactionSettings(_Model):
     observation_masking_turns: int | None = Field(default=None, ge=0)
     observation_masking_block: int | None = Field(default=None, ge=1)
     keep_recent_turns: int = Field(default=4, ge=1)
+    max_consecutive_failures: int = Field(default=3, ge=1)
+    """``maxConsecutiveFailures`` (issue 19): automatic compaction (full, and defaultCompaction's
+    ``autoThreshold``) stops for the session, with a warning, after this many compactions in a
+    row failed or were rejected (a summary that does not shrink the prompt, an empty one, a
+    model error); a manual ``/compact`` is never blocked and, when it succeeds, starts it again.
+    3 is the circuit breaker Claude Code's auto-compaction added in v2.1.76 ("stops after 3
+    attempts", anthropics/claude-code issue 34278): one failure may be a passing provider
+    error, a second a coincidence; a third means every further try only spends the
+    summariser's tokens (the small-window loop of issue 19 compacted 17 times in one turn)."""
 
     def trigger(self, context_layer_on: bool) -> float:
         """The full-compaction threshold in effect, a share of the context window."""

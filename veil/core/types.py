@@ -359,12 +359,17 @@ class CompactRequest:
             core sends the history from ``compact_size`` on), so a masking policy can remember
             what it masked across calls (``compaction.observationMaskingBlock``); None when the
             messages are not the session's history.
+        indices: for full, the index in ``session.messages`` of each of ``messages`` (None
+            for a tool result made up to repair pairing). What is sent leaves out collapsed
+            steps, so a cut in ``messages`` is mapped back to the history through these (issue
+            19); None when unknown.
     """
 
     mode: Literal["masking", "full", "default"]
     messages: list[Message] = field(default_factory=list)
     instructions: str | None = None
     first_index: int | None = None
+    indices: list[int | None] | None = None
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from veil_compaction import prompts
+from veil_compaction import ledger, prompts
 from veil_compaction.default import batch_end, model_name
 from veil_compaction.testing import step
 
@@ -111,8 +111,9 @@ def test_already_up_to_date_makes_no_model_call(open_project):
     model = ScriptedModel(["SUM"])
     veil = open_project(main=model, agent={"defaultCompaction": {"compactionCount": 99}})
     session = veil.new_session()
-    session.append({"role": "user", "content": "hello there"})
-    session.append({"role": "assistant", "content": "hi"})
+    # long enough that the one-word summary shrinks the prompt (a longer one is refused)
+    session.append({"role": "user", "content": "hello there, " * 20})
+    session.append({"role": "assistant", "content": "hi, " * 20})
     assert veil.compact(session.id)["newSize"] == 2
     out = veil.compact(session.id)
     assert (out["compactedCount"], out["newSize"], out["alreadyUpToDate"]) == (0, 2, True)
@@ -125,7 +126,8 @@ def test_custom_instructions_and_caller_instructions_are_appended(open_project):
         main=model, agent={"defaultCompaction": {"customInstructions": "Keep the TODO list."}}
     )
     session = veil.new_session()
-    session.append({"role": "user", "content": "do things"})
+    session.append({"role": "user", "content": "do things " * 30})
+    session.append({"role": "assistant", "content": "done " * 30})
     veil.compact(session.id, "Mention the build.")
     assert model.calls[0][0] == {
         "role": "system",
@@ -193,7 +195,8 @@ def test_model_resolution_order_never_uses_the_compact_role(
 ):
     veil, made = make_resolving(open_project, project, agent)
     session = veil.new_session()
-    session.append({"role": "user", "content": "remember the plan"})
+    session.append({"role": "user", "content": "remember the plan " * 20})
+    session.append({"role": "assistant", "content": "noted " * 20})
     name, found = model_name(session)
     assert found == source and name == (None if source == "main" else expected)
     veil.compact(session.id)
@@ -286,14 +289,20 @@ def test_auto_compaction_runs_between_tool_batches(open_project, project, events
     assert model.calls[1][0]["content"] == prompts.SUMMARY_SYSTEM  # the summary request
     # the tool result (2,500 characters) reaches 50% -> user, call and result are summarised
     assert session.compact_size == 3
-    assert model.calls[2][1] == {"role": "system", "content": SUMMARY_PREFIX + "SUMMARY"}
+    # the model's summary, then veil's recorded section (issue 19: on every compaction path)
+    summary = model.calls[2][1]["content"]
+    assert summary.startswith(SUMMARY_PREFIX + "SUMMARY\n\n" + ledger.HEADING)
+    assert "- Files read: big.txt" in summary
+    # the request still being worked on is sent verbatim after the summary (issue 19)
+    assert model.calls[2][2] == {"role": "user", "content": "read big.txt"}
     assert model.remaining == 0 and not events.of_kind("warning")
 
 
 def test_no_compaction_loop_when_compaction_cannot_get_below_the_threshold(
     open_project, project, events
 ):
-    (project / "a.txt").write_text("alpha\n")
+    # long enough that the summary shrinks the prompt (a compaction that does not is refused)
+    (project / "a.txt").write_text("alpha\n" * 40)
     read = {"tool_calls": [{"name": "read", "arguments": {"path": "a.txt"}}]}
     model = ScriptedModel([read, "ONLY SUMMARY", read, read, read, "final"], context_window=8192)
     veil = open_project(

@@ -151,10 +151,11 @@ def test_llm_error_mid_way_leaves_the_session_as_it_was(open_project, events):
 
 
 def test_full_compaction_result_and_state(open_project, events):
-    compact = ScriptedSummariser()
+    compact = ScriptedSummariser(reply_tokens=60)
     veil = open_project(compact=compact, plugins=(("events", events),))
     session = veil.new_session()
-    history = [{"role": "user", "content": "go"}] + [m for n in range(6) for m in step(n)]
+    # results long enough that the summary shrinks the prompt (a longer one is refused)
+    history = [{"role": "user", "content": "go"}] + [m for n in range(6) for m in step(n, size=400)]
     for message in history:
         session.append(message)
     result = veil.pm.hook.compact(session=session, request=CompactRequest("full", list(history)))

@@ -17,7 +17,7 @@ from typing import Any
 
 from veil.core.types import CompactRequest, CompactResult, SlashCommand
 from veil.hookspecs import hookimpl
-from veil_compaction import auto, commands
+from veil_compaction import auto, commands, failures
 from veil_compaction.default import run_default_compaction
 from veil_compaction.full import run_full_compaction
 from veil_compaction.masking import mask_in_blocks
@@ -29,20 +29,32 @@ __all__ = ["compact", "after_iteration", "turn_end", "register_slash_commands", 
 def compact(session: Any, request: CompactRequest) -> CompactResult | None:
     """Answer the core's compaction request by mode (see the module docstring).
 
-    Mode ``full`` never raises: a failed summary is reported as a ``warning`` event, nothing is
-    changed, and None lets the turn go on. Mode ``default`` raises SessionClosed,
-    CompactionDisabled, ConfigError or the model's error, leaving the session unchanged.
+    Mode ``full`` never raises: a failed or rejected summary is reported as a ``warning``
+    event, nothing is changed, and None lets the turn go on; after
+    ``compaction.maxConsecutiveFailures`` failures in a row it is not tried again
+    (:mod:`veil_compaction.failures`). Mode ``default`` raises SessionClosed,
+    CompactionDisabled, ConfigError, CompactionRejected or the model's error, leaving the
+    session unchanged.
     """
     if request.mode == "masking":
         return CompactResult(messages=_mask(session, request))
     if request.mode == "full":
-        try:
-            return run_full_compaction(session, request.messages)
-        except Exception as exc:  # noqa: BLE001 - the turn must go on; nothing was changed
-            session.emit("warning", text=f"full compaction failed, context unchanged: {exc}")
+        if failures.stopped(session):
             return None
+        try:
+            result = run_full_compaction(session, request.messages, request.indices)
+        except Exception as exc:  # noqa: BLE001 - the turn must go on; nothing was changed
+            failures.failed(session, "full compaction", str(getattr(exc, "message", exc)))
+            return None
+        if result is not None:
+            failures.succeeded(session)
+        return result
     if request.mode == "default":
-        return run_default_compaction(session, request.instructions)
+        result = run_default_compaction(session, request.instructions)
+        if not result.already_up_to_date:
+            failures.succeeded(session)  # a manual /compact that worked starts auto again
+            session.save_state()
+        return result
     return None
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from veil.core.types import CompactResult
+from veil_compaction import failures
 from veil_compaction.default import run_default_compaction
 from veil_compaction.transaction import conversation_tokens, default_compaction_settings
 
@@ -47,8 +48,9 @@ def usage_percent(session: Any) -> float:
 def check(session: Any) -> CompactResult | None:
     """Run defaultCompaction when ``autoThreshold`` is reached; return its result, else None.
 
-    Never raises: a failed compaction is reported as a ``warning`` event and the session is left
-    as it was.
+    Never raises: a failed or rejected compaction is reported as a ``warning`` event and the
+    session is left as it was; after ``compaction.maxConsecutiveFailures`` in a row it is not
+    tried again (:mod:`veil_compaction.failures`).
     """
     if getattr(session, "closed", False):
         return None
@@ -80,12 +82,16 @@ def check(session: Any) -> CompactResult | None:
         return None
     if session.state.get("_just_compacted") or not over:
         return None  # a full compaction built this iteration's prompt: not twice in a row
+    if failures.stopped(session):
+        return None  # said once when it stopped (veil_compaction.failures)
     try:
         result = run_default_compaction(session, trigger="auto")
     except Exception as exc:  # noqa: BLE001 - the turn goes on without compaction
-        session.emit("warning", text=f"auto-compaction failed: {exc}")
+        failures.failed(session, "auto-compaction", str(getattr(exc, "message", exc)))
+        session.save_state()
         return None
     if not result.already_up_to_date:
+        failures.succeeded(session)
         state["auto_step"] = session.step
         session.save_state()
     return result

@@ -6,6 +6,14 @@ messages not yet summarised), summarises them together with the existing summary
 summary and advances ``compactSize``. The core then sends the summary right after the system prompt
 and only the messages from ``compactSize`` on.
 
+What is collected and summarised is what the prompt holds of those messages (issue 19,
+:func:`veil.core.context.prompt_view`): evicted contents stay their stubs, masked results their
+mask, steps that left the prompt whole stay out, so a result long evicted is not read again. veil's
+recorded section (files, commands, open errors: :mod:`veil_compaction.ledger`) is appended to the
+summary, as on every compaction path, and a summary that would not shrink the prompt is refused
+(:func:`veil_compaction.transaction.check_shrinks`). The user messages of the current exchange
+are sent verbatim after the summary whatever it says (:func:`veil.core.context.pinned_requests`).
+
 Model (seed 000 "Model resolution"): ``defaultCompaction.model`` unless ``"default"``, then the
 session's own model, then the global ``main`` model; the global ``compact`` role is not used here.
 """
@@ -14,14 +22,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from veil.core.context import prompt_view
 from veil.core.errors import CompactionDisabled
 from veil.core.types import CompactResult, Message
+from veil_compaction.ledger import with_ledger
 from veil_compaction.steps import message_chars, next_boundary
 from veil_compaction.summarise import Summariser
 from veil_compaction.transaction import (
+    check_shrinks,
     commit,
     conversation_tokens,
     default_compaction_settings,
+    pinned_before,
     usage_recorder,
 )
 
@@ -90,6 +102,7 @@ def run_default_compaction(
     Raises:
         SessionClosed: the session is closed. CompactionDisabled: ``defaultCompaction.enabled``
         is false in the session's snapshot. ConfigError: the snapshot holds a bad value.
+        CompactionRejected: the summary would not shrink the prompt (issue 19); unchanged.
         Whatever the model raises (ProviderError...): the session is then unchanged.
     """
     session.ensure_open()
@@ -99,11 +112,16 @@ def run_default_compaction(
     history = session.messages
     start = min(session.compact_size, len(history))
     old_summary = session.compact_summary
-    if start >= len(history):
+    # what the prompt holds, not the raw history: an evicted result stays its stub (issue 19:
+    # a 2 MB result long out of the prompt took 136 summariser calls to read again)
+    indices, view = prompt_view(session) if start < len(history) else ([], [])
+    if not view:
         return CompactResult(
             compacted_count=0, new_size=start, already_up_to_date=True, summary=old_summary
         )
-    end = batch_end(history, start, len(old_summary or ""), settings.compaction_count)
+    cut = batch_end(view, 0, len(old_summary or ""), settings.compaction_count)
+    end = len(history) if cut >= len(view) or indices[cut] is None else int(indices[cut])
+    part = view[:cut]
     name, _source = model_name(session)
     model = session.veil.llm.model_for("main", name)
     # the instructions go to the model as they are: a key pasted in them (or in the agent's
@@ -114,15 +132,21 @@ def run_default_compaction(
         [redact(settings.custom_instructions or ""), redact(instructions or "")],
         on_completion=usage_recorder(session),
     )
-    tokens_before = conversation_tokens(session, old_summary, history[start:])
-    outcome = summariser.summarise(history[start:end], previous=old_summary)
-    commit(session, outcome.text, end)
-    tokens_after = conversation_tokens(session, outcome.text, history[end:])
+    tokens_before = conversation_tokens(
+        session, old_summary, [*pinned_before(session, start), *view]
+    )
+    outcome = summariser.summarise(part, previous=old_summary)
+    summary = with_ledger(outcome.text, part, old_summary)
+    tokens_after = conversation_tokens(
+        session, summary, [*pinned_before(session, end), *view[cut:]]
+    )
+    check_shrinks(tokens_before, tokens_after)
+    commit(session, summary, end)
     session.emit(
         "compaction",
         text=(
-            f"compacted {end - start} messages ({trigger} defaultCompaction): "
-            f"{tokens_before} -> {tokens_after} tokens"
+            f"compacted {end - start} messages ({trigger} defaultCompaction, "
+            f"{outcome.calls} model call(s)): {tokens_before} -> {tokens_after} tokens"
         ),
         tokensBefore=tokens_before,
         tokensAfter=tokens_after,
@@ -130,12 +154,13 @@ def run_default_compaction(
         trigger=trigger,
         compactedCount=end - start,
         newSize=end,
+        summaryCalls=outcome.calls,
     )
     return CompactResult(
         compacted_count=end - start,
         new_size=end,
         already_up_to_date=False,
-        summary=outcome.text,
+        summary=summary,
         tokens_before=tokens_before,
         tokens_after=tokens_after,
     )

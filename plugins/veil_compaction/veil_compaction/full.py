@@ -18,9 +18,11 @@ from veil_compaction.ledger import with_ledger
 from veil_compaction.steps import session_index, step_starts
 from veil_compaction.summarise import Summariser
 from veil_compaction.transaction import (
+    check_shrinks,
     commit,
     conversation_tokens,
     default_compaction_settings,
+    pinned_before,
     usage_recorder,
 )
 
@@ -89,13 +91,34 @@ def extract_memories(session: Any, part: list[Message]) -> None:
         session.emit("warning", text=f"memory extraction before compaction failed: {exc}")
 
 
-def run_full_compaction(session: Any, messages: list[Message]) -> CompactResult | None:
+def stored_cut(session: Any, messages: list[Message], cut: int, indices: Any) -> int:
+    """The index of ``session.messages`` where the cut before ``messages[cut]`` lands.
+
+    With ``indices`` (the stored index of each sent message, :class:`CompactRequest`), exactly
+    ``indices[cut]`` (``messages[cut]`` is never a tool result, so it has one), or the history's
+    end when everything is summarised. Without them, counted by
+    :func:`~veil_compaction.steps.session_index`, which is exact only when no step was left out
+    of what is sent (issue 19: collapsed steps made that count land far too early, so the cut
+    barely advanced and the same early turn was summarised again and again)."""
+    history = session.messages
+    if indices is not None and len(indices) == len(messages):
+        if cut >= len(messages):
+            return len(history)
+        if indices[cut] is not None:
+            return int(indices[cut])
+    return session_index(history, session.compact_size, messages, cut)
+
+
+def run_full_compaction(
+    session: Any, messages: list[Message], indices: list[int | None] | None = None
+) -> CompactResult | None:
     """Summarise the older part of ``messages`` and return what to send instead.
 
     Args:
         session: the session (``messages`` are its ``messages[compact_size:]`` as prepared by the
-            core: masked, evicted content stubbed, pairing repaired).
+            core: masked, evicted content stubbed, collapsed steps left out, pairing repaired).
         messages: what the core would send after the system prompt and summary.
+        indices: the stored index of each of ``messages`` (:func:`stored_cut`).
 
     Returns:
         ``CompactResult(messages=<kept tail>, compacted_count, new_size, summary, tokens_before,
@@ -103,6 +126,8 @@ def run_full_compaction(session: Any, messages: list[Message]) -> CompactResult 
         or when nothing can be summarised (the recent steps are all there is).
 
     Raises:
+        CompactionRejected: the summary (with veil's recorded section) would not make the
+            prompt smaller (issue 19); nothing was written.
         Whatever the summarising model raises; the session is then unchanged (the summary and
         ``compact_size`` are only written after the summary succeeded).
     """
@@ -116,17 +141,22 @@ def run_full_compaction(session: Any, messages: list[Message]) -> CompactResult 
         return None
     part, kept = messages[:cut], messages[cut:]
     old_summary, old_size = session.compact_summary, session.compact_size
-    new_size = session_index(session.messages, old_size, messages, cut)
-    tokens_before = conversation_tokens(session, old_summary, messages)
+    new_size = stored_cut(session, messages, cut, indices)
+    if new_size <= old_size:
+        return None
+    tokens_before = conversation_tokens(
+        session, old_summary, [*pinned_before(session, old_size), *messages]
+    )
 
     extract_memories(session, part)  # before the transaction: its writes stay either way
     outcome = Summariser(
         compaction_model(session), on_completion=usage_recorder(session)
     ).summarise(part, previous=old_summary)
     summary = with_ledger(outcome.text, part, old_summary)
+    tokens_after = conversation_tokens(session, summary, [*pinned_before(session, new_size), *kept])
+    check_shrinks(tokens_before, tokens_after)
     commit(session, summary, new_size)
 
-    tokens_after = conversation_tokens(session, summary, kept)
     compacted = new_size - old_size
     session.emit(
         "compaction",
@@ -139,6 +169,7 @@ def run_full_compaction(session: Any, messages: list[Message]) -> CompactResult 
         mode="full",
         compactedCount=compacted,
         newSize=new_size,
+        summaryCalls=outcome.calls,
     )
     return CompactResult(
         messages=list(kept),

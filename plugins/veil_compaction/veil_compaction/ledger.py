@@ -3,8 +3,8 @@
 A summary is only as good as the model that writes it: the bundled 135M model, asked for the
 structured summary, answers with invented code (bench/RESULTS.md). What the agent must not lose
 across a compaction (which files it read and changed, what it ran and how that ended, the errors
-still open) is in the tool calls and results themselves, so veil appends it to every automatic
-full-compaction summary under :data:`HEADING`, whatever the model wrote:
+still open) is in the tool calls and results themselves, so veil appends it to every
+compaction summary under :data:`HEADING`, whatever the model wrote:
 
 * files modified: ``write`` / ``edit`` paths, and paths a shell command writes (``sed -i``,
   ``> file``, ``tee``, ``touch``, ``patch``, heredocs into a file);
@@ -17,7 +17,8 @@ full-compaction summary under :data:`HEADING`, whatever the model wrote:
 Each list is bounded (:data:`MAX_FILES`, :data:`MAX_COMMANDS`, :data:`MAX_ERRORS`, lines cut at
 :data:`MAX_LINE_CHARS`), so the section stays under ~300 tokens. On the next compaction the
 previous section is merged with the new one (newest first) and the model's copy of it, if it
-made one, is dropped. defaultCompaction (seed 000) stores the model's summary as it is.
+made one, is dropped. Every compaction path appends it: automatic full compaction, manual
+``/compact`` and ``autoThreshold`` (issue 19).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from veil.core.context import SUMMARY_PREFIX
-from veil.core.errors import ConfigError
+from veil.core.context import SUMMARY_PREFIX, current_request
+from veil.core.errors import CompactionRejected, ConfigError
 from veil.core.settings import DefaultCompaction
 from veil.core.types import Message
 
@@ -41,6 +41,31 @@ def conversation_tokens(session: Any, summary: str | None, messages: list[Messag
     """Tokens of the summary message plus ``messages`` (the session's tokenizer; no system
     prompt), used for the before / after figures of a compaction."""
     return int(session.count_tokens([*summary_messages(summary), *messages]))
+
+
+def pinned_before(session: Any, size: int) -> list[Message]:
+    """The current request's user messages before ``size``: what the core sends verbatim after
+    the summary when ``compact_size`` is ``size`` (:func:`veil.core.context.pinned_requests`)."""
+    history = session.messages
+    return [history[i] for i in current_request(history) if i < size]
+
+
+def check_shrinks(tokens_before: int, tokens_after: int) -> None:
+    """Refuse a compaction that does not make what is sent smaller (issue 19: a summary longer
+    than what it replaces was applied, and a small window then compacted every turn).
+
+    Args:
+        tokens_before: tokens of the summary and messages sent before the compaction.
+        tokens_after: the same once the new summary would stand in for the compacted part.
+
+    Raises:
+        CompactionRejected: ``tokens_after >= tokens_before``; nothing has been written.
+    """
+    if tokens_after >= tokens_before:
+        raise CompactionRejected(
+            f"the summary would not shrink the prompt ({tokens_before} -> {tokens_after} "
+            "tokens); the conversation is left as it was"
+        )
 
 
 def commit(session: Any, summary: str, new_size: int) -> None:
