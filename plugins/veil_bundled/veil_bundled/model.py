@@ -263,8 +263,9 @@ def _tool_names(messages: list[dict]) -> dict[str, str]:
 def looks_failed(name: str, content: str) -> bool:
     """Whether a tool result reads as a failure: veil's tools start their error messages with
     the tool's name (``read: notes.md: no such file``, ``bash failed: ...``) and the loop
-    answers an unknown tool with ``unknown tool ...`` (:mod:`veil.default_plugins.coding_tools.tools`,
-    :mod:`veil.core.loop`); the ``is_error`` flag itself is not part of the OpenAI message."""
+    answers an unknown tool with ``unknown tool ...``
+    (:mod:`veil.default_plugins.coding_tools.tools`, :mod:`veil.core.loop`); the ``is_error``
+    flag itself is not part of the OpenAI message."""
     return content.startswith((f"{name}: ", f"{name} failed", "unknown tool "))
 
 
