@@ -87,7 +87,8 @@ def serve_in_thread(app: Any) -> tuple[Any, str]:
 @pytest.fixture
 def run_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """``run_proxy(replies, window=4000, model="gpt-4o-mini", default=None, auth=None,
-    **create_app_kwargs)``
+    upstream_window=None, **create_app_kwargs)`` (``upstream_window``: the window the upstream
+    enforces when it is not the one veil is configured with)
     ->
     :class:`ProxyRun`; everything is stopped at the end of the test."""
     from veil_proxy import create_app
@@ -103,9 +104,12 @@ def run_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         model: str = "gpt-4o-mini",
         default: Any = None,
         auth: dict[str, Any] | None = None,
+        upstream_window: int | None = None,
         **kw: Any,
     ) -> ProxyRun:
-        upstream = ScriptedOpenAIServer(replies, default=default, context_window=window).start()
+        upstream = ScriptedOpenAIServer(
+            replies, default=default, context_window=upstream_window or window
+        ).start()
         project = tmp_path / f"project{len(runs)}"
         project.mkdir()
         configure(project, upstream, window, model, auth)

@@ -10,13 +10,14 @@ from veil.core.scripted_server import SCRIPTED_API_KEY, ScriptedOpenAIServer
 
 
 def test_upstream_refusal_keeps_its_status_and_code(run_proxy):
-    # one user message larger than the whole window: nothing veil may drop makes it fit
-    run = run_proxy(default="never", window=300)
+    # the upstream enforces a smaller window than veil was told (a provider that counts more,
+    # or a wrong contextWindow): veil's prompt fits its own budget, the upstream refuses it
+    run = run_proxy(default="never", window=4000, upstream_window=300)
     client = openai.OpenAI(base_url=run.url + "/v1", api_key="unused", max_retries=0)
-    huge = "word " * 2000
+    long = "word " * 600
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(
-            model="gpt-4o-mini", messages=[{"role": "user", "content": huge}]
+            model="gpt-4o-mini", messages=[{"role": "user", "content": long}]
         )
     assert caught.value.status_code == 400
     error = caught.value.body
