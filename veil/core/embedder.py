@@ -132,11 +132,11 @@ def _load_sentence_transformer(folder: Path) -> Any:
             prepare_offline_env()
             try:
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
 
-                if not sys.stderr.isatty():  # no "Loading weights" bar in logs and pipes
-                    from transformers.utils import logging as hf_logging
-
-                    hf_logging.disable_progress_bar()
+                # no "Loading weights" bar: in logs it is noise, and on a terminal it is drawn
+                # over the REPL's screen in the middle of a turn (the model loads lazily)
+                hf_logging.disable_progress_bar()
                 model = SentenceTransformer(str(folder), device="cpu")
             except ImportError as exc:
                 raise EmbeddingUnavailableError(
