@@ -182,6 +182,15 @@ class LocalEmbedder:
                 self._model = _load_sentence_transformer(self._model_dir or local_model_dir())
         return self._model
 
+    def warm(self) -> None:
+        """Load the model now (about 5 s: the import of sentence-transformers and torch, then
+        the weights) instead of at the first :meth:`encode`, e.g. while the user types.
+
+        Raises:
+            EmbeddingUnavailableError: the model files or sentence-transformers are missing.
+        """
+        self._load()
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``: ``(n, 384)`` float32 unit rows. Thread-safe (the model is shared).
 
@@ -327,6 +336,13 @@ class CachedEmbedder:
     def name(self) -> str:
         """The underlying model's name."""
         return self.embedder.name
+
+    def warm(self) -> None:
+        """Load the model behind the cache now, when it has a :meth:`LocalEmbedder.warm` (an
+        embedder reached over HTTP has nothing to load)."""
+        warm = getattr(self.embedder, "warm", None)
+        if warm is not None:
+            warm()
 
     def keys(self, texts: Sequence[str]) -> list[str]:
         """Cache keys of ``texts`` (of the part sent to the model) for this model."""
