@@ -168,7 +168,8 @@ def test_a_front_end_answer_in_user_words_is_understood(make_veil, project, defa
 
 def test_deny_mode_names_the_rule_that_would_allow_the_call(project):
     decision = evaluate(PermissionSettings(mode="deny"), project, "bash", {"command": "pytest -q"})
-    assert '"bash(pytest:*)" to permissions.allow in ~/.veil/settings.json' in decision.reason
+    home = os.environ["VEIL_HOME"]  # the user's folder is named where it really is
+    assert f'"bash(pytest:*)" to permissions.allow in {home}/settings.json' in decision.reason
     assert "--yes" in decision.reason
 
 
@@ -223,7 +224,7 @@ def test_project_file_may_not_allow_tool_calls(project, default_permissions):
         load_config(project)
     message = err.value.message
     assert "settings.json: permissions.allow: a project file may not allow" in message
-    assert "~/.veil/settings.json" in message
+    assert f"{os.environ['VEIL_HOME']}/settings.json" in message
 
 
 @pytest.mark.parametrize("mode", ["allow", "acceptEdits"])

@@ -76,7 +76,7 @@ def test_bash_is_refused_without_a_terminal_and_the_model_gets_the_denied_result
     result = messages[call_at + 1]
     assert result["role"] == "tool" and result["tool_call_id"] == "call_touch"
     assert result["content"].startswith("Permission denied: this bash call was not run.")
-    assert '"bash(touch:*)" to permissions.allow in ~/.veil/settings.json' in result["content"]
+    assert f'"bash(touch:*)" to permissions.allow in {home}/settings.json' in result["content"]
 
 
 def test_yes_flag_allows_the_call(project, home):

@@ -132,11 +132,11 @@ def _load_sentence_transformer(folder: Path) -> Any:
             prepare_offline_env()
             try:
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
 
-                if not sys.stderr.isatty():  # no "Loading weights" bar in logs and pipes
-                    from transformers.utils import logging as hf_logging
-
-                    hf_logging.disable_progress_bar()
+                # no "Loading weights" bar: in logs it is noise, and on a terminal it is drawn
+                # over the REPL's screen in the middle of a turn (the model loads lazily)
+                hf_logging.disable_progress_bar()
                 model = SentenceTransformer(str(folder), device="cpu")
             except ImportError as exc:
                 raise EmbeddingUnavailableError(
@@ -181,6 +181,15 @@ class LocalEmbedder:
             if self._model is None:
                 self._model = _load_sentence_transformer(self._model_dir or local_model_dir())
         return self._model
+
+    def warm(self) -> None:
+        """Load the model now (about 5 s: the import of sentence-transformers and torch, then
+        the weights) instead of at the first :meth:`encode`, e.g. while the user types.
+
+        Raises:
+            EmbeddingUnavailableError: the model files or sentence-transformers are missing.
+        """
+        self._load()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``: ``(n, 384)`` float32 unit rows. Thread-safe (the model is shared).
@@ -327,6 +336,13 @@ class CachedEmbedder:
     def name(self) -> str:
         """The underlying model's name."""
         return self.embedder.name
+
+    def warm(self) -> None:
+        """Load the model behind the cache now, when it has a :meth:`LocalEmbedder.warm` (an
+        embedder reached over HTTP has nothing to load)."""
+        warm = getattr(self.embedder, "warm", None)
+        if warm is not None:
+            warm()
 
     def keys(self, texts: Sequence[str]) -> list[str]:
         """Cache keys of ``texts`` (of the part sent to the model) for this model."""

@@ -100,7 +100,15 @@ PROTECTED_FOLDERS = frozenset({".git", ".veil"})
 """Project folders ``acceptEdits`` still asks about: a write under ``.git/`` (hooks, config)
 can run code at the next git command, one under ``.veil/`` changes veil's own configuration."""
 
-USER_SETTINGS_HINT = "~/.veil/settings.json"
+
+def user_settings_hint() -> str:
+    """Where the user's own settings file is, as messages name it: ``~/.veil/settings.json``, or
+    under ``$VEIL_HOME`` when that is set (home written ``~``)."""
+    from veil.core.settings import user_config_dir
+    from veil.core.trust import display_path
+
+    return display_path(user_config_dir() / "settings.json")
+
 
 _RULE_RE = re.compile(r"^\s*([A-Za-z0-9_.-]{1,64})\s*(?:\((.*)\))?\s*$", re.DOTALL)
 # Characters of shell operators: ; & | ( ) and new lines start a new simple command (bash(1)
@@ -460,7 +468,7 @@ def evaluate(
 
 def _how_to_allow(rule: str) -> str:
     return (
-        f'to allow it, add "{rule}" to permissions.allow in {USER_SETTINGS_HINT}, or run with '
+        f'to allow it, add "{rule}" to permissions.allow in {user_settings_hint()}, or run with '
         "--yes (VEIL_PERMISSIONS__MODE=allow) to allow every call"
     )
 
@@ -589,13 +597,13 @@ def merge_permission_layers(
         raise ConfigError(
             f"{project_path}: permissions.allow: a project file may not allow tool calls (a "
             f"cloned repository could grant itself the shell); put the rules you trust in "
-            f"{USER_SETTINGS_HINT} or VEIL_PERMISSIONS__ALLOW, or remove them from this file"
+            f"{user_settings_hint()} or VEIL_PERMISSIONS__ALLOW, or remove them from this file"
         )
     mode = project.get("mode")
     if mode is not None and mode not in PROJECT_MODES:
         raise ConfigError(
             f"{project_path}: permissions.mode: a project file may only narrow the mode (ask or "
-            f"deny), not set {mode!r}; set it in {USER_SETTINGS_HINT}, with "
+            f"deny), not set {mode!r}; set it in {user_settings_hint()}, with "
             "VEIL_PERMISSIONS__MODE or with --yes instead"
         )
     merged = dict(user) if isinstance(user, dict) else {}

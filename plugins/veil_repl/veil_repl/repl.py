@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from prompt_toolkit import PromptSession
@@ -43,6 +44,22 @@ def last_exchanges(
             calls += len(message.get("tool_calls") or [])
             exchanges[-1] = (user, text or answer, calls)
     return exchanges[-count:] if count > 0 else []
+
+
+def warm_up(veil: Any) -> None:
+    """Load what the first turn needs while the user types its message: litellm (about 3 s to
+    import) when a provider answers, and the embedding model behind capture and recall (about
+    5 s). Without it the first turn shows nothing for those seconds before the spinner starts.
+    Runs in a daemon thread; a failure here is left for the turn itself to report."""
+    try:
+        if not veil.llm.is_offline_default:
+            from veil.core.offline import import_litellm
+
+            import_litellm()
+        if veil.context_layer_on:
+            veil.tiers.embedder.warm()
+    except Exception:  # noqa: BLE001 - the first turn meets (and reports) the same problem
+        return
 
 
 def _bindings() -> KeyBindings:
@@ -234,6 +251,9 @@ class Repl:
         """Loop until /exit or Ctrl-D."""
         display.active = self.display
         permission.active = self.permission_prompt
+        threading.Thread(
+            target=warm_up, args=(self.veil,), name="veil-warm-up", daemon=True
+        ).start()
         try:
             self.banner()
             while True:
