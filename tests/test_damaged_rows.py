@@ -302,3 +302,70 @@ def test_a_message_row_that_is_not_utf8_is_stood_in_for_and_moved_aside_whole(ma
     kept = json.loads(veil.store.conn.execute("SELECT row FROM quarantine").fetchone()[0])
     assert bytes.fromhex(kept["message"]["hex"]) == raw  # the bytes, exactly
     veil.close()
+
+
+def test_a_damaged_version_or_unreadable_summary_is_found_loaded_around_and_repaired(
+    tmp_path, project, make_veil, monkeypatch
+):
+    """Found by an outside fault hunt (issue 19): ``version`` holding text made ``veil -c``
+    crash and ``veil doctor`` saw nothing; a ``compact_summary`` of invalid UTF-8 made every
+    listing crash (SQLite's text fetch fails) and ``veil doctor`` saw nothing either."""
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("VEIL_ALLOW_PROJECT_PROVIDERS", "1")
+    veil = make_veil(["a1", "b1", "b2"])
+    ids = {}
+    for name in ("a", "b"):
+        session = veil.new_session()
+        veil.run_turn(session, f"hi {name}", stream=False)
+        ids[name] = session.id
+    veil.close()
+    db = project / ".veil" / "context.db"
+    damage(
+        db,
+        f"UPDATE sessions SET version = 'abc', updated_at = updated_at + 100 "
+        f"WHERE id = '{ids['a']}'",
+        f"UPDATE sessions SET compact_summary = CAST(X'80' AS TEXT), compact_size = 1 "
+        f"WHERE id = '{ids['b']}'",
+    )
+
+    listed = _veil(tmp_path, project, "sessions", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert "Traceback" not in listed.stderr
+    assert json.loads(listed.stdout) == []  # both rows damaged: left out and named
+    assert ids["a"] in listed.stderr and "version: 'abc'" in listed.stderr
+    assert ids["b"] in listed.stderr and "compact_summary: not valid UTF-8 (byte 0)" in (
+        listed.stderr
+    )
+
+    store = Store(db, write_behind=False)
+    try:  # a load reads around both: version 0, the whole history sent again
+        a = store.load_session(ids["a"])
+        assert a.row["version"] == 0
+        assert any("version: 'abc'" in p for p in a.problems)
+        b = store.load_session(ids["b"])
+        assert b.row["compact_summary"] is None and b.row["compact_size"] == 0
+        assert any("whole history is sent again" in p for p in b.problems)
+    finally:
+        store.close()
+
+    check = _veil(tmp_path, project, "doctor", "--json")
+    assert check.returncode == 1, check.stdout + check.stderr
+    found = {f["key"]: f["problems"] for f in json.loads(check.stdout)["findings"]}
+    assert found == {
+        ids["a"]: ["version: 'abc', expected a whole number >= 0"],
+        ids["b"]: ["compact_summary: not valid UTF-8 (byte 0)"],
+    }
+    repair = _veil(tmp_path, project, "doctor", "--repair", "--json")
+    assert repair.returncode == 0, repair.stdout + repair.stderr
+    assert json.loads(repair.stdout)["problemsLeft"] == 0
+
+    with ScriptedOpenAIServer(lambda body: "answer from the server") as server:
+        configure_project(project, server)
+        for sid in (ids["a"], ids["b"]):
+            resumed = _veil(tmp_path, project, "--resume", sid, "-p", "next", "--json")
+            assert resumed.returncode == 0, resumed.stderr
+            assert "Traceback" not in resumed.stderr and "warning" not in resumed.stderr
+        sent = [m["content"] for m in server.requests[-1].body["messages"] if m["role"] == "user"]
+        assert "hi b" in sent  # the start the unreadable summary stood for is sent again
+    listed = _veil(tmp_path, project, "sessions", "--json")
+    assert {r["id"] for r in json.loads(listed.stdout)} == set(ids.values())

@@ -15,7 +15,9 @@ The repair (``--repair``), in one transaction: each damaged row is copied, whole
 * a damaged message or event row leaves its table (a session load stands in for a missing
   message; the beliefs, derived from events, are rebuilt from the log afterwards);
 * a damaged session row stays, with its damaged columns reset: snapshot to the agent's current
-  configuration (or ``{}``), state to ``{}``, bad times to now, a bad compact_size to 0;
+  configuration (or ``{}``), state to ``{}``, bad times to now, a bad compact_size or version
+  to 0, an unreadable model, title or compact summary to null (and compact_size to 0 with the
+  summary, so the whole history is sent again);
 * a damaged item keeps its row (its content, its cold copy), with bad tags / targets reset to
   ``[]``.
 
@@ -134,12 +136,12 @@ def _session_findings(conn: Any) -> list[Finding]:
     out = []
     found = _select(
         conn,
-        "rowid, id, agent, created_at, updated_at, closed_at, compact_size",
-        ("snapshot", "state"),
+        "rowid, id, agent, created_at, updated_at, closed_at, compact_size, version",
+        ("snapshot", "state", *rows.SESSION_TEXT_COLUMNS),
         "FROM sessions ORDER BY rowid",
     )
     for r in found:
-        problems = rows.session_row_problems(r)
+        problems = rows.decode_session_text(dict(r)) + rows.session_row_problems(r)
         repairable = not any(p.startswith(("id:", "agent:")) for p in problems)
         for col in ("snapshot", "state"):
             raw = r[col] if r[col] is not None or col == "snapshot" else b"{}"
@@ -358,8 +360,12 @@ def _repair(
         fixes[col] = now
     if "closed_at" in bad:
         fixes["closed_at"] = now
-    if "compact_size" in bad:
-        fixes["compact_size"] = 0
+    if "compact_size" in bad or "compact_summary" in bad:
+        fixes["compact_size"] = 0  # without a readable summary the whole history is sent
+    if "version" in bad:
+        fixes["version"] = 0
+    for col in bad & set(rows.SESSION_TEXT_COLUMNS):
+        fixes[col] = None
     if fixes:
         cols = ", ".join(f"{c} = ?" for c in fixes)
         conn.execute(f"UPDATE sessions SET {cols} WHERE {where}", (*fixes.values(), *args))

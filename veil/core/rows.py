@@ -9,8 +9,10 @@ it to the ``quarantine`` table with ``--repair``; nothing is ever deleted unseen
 
 What each table's rows must hold (the checks below):
 
-* ``sessions``: ``id`` and ``agent`` text; ``created_at`` / ``updated_at`` numbers; ``snapshot``
-  and ``state`` JSON objects.
+* ``sessions``: ``id`` and ``agent`` text; ``model``, ``title`` and ``compact_summary`` null or
+  text that is valid UTF-8 (a column of invalid UTF-8 makes SQLite's text fetch fail, so readers
+  fetch these as bytes: :data:`SESSION_TEXT_COLUMNS`); ``created_at`` / ``updated_at`` numbers;
+  ``version`` and ``compact_size`` whole numbers >= 0; ``snapshot`` and ``state`` JSON objects.
 * ``messages``: ``message`` a JSON object that is an OpenAI chat message (``role`` one of
   system / user / assistant / tool; ``content`` text, a list of parts or null; a tool message's
   ``tool_call_id`` text; an assistant's ``tool_calls`` a list of ``{"id", "function": {"name",
@@ -105,6 +107,36 @@ def message_problem(message: Any) -> str | None:
     return None
 
 
+SESSION_TEXT_COLUMNS = ("model", "title", "compact_summary")
+"""Free-text columns of ``sessions`` that readers fetch as bytes and decode
+(:func:`text_as_bytes`, :func:`decode_session_text`)."""
+
+
+def text_as_bytes(column: str) -> str:
+    """SQL that reads ``column`` as bytes when it holds text (``CAST AS BLOB``), as it is
+    otherwise: fetching invalid UTF-8 as text raises, fetching it as bytes does not."""
+    return f"CASE WHEN typeof({column}) = 'text' THEN CAST({column} AS BLOB) ELSE {column} END"
+
+
+def decode_session_text(row: dict[str, Any]) -> list[str]:
+    """Decode the :data:`SESSION_TEXT_COLUMNS` of a ``sessions`` row fetched as bytes, in place;
+    one that is not valid UTF-8 (or not text) becomes None. Returns the problems found, one per
+    damaged column (``compact_summary: not valid UTF-8 (byte 0)``)."""
+    problems = []
+    for col in SESSION_TEXT_COLUMNS:
+        value = row.get(col)
+        if isinstance(value, (bytes, bytearray)):
+            try:
+                row[col] = bytes(value).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                problems.append(f"{col}: not valid UTF-8 (byte {exc.start})")
+                row[col] = None
+        elif value is not None and not isinstance(value, str):
+            problems.append(f"{col}: {type(value).__name__} value, expected text or null")
+            row[col] = None
+    return problems
+
+
 def session_row_problems(row: Any) -> list[str]:
     """Damage in the columns of a ``sessions`` row that a listing reads (id, agent, times).
     The snapshot and state are checked when the session loads (:func:`session_json`)."""
@@ -120,9 +152,10 @@ def session_row_problems(row: Any) -> list[str]:
         value = row[col]
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             problems.append(f"{col}: {type(value).__name__} value, expected a number or null")
-    value = row["compact_size"]
-    if not isinstance(value, int) or value < 0:
-        problems.append(f"compact_size: {value!r}, expected a whole number >= 0")
+    for col in ("compact_size", "version"):
+        value = row[col]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            problems.append(f"{col}: {value!r}, expected a whole number >= 0")
     return problems
 
 

@@ -52,9 +52,20 @@ ITEM_COLUMNS = (
 )
 
 
-_SESSION_LISTED = (
-    "id, agent, model, title, created_at, updated_at, closed_at, compact_summary, compact_size,"
-    " version"
+_SESSION_LISTED = ", ".join(
+    f"{rows.text_as_bytes(c)} AS {c}" if c in rows.SESSION_TEXT_COLUMNS else c
+    for c in (
+        "id",
+        "agent",
+        "model",
+        "title",
+        "created_at",
+        "updated_at",
+        "closed_at",
+        "compact_summary",
+        "compact_size",
+        "version",
+    )
 )
 """The columns a listing reads: never the JSON ones, so a damaged snapshot or state (which only
 a load needs) cannot hide a session from ``veil sessions`` or ``GET /sessions``."""
@@ -107,6 +118,7 @@ class Store:
         self._local = threading.local()
         self._memory_conn: Any = None
         self._write_lock = threading.RLock()
+        self._session_select: str | None = None
         self.conn  # open now so a broken file fails at start, naming the file  # noqa: B018
         self._behind: WriteBehind | None = None
         if write_behind and self.path != ":memory:":
@@ -284,15 +296,34 @@ class Store:
             SessionNotFound: no session with that id.
         """
         row = self.conn.execute(
-            "SELECT s.*, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)"
-            " AS message_count FROM sessions s WHERE id = ?",
+            f"SELECT {self._session_columns()}, (SELECT COUNT(*) FROM messages m"
+            " WHERE m.session_id = s.id) AS message_count FROM sessions s WHERE id = ?",
             (session_id,),
         ).fetchone()
         if row is None:
             raise SessionNotFound(f"no session with id {session_id!r}")
         out = dict(row)
+        for col in ("snapshot", "state"):
+            out[col] = rows.utf8(out[col])
+        text_problems = rows.decode_session_text(out)
+        if any(p.startswith("compact_summary:") for p in text_problems):
+            # without its summary the compacted start must be sent again (it is all stored)
+            out["compact_size"] = 0
+            text_problems.append("compact_summary unreadable: the whole history is sent again")
         rows.session_json(out)
+        out["problems"] = text_problems + _number_problems(out)
         return out
+
+    def _session_columns(self) -> str:
+        """Every column of ``sessions``, the free-text and JSON ones fetched as bytes (a column
+        of invalid UTF-8 would make the fetch itself fail; they are decoded after)."""
+        if self._session_select is None:
+            names = [c[1] for c in self.conn.execute("PRAGMA table_info(sessions)").fetchall()]
+            texty = {*rows.SESSION_TEXT_COLUMNS, "snapshot", "state"}
+            self._session_select = ", ".join(
+                f"{rows.text_as_bytes(c)} AS {c}" if c in texty else c for c in names
+            )
+        return self._session_select
 
     def load_session(self, session_id: str) -> StoredSession:
         """A session's row and full history, read in one read transaction (so the history is the
@@ -308,7 +339,9 @@ class Store:
         """
         with self.read_snapshot():
             row = self.get_session(session_id)
-            problems = [f"session {session_id}: {p}" for p in _json_problems(row)]
+            problems = [
+                f"session {session_id}: {p}" for p in [*row.pop("problems"), *_json_problems(row)]
+            ]
             history = self._history(session_id, problems)
         for problem in problems:
             log.warning("%s: %s", self.path, problem)
@@ -331,15 +364,16 @@ class Store:
             (limit,),
         ).fetchall()
         out = []
-        for row in found:
-            bad = rows.session_row_problems(row)
+        for found_row in found:
+            row = dict(found_row)
+            bad = rows.decode_session_text(row) + rows.session_row_problems(row)
             if bad:
                 problem = f"session row {row['id']!r} is damaged, left out: {'; '.join(bad)}"
                 log.warning("%s: %s", self.path, problem)
                 if problems is not None:
                     problems.append(problem)
                 continue
-            out.append(dict(row))
+            out.append(row)
         return out
 
     def update_session(
@@ -665,6 +699,19 @@ class Store:
                     entry.get("seconds"),
                 ),
             )
+
+
+def _number_problems(row: dict[str, Any]) -> list[str]:
+    """Damage in a loaded session's ``version`` and ``compact_size``, set in place to what lets
+    the session load: 0 (for ``version`` the next save writes a sound one; for
+    ``compact_size`` the whole history is sent again, nothing stored is lost)."""
+    problems = []
+    for col in ("version", "compact_size"):
+        value = row.get(col)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            problems.append(f"{col}: {value!r}, expected a whole number >= 0; read as 0")
+            row[col] = 0
+    return problems
 
 
 def _json_problems(row: dict[str, Any]) -> list[str]:
