@@ -169,3 +169,29 @@ def test_message_to_closed_session_is_400_session_closed(make_client):
         client.post(f"/sessions/{sid}/messages", json={"content": "hi"}), 400, "SESSION_CLOSED"
     )
     assert veil.store.messages(sid) == []
+
+
+def test_the_json_result_carries_what_veil_reported_during_the_turn(make_client, make_veil):
+    """A JSON client is told what the stream's warning / info events say (found by an outside
+    fault hunt: a pasted log went behind a pointer and the JSON result said nothing)."""
+    client, veil = make_client(make_veil())
+    sid = client.post("/sessions").json()["id"]
+    pasted = "".join(
+        f"2026-12-01 12:00:{i % 60:02d} worker {i} failed: timeout\n" for i in range(4000)
+    )
+    r = client.post(f"/sessions/{sid}/messages", json={"content": pasted})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["status"] == "done"
+    shown = [w for w in body["warnings"] if "message #0" in w]
+    assert len(shown) == 1, body["warnings"]
+    assert "tokens" in shown[0]
+    sent = veil.model.calls[-1]
+    assert any("veil_hydrate" in str(m.get("content")) for m in sent if m["role"] == "user")
+
+    # each request loads the session afresh, so a pointer still in place is reported again
+    again = client.post(f"/sessions/{sid}/messages", json={"content": "thanks"}).json()
+    assert again["warnings"] and all("message #0" in w for w in again["warnings"])
+    other = client.post("/sessions").json()["id"]
+    quiet = client.post(f"/sessions/{other}/messages", json={"content": "hi"}).json()
+    assert quiet["warnings"] == []  # nothing to report: nothing reported

@@ -177,6 +177,11 @@ class TurnOut(Out):
         description="true when veil counted part of usage because the provider reported none",
     )
     seconds: float = Field(ge=0, description="wall time of the turn")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="what veil reported during the turn (the stream's warning and info events): "
+        "content put behind a pointer, budget overruns, refused compactions, convergence",
+    )
     session: SessionOut
 
 

@@ -10,7 +10,6 @@ different sessions run side by side. While another process (a second server, the
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -47,9 +46,17 @@ def session_out(session: Any) -> SessionOut:
     )
 
 
-def turn_out(result: Any, session: Any) -> TurnOut:
-    """A :class:`TurnOut` from a :class:`veil.core.loop.TurnResult` and its session."""
+NOTE_KINDS = frozenset({"warning", "info"})
+"""Render events whose text a turn's JSON result carries in ``warnings`` (the stream sends them
+as ``warning`` / ``info`` events): over-budget reports, pointers put in place of oversized
+content, refused compactions, convergence warnings."""
+
+
+def turn_out(result: Any, session: Any, warnings: list[str] | None = None) -> TurnOut:
+    """A :class:`TurnOut` from a :class:`veil.core.loop.TurnResult`, its session and the
+    texts of the turn's warning and info events."""
     return TurnOut(
+        warnings=list(warnings or []),
         status=result.status,
         final=result.final or "",
         reason=result.reason,
@@ -145,13 +152,21 @@ def run_message(
     Raises:
         SessionNotFound, SessionClosed, ProviderError, ConfigError: as the core raises them.
     """
-    with veil.session_lock(session_id):
-        subscription = HUB.subscribe(session_id, listener) if listener else nullcontext()
-        with subscription:
-            session = veil.load_session(session_id)
-            session.ensure_open()
-            result = veil.run_turn(session, content, stream=stream)
-            return turn_out(result, session)
+    notes: list[str] = []
+
+    def collect(event: RenderEvent) -> None:
+        # what a terminal would have shown beside the answer: a JSON client reads it here
+        if event.kind in NOTE_KINDS:
+            data = event.data or {}
+            notes.append(str(data.get("text") or data.get("message") or data))
+        if listener is not None:
+            listener(event)
+
+    with veil.session_lock(session_id), HUB.subscribe(session_id, collect):
+        session = veil.load_session(session_id)
+        session.ensure_open()
+        result = veil.run_turn(session, content, stream=stream)
+        return turn_out(result, session, notes)
 
 
 async def post_message(request: Request) -> Response:
