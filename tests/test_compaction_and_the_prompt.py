@@ -22,6 +22,7 @@ from veil_compaction import ledger
 from veil.core.app import open_veil
 from veil.core.context import SUMMARY_PREFIX
 from veil.core.context_ops import hydrate
+from veil.core.errors import PromptTooLarge
 from veil.core.llm import LLM
 from veil.core.scripted_server import ScriptedOpenAIServer
 from veil.core.settings import load_config
@@ -541,3 +542,33 @@ def test_the_completion_reserve_of_max_tokens_is_kept_free(opened):
     assert all(r.body.get("max_tokens") == reserve for r in main)
     sizes = [r.prompt_tokens for r in server.requests]
     assert all(size <= window - reserve for size in sizes), sizes
+
+
+def test_a_prompt_that_cannot_fit_is_refused_before_it_is_sent(opened):
+    """Before: a prompt veil knew was over the window went to the provider, which refused it
+    (a ContextWindowExceededError from the provider). Now nothing is sent and the error names
+    the sizes and what to change."""
+    # the completion reserve leaves ~60 tokens for the messages: less than the current request
+    # cut around its pointer (at least 128 tokens, MIN_SHOWN_TOKENS)
+    window, reserve = 6000, 2850
+    settings = {
+        "models": {
+            "main": {
+                "model": "test-model",
+                "contextWindow": window,
+                "options": {"max_tokens": reserve},
+            }
+        }
+    }
+    with ScriptedOpenAIServer(lambda body: "noted", context_window=window) as server:
+        veil, _ = opened(server, window, settings=settings)
+        session = veil.new_session()
+        with pytest.raises(PromptTooLarge) as raised:
+            veil.run_turn(session, "Why does this fail?\n" + pasted_log(100))
+
+    assert server.requests == []  # nothing was sent
+    text = str(raised.value)
+    assert f"context window ({window} tokens)" in text
+    assert "models.main.options.max_tokens" in text
+    assert "current request (1" in text  # its cut size: 128 tokens and the pointer
+    assert raised.value.code == "PROMPT_TOO_LARGE" and raised.value.http_status == 413

@@ -772,18 +772,20 @@ def _squeeze(
 
     Returns ``(messages, indices)`` to send, or None when the messages already fit.
 
+    When ``hard`` is not positive (the fixed parts alone fill the window) nothing is cut or
+    raised: a warning says the settings are wrong.
+
     Raises:
         PromptTooLarge: even the current request and the newest step, with everything else
             cut, exceed ``hard`` (raised before any request is sent).
     """
     total = _message_tokens(session, messages)
-    if total <= budget:
+    if total <= min(budget, hard):
         return None
+    changed = False
     if len(idxs) != len(messages):  # compacted just now: the view says what each one is
         _, messages, _, _, idxs = _view(session, budget)
-        total = _message_tokens(session, messages)
-        if total <= budget:
-            return messages, idxs
+        total, changed = _message_tokens(session, messages), True
     step = newest_step(session.messages)
     calls = (
         {tc.get("id") for tc in (session.messages[step[0]].get("tool_calls") or [])}
@@ -791,14 +793,17 @@ def _squeeze(
         else set()
     )
     results = [m for m in messages if _is_tool(m) and m.get("tool_call_id") in calls]
-    if results:
+    if total > budget and results:
         others = total - _message_tokens(session, results)
         _, messages, _, _, idxs = _view(session, budget, others)
-        total = _message_tokens(session, messages)
-        if total <= budget:
-            return messages, idxs
-    if total <= hard:  # over the compaction trigger only: the provider takes it
-        return (messages, idxs) if results else None
+        total, changed = _message_tokens(session, messages), True
+    if total <= hard:  # over the compaction trigger at most: the provider takes it
+        return (messages, idxs) if changed else None
+    if hard <= 0:
+        # the system prompt, tool schemas and completion reserve alone fill the window: no
+        # cut of the messages can help; the setting is wrong, not this session (reported)
+        _report_fixed_overflow(session, hard)
+        return (messages, idxs) if changed else None
     budget = hard
     protected = protected_indices(session)
     squeezed = squeezed_messages(session)
@@ -834,6 +839,22 @@ def _squeeze(
     if total > budget:
         raise PromptTooLarge(_too_large_text(session, messages, idxs, total, budget))
     return messages, idxs
+
+
+def _report_fixed_overflow(session: Session, hard: int) -> None:
+    """Warn, once per session, that the fixed parts of the prompt fill the context window."""
+    if getattr(session, "_fixed_overflow_reported", False):
+        return
+    session._fixed_overflow_reported = True  # type: ignore[attr-defined]
+    session.emit(
+        "warning",
+        text=(
+            f"the system prompt, tool schemas and completion reserve alone exceed the context "
+            f"window ({session.context_window} tokens) by {-hard} tokens: the provider may "
+            f"refuse every prompt. Check models.main.contextWindow and lower "
+            f"models.main.options.max_tokens (or loop.completionReserve)"
+        ),
+    )
 
 
 def _report_squeeze(session: Session, cut: list[int]) -> None:
