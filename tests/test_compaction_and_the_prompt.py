@@ -510,6 +510,14 @@ def test_answered_requests_go_behind_pointers_when_compaction_is_refused(opened,
     assert first == sent[0]
     last = [m.get("content") or "" for m in main[-1]["messages"]]
     assert any('veil_hydrate("#0")' in text for text in last)
+    # a cut stays as it was made (the prefix stays put): once #0 is behind its pointer, every
+    # later request sends the very same text for it
+    cuts = [
+        next((t for t in (m.get("content") or "" for m in body["messages"]) if "#0" in t), None)
+        for body in main
+    ]
+    first_cut = next(n for n, text in enumerate(cuts) if text is not None)
+    assert first_cut > 0 and len(set(cuts[first_cut:])) == 1, cuts
     warnings = events.texts("warning")
     assert sum("answered request" in w for w in warnings) == 1, warnings  # reported once
 
