@@ -793,9 +793,11 @@ def _squeeze(
         else set()
     )
     results = [m for m in messages if _is_tool(m) and m.get("tool_call_id") in calls]
-    if total > budget and results:
+    if total > min(budget, hard) and results:
+        # the hard budget can be the smaller (a note grew, a compaction's summary came in)
+        share_of = min(budget, hard) if hard > 0 else budget
         others = total - _message_tokens(session, results)
-        _, messages, _, _, idxs = _view(session, budget, others)
+        _, messages, _, _, idxs = _view(session, share_of, others)
         total, changed = _message_tokens(session, messages), True
     if total <= hard:  # over the compaction trigger at most: the provider takes it
         return (messages, idxs) if changed else None
@@ -836,6 +838,15 @@ def _squeeze(
             total = _message_tokens(session, messages)
     if cut:
         _report_squeeze(session, cut)
+    target = budget
+    for _ in range(3):  # the results' shares are estimates: tighten them by what is left over
+        now = [m for m in messages if _is_tool(m) and m.get("tool_call_id") in calls]
+        if total <= budget or not now:
+            break
+        target -= total - budget + 8
+        others = total - _message_tokens(session, now)
+        _, messages, _, _, idxs = _view(session, target, others)
+        total = _message_tokens(session, messages)
     if total > budget:
         raise PromptTooLarge(_too_large_text(session, messages, idxs, total, budget))
     return messages, idxs
