@@ -22,6 +22,7 @@ from veil_compaction import ledger
 from veil.core.app import open_veil
 from veil.core.context import SUMMARY_PREFIX
 from veil.core.context_ops import hydrate
+from veil.core.errors import PromptTooLarge
 from veil.core.llm import LLM
 from veil.core.scripted_server import ScriptedOpenAIServer
 from veil.core.settings import load_config
@@ -461,3 +462,121 @@ def test_the_http_compact_route_passes_its_instructions_to_the_summariser(opened
 
     assert call["messages"][0]["content"].endswith("Additional instructions:\nMention port 8443.")
     assert r.json()["compactedCount"] == 3
+
+
+# -- 5. the hard budget wins over what eviction may not take (issue 19) ------------------------
+
+
+def long_message(turn: int, words: int = 300) -> str:
+    """A user message of about 800 tokens (``words`` words and numbers): under half the
+    budget left at window 6,000 with veil's tool schemas, so it is sent whole while current."""
+    return f"Turn {turn}: please look at this. " + " ".join(
+        f"item{turn}_{i} value {i * 37}" for i in range(words // 3)
+    )
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["\u200b\u2060\ufeff \u200b", "LONG SUMMARY " + "word " * 20_000],
+    ids=["invisible-only", "longer-than-what-it-replaces"],
+)
+def test_answered_requests_go_behind_pointers_when_compaction_is_refused(opened, answer):
+    """Before: with every summary refused, the answered requests (intents eviction may not
+    take) piled up; veil sent prompts it knew were over the window (6,799 -> 9,950 tokens),
+    the provider refused each, and every later turn failed."""
+    window, turns = 6000, 8
+
+    def script(body):
+        if is_summary(body):
+            return answer
+        return "noted"
+
+    with ScriptedOpenAIServer(script, context_window=window) as server:
+        veil, events = opened(server, window)
+        session = veil.new_session()
+        sent = [long_message(n) for n in range(turns)]
+        results = [veil.run_turn(session, text) for text in sent]
+        first = hydrate(session, "#0").content  # an answered request's pointer leads back
+
+    assert session.count_text(sent[0]) > 800
+    assert [r.status for r in results] == ["done"] * turns
+    assert [r.final for r in results] == ["noted"] * turns
+    assert not any(r.refused for r in server.requests), [r.prompt_tokens for r in server.requests]
+    main = main_requests(server)
+    assert len(main) == turns
+    for n, body in enumerate(main):
+        users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        assert any(sent[n] in text for text in users)  # the current request, verbatim
+    assert first == sent[0]
+    last = [m.get("content") or "" for m in main[-1]["messages"]]
+    assert any('veil_hydrate("#0")' in text for text in last)
+    # a cut stays as it was made (the prefix stays put): once #0 is behind its pointer, every
+    # later request sends the very same text for it
+    cuts = [
+        next((t for t in (m.get("content") or "" for m in body["messages"]) if "#0" in t), None)
+        for body in main
+    ]
+    first_cut = next(n for n, text in enumerate(cuts) if text is not None)
+    assert first_cut > 0 and len(set(cuts[first_cut:])) == 1, cuts
+    warnings = events.texts("warning")
+    assert sum("answered request" in w for w in warnings) == 1, warnings  # reported once
+
+
+def test_the_completion_reserve_of_max_tokens_is_kept_free(opened):
+    """Before: with ``max_tokens: 1024`` the prompt stayed over its budget (what remained could
+    not be evicted, the summaries were refused) and was sent anyway, 5,909 + 1,024 > 6,000:
+    the provider refused it."""
+    window, reserve, turns = 6000, 1024, 8
+    settings = {
+        "models": {
+            "main": {
+                "model": "test-model",
+                "contextWindow": window,
+                "options": {"max_tokens": reserve},
+            }
+        }
+    }
+
+    def script(body):
+        return "LONG SUMMARY " + "word " * 20_000 if is_summary(body) else "noted"
+
+    with ScriptedOpenAIServer(script, context_window=window) as server:
+        veil, _ = opened(server, window, settings=settings)
+        session = veil.new_session()
+        results = [veil.run_turn(session, long_message(n)) for n in range(turns)]
+
+    assert [r.status for r in results] == ["done"] * turns
+    main = [r for r in server.requests if not is_summary(r.body)]
+    assert all(r.body.get("max_tokens") == reserve for r in main)
+    sizes = [r.prompt_tokens for r in server.requests]
+    assert all(size <= window - reserve for size in sizes), sizes
+
+
+def test_a_prompt_that_cannot_fit_is_refused_before_it_is_sent(opened):
+    """Before: a prompt veil knew was over the window went to the provider, which refused it
+    (a ContextWindowExceededError from the provider). Now nothing is sent and the error names
+    the sizes and what to change."""
+    # the completion reserve leaves ~60 tokens for the messages: less than the current request
+    # cut around its pointer (at least 128 tokens, MIN_SHOWN_TOKENS)
+    window, reserve = 6000, 2850
+    settings = {
+        "models": {
+            "main": {
+                "model": "test-model",
+                "contextWindow": window,
+                "options": {"max_tokens": reserve},
+            }
+        }
+    }
+    with ScriptedOpenAIServer(lambda body: "noted", context_window=window) as server:
+        veil, _ = opened(server, window, settings=settings)
+        session = veil.new_session()
+        with pytest.raises(PromptTooLarge) as raised:
+            veil.run_turn(session, "Why does this fail?\n" + pasted_log(100))
+
+    assert server.requests == []  # nothing was sent
+    text = str(raised.value)
+    assert f"context window ({window} tokens)" in text
+    assert "models.main.options.max_tokens" in text
+    assert "current request (1" in text  # its cut size: 128 tokens and the pointer
+    assert raised.value.code == "PROMPT_TOO_LARGE" and raised.value.http_status == 413

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from veil.core.elision import elide_repeats
+from veil.core.errors import PromptTooLarge
 from veil.core.types import CompactRequest, ContextItem, LazyScores, Message, PromptSection
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -270,10 +271,13 @@ def pointer_text(session: Session, text: str, index: int, limit: int) -> str:
         keep = int(keep * 0.85)
 
 
-def _pointered(session: Session, idx: int, message: Message, cap: int) -> Message:
+def _pointered(
+    session: Session, idx: int, message: Message, cap: int, *, report: bool = True
+) -> Message:
     """``message`` (stored index ``idx``) with its content behind a pointer when it exceeds
     ``cap`` tokens. The cut text is kept on the session and reused while it still fits, so
-    the prompt's prefix does not change from call to call; the first cut is reported."""
+    the prompt's prefix does not change from call to call; the first cut is reported (unless
+    ``report`` is False: :func:`_squeeze` reports its cuts together, once)."""
     content = message.get("content")
     if not isinstance(content, str) or len(content) <= cap:  # a token holds >= 1 character
         return message
@@ -287,7 +291,7 @@ def _pointered(session: Session, idx: int, message: Message, cap: int) -> Messag
     if cut is content:
         return message
     tokens = session.count_text(cut)
-    if idx not in done:
+    if idx not in done and report:
         whole = session.count_text(content)
         session.emit(
             "warning",
@@ -305,7 +309,8 @@ def _stubbed(
     session: Session, budget: int | None = None, others: int | None = None
 ) -> tuple[list[int], list[Message]]:
     """``(indices, messages)`` from ``compact_size`` on, evicted contents replaced by their
-    stubs; with ``budget``, oversized protected messages behind a pointer
+    stubs; with ``budget`` (building a prompt), the last resort's cuts
+    (:func:`squeezed_messages`) and oversized protected messages behind a pointer
     (:func:`_protected_fit`)."""
     stubs = session.stubs
     idxs = list(range(session.compact_size, len(session.messages)))
@@ -313,9 +318,34 @@ def _stubbed(
         _with_stub(session.messages[i], stubs[i]) if i in stubs else session.messages[i]
         for i in idxs
     ]
+    squeezed = squeezed_messages(session) if budget is not None else {}
+    if squeezed:
+        # the last resort's cuts (:func:`_squeeze`) stay once made: the prefix stays put.
+        # Only in the prompt: compaction and memory extraction (:func:`prompt_view`) read
+        # these messages whole, as they did before the cut.
+        for pos, i in enumerate(idxs):
+            if i in stubs:  # evicted since: its stub is shorter than any cut
+                continue
+            if i in squeezed and squeezed[i] == 0:
+                tokens = session.count_text(str(msgs[pos].get("content") or ""))
+                bare = BARE_POINTER.format(index=i, tokens=tokens)
+                msgs[pos] = {**msgs[pos], "content": bare}
+            elif i in squeezed:
+                msgs[pos] = _pointered(session, i, msgs[pos], squeezed[i], report=False)
     if budget is not None:
         _protected_fit(session, idxs, msgs, budget, others)
     return idxs, msgs
+
+
+def squeezed_messages(session: Session) -> dict[int, int]:
+    """Stored index -> token cap of the messages the last resort put behind a pointer
+    (:func:`_squeeze`; 0: the pointer alone, :data:`BARE_POINTER`); they stay cut from then on
+    (until a compaction moves past them)."""
+    squeezed: dict[int, int] | None = getattr(session, "_squeezed", None)
+    if squeezed is None:
+        squeezed = {}
+        session._squeezed = squeezed  # type: ignore[attr-defined]
+    return squeezed
 
 
 def _protected_fit(
@@ -701,15 +731,61 @@ def _fit(
     return messages, saved, moved_any, moved_any or not reused, idxs
 
 
-def _squeeze(session: Session, messages: list[Message], budget: int) -> list[Message] | None:
-    """The last resort when ``messages`` still exceed ``budget`` after eviction and full
-    compaction (DESIGN.md "Protection vs budget": the hard budget wins): what could not be
-    moved stays, and the newest step's results share the room left, behind pointers
-    (:func:`_protected_fit`). Returns the messages to send, or None when there is nothing to
-    cut (no newest result, or the messages fit)."""
+SQUEEZED_TOKENS = MIN_SHOWN_TOKENS
+"""Tokens of an answered request (or other message eviction may not take) the last resort
+leaves around its pointer (:func:`_squeeze`): enough for the head of what was asked and the
+end of it, a few lines."""
+
+BARE_POINTER = (
+    "[veil: message #{index} ({tokens} tokens) is not shown here (the prompt is over its "
+    'budget); veil_hydrate("#{index}") returns it]'
+)
+"""What stands for a message when even its head and tail do not fit (:func:`_squeeze`)."""
+
+BARE_POINTER_TOKENS = 40
+"""About what :data:`BARE_POINTER` costs in the prompt, with the message's framing."""
+
+SQUEEZE_NOTE_TOKENS = 60
+"""Tokens a pointer cut costs beyond its cap (the note and the message's framing), used to
+estimate what putting one more message behind a pointer saves before measuring again."""
+
+
+def _squeeze(
+    session: Session, messages: list[Message], idxs: list[int | None], budget: int, hard: int
+) -> tuple[list[Message], list[int | None]] | None:
+    """The last resort when ``messages`` (stored indices ``idxs``; empty when unknown) still
+    exceed ``budget`` tokens (the room under the compaction trigger) after eviction and full
+    compaction, or with compaction refused or stopped (DESIGN.md "Protection vs budget": the
+    hard budget wins; issue 19). ``hard``: what the messages may take of the context window
+    (the window less the system prompt, summary, notes, tool schemas and completion reserve).
+
+    First the newest step's results share the room left under ``budget``, behind pointers
+    (:func:`_protected_fit`). Then, only while the messages exceed ``hard`` (the provider
+    would refuse them): the user messages of exchanges already answered go behind pointers,
+    oldest first; then any other message eviction could not move, oldest first; then the
+    same two again with the pointer alone (:data:`BARE_POINTER`). The current exchange's
+    user messages and the newest step are never cut here. A first cut leaves
+    :data:`SQUEEZED_TOKENS` tokens (head and tail) around a pointer ``veil_hydrate("#N")``
+    follows. Every cut stays from then on (:func:`squeezed_messages`), so the prompt changes
+    only at the moments this runs (over the budget, when eviction runs too), never from call
+    to call. The cuts are reported once per session (a warning).
+
+    Returns ``(messages, indices)`` to send, or None when the messages already fit.
+
+    When ``hard`` is not positive (the fixed parts alone fill the window) nothing is cut or
+    raised: a warning says the settings are wrong.
+
+    Raises:
+        PromptTooLarge: even the current request and the newest step, with everything else
+            cut, exceed ``hard`` (raised before any request is sent).
+    """
     total = _message_tokens(session, messages)
-    if total <= budget:
+    if total <= min(budget, hard):
         return None
+    changed = False
+    if len(idxs) != len(messages):  # compacted just now: the view says what each one is
+        _, messages, _, _, idxs = _view(session, budget)
+        total, changed = _message_tokens(session, messages), True
     step = newest_step(session.messages)
     calls = (
         {tc.get("id") for tc in (session.messages[step[0]].get("tool_calls") or [])}
@@ -717,10 +793,119 @@ def _squeeze(session: Session, messages: list[Message], budget: int) -> list[Mes
         else set()
     )
     results = [m for m in messages if _is_tool(m) and m.get("tool_call_id") in calls]
-    if not results:
-        return None
-    others = total - _message_tokens(session, results)
-    return _view(session, budget, others)[1]
+    if total > min(budget, hard) and results:
+        # the hard budget can be the smaller (a note grew, a compaction's summary came in)
+        share_of = min(budget, hard) if hard > 0 else budget
+        others = total - _message_tokens(session, results)
+        _, messages, _, _, idxs = _view(session, share_of, others)
+        total, changed = _message_tokens(session, messages), True
+    if total <= hard:  # over the compaction trigger at most: the provider takes it
+        return (messages, idxs) if changed else None
+    if hard <= 0:
+        # the system prompt, tool schemas and completion reserve alone fill the window: no
+        # cut of the messages can help; the setting is wrong, not this session (reported)
+        _report_fixed_overflow(session, hard)
+        return (messages, idxs) if changed else None
+    budget = hard
+    protected = protected_indices(session)
+    squeezed = squeezed_messages(session)
+    cut: list[int] = []
+    # a head and a tail first (answered requests, then the rest), then the pointer alone
+    for cap, users in ((SQUEEZED_TOKENS, True), (SQUEEZED_TOKENS, False), (0, True), (0, False)):
+        if total <= budget:
+            break
+        bare = cap == 0
+        for i, message in list(zip(idxs, messages, strict=True)):
+            if total <= budget:
+                break
+            if i is None or i in protected or _is_user(message) != users:
+                continue
+            if i in squeezed and (squeezed[i] == 0 or not bare):
+                continue
+            content = message.get("content")
+            size = _message_tokens(session, [message])
+            if not isinstance(content, str) or size <= (cap or BARE_POINTER_TOKENS) + 8:
+                continue
+            squeezed[i] = cap
+            if i not in cut:
+                cut.append(i)
+            total -= size - (cap + SQUEEZE_NOTE_TOKENS if cap else BARE_POINTER_TOKENS)
+            if total <= budget:  # the estimate says it fits: measure
+                _, messages, _, _, idxs = _view(session, budget)
+                total = _message_tokens(session, messages)
+        if cut:
+            _, messages, _, _, idxs = _view(session, budget)
+            total = _message_tokens(session, messages)
+    if cut:
+        _report_squeeze(session, cut)
+    target = budget
+    for _ in range(3):  # the results' shares are estimates: tighten them by what is left over
+        now = [m for m in messages if _is_tool(m) and m.get("tool_call_id") in calls]
+        if total <= budget or not now:
+            break
+        target -= total - budget + 8
+        others = total - _message_tokens(session, now)
+        _, messages, _, _, idxs = _view(session, target, others)
+        total = _message_tokens(session, messages)
+    if total > budget:
+        raise PromptTooLarge(_too_large_text(session, messages, idxs, total, budget))
+    return messages, idxs
+
+
+def _report_fixed_overflow(session: Session, hard: int) -> None:
+    """Warn, once per session, that the fixed parts of the prompt fill the context window."""
+    if getattr(session, "_fixed_overflow_reported", False):
+        return
+    session._fixed_overflow_reported = True  # type: ignore[attr-defined]
+    session.emit(
+        "warning",
+        text=(
+            f"the system prompt, tool schemas and completion reserve alone exceed the context "
+            f"window ({session.context_window} tokens) by {-hard} tokens: the provider may "
+            f"refuse every prompt. Check models.main.contextWindow and lower "
+            f"models.main.options.max_tokens (or loop.completionReserve)"
+        ),
+    )
+
+
+def _report_squeeze(session: Session, cut: list[int]) -> None:
+    """Warn, once per session, that the last resort put messages behind pointers."""
+    if getattr(session, "_squeeze_reported", False):
+        return
+    session._squeeze_reported = True  # type: ignore[attr-defined]
+    users = [i for i in cut if _is_user(session.messages[i])]
+    shown = ", ".join(f"#{i}" for i in cut[:8]) + (" ..." if len(cut) > 8 else "")
+    session.emit(
+        "warning",
+        text=(
+            f"the prompt was over its budget with nothing left to evict or compact: "
+            f"{len(users)} answered request(s) and {len(cut) - len(users)} other message(s) "
+            f'({shown}) are sent as a head, a tail and a pointer (veil_hydrate("#N") returns '
+            f"one whole); later ones will be too when needed, without a new warning. A good "
+            f"/compact frees the room for good"
+        ),
+    )
+
+
+def _too_large_text(
+    session: Session, messages: list[Message], idxs: list[int | None], total: int, budget: int
+) -> str:
+    """The :class:`PromptTooLarge` message: sizes and what the user can do."""
+    protected = protected_indices(session)
+    request = [
+        m for i, m in zip(idxs, messages, strict=True) if i in current_request(session.messages)
+    ]
+    kept = [m for i, m in zip(idxs, messages, strict=True) if i in protected]
+    return (
+        f"the prompt cannot fit the context window ({session.context_window} tokens): its "
+        f"messages need {total} tokens, the budget leaves {budget} (the window less the "
+        f"system prompt, summary, tool schemas and completion reserve), and the current "
+        f"request ({_message_tokens(session, request)} tokens) with the newest step "
+        f"({_message_tokens(session, kept) - _message_tokens(session, request)} tokens) "
+        f"cannot be cut further. Nothing was sent. Use a model with a larger window "
+        f"(models.main.contextWindow), lower models.main.options.max_tokens, offer fewer "
+        f"tools, or start a new session (or /compact) with a shorter request"
+    )
 
 
 def completion_reserve(session: Session) -> int:
@@ -884,11 +1069,15 @@ def build_prompt(
     total = fixed_tokens + _message_tokens(session, messages)
     if total + tools_tokens > trigger and not session.state.get("_just_compacted"):
         request = CompactRequest(
-            "full", messages, first_index=session.compact_size, indices=list(idxs)
+            "full",
+            _unsqueezed(session, messages, idxs),
+            first_index=session.compact_size,
+            indices=list(idxs),
         )
         result = veil.pm.hook.compact(session=session, request=request)
         if result is not None and result.messages is not None:
             messages = result.messages
+            idxs = []  # unknown for the compacted messages: the last resort views them again
             changed = True
             session.state["_just_compacted"] = True  # never compact twice in a row
             notes.append(f"compacted: {result.tokens_before} -> {result.tokens_after} tokens")
@@ -897,9 +1086,11 @@ def build_prompt(
             )
     else:
         session.state.pop("_just_compacted", None)
-    squeezed = _squeeze(session, messages, room_left)
+    fixed_tokens = _message_tokens(session, [system_msg, *summary_msgs, *extra])
+    hard = window - reserve_tokens - tools_tokens - fixed_tokens
+    squeezed = _squeeze(session, messages, list(idxs), room_left, hard)
     if squeezed is not None:
-        messages, changed = squeezed, True
+        (messages, idxs), changed = squeezed, True
 
     body, anchored_sent = _place_anchored(session, repair_pairing(messages), anchored, changed)
     final = [system_msg, *summary_msgs, *body, *([note] if note else [])]
@@ -914,6 +1105,20 @@ def build_prompt(
         tools_tokens=tools_tokens,
         reserve_tokens=reserve_tokens,
     )
+
+
+def _unsqueezed(session: Session, messages: list[Message], idxs: list[int | None]) -> list[Message]:
+    """``messages`` with the last resort's cuts (:func:`squeezed_messages`) undone: a
+    compaction summarises, and memory extraction reads, what was said, not its pointer."""
+    squeezed = squeezed_messages(session)
+    if not squeezed or len(idxs) != len(messages):
+        return messages
+    return [
+        {**m, "content": session.messages[i]["content"]}
+        if i is not None and i in squeezed and i not in session.stubs
+        else m
+        for i, m in zip(idxs, messages, strict=True)
+    ]
 
 
 def _summary_part(session: Session, cap: int) -> list[Message]:

@@ -123,6 +123,16 @@ class NotAvailable(VeilError):
     http_status = 501
 
 
+class PromptTooLarge(VeilError):
+    """Even the current request and the newest step, with everything else behind pointers,
+    exceed the prompt's budget (context window less the system prompt, tool schemas and
+    completion reserve; issue 19). Raised before the request is sent, so no provider is asked
+    for a prompt it must refuse; the message names the sizes and what to change."""
+
+    code = "PROMPT_TOO_LARGE"
+    http_status = 413
+
+
 class ProviderError(VeilError):
     """Every provider in the routing list failed (connection error, rate limit, timeout...)."""
 
