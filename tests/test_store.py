@@ -6,21 +6,22 @@ import threading
 
 import pytest
 
-from veil.core import db
 from veil.core.errors import ConfigError, SessionClosed, SessionNotFound
-from veil.core.store import Store
+from veil.core.store import Store, connection, row_codec, schema
 
 
 def test_new_database_is_migrated_and_in_wal_mode(tmp_path):
     store = Store(tmp_path / "context.db")
     conn = store.conn
-    assert db.schema_version(conn) == len(db.MIGRATIONS)
+    assert connection.schema_version(conn) == len(schema.MIGRATIONS)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == db.BUSY_TIMEOUT_MS
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == connection.BUSY_TIMEOUT_MS
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"sessions", "messages", "items", "events", "usage"} <= tables
     # opening again applies nothing twice
-    assert db.apply_migrations(Store(tmp_path / "context.db").conn) == len(db.MIGRATIONS)
+    assert connection.apply_migrations(Store(tmp_path / "context.db").conn) == len(
+        schema.MIGRATIONS
+    )
 
 
 def test_a_file_that_is_not_a_database_is_named(tmp_path):
@@ -131,7 +132,7 @@ def test_one_item_is_written_atomically_and_read_back_by_another_connection(tmp_
     )
     assert other.content == item.content and other.stability == 2.5
     # a failing statement writes nothing and leaves the earlier row as it was
-    with pytest.raises(db.sqlite3.IntegrityError):
+    with pytest.raises(connection.sqlite3.IntegrityError):
         store.add_items(
             [
                 ContextItem(
@@ -165,8 +166,8 @@ def test_dumps_strings_writes_what_json_dumps_writes(values):
     import json
 
     expected = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
-    assert db.dumps_strings(values) == expected
-    assert db.dumps(values) == expected
+    assert row_codec.dumps_strings(values) == expected
+    assert row_codec.dumps(values) == expected
 
 
 def test_dumps_strings_matches_json_on_generated_lists():
@@ -178,7 +179,7 @@ def test_dumps_strings_matches_json_on_generated_lists():
     @settings(max_examples=300, deadline=None)
     @given(st.lists(st.text(max_size=12), max_size=8))
     def check(values):
-        assert db.dumps_strings(values) == json.dumps(
+        assert row_codec.dumps_strings(values) == json.dumps(
             values, ensure_ascii=False, separators=(",", ":")
         )
 

@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from veil.core.store import Store
+from veil.core.store.write_behind import WriteBehindError
 from veil.core.types import EvictionPlan
-from veil.core.write_behind import WriteBehindError
 
 
 def _session_with_items(store: Store, n: int) -> list[str]:
@@ -158,9 +158,9 @@ def test_a_job_that_cannot_even_begin_leaves_no_pending_counts(tmp_path, monkeyp
     import sys
     import time
 
-    from veil.core import db
+    from veil.core.store import connection
 
-    monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 200)  # the writer's connection gives up fast
+    monkeypatch.setattr(connection, "BUSY_TIMEOUT_MS", 200)  # the writer's connection gives up fast
     path = tmp_path / "c.db"
     store = Store(path)
     _session_with_items(store, 2)

@@ -420,7 +420,7 @@ def doctor_cmd(state: VeilContext, repair: bool, as_json: bool) -> None:
             report = doctor.repair_store(veil.store, veil.agent_snapshot)
         else:
             report = doctor.check_store(str(path))
-    except doctor.db.sqlite3.DatabaseError as exc:
+    except doctor.connection.sqlite3.DatabaseError as exc:
         raise click.ClickException(f"{path}: not a usable SQLite database ({exc})") from exc
     except VeilError as exc:
         raise click.ClickException(exc.message) from exc

@@ -106,12 +106,9 @@ def _accessed_many(
         )
         item.access_count += 1
         item.last_access = now
-    with session.veil.store.transaction() as conn:
-        conn.executemany(
-            "UPDATE items SET stability = ?, difficulty = ?, access_count = ?, last_access = ?"
-            " WHERE id = ?",
-            [(i.stability, i.difficulty, i.access_count, now, i.id) for i in items],
-        )
+    session.veil.store.record_accesses(
+        [(i.stability, i.difficulty, i.access_count, now, i.id) for i in items]
+    )
 
 
 def _make_live(session: Session, item: ContextItem) -> ContextItem:
@@ -316,16 +313,10 @@ def search_history(session: Session, query: str, days: float, limit: int = 10) -
     word of ``query`` (case-insensitive), newest first."""
     words = [w.lower() for w in query.split() if w.strip()]
     since = time.time() - days * 86400
-    sql = (
-        "SELECT session_id, idx, message, created_at FROM messages WHERE created_at >= ?"
-        + "".join(" AND lower(message) LIKE ?" for _ in words)
-        + " ORDER BY created_at DESC, idx DESC LIMIT ?"
-    )
-    args: list[Any] = [since, *[f"%{w}%" for w in words], limit]
     import json
 
     out = []
-    for row in session.veil.store.conn.execute(sql, args):
+    for row in session.veil.store.search_messages(since, words, limit):
         msg = json.loads(row["message"])
         text = msg.get("content") or ""
         low = text.lower()

@@ -3,7 +3,7 @@
 The check (read-only):
 
 * SQLite's own ``PRAGMA integrity_check`` (pages, indexes) and ``PRAGMA foreign_key_check``;
-* every row veil parses, by the rules of :mod:`veil.core.rows`: sessions (listed columns,
+* every row veil parses, by the rules of :mod:`veil.core.store.row_codec`: sessions (listed columns,
   snapshot, state), messages (an OpenAI chat message, an integer step, usage), items (tags,
   targets), events (payload); text that is not valid UTF-8 counts as damage too;
 * gaps in a session's message numbers (rows moved aside earlier) are noted, not counted as
@@ -34,9 +34,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from veil.core import db, rows
-
-_TEXT = "CAST({0} AS BLOB) AS {0}"
+from veil.core.store import connection, raw_rows
+from veil.core.store import row_codec as rows
 
 
 @dataclass
@@ -124,22 +123,9 @@ def _json(value: Any, kind: type, what: str, *, nullable: bool = False) -> tuple
     return rows.json_value(text, kind, what)
 
 
-def _select(conn: Any, columns: str, raw: tuple[str, ...], rest: str) -> list[Any]:
-    """All rows of ``SELECT columns, raw... rest``, each ``raw`` column read as bytes
-    (:data:`_TEXT`) under its own name."""
-    return conn.execute(
-        f"SELECT {columns}, {', '.join(_TEXT.format(c) for c in raw)} {rest}"
-    ).fetchall()
-
-
 def _session_findings(conn: Any) -> list[Finding]:
     out = []
-    found = _select(
-        conn,
-        "rowid, id, agent, created_at, updated_at, closed_at, compact_size, version",
-        ("snapshot", "state", *rows.SESSION_TEXT_COLUMNS),
-        "FROM sessions ORDER BY rowid",
-    )
+    found = raw_rows.session_rows(conn)
     for r in found:
         problems = rows.decode_session_text(dict(r)) + rows.session_row_problems(r)
         repairable = not any(p.startswith(("id:", "agent:")) for p in problems)
@@ -157,12 +143,7 @@ def _session_findings(conn: Any) -> list[Finding]:
 
 def _message_findings(conn: Any, notes: list[str]) -> list[Finding]:
     out = []
-    found = _select(
-        conn,
-        "rowid, session_id, idx, step",
-        ("message", "usage"),
-        "FROM messages ORDER BY session_id, idx",
-    )
+    found = raw_rows.message_rows(conn)
     numbers: dict[str, list[int]] = {}
     for r in found:
         problems = []
@@ -193,7 +174,7 @@ def _message_findings(conn: Any, notes: list[str]) -> list[Finding]:
 
 def _item_findings(conn: Any) -> list[Finding]:
     out = []
-    found = _select(conn, "rowid, id", ("tags", "targets"), "FROM items")
+    found = raw_rows.item_rows(conn)
     for r in found:
         problems = []
         for col in ("tags", "targets"):
@@ -209,7 +190,7 @@ def _item_findings(conn: Any) -> list[Finding]:
 
 def _event_findings(conn: Any) -> list[Finding]:
     out = []
-    for r in conn.execute(f"SELECT seq, {_TEXT.format('payload')} FROM events ORDER BY seq"):
+    for r in raw_rows.event_payloads(conn):
         _, problem = _json(r["payload"], dict, "payload")
         if problem:
             out.append(Finding("events", str(r["seq"]), [problem], rowid=r["seq"]))
@@ -228,7 +209,7 @@ def check_store(path: str) -> DoctorReport:
     Raises:
         sqlite3.DatabaseError: the file is not a SQLite database.
     """
-    conn = db.connect(path)
+    conn = connection.connect(path)
     try:
         return _check(conn, path)
     finally:
@@ -237,12 +218,10 @@ def check_store(path: str) -> DoctorReport:
 
 def _check(conn: Any, path: str) -> DoctorReport:
     report = DoctorReport(path=str(path))
-    report.integrity = [
-        str(r[0]) for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"
-    ]
+    report.integrity = raw_rows.integrity_problems(conn)
     report.foreign_keys = [
-        f"{r[0]} row {r[1]} points to a missing {r[2]} row"
-        for r in conn.execute("PRAGMA foreign_key_check").fetchall()
+        f"{table} row {rowid} points to a missing {parent} row"
+        for table, rowid, parent in raw_rows.foreign_key_problems(conn)
     ]
     report.findings = [
         *_session_findings(conn),
@@ -250,7 +229,7 @@ def _check(conn: Any, path: str) -> DoctorReport:
         *_item_findings(conn),
         *_event_findings(conn),
     ]
-    kept = conn.execute("SELECT COUNT(*) FROM quarantine").fetchone()[0]
+    kept = raw_rows.quarantine_count(conn)
     if kept:
         report.notes.append(f"{kept} row(s) kept in the quarantine table")
     return report
@@ -314,36 +293,22 @@ def repair_store(
     return after
 
 
-def _quarantine(conn: Any, table: str, key: str, row: Any, reason: str, now: float) -> None:
-    conn.execute(
-        "INSERT INTO quarantine (ts, table_name, row_key, row, reason) VALUES (?, ?, ?, ?, ?)",
-        (now, table, key, _row_json(row), reason),
-    )
-
-
 def _repair(
     conn: Any, finding: Finding, now: float, snapshot_for: Callable[[str], dict] | None
 ) -> None:
     reason = "; ".join(finding.problems)
     table = finding.table
-    where, args = "rowid = ?", (finding.rowid,)
-    # text as bytes: a column holding invalid UTF-8 would make the fetch fail
-    columns = [c[1] for c in conn.execute(f"PRAGMA table_info({table})").fetchall()]
-    select = ", ".join(
-        f"CASE WHEN typeof({c}) = 'text' THEN CAST({c} AS BLOB) ELSE {c} END AS {c}"
-        for c in columns
-    )
-    row = conn.execute(f"SELECT {select} FROM {table} WHERE {where}", args).fetchone()
+    row = raw_rows.whole_row(conn, table, finding.rowid)
     if row is None:  # gone since the check
         return
-    _quarantine(conn, table, finding.key, row, reason, now)
+    raw_rows.quarantine(conn, now, table, finding.key, _row_json(row), reason)
     if table in ("messages", "events"):
-        conn.execute(f"DELETE FROM {table} WHERE {where}", args)
+        raw_rows.delete_row(conn, table, finding.rowid)
         return
     bad = {p.split(":", 1)[0] for p in finding.problems}
     if table == "items":
         for col in bad & {"tags", "targets"}:
-            conn.execute(f"UPDATE items SET {col} = '[]' WHERE {where}", args)
+            raw_rows.reset_item_list(conn, col, finding.rowid)
         return
     fixes: dict[str, Any] = {}
     if "snapshot" in bad:
@@ -353,7 +318,7 @@ def _repair(
                 snapshot = snapshot_for(_plain(row["agent"]))
             except Exception:  # noqa: BLE001 - an unusable agent config leaves {}
                 snapshot = {}
-        fixes["snapshot"] = db.dumps(snapshot)
+        fixes["snapshot"] = rows.dumps(snapshot)
     if "state" in bad:
         fixes["state"] = "{}"
     for col in bad & {"created_at", "updated_at"}:
@@ -367,5 +332,4 @@ def _repair(
     for col in bad & set(rows.SESSION_TEXT_COLUMNS):
         fixes[col] = None
     if fixes:
-        cols = ", ".join(f"{c} = ?" for c in fixes)
-        conn.execute(f"UPDATE sessions SET {cols} WHERE {where}", (*fixes.values(), *args))
+        raw_rows.set_session_columns(conn, finding.rowid, fixes)

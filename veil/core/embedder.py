@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from veil.core.errors import ConfigError, VeilError
+from veil.core.store import recall_tables
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.settings import EmbeddingSettings
@@ -350,18 +351,8 @@ class CachedEmbedder:
 
     def lookup(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors for those ``keys`` that are in the table (key -> float32 row)."""
-        found: dict[str, np.ndarray] = {}
-        unique = list(dict.fromkeys(keys))
-        conn = self.store.conn
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for row in conn.execute(
-                f"SELECT key, vector FROM embeddings WHERE model = ? AND key IN ({marks})",
-                (self.name, *chunk),
-            ):
-                found[row[0]] = np.frombuffer(row[1], dtype=np.float32)
-        return found
+        blobs = recall_tables.embedding_blobs(self.store.conn, self.name, keys)
+        return {key: np.frombuffer(blob, dtype=np.float32) for key, blob in blobs.items()}
 
     def embed(self, texts: Sequence[str]) -> tuple[np.ndarray, list[str]]:
         """Vectors of ``texts`` (cached ones read, the rest encoded in one batch and stored).
@@ -387,10 +378,7 @@ class CachedEmbedder:
                 found[key] = vector
                 rows.append((key, self.name, int(vector.shape[0]), vector.tobytes()))
             with self.store.transaction() as conn:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO embeddings (key, model, dim, vector) VALUES (?,?,?,?)",
-                    rows,
-                )
+                recall_tables.add_embeddings(conn, rows)
         if not keys:
             return np.zeros((0, 0), dtype=np.float32), []
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False), keys

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from veil.core.errors import SessionClosed, SessionConflict, SessionNotFound
+from veil.core.errors import SessionClosed, SessionConflict
 from veil.core.items import ItemBatch
+from veil.core.store.context_db import insert_event, set_items_tier
 from veil.core.tags import content_identifiers, item_identifiers
 from veil.core.tiers import moved_row
 from veil.core.turn_embeddings import TurnEmbeddings
@@ -45,7 +46,7 @@ class Session:
         version: the store's version of the session this copy holds (bumped by every message
             and state write; a write from an out-of-date copy raises SessionConflict).
         load_warnings: the damaged rows the load left out or stood in for, one line each
-            (front ends show them; :mod:`veil.core.rows`).
+            (front ends show them; :mod:`veil.core.store.row_codec`).
         permission_grants: rules allowed "for this session" at a permission prompt
             (:func:`veil.core.permissions.authorize`), in this process only.
     """
@@ -179,18 +180,14 @@ class Session:
             SessionConflict: another process appended to or compacted the session since this
                 copy was loaded; writing from it would undo that. Load the session again.
             SessionNotFound: the session was deleted."""
-        row = self.veil.store.reader.execute(
-            "SELECT version, closed_at FROM sessions WHERE id = ?", (self.id,)
-        ).fetchone()
-        if row is None:
-            raise SessionNotFound(f"no session with id {self.id!r}")
-        if row[0] != self.version:
+        version, closed_at = self.veil.store.version_and_closed_at(self.id)
+        if version != self.version:
             raise SessionConflict(
                 f"session {self.id} was changed by another process since it was loaded (stored "
-                f"version {row[0]}, this copy has {self.version}); load it again and retry"
+                f"version {version}, this copy has {self.version}); load it again and retry"
             )
-        if row[1] is not None and self.closed_at is None:
-            self.closed_at = row[1]
+        if closed_at is not None and self.closed_at is None:
+            self.closed_at = closed_at
 
     def append(self, message: Message, usage: dict | None = None) -> int:
         """Append a message to the full history (stored at once, compare-and-swap on the
@@ -352,17 +349,15 @@ class Session:
             return
         with self.veil.store.transaction() as conn:
             for item in gone:
-                conn.execute("UPDATE items SET tier = 'warm' WHERE id = ?", (item.id,))
-                conn.execute(
-                    "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
-                    " VALUES (?, ?, ?, ?, 'mask', ?)",
-                    (
-                        self.clock(),
-                        self.id,
-                        self.step,
-                        item.tool_call_id,
-                        json.dumps({"item": item.id, "tier": "warm", "reason": "masked"}),
-                    ),
+                set_items_tier(conn, [item.id], "warm")
+                insert_event(
+                    conn,
+                    "mask",
+                    json.dumps({"item": item.id, "tier": "warm", "reason": "masked"}),
+                    ts=self.clock(),
+                    session_id=self.id,
+                    step=self.step,
+                    tool_call_id=item.tool_call_id,
                 )
                 item.tier = "warm"
         self.live_items.remove_ids({i.id for i in gone})  # incremental: columns compacted
@@ -489,20 +484,20 @@ class Session:
             entries = eviction_entries(moved, warm, back, reasons)
             call_ids = {entry["toolCallId"] for entry in entries}
             for tier in ("warm", "cold"):
-                _set_tier(conn, [item.id for item in by_tier[tier]], tier)
-            conn.execute(
-                "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
-                " VALUES (?, ?, ?, ?, 'evict', ?)",
-                (
-                    *when,
-                    next(iter(call_ids)) if len(call_ids) == 1 else None,
-                    json.dumps({"items": entries, "threshold": threshold}),
-                ),
+                set_items_tier(conn, [item.id for item in by_tier[tier]], tier)
+            insert_event(
+                conn,
+                "evict",
+                json.dumps({"items": entries, "threshold": threshold}),
+                ts=when[0],
+                session_id=when[1],
+                step=when[2],
+                tool_call_id=next(iter(call_ids)) if len(call_ids) == 1 else None,
             )
             for tier in ("warm", "cold"):  # index / compress; embedding waits for the next search
                 tiers.write_moved(conn, [moved_row(item) for item in by_tier[tier]], tier)
             back_ids = [item.id for item in back]
-            _set_tier(conn, back_ids, "live")
+            set_items_tier(conn, back_ids, "live")
             for item_id in back_ids:  # paged-out items are warm: no content comes back
                 tiers.write_hydrated(conn, item_id)
 
@@ -559,13 +554,3 @@ def _pageable(store: Any, session_id: str, stored: list[ContextItem]) -> dict[st
         for entry in payload.get("items", []):
             last[entry["id"]] = entry["tier"] == "warm" and entry.get("reason") != DEMOTED
     return {i.id: i for i in stored if i.tier == "warm" and last.get(i.id, False)}
-
-
-def _set_tier(conn: Any, ids: list[str], tier: str) -> None:
-    """``UPDATE items SET tier`` for ``ids``, 500 at a time (SQLite's variable limit)."""
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        conn.execute(
-            f"UPDATE items SET tier = ? WHERE id IN ({','.join('?' * len(chunk))})",
-            [tier, *chunk],
-        )

@@ -11,7 +11,8 @@ Items that leave the prompt are kept in ``.veil/context.db`` and stay findable:
   demoting it to warm writes the whole content back. Nothing is ever lost.
 * **forgotten**: out of every index; the whole content is back in ``items.content``.
 
-Durable state (migration 2 in :data:`veil.core.db.MIGRATIONS`):
+Durable state (migration 2 in :data:`veil.core.store.schema.MIGRATIONS`; every statement in
+:mod:`veil.core.store.recall_tables`):
 
 * ``recall_index``: one row per item that ever left the prompt (its ``row`` is the FTS5 rowid and
   the key in memory), with session, capture order (``seq`` = the item's rowid), tier, tags, the
@@ -50,6 +51,7 @@ from veil.core import fusion
 from veil.core.embedder import CachedEmbedder, Embedder, EmbeddingUnavailableError, make_embedder
 from veil.core.errors import VeilError
 from veil.core.keyword import fts_match, item_ids_in, query_terms
+from veil.core.store import recall_tables as sql
 from veil.core.types import ContextItem, RecallHit
 from veil.core.vector_index import VectorIndex
 
@@ -314,26 +316,17 @@ class Tiers:
         if not rows:
             return {}
         ids = [row[0] for row in rows]
-        seqs = {r[0]: int(r[1]) for r in _rows_for(conn, "SELECT id, rowid FROM items", "id", ids)}
+        seqs = sql.item_rowids(conn, ids)
         missing = [i for i in ids if i not in seqs]
         if missing:
             raise KeyError(f"item {missing[0]} is not in the store")
-        known = {
-            r[0]: (int(r[1]), r[2], bool(r[3]))
-            for r in _rows_for(
-                conn, "SELECT item_id, row, tier, forgotten FROM recall_index", "item_id", ids
-            )
-        }
+        known = sql.index_states(conn, ids)
         cold = {
-            r[0]: decompress(r[1], r[2], r[0])
-            for r in _rows_for(
-                conn, "SELECT item_id, zcontent, sha256 FROM cold_content", "item_id", ids
-            )
+            item_id: decompress(blob, digest, item_id)
+            for item_id, blob, digest in sql.cold_blobs(conn, ids)
         }
-        rev = _next_rev(conn)
-        next_row = int(
-            conn.execute("SELECT coalesce(max(row), 0) + 1 FROM recall_index").fetchone()[0]
-        )
+        rev = sql.next_rev(conn)
+        next_row = sql.next_index_row(conn)
         inserts, updates, to_cold, back = [], [], [], []
         for item_id, session_id, tags, content in rows:
             row, _old_tier, forgotten = known.get(item_id, (None, None, False))
@@ -352,20 +345,11 @@ class Tiers:
             else:
                 updates.append((*values, row))
             known[item_id] = (row, tier, False)  # an item listed twice is indexed once
-        conn.executemany(
-            "INSERT INTO recall_index (row, item_id, session_id, seq, tier, tags, rev)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            inserts,
-        )
-        conn.executemany(
-            "UPDATE recall_index SET session_id = ?, seq = ?, tier = ?, tags = ?, rev = ?"
-            " WHERE row = ?",
-            updates,
-        )
+        sql.insert_index_rows(conn, inserts)
+        sql.update_index_rows(conn, updates)
         for item_id, content in to_cold:
             self._write_cold(conn, item_id, content)
-        conn.executemany("UPDATE items SET content = ? WHERE id = ?", back)
-        conn.executemany("DELETE FROM cold_content WHERE item_id = ?", [(i,) for _, i in back])
+        sql.restore_contents(conn, back)
         return {item_id: content for content, item_id in back}
 
     def on_hydrated(self, item: ContextItem, previous_tier: str) -> None:
@@ -382,19 +366,13 @@ class Tiers:
         Returns the whole content when it came back from cold, else None."""
         full = self._cold_text(conn, item_id)
         if full is not None:
-            conn.execute("UPDATE items SET content = ? WHERE id = ?", (full, item_id))
-            conn.execute("DELETE FROM cold_content WHERE item_id = ?", (item_id,))
-        index_row = conn.execute(
-            "SELECT row, fts FROM recall_index WHERE item_id = ?", (item_id,)
-        ).fetchone()
+            sql.restore_content(conn, item_id, full)
+        index_row = sql.index_entry(conn, item_id)
         if index_row is None:
             return full
         if index_row["fts"]:
-            conn.execute("DELETE FROM recall_fts WHERE rowid = ?", (index_row["row"],))
-        conn.execute(
-            "UPDATE recall_index SET tier = 'live', forgotten = 0, fts = 0, rev = ? WHERE row = ?",
-            (_next_rev(conn), index_row["row"]),
-        )
+            sql.delete_text_entry(conn, index_row["row"])
+        sql.mark_live(conn, index_row["row"], sql.next_rev(conn))
         return full
 
     def forget(self, item_id: str) -> None:
@@ -406,32 +384,22 @@ class Tiers:
             KeyError: no item with that id in the store.
         """
         with self.store.transaction() as conn:
-            item_row = conn.execute(
-                "SELECT rowid, session_id, tier, content FROM items WHERE id = ?", (item_id,)
-            ).fetchone()
+            item_row = sql.item_place(conn, item_id)
             if item_row is None:
                 raise KeyError(f"item {item_id} is not in the store")
             full = self._cold_text(conn, item_id)
             if full is not None:
-                conn.execute("UPDATE items SET content = ? WHERE id = ?", (full, item_id))
-                conn.execute("DELETE FROM cold_content WHERE item_id = ?", (item_id,))
-            rev = _next_rev(conn)
-            index_row = conn.execute(
-                "SELECT row, fts FROM recall_index WHERE item_id = ?", (item_id,)
-            ).fetchone()
+                sql.restore_content(conn, item_id, full)
+            rev = sql.next_rev(conn)
+            index_row = sql.index_entry(conn, item_id)
             if index_row is None:
-                conn.execute(
-                    "INSERT INTO recall_index (item_id, session_id, seq, tier, forgotten, rev)"
-                    " VALUES (?, ?, ?, ?, 1, ?)",
-                    (item_id, item_row["session_id"], item_row["rowid"], item_row["tier"], rev),
+                sql.insert_forgotten(
+                    conn, item_id, item_row["session_id"], item_row["rowid"], item_row["tier"], rev
                 )
                 return
             if index_row["fts"]:
-                conn.execute("DELETE FROM recall_fts WHERE rowid = ?", (index_row["row"],))
-            conn.execute(
-                "UPDATE recall_index SET forgotten = 1, fts = 0, rev = ? WHERE row = ?",
-                (rev, index_row["row"]),
-            )
+                sql.delete_text_entry(conn, index_row["row"])
+            sql.mark_forgotten(conn, index_row["row"], rev)
 
     def content(self, item_id: str) -> str | None:
         """The whole content of an item in any tier (decompressed when cold), or None."""
@@ -439,19 +407,15 @@ class Tiers:
         cold = self._cold_text(conn, item_id)
         if cold is not None:
             return cold
-        row = conn.execute("SELECT content FROM items WHERE id = ?", (item_id,)).fetchone()
-        return None if row is None else row[0]
+        return sql.item_content(conn, item_id)
 
     def counts(self) -> dict[str, int]:
         """``{"warm", "cold", "forgotten", "pending"}``: searchable rows per tier in the store,
         forgotten rows, and warm rows not embedded yet (as of the last search)."""
         out = {"warm": 0, "cold": 0, "forgotten": 0}
-        for row in self.store.conn.execute(
-            "SELECT CASE WHEN forgotten THEN 'forgotten' ELSE tier END AS t, COUNT(*) AS n"
-            " FROM recall_index GROUP BY t"
-        ):
-            if row["t"] in out:
-                out[row["t"]] = int(row["n"])
+        for tier, n in sql.index_counts(self.store.conn).items():
+            if tier in out:
+                out[tier] = n
         out["pending"] = len(self._pending)
         return out
 
@@ -459,20 +423,13 @@ class Tiers:
 
     @staticmethod
     def _cold_text(conn: Any, item_id: str) -> str | None:
-        row = conn.execute(
-            "SELECT zcontent, sha256 FROM cold_content WHERE item_id = ?", (item_id,)
-        ).fetchone()
-        return None if row is None else decompress(row[0], row[1], item_id)
+        found = sql.cold_blob(conn, item_id)
+        return None if found is None else decompress(found[0], found[1], item_id)
 
     @staticmethod
     def _write_cold(conn: Any, item_id: str, content: str) -> None:
         blob, digest = compress(content)
-        conn.execute(
-            "INSERT OR REPLACE INTO cold_content (item_id, zcontent, sha256, chars)"
-            " VALUES (?, ?, ?, ?)",
-            (item_id, blob, digest, len(content)),
-        )
-        conn.execute("UPDATE items SET content = ? WHERE id = ?", (cold_preview(content), item_id))
+        sql.write_cold(conn, item_id, blob, digest, len(content), cold_preview(content))
 
     # -- keeping the in-memory state in step ------------------------------------------------------
 
@@ -482,15 +439,11 @@ class Tiers:
         if self._catalog is None:
             self._catalog = _Catalog()
             self._seen_rev = -1
-        top = conn.execute("SELECT coalesce(max(rev), 0) FROM recall_index").fetchone()[0]
+        top = sql.max_rev(conn)
         if top <= self._seen_rev:
             return
         catalog = self._catalog
-        for r in conn.execute(
-            "SELECT row, item_id, session_id, seq, tier, tags, embed_key, forgotten, fts"
-            " FROM recall_index WHERE rev > ?",
-            (self._seen_rev,),
-        ):
+        for r in sql.index_changes(conn, self._seen_rev):
             searchable = r["tier"] in SEARCHABLE_TIERS and not r["forgotten"]
             state = _RowState(
                 item_id=r["item_id"],
@@ -529,14 +482,13 @@ class Tiers:
         missing = [r for r in rows if r not in ready]
         if missing:
             ids = [catalog.rows[r].item_id for r in missing]
-            texts = _contents(self.store.conn, ids)
+            texts = sql.item_contents(self.store.conn, ids)
             present = [r for r in missing if catalog.rows[r].item_id in texts]
             vectors, keys = cache.embed([texts[catalog.rows[r].item_id] for r in present])
             with self.store.transaction() as conn:
-                rev = _next_rev(conn)
-                conn.executemany(
-                    "UPDATE recall_index SET embed_key = ?, rev = ? WHERE row = ? AND tier = 'warm'",
-                    [(key, rev, r) for r, key in zip(present, keys, strict=True)],
+                rev = sql.next_rev(conn)
+                sql.set_embed_keys(
+                    conn, [(key, rev, r) for r, key in zip(present, keys, strict=True)]
                 )
             for n, r in enumerate(present):
                 ready[r] = (keys[n], vectors[n])
@@ -590,15 +542,7 @@ class Tiers:
             return
         pending = sorted(catalog.text_pending)
         with self.store.transaction() as conn:
-            rows = _rows_for(
-                conn,
-                "SELECT r.row, r.item_id, i.content, i.tags, i.targets, i.kind, c.zcontent,"
-                " c.sha256 FROM recall_index r JOIN items i ON i.id = r.item_id"
-                " LEFT JOIN cold_content c ON c.item_id = r.item_id"
-                " WHERE r.fts = 0 AND r.forgotten = 0 AND r.tier IN ('warm', 'cold') AND",
-                "r.row",
-                pending,
-            )
+            rows = sql.unindexed_text(conn, pending)
             entries = [
                 (
                     r["row"],
@@ -609,12 +553,7 @@ class Tiers:
                 )
                 for r in rows
             ]
-            conn.executemany(
-                "INSERT INTO recall_fts (rowid, content, meta) VALUES (?, ?, ?)", entries
-            )
-            conn.executemany(
-                "UPDATE recall_index SET fts = 1 WHERE row = ?", [(e[0],) for e in entries]
-            )
+            sql.add_text_entries(conn, entries)
         for row in pending:
             catalog.rows[row].fts = True
         catalog.text_pending.clear()
@@ -679,25 +618,8 @@ class Tiers:
         catalog = self._catalog
         if match is None or catalog is None:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        sql = (
-            f"SELECT rowid, -bm25(recall_fts, 1.0, {META_WEIGHT}) AS s FROM recall_fts"
-            " WHERE recall_fts MATCH ?"
-        )
-        args: list[Any] = [match]
-        if session_id is not None:
-            sql += " AND rowid IN (SELECT row FROM recall_index WHERE session_id = ?)"
-            args.append(session_id)
-        if tags:
-            marks = ",".join("?" * len(tags))
-            sql += (
-                " AND rowid IN (SELECT r.row FROM recall_index r, json_each(r.tags) j"
-                f" WHERE lower(j.value) IN ({marks}))"
-            )
-            args.extend(t.lower() for t in tags)
-        sql += " ORDER BY s DESC LIMIT ?"
-        args.append(k)
-        found = self.store.conn.execute(sql, args).fetchall()
-        known = [(int(r[0]), float(r[1])) for r in found if int(r[0]) in catalog.rows]
+        found = sql.keyword_rows(self.store.conn, match, k, META_WEIGHT, session_id, tags)
+        known = [(r, s) for r, s in found if r in catalog.rows]
         if not known:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         rows = np.asarray([r for r, _ in known], dtype=np.int64)
@@ -788,15 +710,7 @@ class Tiers:
             return []
         conn = self.store.conn
         ids = [catalog.rows[r].item_id for r, *_ in picks]
-        marks = ",".join("?" * len(ids))
-        rows = {
-            r["id"]: r
-            for r in conn.execute(
-                f"SELECT id, session_id, kind, tags, tokens, tier, content FROM items"
-                f" WHERE id IN ({marks})",
-                ids,
-            )
-        }
+        rows = sql.item_summaries(conn, ids)
         hits = []
         for (row, score, cosine, bm), item_id in zip(picks, ids, strict=True):
             stored = rows.get(item_id)
@@ -832,17 +746,8 @@ class Tiers:
         """
         with self._lock:
             self._prepare()
-            conn = self.store.conn
-            load_sqlite_vec(conn)
             blob = np.asarray(vector, dtype=np.float32).tobytes()
-            found = conn.execute(
-                "SELECT r.item_id, 1.0 - vec_distance_cosine(e.vector, ?) AS cos"
-                " FROM recall_index r JOIN embeddings e ON e.key = r.embed_key"
-                " WHERE r.tier = 'warm' AND r.forgotten = 0 AND e.model = ?"
-                " ORDER BY cos DESC, r.row LIMIT ?",
-                (blob, self.embedder.name, k),
-            ).fetchall()
-            return [(r[0], float(r[1])) for r in found]
+            return sql.nearest_warm(self.store.conn, blob, self.embedder.name, k)
 
     # -- helpers for benchmarks and tests ----------------------------------------------------------
 
@@ -854,51 +759,3 @@ class Tiers:
             item.tier = tier
         self.store.add_items(list(items))
         self.on_moved(items, tier)
-
-
-def load_sqlite_vec(conn: Any) -> None:
-    """Load the sqlite-vec extension into ``conn`` once.
-
-    Raises:
-        VeilError: the ``sqlite-vec`` package or extension loading is unavailable.
-    """
-    try:
-        conn.execute("SELECT vec_version()")
-        return
-    except Exception:  # noqa: BLE001 - not loaded yet
-        pass
-    try:
-        import sqlite_vec
-
-        conn.enable_load_extension(True)
-        sqlite_vec.load(conn)
-        conn.enable_load_extension(False)
-    except Exception as exc:  # noqa: BLE001 - any loader failure means the same to the caller
-        raise VeilError(f"sqlite-vec could not be loaded: {exc}") from exc
-
-
-def _rows_for(conn: Any, select: str, column: str, keys: Sequence[Any]) -> list[Any]:
-    """``select`` + ``[WHERE] column IN (keys)``, in chunks of 500 (SQLite's variable limit);
-    a ``select`` ending in ``AND`` or ``WHERE`` continues its own clause."""
-    out: list[Any] = []
-    unique = list(dict.fromkeys(keys))
-    glue = " " if select.rstrip().endswith(("AND", "WHERE")) else " WHERE "
-    for start in range(0, len(unique), 500):
-        chunk = unique[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        out.extend(conn.execute(f"{select}{glue}{column} IN ({marks})", chunk).fetchall())
-    return out
-
-
-def _next_rev(conn: Any) -> int:
-    return int(conn.execute("SELECT coalesce(max(rev), 0) + 1 FROM recall_index").fetchone()[0])
-
-
-def _contents(conn: Any, item_ids: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for start in range(0, len(item_ids), 500):
-        chunk = item_ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        for row in conn.execute(f"SELECT id, content FROM items WHERE id IN ({marks})", chunk):
-            out[row[0]] = row[1]
-    return out

@@ -3,7 +3,8 @@
 The durable record is the ``events`` table (kinds ``belief.assert``, ``belief.reinforce``,
 ``belief.retract``, ``conflict.resolve``), each with time, session, step and tool call id. The
 tables ``beliefs`` and ``belief_conflicts`` are a *view* derived from it: :meth:`rebuild` drops
-and replays them from the log alone.
+and replays them from the log alone. Their statements are in the store layer
+(:mod:`veil.core.store.belief_tables`); this module holds the rule and what each event does.
 
 Detection rule (no LLM; :mod:`veil.default_plugins.beliefs.claims` holds it and its
 vocabulary): a statement is parsed into a claim ``(subject, predicate, value)`` with
@@ -41,6 +42,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from veil.core.errors import BadRequest
+from veil.core.store import belief_tables as tables
+from veil.core.store.context_db import insert_event
 from veil.core.types import new_id
 from veil.default_plugins.beliefs.claims import PATTERNS, Claim, contradicts, parse_claim
 
@@ -49,19 +52,6 @@ __all__ = ["PATTERNS", "BeliefStore", "Claim", "facts_in_tool_output", "parse_cl
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
     from veil.core.store import Store
-
-VIEW_SQL = """
-CREATE TABLE IF NOT EXISTS beliefs (
-    id TEXT PRIMARY KEY, statement TEXT NOT NULL, subject TEXT, predicate TEXT, value TEXT,
-    status TEXT NOT NULL, session_id TEXT, step INTEGER, tool_call_id TEXT, source TEXT,
-    created_at REAL NOT NULL, reinforced INTEGER NOT NULL DEFAULT 0, retracted_at REAL
-);
-CREATE TABLE IF NOT EXISTS belief_conflicts (
-    id TEXT PRIMARY KEY, subject TEXT NOT NULL, predicate TEXT NOT NULL, status TEXT NOT NULL,
-    opened_at REAL NOT NULL, resolved_at REAL, kept TEXT
-)
-"""
-
 
 _LISTEN = re.compile(
     r"(?:running|listening|serving|started server)\s+(?:on|at)\s+(?:port\s+(\d{2,5})|"
@@ -118,9 +108,7 @@ class BeliefStore:
     def __init__(self, store: Store) -> None:
         self.store = store
         with store.transaction() as conn:
-            for stmt in VIEW_SQL.split(";"):
-                if stmt.strip():
-                    conn.execute(stmt)
+            tables.create_tables(conn)
 
     # -- writing: every change is an event, then applied to the view ----------------------------
 
@@ -135,10 +123,14 @@ class BeliefStore:
         ts: float,
     ) -> None:
         with self.store.transaction() as conn:
-            conn.execute(
-                "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (ts, session_id, step, tool_call_id, kind, json.dumps(payload)),
+            insert_event(
+                conn,
+                kind,
+                json.dumps(payload),
+                ts=ts,
+                session_id=session_id,
+                step=step,
+                tool_call_id=tool_call_id,
             )
             self._apply(conn, kind, payload, session_id, step, tool_call_id, ts)
 
@@ -200,9 +192,7 @@ class BeliefStore:
         Raises:
             BadRequest: unknown or closed conflict, or ``keep`` is not one of its beliefs.
         """
-        conflict = self.store.reader.execute(
-            "SELECT * FROM belief_conflicts WHERE id = ?", (conflict_id,)
-        ).fetchone()
+        conflict = tables.conflict(self.store.reader, conflict_id)
         if conflict is None or conflict["status"] != "open":
             raise BadRequest(f"conflict_id: no open conflict {conflict_id!r}")
         members = [b["id"] for b in self._members(conflict["subject"], conflict["predicate"])]
@@ -243,71 +233,44 @@ class BeliefStore:
                 "predicate": claim.predicate if claim else None,
                 "value": claim.value if claim else None,
             }
-            conn.execute(
-                "INSERT INTO beliefs (id, statement, subject, predicate, value, status, session_id,"
-                " step, tool_call_id, source, created_at) VALUES (?,?,?,?,?,'active',?,?,?,?,?)",
-                (
-                    p["belief"],
-                    p["statement"],
-                    p["subject"],
-                    p["predicate"],
-                    p["value"],
-                    session_id,
-                    step,
-                    tool_call_id,
-                    p.get("source"),
-                    ts,
-                ),
+            tables.insert_belief(
+                conn,
+                p["belief"],
+                p["statement"],
+                p["subject"],
+                p["predicate"],
+                p["value"],
+                session_id=session_id,
+                step=step,
+                tool_call_id=tool_call_id,
+                source=p.get("source"),
+                created_at=ts,
             )
             if p["subject"] is not None:
                 self._detect(conn, p["subject"], p["predicate"], ts, p["belief"])
         elif kind == "belief.reinforce":
-            conn.execute(
-                "UPDATE beliefs SET reinforced = reinforced + 1 WHERE id = ?", (p["belief"],)
-            )
+            tables.reinforce(conn, p["belief"])
         elif kind == "belief.retract":
-            conn.execute(
-                "UPDATE beliefs SET status='retracted', retracted_at=? WHERE id=?",
-                (ts, p["belief"]),
-            )
+            tables.retract(conn, p["belief"], ts)
         elif kind == "conflict.resolve":
             for bid in p["retract"]:
-                conn.execute(
-                    "UPDATE beliefs SET status='retracted', retracted_at=? WHERE id=?", (ts, bid)
-                )
-            conn.execute(
-                "UPDATE belief_conflicts SET status='resolved', resolved_at=?, kept=? WHERE id=?",
-                (ts, p["keep"], p["conflict"]),
-            )
+                tables.retract(conn, bid, ts)
+            tables.resolve_conflict(conn, p["conflict"], p["keep"], ts)
 
     def _detect(self, conn: Any, subject: str, predicate: str, ts: float, trigger: str) -> None:
-        if not _contradicting(_active_rows(conn, subject, predicate)):
+        if not _contradicting(tables.active_about(conn, subject, predicate)):
             return
-        open_row = conn.execute(
-            "SELECT id FROM belief_conflicts WHERE subject=? AND predicate=? AND status='open'",
-            (subject, predicate),
-        ).fetchone()
-        if open_row is None:
+        if tables.open_conflict_id(conn, subject, predicate) is None:
             # named after the belief that opened it, so a rebuild from the log gives the same id
             conflict_id = "conflict_" + trigger.split("_", 1)[1]
-            conn.execute(
-                "INSERT INTO belief_conflicts (id, subject, predicate, status, opened_at)"
-                " VALUES (?, ?, ?, 'open', ?)",
-                (conflict_id, subject, predicate, ts),
-            )
+            tables.insert_conflict(conn, conflict_id, subject, predicate, ts)
 
     def rebuild(self) -> None:
         """Drop the view tables and derive them again from the event log alone."""
         with self.store.transaction() as conn:
-            conn.execute("DROP TABLE IF EXISTS beliefs")
-            conn.execute("DROP TABLE IF EXISTS belief_conflicts")
-            for stmt in VIEW_SQL.split(";"):
-                if stmt.strip():
-                    conn.execute(stmt)
-            rows = conn.execute(
-                "SELECT * FROM events WHERE kind IN ('belief.assert','belief.reinforce',"
-                "'belief.retract','conflict.resolve') ORDER BY seq"
-            ).fetchall()
+            tables.drop_tables(conn)
+            tables.create_tables(conn)
+            rows = tables.belief_events(conn)
             for r in rows:
                 self._apply(
                     conn,
@@ -324,28 +287,15 @@ class BeliefStore:
     def _active_same(self, statement: str, claim: Claim | None) -> str | None:
         conn = self.store.reader
         if claim is not None:
-            row = conn.execute(
-                "SELECT id FROM beliefs WHERE status='active' AND subject=? AND"
-                " predicate=? AND value=?",
-                (claim.subject, claim.predicate, claim.value),
-            ).fetchone()
-        else:
-            row = conn.execute(
-                "SELECT id FROM beliefs WHERE status='active' AND lower(statement)=?",
-                (statement.lower(),),
-            ).fetchone()
-        return row["id"] if row else None
+            return tables.active_claim(conn, claim.subject, claim.predicate, claim.value)
+        return tables.active_statement(conn, statement)
 
     def _members(self, subject: str, predicate: str) -> list[dict[str, Any]]:
         """Active beliefs about ``subject`` / ``predicate`` that contradict another one."""
-        return _contradicting(_active_rows(self.store.reader, subject, predicate))
+        return _contradicting(tables.active_about(self.store.reader, subject, predicate))
 
     def _conflict_of(self, belief_id: str) -> str | None:
-        row = self.store.reader.execute(
-            "SELECT c.id, c.subject, c.predicate FROM belief_conflicts c JOIN beliefs b ON"
-            " b.subject=c.subject AND b.predicate=c.predicate WHERE b.id=? AND c.status='open'",
-            (belief_id,),
-        ).fetchone()
+        row = tables.open_conflict_of(self.store.reader, belief_id)
         if row is None:
             return None
         members = self._members(row["subject"], row["predicate"])
@@ -353,16 +303,13 @@ class BeliefStore:
 
     def beliefs(self, include_retracted: bool = False) -> list[dict[str, Any]]:
         """Beliefs, oldest first (active only unless ``include_retracted``)."""
-        sql = "SELECT * FROM beliefs" + ("" if include_retracted else " WHERE status='active'")
-        return [dict(r) for r in self.store.reader.execute(sql + " ORDER BY created_at, id")]
+        return tables.beliefs(self.store.reader, include_retracted)
 
     def open_conflicts(self) -> list[dict[str, Any]]:
         """Open conflicts: ``[{"id", "subject", "predicate", "beliefs": [belief rows with
         provenance and a readable "when"]}]``."""
         out = []
-        for c in self.store.reader.execute(
-            "SELECT * FROM belief_conflicts WHERE status='open' ORDER BY opened_at, id"
-        ):
+        for c in tables.open_conflicts(self.store.reader):
             members = self._members(c["subject"], c["predicate"])
             if len(members) < 2:  # opened by an older rule, or its beliefs retracted since
                 continue
@@ -381,9 +328,7 @@ class BeliefStore:
     def history(self, subject: str | None = None) -> list[dict[str, Any]]:
         """The belief events in log order; with ``subject``, only those about beliefs whose
         statement contains it (case-insensitive), including reinforcements and resolutions."""
-        events = self.store.events(
-            kinds=("belief.assert", "belief.reinforce", "belief.retract", "conflict.resolve")
-        )
+        events = self.store.events(kinds=tables.EVENT_KINDS)
         if not subject:
             return events
         needle = subject.lower()
@@ -402,15 +347,6 @@ class BeliefStore:
             )
 
         return [e for e in events if about(e)]
-
-
-def _active_rows(conn: Any, subject: str, predicate: str) -> list[dict[str, Any]]:
-    rows = conn.execute(
-        "SELECT * FROM beliefs WHERE subject=? AND predicate=? AND status='active'"
-        " ORDER BY created_at, id",
-        (subject, predicate),
-    ).fetchall()
-    return [dict(r) for r in rows]
 
 
 def _contradicting(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

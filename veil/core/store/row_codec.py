@@ -1,5 +1,6 @@
-"""Checking rows read from ``.veil/context.db``: what counts as damaged, and what a damaged row of
-a session's history is replaced by when the session loads.
+"""Column values of ``.veil/context.db`` to and from Python: the JSON text veil writes
+(:func:`dumps`, :func:`dumps_strings`), and checking rows read back: what counts as damaged, and
+what a damaged row of a session's history is replaced by when the session loads.
 
 A row is *damaged* when a column that veil parses does not hold what veil wrote there: JSON that
 does not parse (a torn write by another tool, a hand edit, disk damage), JSON of the wrong shape,
@@ -243,3 +244,27 @@ def fill_damaged(messages: list[Message | None], reasons: dict[int, str]) -> lis
             open_calls = []
         out.append(message)
     return out
+
+
+# -- writing JSON columns ---------------------------------------------------------------
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # built once
+
+
+def dumps(value: Any) -> str:
+    """JSON-encode for a TEXT column (UTF-8 kept as is, compact)."""
+    return _encode(value)
+
+
+def dumps_strings(values: Any) -> str:
+    """:func:`dumps` of ``values``, faster for a list of strings none of which needs escaping
+    (no ``"``, no backslash, only printable characters: nearly every tag and target); anything
+    else goes through :func:`dumps`. Same text either way (tests/test_store.py compares them)."""
+    if type(values) is list:
+        try:
+            joined = "".join(values)
+        except TypeError:  # not all strings
+            return _encode(values)
+        if joined.isprintable() and '"' not in joined and "\\" not in joined:
+            return '["' + '","'.join(values) + '"]' if values else "[]"
+    return _encode(values)

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from veil.core import db, rows
 from veil.core.errors import ConfigError, SessionConflict, SessionNotFound
+from veil.core.store import connection, row_codec
+from veil.core.store.write_behind import WriteBehind
 from veil.core.text import clean_message
 from veil.core.types import ContextItem, Message
-from veil.core.write_behind import WriteBehind
 
 log = logging.getLogger("veil.store")
 
@@ -53,7 +53,7 @@ ITEM_COLUMNS = (
 
 
 _SESSION_LISTED = ", ".join(
-    f"{rows.text_as_bytes(c)} AS {c}" if c in rows.SESSION_TEXT_COLUMNS else c
+    f"{row_codec.text_as_bytes(c)} AS {c}" if c in row_codec.SESSION_TEXT_COLUMNS else c
     for c in (
         "id",
         "agent",
@@ -83,7 +83,7 @@ class StoredSession:
         row: as :meth:`Store.get_session` gives it; a damaged ``snapshot`` or ``state`` is
             ``{}`` there and named in ``row["damaged"]``.
         messages: the full history as ``[(step, message), ...]``, a stand-in
-            (:func:`veil.core.rows.fill_damaged`) where a row is damaged or missing.
+            (:func:`veil.core.row_codec.fill_damaged`) where a row is damaged or missing.
         problems: one line per damaged row or column, naming it.
     """
 
@@ -122,7 +122,9 @@ class Store:
         self.conn  # open now so a broken file fails at start, naming the file  # noqa: B018
         self._behind: WriteBehind | None = None
         if write_behind and self.path != ":memory:":
-            self._behind = WriteBehind(lambda: db.connect(self.path, migrate=False), self.path)
+            self._behind = WriteBehind(
+                lambda: connection.connect(self.path, migrate=False), self.path
+            )
 
     # -- connections ------------------------------------------------------------------------
 
@@ -153,13 +155,13 @@ class Store:
     def _thread_conn(self) -> Any:
         if self.path == ":memory:":
             if self._memory_conn is None:
-                self._memory_conn = db.connect(":memory:")
+                self._memory_conn = connection.connect(":memory:")
             return self._memory_conn
         conn = getattr(self._local, "conn", None)
         if conn is None:
             try:
-                conn = db.connect(self.path)
-            except db.sqlite3.DatabaseError as exc:
+                conn = connection.connect(self.path)
+            except connection.sqlite3.DatabaseError as exc:
                 raise ConfigError(f"{self.path}: not a veil database ({exc})") from exc
             self._local.conn = conn
         return conn
@@ -226,12 +228,12 @@ class Store:
         tier_deltas: dict[str, dict[str, int]] | None = None,
     ) -> None:
         """Apply ``job(conn)`` in one transaction off the call path (see
-        :mod:`veil.core.write_behind`): queued for the writer thread, in order; every later use
+        :mod:`veil.core.store.write_behind`): queued for the writer thread, in order; every later use
         of the store waits for it. ``:memory:`` or ``write_behind=False``: run now.
 
         Args:
             job: the writes; called with a connection inside ``BEGIN IMMEDIATE``.
-            what: names the job in a :class:`~veil.core.write_behind.WriteBehindError`.
+            what: names the job in a :class:`~veil.core.store.write_behind.WriteBehindError`.
             tier_deltas: ``{session_id: {tier: change}}`` in item counts, so
                 :meth:`tier_counts` is right while the job waits.
         """
@@ -283,7 +285,7 @@ class Store:
             conn.execute(
                 "INSERT INTO sessions (id, agent, model, created_at, updated_at, snapshot)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                (session_id, agent, model, now, now, db.dumps(snapshot)),
+                (session_id, agent, model, now, now, row_codec.dumps(snapshot)),
             )
         return self.get_session(session_id)
 
@@ -304,13 +306,13 @@ class Store:
             raise SessionNotFound(f"no session with id {session_id!r}")
         out = dict(row)
         for col in ("snapshot", "state"):
-            out[col] = rows.utf8(out[col])
-        text_problems = rows.decode_session_text(out)
+            out[col] = row_codec.utf8(out[col])
+        text_problems = row_codec.decode_session_text(out)
         if any(p.startswith("compact_summary:") for p in text_problems):
             # without its summary the compacted start must be sent again (it is all stored)
             out["compact_size"] = 0
             text_problems.append("compact_summary unreadable: the whole history is sent again")
-        rows.session_json(out)
+        row_codec.session_json(out)
         out["problems"] = text_problems + _number_problems(out)
         return out
 
@@ -319,9 +321,9 @@ class Store:
         of invalid UTF-8 would make the fetch itself fail; they are decoded after)."""
         if self._session_select is None:
             names = [c[1] for c in self.conn.execute("PRAGMA table_info(sessions)").fetchall()]
-            texty = {*rows.SESSION_TEXT_COLUMNS, "snapshot", "state"}
+            texty = {*row_codec.SESSION_TEXT_COLUMNS, "snapshot", "state"}
             self._session_select = ", ".join(
-                f"{rows.text_as_bytes(c)} AS {c}" if c in texty else c for c in names
+                f"{row_codec.text_as_bytes(c)} AS {c}" if c in texty else c for c in names
             )
         return self._session_select
 
@@ -331,7 +333,7 @@ class Store:
 
         Damaged rows do not stop the load: a damaged snapshot or state is ``{}`` (named in
         ``row["damaged"]``); a damaged or missing message row gets a stand-in
-        (:func:`veil.core.rows.fill_damaged`). Each is named in ``problems`` and logged; the rows
+        (:func:`veil.core.row_codec.fill_damaged`). Each is named in ``problems`` and logged; the rows
         stay as they are (``veil doctor --repair`` moves them aside).
 
         Raises:
@@ -354,7 +356,7 @@ class Store:
         and state: id, agent, model, title, created_at, updated_at, closed_at, compact_summary,
         compact_size, version, message_count.
 
-        Rows whose listed columns are damaged (:func:`veil.core.rows.session_row_problems`)
+        Rows whose listed columns are damaged (:func:`veil.core.row_codec.session_row_problems`)
         are left out, each named in ``problems`` (when given) and logged.
         """
         found = self.conn.execute(
@@ -366,7 +368,7 @@ class Store:
         out = []
         for found_row in found:
             row = dict(found_row)
-            bad = rows.decode_session_text(row) + rows.session_row_problems(row)
+            bad = row_codec.decode_session_text(row) + row_codec.session_row_problems(row)
             if bad:
                 problem = f"session row {row['id']!r} is damaged, left out: {'; '.join(bad)}"
                 log.warning("%s: %s", self.path, problem)
@@ -402,7 +404,7 @@ class Store:
         cols = ", ".join(f"{k} = ?" for k in fields)
         if bump:
             cols += ", version = version + 1"
-        values = [db.dumps(v) if isinstance(v, dict) else v for v in fields.values()]
+        values = [row_codec.dumps(v) if isinstance(v, dict) else v for v in fields.values()]
         with self.transaction() as conn:
             _swap(conn, session_id, f"UPDATE sessions SET {cols}", values, expect_version)
             if expect_version is not None:
@@ -419,6 +421,19 @@ class Store:
         if found is None:
             raise SessionNotFound(f"no session with id {session_id!r}")
         return int(found[0])
+
+    def version_and_closed_at(self, session_id: str) -> tuple[int, float | None]:
+        """``(version, closed_at)`` of a session as stored now, read through :attr:`reader`
+        (without waiting for queued :meth:`write_behind` jobs, which never write sessions).
+
+        Raises:
+            SessionNotFound: no such session."""
+        row = self.reader.execute(
+            "SELECT version, closed_at FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        if row is None:
+            raise SessionNotFound(f"no session with id {session_id!r}")
+        return row[0], row[1]
 
     def delete_session(self, session_id: str) -> None:
         """Delete a session with its messages and items (events stay: the log is append-only)."""
@@ -454,9 +469,11 @@ class Store:
             SessionNotFound: no such session.
         """
         try:
-            return self._append(session_id, idx, step, db.dumps(message), usage, expect_version)
+            return self._append(
+                session_id, idx, step, row_codec.dumps(message), usage, expect_version
+            )
         except UnicodeEncodeError:  # lone surrogates: SQLite stores UTF-8 only (rolled back)
-            text = db.dumps(clean_message(message))
+            text = row_codec.dumps(clean_message(message))
             return self._append(session_id, idx, step, text, usage, expect_version)
 
     def _append(
@@ -481,9 +498,9 @@ class Store:
                 conn.execute(
                     "INSERT INTO messages (session_id, idx, step, message, created_at, usage)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
-                    (session_id, idx, step, text, now, db.dumps(usage) if usage else None),
+                    (session_id, idx, step, text, now, row_codec.dumps(usage) if usage else None),
                 )
-            except db.sqlite3.IntegrityError as exc:
+            except connection.sqlite3.IntegrityError as exc:
                 raise SessionConflict(
                     f"session {session_id}: message {idx} was already stored by another process "
                     "(this copy of the session is out of date; load it again)"
@@ -512,6 +529,22 @@ class Store:
             return None
         return usage if isinstance(usage, dict) else None
 
+    def search_messages(self, since: float, words: list[str], limit: int) -> list[dict[str, Any]]:
+        """Stored messages of every session of the project created at or after ``since`` (Unix
+        seconds) whose JSON text contains every one of ``words`` (lowercase; SQL ``LIKE``, so
+        case-insensitive for ASCII), newest first, at most ``limit``.
+
+        Returns:
+            ``[{"session_id", "idx", "message" (the stored JSON text), "created_at"}]``.
+        """
+        sql = (
+            "SELECT session_id, idx, message, created_at FROM messages WHERE created_at >= ?"
+            + "".join(" AND lower(message) LIKE ?" for _ in words)
+            + " ORDER BY created_at DESC, idx DESC LIMIT ?"
+        )
+        args: list[Any] = [since, *[f"%{w}%" for w in words], limit]
+        return [dict(row) for row in self.conn.execute(sql, args)]
+
     def _history(self, session_id: str, problems: list[str]) -> list[tuple[int, Message]]:
         found = self.conn.execute(
             # as bytes: a row holding invalid UTF-8 would make the whole query fail
@@ -535,9 +568,9 @@ class Store:
         reasons: dict[int, str] = {}
         for r in found:
             idx = r["idx"]
-            message, problem = rows.json_value(rows.utf8(r["message"]), dict, "message")
+            message, problem = row_codec.json_value(row_codec.utf8(r["message"]), dict, "message")
             if problem is None:
-                problem = rows.message_problem(message)
+                problem = row_codec.message_problem(message)
             if problem is None and not isinstance(r["step"], int):
                 problem = f"step: {r['step']!r}, expected an integer"
             if problem is not None:
@@ -553,7 +586,7 @@ class Store:
         for idx in range(1, size):  # a stand-in takes the step of the message before it
             if messages[idx] is None:
                 steps[idx] = steps[idx - 1]
-        filled = rows.fill_damaged(messages, reasons) if reasons else messages
+        filled = row_codec.fill_damaged(messages, reasons) if reasons else messages
         return list(zip(steps, filled, strict=True))  # type: ignore[arg-type]
 
     # -- items ------------------------------------------------------------------------------
@@ -578,6 +611,20 @@ class Store:
                 "UPDATE items SET tier = ? WHERE id = ?", [(tier, i) for i in item_ids]
             )
 
+    def record_accesses(self, accesses: list[tuple[float, float, int, float, str]]) -> None:
+        """Store items' memory state after an access, in one transaction.
+
+        Args:
+            accesses: ``(stability, difficulty, access_count, last_access, item id)`` per item
+                (stability in days, last_access in Unix seconds, as :class:`ContextItem`).
+        """
+        with self.transaction() as conn:
+            conn.executemany(
+                "UPDATE items SET stability = ?, difficulty = ?, access_count = ?, last_access = ?"
+                " WHERE id = ?",
+                accesses,
+            )
+
     def update_item(self, item_id: str, **fields: Any) -> None:
         """Set fields of one item (tags / targets as lists; flags as bools).
 
@@ -588,7 +635,7 @@ class Store:
         if bad:
             raise ValueError(f"cannot update item fields {sorted(bad)}")
         values = [
-            db.dumps(v) if isinstance(v, list) else int(v) if isinstance(v, bool) else v
+            row_codec.dumps(v) if isinstance(v, list) else int(v) if isinstance(v, bool) else v
             for v in fields.values()
         ]
         cols = ", ".join(f"{k} = ?" for k in fields)
@@ -652,12 +699,15 @@ class Store:
     ) -> int:
         """Append an event to the append-only log; return its sequence number."""
         with self.transaction() as conn:
-            cur = conn.execute(
-                "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (ts or time.time(), session_id, step, tool_call_id, kind, db.dumps(payload)),
+            return insert_event(
+                conn,
+                kind,
+                row_codec.dumps(payload),
+                ts=ts or time.time(),
+                session_id=session_id,
+                step=step,
+                tool_call_id=tool_call_id,
             )
-            return int(cur.lastrowid)
 
     def events(self, session_id: str | None = None, kinds: tuple[str, ...] = ()) -> list[dict]:
         """Events in log order, optionally for one session and some kinds."""
@@ -671,7 +721,7 @@ class Store:
         found = self.conn.execute(sql + " ORDER BY seq", args).fetchall()
         out = []
         for r in found:
-            payload, problem = rows.json_value(r["payload"], dict, "payload")
+            payload, problem = row_codec.json_value(r["payload"], dict, "payload")
             if problem:  # one damaged event must not hide the log (veil doctor names it)
                 log.warning("%s: event %s is damaged, skipped: %s", self.path, r["seq"], problem)
                 continue
@@ -701,6 +751,47 @@ class Store:
             )
 
 
+def insert_event(
+    conn: Any,
+    kind: str,
+    payload_json: str,
+    *,
+    ts: float,
+    session_id: str | None,
+    step: int | None,
+    tool_call_id: str | None,
+) -> int:
+    """Append one event to the append-only ``events`` log on ``conn`` (the only statement that
+    writes an event: :meth:`Store.log_event`, the masking and eviction writes of a session and
+    the beliefs all come here), inside the caller's transaction or as a statement of its own.
+
+    Args:
+        kind: the event's kind (``evict``, ``mask``, ``belief.assert``, ...).
+        payload_json: the payload, already JSON text (a JSON object).
+        ts: Unix seconds.
+
+    Returns:
+        The event's sequence number (``events.seq``).
+    """
+    cur = conn.execute(
+        "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (ts, session_id, step, tool_call_id, kind, payload_json),
+    )
+    return int(cur.lastrowid)
+
+
+def set_items_tier(conn: Any, item_ids: list[str], tier: str) -> None:
+    """``UPDATE items SET tier`` for ``item_ids`` on ``conn`` (inside the caller's transaction),
+    500 ids a statement (SQLite's variable limit). Unknown ids are skipped."""
+    for start in range(0, len(item_ids), 500):
+        chunk = item_ids[start : start + 500]
+        conn.execute(
+            f"UPDATE items SET tier = ? WHERE id IN ({','.join('?' * len(chunk))})",
+            [tier, *chunk],
+        )
+
+
 def _number_problems(row: dict[str, Any]) -> list[str]:
     """Damage in a loaded session's ``version`` and ``compact_size``, set in place to what lets
     the session load: 0 (for ``version`` the next save writes a sound one; for
@@ -715,7 +806,7 @@ def _number_problems(row: dict[str, Any]) -> list[str]:
 
 
 def _json_problems(row: dict[str, Any]) -> list[str]:
-    """The problems :func:`veil.core.rows.session_json` found (it ran in get_session), again."""
+    """The problems :func:`veil.core.row_codec.session_json` found (it ran in get_session), again."""
     return [f"{col} is damaged (not a JSON object); read as {{}}" for col in row["damaged"]]
 
 
@@ -755,8 +846,8 @@ _TAGS, _TARGETS, _PINNED, _BY_HAND = (
 def _item_values(item: ContextItem) -> list:
     # attribute reads in C, not dataclasses.asdict: asdict deep-copies every list (~1 ms per item)
     values = list(_item_columns(item))
-    values[_TAGS] = db.dumps_strings(values[_TAGS])
-    values[_TARGETS] = db.dumps_strings(values[_TARGETS])
+    values[_TAGS] = row_codec.dumps_strings(values[_TAGS])
+    values[_TARGETS] = row_codec.dumps_strings(values[_TARGETS])
     values[_PINNED] = int(values[_PINNED])
     values[_BY_HAND] = int(values[_BY_HAND])
     return values

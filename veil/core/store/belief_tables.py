@@ -1,0 +1,194 @@
+"""The tables of the beliefs default plugin (:mod:`veil.default_plugins.beliefs.store`):
+``beliefs`` and ``belief_conflicts``, a view derived from the ``belief.*`` and
+``conflict.resolve`` events of the append-only log, with every statement run on them.
+
+They live in the store layer, not in the plugin, because they are a view of the core's event
+log in the core's database: ``veil doctor --repair`` rebuilds them after it moves damaged events
+aside, and a change to the ``events`` table must be seen beside the reads that replay it. They
+are created by :func:`create_tables` (``IF NOT EXISTS``), not by a migration, so that they can be
+dropped and rebuilt from the log at any time. The plugin keeps its logic (which statements
+conflict, what an event does to the view) and calls these functions with a connection: the
+store's ``reader`` for reads, an open ``Store.transaction()`` for writes.
+
+Rows are returned as dicts of the columns: ``beliefs``: ``id, statement, subject, predicate,
+value, status`` (``active`` / ``retracted``) ``, session_id, step, tool_call_id, source,
+created_at, reinforced, retracted_at``; ``belief_conflicts``: ``id, subject, predicate,
+status`` (``open`` / ``resolved``) ``, opened_at, resolved_at, kept``. Times are Unix seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+VIEW_SQL = """
+CREATE TABLE IF NOT EXISTS beliefs (
+    id TEXT PRIMARY KEY, statement TEXT NOT NULL, subject TEXT, predicate TEXT, value TEXT,
+    status TEXT NOT NULL, session_id TEXT, step INTEGER, tool_call_id TEXT, source TEXT,
+    created_at REAL NOT NULL, reinforced INTEGER NOT NULL DEFAULT 0, retracted_at REAL
+);
+CREATE TABLE IF NOT EXISTS belief_conflicts (
+    id TEXT PRIMARY KEY, subject TEXT NOT NULL, predicate TEXT NOT NULL, status TEXT NOT NULL,
+    opened_at REAL NOT NULL, resolved_at REAL, kept TEXT
+)
+"""
+
+EVENT_KINDS = ("belief.assert", "belief.reinforce", "belief.retract", "conflict.resolve")
+"""The event kinds the view is derived from."""
+
+
+def create_tables(conn: Any) -> None:
+    """Create the view tables if they are missing (inside the caller's transaction)."""
+    for stmt in VIEW_SQL.split(";"):
+        if stmt.strip():
+            conn.execute(stmt)
+
+
+def drop_tables(conn: Any) -> None:
+    """Drop the view tables (inside the caller's transaction; the event log stays)."""
+    conn.execute("DROP TABLE IF EXISTS beliefs")
+    conn.execute("DROP TABLE IF EXISTS belief_conflicts")
+
+
+def belief_events(conn: Any) -> list[Any]:
+    """Every event of the :data:`EVENT_KINDS` in log order, as stored (rows read by name:
+    ``seq, ts, session_id, step, tool_call_id, kind, payload`` JSON text)."""
+    return conn.execute(
+        "SELECT * FROM events WHERE kind IN ('belief.assert','belief.reinforce',"
+        "'belief.retract','conflict.resolve') ORDER BY seq"
+    ).fetchall()
+
+
+def insert_belief(
+    conn: Any,
+    belief_id: str,
+    statement: str,
+    subject: str | None,
+    predicate: str | None,
+    value: str | None,
+    *,
+    session_id: str | None,
+    step: int | None,
+    tool_call_id: str | None,
+    source: str | None,
+    created_at: float,
+) -> None:
+    """Add an active belief.
+
+    Raises:
+        sqlite3.IntegrityError: ``belief_id`` is taken."""
+    conn.execute(
+        "INSERT INTO beliefs (id, statement, subject, predicate, value, status, session_id,"
+        " step, tool_call_id, source, created_at) VALUES (?,?,?,?,?,'active',?,?,?,?,?)",
+        (
+            belief_id,
+            statement,
+            subject,
+            predicate,
+            value,
+            session_id,
+            step,
+            tool_call_id,
+            source,
+            created_at,
+        ),
+    )
+
+
+def reinforce(conn: Any, belief_id: str) -> None:
+    """Count one more assertion of a belief (``reinforced`` + 1)."""
+    conn.execute("UPDATE beliefs SET reinforced = reinforced + 1 WHERE id = ?", (belief_id,))
+
+
+def retract(conn: Any, belief_id: str, ts: float) -> None:
+    """Mark a belief retracted at ``ts`` (the row stays)."""
+    conn.execute(
+        "UPDATE beliefs SET status='retracted', retracted_at=? WHERE id=?", (ts, belief_id)
+    )
+
+
+def resolve_conflict(conn: Any, conflict_id: str, kept: str, ts: float) -> None:
+    """Mark a conflict resolved at ``ts``, keeping belief ``kept``."""
+    conn.execute(
+        "UPDATE belief_conflicts SET status='resolved', resolved_at=?, kept=? WHERE id=?",
+        (ts, kept, conflict_id),
+    )
+
+
+def open_conflict_id(conn: Any, subject: str, predicate: str) -> str | None:
+    """The id of the open conflict about ``subject`` / ``predicate``, or None."""
+    row = conn.execute(
+        "SELECT id FROM belief_conflicts WHERE subject=? AND predicate=? AND status='open'",
+        (subject, predicate),
+    ).fetchone()
+    return None if row is None else row[0]
+
+
+def insert_conflict(conn: Any, conflict_id: str, subject: str, predicate: str, ts: float) -> None:
+    """Open a conflict about ``subject`` / ``predicate`` at ``ts``."""
+    conn.execute(
+        "INSERT INTO belief_conflicts (id, subject, predicate, status, opened_at)"
+        " VALUES (?, ?, ?, 'open', ?)",
+        (conflict_id, subject, predicate, ts),
+    )
+
+
+def conflict(conn: Any, conflict_id: str) -> dict[str, Any] | None:
+    """One conflict's row, or None."""
+    row = conn.execute("SELECT * FROM belief_conflicts WHERE id = ?", (conflict_id,)).fetchone()
+    return None if row is None else dict(row)
+
+
+def open_conflicts(conn: Any) -> list[dict[str, Any]]:
+    """Open conflicts' rows, oldest first (ties by id)."""
+    return [
+        dict(r)
+        for r in conn.execute(
+            "SELECT * FROM belief_conflicts WHERE status='open' ORDER BY opened_at, id"
+        )
+    ]
+
+
+def open_conflict_of(conn: Any, belief_id: str) -> dict[str, Any] | None:
+    """``{"id", "subject", "predicate"}`` of the open conflict about the subject and predicate
+    of belief ``belief_id``, or None."""
+    row = conn.execute(
+        "SELECT c.id, c.subject, c.predicate FROM belief_conflicts c JOIN beliefs b ON"
+        " b.subject=c.subject AND b.predicate=c.predicate WHERE b.id=? AND c.status='open'",
+        (belief_id,),
+    ).fetchone()
+    return None if row is None else dict(row)
+
+
+def active_claim(conn: Any, subject: str, predicate: str, value: str) -> str | None:
+    """The id of an active belief with this exact claim, or None."""
+    row = conn.execute(
+        "SELECT id FROM beliefs WHERE status='active' AND subject=? AND predicate=? AND value=?",
+        (subject, predicate, value),
+    ).fetchone()
+    return None if row is None else row["id"]
+
+
+def active_statement(conn: Any, statement: str) -> str | None:
+    """The id of an active belief whose statement equals ``statement`` ignoring case (SQL
+    ``lower``: ASCII letters), or None."""
+    row = conn.execute(
+        "SELECT id FROM beliefs WHERE status='active' AND lower(statement)=?",
+        (statement.lower(),),
+    ).fetchone()
+    return None if row is None else row["id"]
+
+
+def active_about(conn: Any, subject: str, predicate: str) -> list[dict[str, Any]]:
+    """Active beliefs about ``subject`` / ``predicate``, oldest first (ties by id)."""
+    rows = conn.execute(
+        "SELECT * FROM beliefs WHERE subject=? AND predicate=? AND status='active'"
+        " ORDER BY created_at, id",
+        (subject, predicate),
+    ).fetchall()
+    return [dict(r) for r in rows]
+
+
+def beliefs(conn: Any, include_retracted: bool = False) -> list[dict[str, Any]]:
+    """Beliefs' rows, oldest first (ties by id); active ones only unless ``include_retracted``."""
+    sql = "SELECT * FROM beliefs" + ("" if include_retracted else " WHERE status='active'")
+    return [dict(r) for r in conn.execute(sql + " ORDER BY created_at, id")]

@@ -1,0 +1,136 @@
+"""Rows of ``.veil/context.db`` as they are stored, damaged or not, and the writes that move
+damaged ones aside: every statement of ``veil doctor`` (:mod:`veil.core.doctor`).
+
+Text columns that veil parses are read as bytes (``CAST(... AS BLOB)``): a column holding
+invalid UTF-8 would make SQLite's text fetch, and so the whole query, fail. Every function takes
+the connection to run on; the repair's writes run inside the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veil.core.store.row_codec import SESSION_TEXT_COLUMNS
+
+_TEXT = "CAST({0} AS BLOB) AS {0}"
+
+TABLES = frozenset({"sessions", "messages", "items", "events"})
+"""The tables whose rows ``veil doctor`` checks and repairs."""
+
+
+def _select(conn: Any, columns: str, raw: tuple[str, ...], rest: str) -> list[Any]:
+    """All rows of ``SELECT columns, raw... rest``, each ``raw`` column read as bytes
+    (:data:`_TEXT`) under its own name."""
+    return conn.execute(
+        f"SELECT {columns}, {', '.join(_TEXT.format(c) for c in raw)} {rest}"
+    ).fetchall()
+
+
+def session_rows(conn: Any) -> list[Any]:
+    """Every ``sessions`` row in rowid order, read by name: ``rowid, id, agent, created_at,
+    updated_at, closed_at, compact_size, version`` as stored, ``snapshot, state, model, title,
+    compact_summary`` as bytes (or null)."""
+    return _select(
+        conn,
+        "rowid, id, agent, created_at, updated_at, closed_at, compact_size, version",
+        ("snapshot", "state", *SESSION_TEXT_COLUMNS),
+        "FROM sessions ORDER BY rowid",
+    )
+
+
+def message_rows(conn: Any) -> list[Any]:
+    """Every ``messages`` row by session and number, read by name: ``rowid, session_id, idx,
+    step`` as stored, ``message, usage`` as bytes (or null)."""
+    return _select(
+        conn,
+        "rowid, session_id, idx, step",
+        ("message", "usage"),
+        "FROM messages ORDER BY session_id, idx",
+    )
+
+
+def item_rows(conn: Any) -> list[Any]:
+    """Every ``items`` row, read by name: ``rowid, id`` as stored, ``tags, targets`` as bytes."""
+    return _select(conn, "rowid, id", ("tags", "targets"), "FROM items")
+
+
+def event_payloads(conn: Any) -> list[Any]:
+    """Every ``events`` row in log order, read by name: ``seq``, ``payload`` as bytes."""
+    return conn.execute(
+        f"SELECT seq, {_TEXT.format('payload')} FROM events ORDER BY seq"
+    ).fetchall()
+
+
+def integrity_problems(conn: Any) -> list[str]:
+    """What SQLite's ``PRAGMA integrity_check`` reports (pages, indexes); empty when sound."""
+    return [str(r[0]) for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
+
+
+def foreign_key_problems(conn: Any) -> list[tuple[str, int, str]]:
+    """``PRAGMA foreign_key_check``: ``[(table, rowid, referenced table)]`` per row that points
+    to a missing row."""
+    return [(r[0], r[1], r[2]) for r in conn.execute("PRAGMA foreign_key_check").fetchall()]
+
+
+def quarantine_count(conn: Any) -> int:
+    """Rows kept in the ``quarantine`` table."""
+    return int(conn.execute("SELECT COUNT(*) FROM quarantine").fetchone()[0])
+
+
+def whole_row(conn: Any, table: str, rowid: int) -> Any:
+    """Every column of one row of ``table`` (one of :data:`TABLES`), text read as bytes, by
+    name; None when the row is gone.
+
+    Raises:
+        ValueError: ``table`` is not one of :data:`TABLES`."""
+    _check_table(table)
+    columns = [c[1] for c in conn.execute(f"PRAGMA table_info({table})").fetchall()]
+    select = ", ".join(
+        f"CASE WHEN typeof({c}) = 'text' THEN CAST({c} AS BLOB) ELSE {c} END AS {c}"
+        for c in columns
+    )
+    return conn.execute(f"SELECT {select} FROM {table} WHERE rowid = ?", (rowid,)).fetchone()
+
+
+def quarantine(conn: Any, ts: float, table: str, key: str, row_json: str, reason: str) -> None:
+    """Keep a copy of a damaged row in ``quarantine``.
+
+    Args:
+        ts: Unix seconds; key: the row's key as ``veil doctor`` names it; row_json: every
+        column as JSON text; reason: the problems found.
+    """
+    conn.execute(
+        "INSERT INTO quarantine (ts, table_name, row_key, row, reason) VALUES (?, ?, ?, ?, ?)",
+        (ts, table, key, row_json, reason),
+    )
+
+
+def delete_row(conn: Any, table: str, rowid: int) -> None:
+    """Delete one row of ``table`` (one of :data:`TABLES`) by rowid.
+
+    Raises:
+        ValueError: ``table`` is not one of :data:`TABLES`."""
+    _check_table(table)
+    conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))
+
+
+def reset_item_list(conn: Any, column: str, rowid: int) -> None:
+    """Set an item's ``tags`` or ``targets`` to ``[]``.
+
+    Raises:
+        ValueError: ``column`` is neither."""
+    if column not in ("tags", "targets"):
+        raise ValueError(f"column: expected 'tags' or 'targets', got {column!r}")
+    conn.execute(f"UPDATE items SET {column} = '[]' WHERE rowid = ?", (rowid,))
+
+
+def set_session_columns(conn: Any, rowid: int, values: dict[str, Any]) -> None:
+    """Set columns of one ``sessions`` row by rowid (names from veil's own code, not from the
+    stored rows; values as stored: JSON already as text)."""
+    cols = ", ".join(f"{c} = ?" for c in values)
+    conn.execute(f"UPDATE sessions SET {cols} WHERE rowid = ?", (*values.values(), rowid))
+
+
+def _check_table(table: str) -> None:
+    if table not in TABLES:
+        raise ValueError(f"table: expected one of {sorted(TABLES)}, got {table!r}")
