@@ -27,7 +27,7 @@ def make_veil(project: Path):
     from veil.core.app import open_veil
     from veil.core.llm import LLM
     from veil.core.settings import load_config
-    from veil.core.testing import ScriptedModel
+    from veil.testing.scripted_model import ScriptedModel
 
     opened = []
 

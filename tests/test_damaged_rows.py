@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from veil.core.rows import fill_damaged
-from veil.core.scripted_server import ScriptedOpenAIServer, configure_project
 from veil.core.store import Store
+from veil.testing.scripted_server import ScriptedOpenAIServer, configure_project
 
 DAMAGE = (
     "import sqlite3, sys\n"

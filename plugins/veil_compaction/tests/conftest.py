@@ -13,8 +13,8 @@ import veil_compaction
 from veil.core.app import open_veil
 from veil.core.llm import LLM
 from veil.core.settings import load_config
-from veil.core.testing import ScriptedModel
 from veil.hookspecs import hookimpl
+from veil.testing.scripted_model import ScriptedModel
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

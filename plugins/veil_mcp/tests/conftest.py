@@ -58,7 +58,7 @@ def open_project(
     from veil.core.app import open_veil
     from veil.core.llm import LLM
     from veil.core.settings import load_config
-    from veil.core.testing import ScriptedModel
+    from veil.testing.scripted_model import ScriptedModel
 
     config = load_config(project)
     model = ScriptedModel(list(replies))
