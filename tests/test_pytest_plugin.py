@@ -188,13 +188,15 @@ def test_plugins_are_named_after_module_or_class_and_never_twice_the_same(make_v
     assert {"_Recorder", "_Recorder#2", "mine", "veil_example_plugin"} <= names
 
 
-def test_make_veil_refuses_two_ways_of_answering(make_veil, scripted_server):
+def test_make_veil_refuses_answers_it_could_not_send(make_veil, scripted_server):
     from veil.testing.scripted_model import ScriptedModel
 
     with pytest.raises(ValueError, match=r"not \['model', 'models'\]"):
         make_veil(model=ScriptedModel(), models={"main": ScriptedModel()})
     with pytest.raises(ValueError, match=r"not \['server', 'model'\]"):
         make_veil(server=scripted_server, model=ScriptedModel())
+    with pytest.raises(ValueError, match="model answers here, so they would never be sent"):
+        make_veil(["unsent"], model=ScriptedModel())
 
 
 def test_make_veil_writes_settings_and_disables_plugins(make_veil, veil_project):

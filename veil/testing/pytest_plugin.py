@@ -174,7 +174,8 @@ def make_veil(veil_isolated_env: Path, veil_project: Path) -> Iterator[MakeVeil]
     None with ``server`` or ``llm``), whose ``.calls`` holds every prompt it was sent.
 
     Raises:
-        ValueError: more than one of ``server``, ``llm``, ``model`` and ``models`` given.
+        ValueError: more than one of ``server``, ``llm``, ``model`` and ``models`` given, or
+            ``replies`` with ``llm``, ``model`` or ``models`` (they would never be sent).
         TypeError: ``replies`` given for a ``server`` that answers from a function.
         veil.core.errors.ConfigError: ``settings`` is invalid (the message names the field).
 
@@ -222,9 +223,14 @@ def make_veil(veil_isolated_env: Path, veil_project: Path) -> Iterator[MakeVeil]
         given = [name for name, value in answers.items() if value is not None]
         if len(given) > 1:
             raise ValueError(f"make_veil: give one of server, llm, model, models; not {given}")
+        replies = list(replies)
+        if replies and given and given != ["server"]:
+            raise ValueError(
+                f"make_veil: replies are for the ScriptedModel or the server; {given[0]} answers "
+                "here, so they would never be sent"
+            )
         chat_model = None
         if server is not None:
-            replies = list(replies)
             if replies:
                 server.add(*replies)
             _configure_user(veil_isolated_env, server, context_window)
@@ -234,7 +240,7 @@ def make_veil(veil_isolated_env: Path, veil_project: Path) -> Iterator[MakeVeil]
                 chat_model = (
                     model
                     if model is not None
-                    else ScriptedModel(list(replies), context_window=context_window or 8192)
+                    else ScriptedModel(replies, context_window=context_window or 8192)
                 )
                 models = {"main": chat_model, "compact": chat_model}
             chat_model = models.get("main")
