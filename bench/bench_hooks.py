@@ -2,7 +2,7 @@
 
 A :class:`~veil.core.app.Veil` is opened on a temporary project (SQLite store in a file, as in
 real use) with only veil's default plugins and veil_fsrs (``veil_fsrs`` scorer, ``veil_fsrs_evict``
-policy), a :class:`~veil.core.testing.ScriptedModel` as the main model (its ``count_tokens`` is
+policy), a :class:`~veil.testing.scripted_model.ScriptedModel` as the main model (its ``count_tokens`` is
 veil's estimate, which runs cl100k_base). A session is seeded with a steady-state live set of
 1k, 10k or 100k items (``bench_scoring.make_items``: the synthetic session veil_fsrs' benchmark
 uses, given content of 4 characters per token, at most 2,000), stored in the items table.
@@ -74,9 +74,9 @@ from veil.core.loop import capture  # noqa: E402
 from veil.core.session import Session  # noqa: E402
 from veil.core.settings import load_config  # noqa: E402
 from veil.core.tags import content_identifiers  # noqa: E402
-from veil.core.testing import ScriptedModel  # noqa: E402
 from veil.core.tokens import wait_for_fast_counter  # noqa: E402
 from veil.core.types import CaptureEvent, ContextItem, ToolResult, new_id  # noqa: E402
+from veil.testing.scripted_model import ScriptedModel  # noqa: E402
 
 TASK_TAGS = frozenset({"w0", "w3", "w17", "w250"})
 CONTENT_CAP = 2_000  # characters of content per seeded item

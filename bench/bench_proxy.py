@@ -4,7 +4,7 @@ the same upstream in the same run.
     python bench/bench_proxy.py            # 10k live items, 200 requests
     python bench/bench_proxy.py --small    # 1k live items, 20 requests (CI)
 
-The upstream is :class:`veil.core.scripted_server.ScriptedOpenAIServer` on 127.0.0.1 (a thread of
+The upstream is :class:`veil.testing.scripted_server.ScriptedOpenAIServer` on 127.0.0.1 (a thread of
 this process, answering "ok" at once, no window). The proxy runs under uvicorn in a subprocess
 (``--serve`` mode of this script) over a temporary project with the context layer (veil_fsrs
 scorer and eviction, veil_compaction) and an upstream window of 10^9 tokens, so no request is
@@ -119,7 +119,7 @@ def main() -> None:
     import httpx
     import openai
 
-    from veil.core.scripted_server import ScriptedOpenAIServer
+    from veil.testing.scripted_server import ScriptedOpenAIServer
 
     started_at = dt.datetime.now(dt.timezone.utc)
     with tempfile.TemporaryDirectory() as tmp, ScriptedOpenAIServer(default="ok") as upstream:

@@ -1,4 +1,5 @@
-"""Shared fixtures: an isolated project folder, user config folder and plugin manager per test."""
+"""Helpers of veil's own tests; the fixtures (``make_veil``, ``scripted_server``, the isolated
+environment) come from veil's pytest plugin, :mod:`veil.testing.pytest_plugin`."""
 
 from __future__ import annotations
 
@@ -18,39 +19,3 @@ def shared_data(*parts: str) -> Path:
             pytest.fail(f"{path} is missing under CI: the shared data must be present")
         pytest.skip(f"{path} not present (the shared data ships beside the repo, not in it)")
     return path
-
-
-@pytest.fixture
-def make_veil(project: Path):
-    """Factory: ``make_veil(replies, plugins=(), settings=None)`` opens an isolated Veil (no entry
-    points) on ``project`` with a :class:`ScriptedModel` as the main model."""
-    from veil.core.app import open_veil
-    from veil.core.llm import LLM
-    from veil.core.settings import load_config
-    from veil.core.testing import ScriptedModel
-
-    opened = []
-
-    def factory(replies=(), plugins=(), settings=None, context_window=8192, **kwargs):
-        if settings is not None:
-            import json
-
-            (project / ".veil").mkdir(exist_ok=True)
-            (project / ".veil" / "settings.json").write_text(json.dumps(settings))
-        config = load_config(project)
-        model = ScriptedModel(list(replies), context_window=context_window)
-        veil = open_veil(
-            project,
-            config=config,
-            llm=LLM(config, models={"main": model, "compact": model}),
-            use_entry_points=kwargs.pop("use_entry_points", False),
-            extra_plugins=tuple(plugins),
-            **kwargs,
-        )
-        veil.model = model
-        opened.append(veil)
-        return veil
-
-    yield factory
-    for v in opened:
-        v.close()

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from veil import cli as cli_mod
 from veil.core import app as app_mod
 from veil.core.llm import LLM
-from veil.core.testing import ScriptedModel
+from veil.testing.scripted_model import ScriptedModel
 
 
 @pytest.fixture

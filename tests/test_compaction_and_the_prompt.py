@@ -24,9 +24,9 @@ from veil.core.context import SUMMARY_PREFIX
 from veil.core.context_ops import hydrate
 from veil.core.errors import PromptTooLarge
 from veil.core.llm import LLM
-from veil.core.scripted_server import ScriptedOpenAIServer
 from veil.core.settings import load_config
 from veil.hookspecs import hookimpl
+from veil.testing.scripted_server import ScriptedOpenAIServer
 
 KEY = "sk-scripted-compaction-0123456789"
 SUMMARY_MARK = "You compact the conversation"  # first words of the summary system prompt

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from veil.core.scripted_server import ScriptedOpenAIServer, configure_project
 from veil.core.store import Store
 from veil.core.store.row_codec import fill_damaged
+from veil.testing.scripted_server import ScriptedOpenAIServer, configure_project
 
 DAMAGE = (
     "import sqlite3, sys\n"

@@ -24,7 +24,7 @@ PROBE = textwrap.dedent(
     from veil.core.app import open_veil
     from veil.core.llm import LLM
     from veil.core.settings import load_config
-    from veil.core.testing import ScriptedModel
+    from veil.testing.scripted_model import ScriptedModel
 
     project = sys.argv[1]
     config = load_config(project)

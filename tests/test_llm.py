@@ -28,10 +28,10 @@ from veil.core.offline import import_litellm
 from veil.core.plugins import load_plugins, new_plugin_manager
 from veil.core.providers import KNOWN_PROVIDER_TYPES
 from veil.core.settings import load_config
-from veil.core.testing import ScriptedModel, ScriptExhaustedError
 from veil.core.tokens import count_message_tokens, count_text_tokens
 from veil.core.trust import KEYLESS_API_KEY
 from veil.hookspecs import hookimpl
+from veil.testing.scripted_model import ScriptedModel, ScriptExhaustedError
 
 
 @pytest.fixture(autouse=True)

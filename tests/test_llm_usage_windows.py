@@ -9,9 +9,9 @@ import json
 import pytest
 
 from veil.core.llm import LLM, LiteLLMModel, Route
-from veil.core.scripted_server import ScriptedOpenAIServer, openai_prompt_tokens
 from veil.core.settings import load_config
 from veil.core.tokens import count_message_tokens, count_text_tokens
+from veil.testing.scripted_server import ScriptedOpenAIServer, openai_prompt_tokens
 
 
 @pytest.fixture(autouse=True)

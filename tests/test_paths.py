@@ -298,7 +298,7 @@ def _veil_cli(project: Path, home: Path, *args: str) -> subprocess.CompletedProc
 def test_cli_refuses_linked_session_locks_without_a_traceback(
     project: Path, tmp_path: Path
 ) -> None:
-    from veil.core.scripted_server import ScriptedOpenAIServer
+    from veil.testing.scripted_server import ScriptedOpenAIServer
 
     home = tmp_path / "home"
     home.mkdir()

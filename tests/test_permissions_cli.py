@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from veil.core.scripted_server import ScriptedOpenAIServer, configure_project
+from veil.testing.scripted_server import ScriptedOpenAIServer, configure_project
 
 TOUCH = {
     "tool_calls": [{"id": "call_touch", "name": "bash", "arguments": {"command": "touch made.txt"}}]

@@ -20,10 +20,10 @@ import pytest
 from veil.core import processes
 from veil.core.app import open_veil
 from veil.core.llm import LLM
-from veil.core.scripted_server import ScriptedOpenAIServer
 from veil.core.settings import load_config
-from veil.core.testing import ScriptedModel
 from veil.default_plugins.coding_tools.tools import run_command
+from veil.testing.scripted_model import ScriptedModel
+from veil.testing.scripted_server import ScriptedOpenAIServer
 
 LONG_COMMAND = "sleep 300 & echo $! > child.pid; wait"
 """Starts a grandchild (the sleep) and waits for it: the group outlives the shell's own work."""

@@ -22,9 +22,9 @@ from veil.core.app import open_veil
 from veil.core.context import kept_messages
 from veil.core.llm import LLM
 from veil.core.settings import load_config
-from veil.core.testing import ScriptedModel
 from veil.core.types import CompactRequest
 from veil.hookspecs import hookimpl
+from veil.testing.scripted_model import ScriptedModel
 
 PLUGINS = ("veil_compaction", "veil_memoryfiles", "veil_http")
 pytestmark = pytest.mark.skipif(

@@ -2,7 +2,7 @@
 and a request that would overlap another process's change is refused before it stores anything.
 
 Every test runs veil in real separate processes (``python -m veil.cli``) against a scripted
-OpenAI-compatible server on 127.0.0.1 (:mod:`veil.core.scripted_server`), as a user would run it.
+OpenAI-compatible server on 127.0.0.1 (:mod:`veil.testing.scripted_server`), as a user would run it.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ import httpx
 import pytest
 
 from veil.core.errors import SessionConflict
-from veil.core.scripted_server import (
+from veil.core.store import Store
+from veil.testing.scripted_server import (
     RecordedRequest,
     Reply,
     ScriptedOpenAIServer,
     configure_project,
 )
-from veil.core.store import Store
 
 
 def _env(tmp_path: Path) -> dict[str, str]:

@@ -68,7 +68,7 @@ def test_prepare_offline_env_sets_only_unset_and_is_idempotent(monkeypatch):
 
 def test_importing_veil_llm_modules_does_not_import_litellm_or_llama_cpp():
     code = (
-        "import sys, veil.core.llm, veil.core.testing, veil.core.tokens, "
+        "import sys, veil.core.llm, veil.testing.scripted_model, veil.core.tokens, "
         "veil.core.providers, veil.core.settings\n"
         "print(sorted(m for m in ('litellm', 'llama_cpp', 'tiktoken') if m in sys.modules))"
     )

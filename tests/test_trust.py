@@ -18,9 +18,9 @@ import pytest
 from veil.core.errors import ConfigError
 from veil.core.llm import LLM, Route
 from veil.core.providers import AMBIENT_CREDENTIAL_TYPES, KNOWN_PROVIDER_TYPES
-from veil.core.scripted_server import ScriptedOpenAIServer
 from veil.core.settings import load_config
 from veil.core.trust import KEYLESS_API_KEY, PROJECT_MODEL_OPTIONS
+from veil.testing.scripted_server import ScriptedOpenAIServer
 
 USER_KEY = "sk-user-7Qm2Lx9Vb4Nc8Rt1Zp5Wd3Hy"
 PROJECT_KEY = "sk-proj-3Fa8Kd2Mx7Qs1Vn6Bt9Lc4Re"

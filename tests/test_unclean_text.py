@@ -2,7 +2,7 @@
 replaces what cannot be encoded instead of crashing or losing the turn.
 
 Every case runs the real ``veil`` command in a subprocess; model replies come from a scripted
-OpenAI-compatible server on 127.0.0.1 (:mod:`veil.core.scripted_server`).
+OpenAI-compatible server on 127.0.0.1 (:mod:`veil.testing.scripted_server`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from veil.core.scripted_server import Reply, ScriptedOpenAIServer, configure_project
 from veil.core.store import Store
 from veil.core.text import clean_text
+from veil.testing.scripted_server import Reply, ScriptedOpenAIServer, configure_project
 
 REPLACEMENT = "\ufffd"
 

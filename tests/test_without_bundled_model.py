@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from veil.core.llm import NO_MODEL_MESSAGE
-from veil.core.scripted_server import ScriptedOpenAIServer, configure_project
+from veil.testing.scripted_server import ScriptedOpenAIServer, configure_project
 
 BLOCKER = """
 import importlib.abc

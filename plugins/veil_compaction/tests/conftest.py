@@ -10,11 +10,8 @@ from typing import Any
 import pytest
 import veil_compaction
 
-from veil.core.app import open_veil
-from veil.core.llm import LLM
-from veil.core.settings import load_config
-from veil.core.testing import ScriptedModel
 from veil.hookspecs import hookimpl
+from veil.testing.scripted_model import ScriptedModel
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -23,11 +20,11 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 @pytest.fixture
-def open_project(project: Path):
+def open_project(project: Path, make_veil):
     """Factory: ``open_project(main=None, compact=None, settings=None, agent=None, plugins=(),
-    llm=None)`` opens an isolated Veil (no entry points) with this plugin and scripted models
-    (``main`` a ScriptedModel by default; ``compact`` unset = main answers the compact role)."""
-    opened = []
+    llm=None)`` opens an isolated Veil (no entry points, veil's ``make_veil``) with this plugin
+    and scripted models (``main`` a ScriptedModel by default; ``compact`` unset = main answers the
+    compact role, unless settings name a compact model)."""
 
     def factory(
         main: Any = None,
@@ -38,31 +35,17 @@ def open_project(project: Path):
         llm: Any = None,
         with_plugin: bool = True,
     ):
-        if settings is not None:
-            write_json(project / ".veil" / "settings.json", settings)
         if agent is not None:
             write_json(project / ".veil" / "agents" / "default" / "agent.json", agent)
-        config = load_config(project)
+        models = None
         if llm is None:
-            main = main if main is not None else ScriptedModel([])
-            models = {"main": main}
+            models = {"main": main if main is not None else ScriptedModel([])}
             if compact is not None:
                 models["compact"] = compact
-            llm = LLM(config, models=models)
         extra = (("veil_compaction", veil_compaction),) if with_plugin else ()
-        veil = open_veil(
-            project,
-            config=config,
-            llm=llm,
-            use_entry_points=False,
-            extra_plugins=(*extra, *plugins),
-        )
-        opened.append(veil)
-        return veil
+        return make_veil(settings=settings, models=models, llm=llm, plugins=(*extra, *plugins))
 
-    yield factory
-    for veil in opened:
-        veil.close()
+    return factory
 
 
 class Events:

@@ -13,7 +13,7 @@ from veil_compaction.commands import add_cli_commands, context_tokens
 from veil.core import app as app_mod
 from veil.core.llm import LLM
 from veil.core.settings import load_config
-from veil.core.testing import ScriptedModel
+from veil.testing.scripted_model import ScriptedModel
 
 
 def fill(session, count=10, chars=200):

@@ -19,8 +19,8 @@ from veil.core.errors import (
 )
 from veil.core.llm import LLM
 from veil.core.settings import load_config
-from veil.core.testing import ScriptedModel
 from veil.core.types import CompactRequest
+from veil.testing.scripted_model import ScriptedModel
 
 L = 40  # characters of every message in the worked example
 

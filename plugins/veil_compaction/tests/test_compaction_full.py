@@ -12,8 +12,8 @@ from veil_compaction.testing import ScriptedSummariser, step
 
 from veil.core.context import SUMMARY_PREFIX, pairing_problems, repair_pairing
 from veil.core.errors import ProviderError
-from veil.core.testing import ScriptedModel
 from veil.core.types import CompactRequest
+from veil.testing.scripted_model import ScriptedModel
 
 
 def cut_history() -> list[dict]:

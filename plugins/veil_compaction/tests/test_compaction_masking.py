@@ -11,8 +11,8 @@ from veil_compaction.masking import MASK, mask_observations
 from veil_compaction.testing import step
 
 from veil.core.context import pairing_problems
-from veil.core.testing import ScriptedModel
 from veil.core.types import CompactRequest
+from veil.testing.scripted_model import ScriptedModel
 
 
 def test_mask_text_is_the_seeds():

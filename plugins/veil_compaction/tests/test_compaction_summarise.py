@@ -10,7 +10,7 @@ from veil_compaction.summarise import Summariser, render_message
 from veil_compaction.testing import ScriptedSummariser, step, synthetic_history
 
 from veil.core.errors import ConfigError, ProviderError
-from veil.core.testing import ScriptedModel
+from veil.testing.scripted_model import ScriptedModel
 
 
 def test_render_message():

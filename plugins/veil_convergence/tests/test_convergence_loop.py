@@ -14,9 +14,9 @@ import veil_convergence
 from veil.core.app import open_veil
 from veil.core.llm import LLM
 from veil.core.settings import load_config
-from veil.core.testing import ScriptedModel
 from veil.core.types import RenderEvent
 from veil.hookspecs import hookimpl
+from veil.testing.scripted_model import ScriptedModel
 
 FAILING = f"{sys.executable} -c 'import no_such_module_for_veil_tests'"
 

@@ -10,10 +10,6 @@ from typing import Any
 import pytest
 from veil_http.testing import AlwaysAnswers
 
-from veil.core.app import open_veil
-from veil.core.llm import LLM
-from veil.core.settings import load_config
-
 
 def write_settings(project: Path, data: dict[str, Any]) -> None:
     """Write ``.veil/settings.json``."""
@@ -29,31 +25,16 @@ def write_agent(project: Path, name: str, data: dict[str, Any]) -> None:
 
 
 @pytest.fixture
-def make_veil(project: Path):
-    """``make_veil(replies=(), plugins=(), settings=None, delay=0.0)``: an isolated Veil (no
-    entry points) whose main model is an :class:`AlwaysAnswers`, available as ``veil.model``."""
-    opened = []
+def make_veil(make_veil):
+    """``make_veil(replies=(), plugins=(), settings=None, delay=0.0, **kwargs)``: veil's
+    ``make_veil`` whose main model is an :class:`AlwaysAnswers` (it answers every turn once the
+    replies run out), available as ``veil.model``."""
 
     def factory(replies=(), plugins=(), settings=None, delay=0.0, **kwargs):
-        if settings is not None:
-            write_settings(project, settings)
-        config = load_config(project)
         model = AlwaysAnswers(list(replies), delay=delay)
-        veil = open_veil(
-            project,
-            config=config,
-            llm=LLM(config, models={"main": model}),
-            use_entry_points=kwargs.pop("use_entry_points", False),
-            extra_plugins=tuple(plugins),
-            **kwargs,
-        )
-        veil.model = model
-        opened.append(veil)
-        return veil
+        return make_veil(plugins=plugins, settings=settings, models={"main": model}, **kwargs)
 
-    yield factory
-    for veil in opened:
-        veil.close()
+    return factory
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from veil.core.testing import ScriptedModel
+from veil.testing.scripted_model import ScriptedModel
 
 
 def last_user_text(messages: list[dict]) -> str:

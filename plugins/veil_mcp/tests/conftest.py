@@ -3,7 +3,6 @@ and a past session, opened with the memory-files plugin and a scripted model."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -40,47 +39,34 @@ def call(name: str, **args: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "arguments": args}]}
 
 
-def write_settings(project: Path, data: dict[str, Any]) -> None:
-    """Write ``.veil/settings.json``."""
-    (project / ".veil").mkdir(exist_ok=True)
-    (project / ".veil" / "settings.json").write_text(json.dumps(data), encoding="utf-8")
+@pytest.fixture
+def opener(make_veil):
+    """``opener(project, replies=(), plugins=(), use_entry_points=False, memory_files=True)``: a
+    Veil on ``project`` (veil's ``make_veil``, closed after the test) with veil_memoryfiles
+    (unless ``memory_files`` is False or the entry points load it), ``plugins`` and a scripted
+    model."""
+
+    def factory(
+        project: Path,
+        replies=(),
+        plugins=(),
+        use_entry_points: bool = False,
+        memory_files: bool = True,
+    ):
+        extra = tuple(plugins)
+        if memory_files and not use_entry_points:
+            extra = (("veil_memoryfiles", veil_memoryfiles), *extra)
+        return make_veil(replies, plugins=extra, use_entry_points=use_entry_points, project=project)
+
+    return factory
 
 
-def open_project(
-    project: Path,
-    replies=(),
-    plugins=(),
-    use_entry_points: bool = False,
-    memory_files: bool = True,
-):
-    """A Veil on ``project`` with veil_memoryfiles (unless ``memory_files`` is False or the
-    entry points load it), ``plugins`` and a scripted model."""
-    from veil.core.app import open_veil
-    from veil.core.llm import LLM
-    from veil.core.settings import load_config
-    from veil.core.testing import ScriptedModel
-
-    config = load_config(project)
-    model = ScriptedModel(list(replies))
-    extra = tuple(plugins)
-    if memory_files and not use_entry_points:
-        extra = (("veil_memoryfiles", veil_memoryfiles), *extra)
-    veil = open_veil(
-        project,
-        config=config,
-        llm=LLM(config, models={"main": model, "compact": model}),
-        use_entry_points=use_entry_points,
-        extra_plugins=extra,
-    )
-    veil.model = model
-    return veil
-
-
-def seed_history(project: Path) -> str:
+def seed_history(project: Path, opener) -> str:
     """Two past sessions in ``project``'s store: one read deploy.md, whose result was evicted
-    to the warm tier (returned: its item id); one answered :data:`FLAKY_ANSWER`."""
+    to the warm tier (returned: its item id); one answered :data:`FLAKY_ANSWER`. ``opener`` is
+    the fixture of that name; the Veil is closed before returning (closing again is harmless)."""
     (project / "deploy.md").write_text(DEPLOY_DOC)
-    veil = open_project(
+    veil = opener(
         project,
         [call("read", path="deploy.md"), "read it", "ok", FLAKY_ANSWER],
         plugins=[("evict", EvictToolResults())],
@@ -98,31 +84,15 @@ def seed_history(project: Path) -> str:
 
 
 @pytest.fixture
-def seeded(project: Path) -> SimpleNamespace:
+def seeded(project: Path, opener) -> SimpleNamespace:
     """The project after :func:`seed_history`: ``project``, ``warm_item_id``, ``deploy_doc``
     (the evicted file's text), ``flaky_answer`` (the past session's answer)."""
     return SimpleNamespace(
         project=project,
-        warm_item_id=seed_history(project),
+        warm_item_id=seed_history(project, opener),
         deploy_doc=DEPLOY_DOC,
         flaky_answer=FLAKY_ANSWER,
     )
-
-
-@pytest.fixture
-def opener():
-    """``opener(project, replies=(), plugins=(), use_entry_points=False, memory_files=True)``: a Veil on the
-    project (see :func:`open_project`), closed after the test."""
-    opened = []
-
-    def factory(*args, **kwargs):
-        veil = open_project(*args, **kwargs)
-        opened.append(veil)
-        return veil
-
-    yield factory
-    for veil in opened:
-        veil.close()
 
 
 @pytest.fixture

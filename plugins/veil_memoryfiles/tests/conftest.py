@@ -1,4 +1,5 @@
-"""Fixtures for the memory-files plugin's tests: a throw-away project and a fake session."""
+"""Fixtures for the memory-files plugin's tests: real memory files and a fake session (the
+isolated project and environment come from veil's pytest plugin, through the root conftest)."""
 
 from __future__ import annotations
 
@@ -24,18 +25,6 @@ def memfiles_dir() -> Path:
             pytest.fail(f"{folder} is missing on CI")
         pytest.skip(f"{folder} is absent (shared reference data not checked out)")
     return folder
-
-
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty project root; the user's own ~/.veil and VEIL_* variables are kept out."""
-    monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
-    for name in list(os.environ):
-        if name.startswith("VEIL_") and name != "VEIL_HOME":
-            monkeypatch.delenv(name)
-    root = tmp_path / "proj"
-    root.mkdir()
-    return root
 
 
 def write_settings(root: Path, data: dict[str, Any]) -> None:

@@ -97,7 +97,7 @@ def test_entry_limit_through_the_turn_loop(project: Path, helpers: SimpleNamespa
 
     from veil.core.app import open_veil
     from veil.core.llm import LLM
-    from veil.core.testing import ScriptedModel
+    from veil.testing.scripted_model import ScriptedModel
 
     config = helpers.load_config(project)
     model = ScriptedModel(

@@ -12,7 +12,7 @@ from veil_memoryfiles.service import MemoryService
 from veil.core.app import open_veil
 from veil.core.llm import LLM
 from veil.core.settings import load_config
-from veil.core.testing import ScriptedModel
+from veil.testing.scripted_model import ScriptedModel
 
 HISTORY = [
     {"role": "user", "content": "start the server"},

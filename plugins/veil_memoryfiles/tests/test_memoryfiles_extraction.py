@@ -10,7 +10,7 @@ from veil_memoryfiles.extraction import parse_facts
 from veil.core.app import open_veil
 from veil.core.llm import LLM
 from veil.core.settings import load_config
-from veil.core.testing import ScriptedModel
+from veil.testing.scripted_model import ScriptedModel
 
 HISTORY = [
     {"role": "user", "content": "start the server"},

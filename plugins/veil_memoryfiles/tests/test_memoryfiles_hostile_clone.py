@@ -16,8 +16,8 @@ import pytest
 from veil_memoryfiles.injection import INSTRUCTIONS_HEADING, REPOSITORY_HEADING
 from veil_memoryfiles.service import MemoryService
 
-from veil.core.scripted_server import ScriptedOpenAIServer
 from veil.core.settings import load_config
+from veil.testing.scripted_server import ScriptedOpenAIServer
 
 pytest.importorskip("litellm")
 

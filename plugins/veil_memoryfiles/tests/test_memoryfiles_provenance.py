@@ -269,7 +269,7 @@ def test_extraction_never_promotes_repository_text(tmp_path: Path, monkeypatch) 
     from veil.core.app import open_veil
     from veil.core.llm import LLM
     from veil.core.settings import load_config
-    from veil.core.testing import ScriptedModel
+    from veil.testing.scripted_model import ScriptedModel
 
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
     project = tmp_path / "p"

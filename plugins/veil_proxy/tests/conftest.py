@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from veil.core.app import open_veil
-from veil.core.scripted_server import ScriptedOpenAIServer
 from veil.core.settings import load_config
+from veil.testing.scripted_server import ScriptedOpenAIServer
 
 
 def layer_plugins() -> list[tuple[str, object]]:

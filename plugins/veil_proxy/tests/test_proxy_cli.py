@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from veil.core.context import NOTE_PREFIX
-from veil.core.scripted_server import ScriptedOpenAIServer, configure_project
+from veil.testing.scripted_server import ScriptedOpenAIServer, configure_project
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -6,7 +6,7 @@ import httpx
 import openai
 import pytest
 
-from veil.core.scripted_server import SCRIPTED_API_KEY, ScriptedOpenAIServer
+from veil.testing.scripted_server import SCRIPTED_API_KEY, ScriptedOpenAIServer
 
 
 def test_upstream_refusal_keeps_its_status_and_code(run_proxy):

@@ -8,8 +8,8 @@ import httpx
 import openai
 
 from veil.core.context import NOTE_PREFIX
-from veil.core.scripted_server import openai_prompt_tokens
 from veil.harness import VeilHarness
+from veil.testing.scripted_server import openai_prompt_tokens
 
 TOOLS = [
     {

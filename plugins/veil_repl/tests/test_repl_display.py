@@ -24,9 +24,9 @@ from veil_repl.status import ContextStatus
 
 from veil.core.app import open_veil
 from veil.core.llm import LLM
-from veil.core.scripted_server import Reply, ScriptedOpenAIServer, configure_project
 from veil.core.settings import load_config
-from veil.core.testing import ScriptedModel
+from veil.testing.scripted_model import ScriptedModel
+from veil.testing.scripted_server import Reply, ScriptedOpenAIServer, configure_project
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 

@@ -15,8 +15,8 @@ from veil_repl.repl import Repl
 from veil.core.app import open_veil
 from veil.core.llm import LLM
 from veil.core.settings import load_config
-from veil.core.testing import ScriptedModel
 from veil.core.types import RenderEvent
+from veil.testing.scripted_model import ScriptedModel
 
 
 @pytest.fixture

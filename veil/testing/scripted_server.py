@@ -18,8 +18,8 @@ What it answers:
   it). Replies are a list given in order (then ``default``; without one, HTTP 500 naming the
   request), or a function of the request body. A reply is a str (the assistant's text), a dict
   ``{"content": str | None, "tool_calls": [{"name", "arguments": dict | str, "id"?}]}`` (as for
-  :class:`veil.core.testing.ScriptedModel`), or a :class:`Reply` for the special cases (content
-  sent as raw JSON text, an answer held back until an event is set).
+  :class:`veil.testing.scripted_model.ScriptedModel`), or a :class:`Reply` for the special cases
+  (content sent as raw JSON text, an answer held back until an event is set).
 - A prompt over ``context_window`` tokens gets OpenAI's HTTP 400 ``context_length_exceeded``
   error (the body real OpenAI-compatible servers send, which litellm maps to its
   ``ContextWindowExceededError``) and uses no reply.
@@ -264,6 +264,17 @@ class ScriptedOpenAIServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def add(self, *replies: ReplyLike) -> None:
+        """Queue more replies after the existing ones (each as in ``replies``).
+
+        Raises:
+            TypeError: the server answers from a function of the request, not from a list.
+        """
+        if self._script is not None:
+            raise TypeError("this ScriptedOpenAIServer answers from a function; it has no list")
+        with self._lock:
+            self._replies.extend(replies)
 
     # -- reading what arrived -------------------------------------------------------------------
 
