@@ -11,8 +11,8 @@ from veil import hookspecs
 from veil.core import plugins
 from veil.hookspecs import hookimpl
 
-DESIGN_HOOKS = {"capture", "score", "evict", "compact", "recall", "render"}
-FIRSTRESULT = {"score", "score_signals", "evict", "compact", "run_interactive", "ask_permission"}
+DESIGN_HOOKS = {"capture", "score", "evict", "fit_prompt", "summarise", "recall", "render"}
+FIRSTRESULT = {"score", "score_signals", "evict", "summarise", "run_interactive", "ask_permission"}
 
 
 def test_every_design_hook_is_declared_and_documented():

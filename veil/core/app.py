@@ -27,7 +27,7 @@ from veil.core.paths import append_bytes_nofollow, create_exclusive, read_bytes_
 from veil.core.session_locks import SessionLocks
 from veil.core.settings import Config, load_config, validate_agent_name
 from veil.core.store import Store
-from veil.core.types import CompactRequest, RecallHit, RenderEvent, Tool, new_id
+from veil.core.types import RecallHit, RenderEvent, Tool, new_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.llm import LLM
@@ -313,7 +313,8 @@ class Veil:
         return run_turn(session, text, **kwargs)
 
     def compact(self, session_id: str, instructions: str | None = None) -> dict[str, Any]:
-        """Run seed 000's defaultCompaction on a session through the ``compact`` hook.
+        """Run seed 000's defaultCompaction on a session (:func:`veil.core.compaction.run_default`:
+        the core folds, the ``summarise`` hook writes the summary, the core stores it).
 
         Returns:
             ``{"sessionId", "compactedCount", "newSize", "alreadyUpToDate", "session"}``.
@@ -322,10 +323,12 @@ class Veil:
             SessionNotFound, SessionClosed, CompactionDisabled (seed 000's error codes);
             CompactionRejected: the summary would not shrink the prompt, nothing changed
             (issue 19);
-            NotAvailable: no plugin implements ``compact``; SessionBusy: another process is
+            NotAvailable: no plugin implements ``summarise``; SessionBusy: another process is
             changing the session; SessionConflict: the held copy of the session is older than
             the store's (another process changed it since it was loaded).
         """
+        from veil.core import compaction
+
         session = self.live_session(session_id)
         with self.session_locks.hold(session_id, "a compaction"):
             session.ensure_current()
@@ -334,13 +337,9 @@ class Veil:
                 raise CompactionDisabled(
                     f"defaultCompaction is disabled for agent {session.agent!r}"
                 )
-            if instructions:  # sent to the summariser: a pasted key must not reach the model
-                instructions = self.redactor.text(instructions)
-            result = self.pm.hook.compact(
-                session=session, request=CompactRequest(mode="default", instructions=instructions)
-            )
-        if result is None:
-            raise NotAvailable("no loaded plugin implements compaction (veil_compaction)")
+            if not compaction.can_summarise(session):
+                raise NotAvailable("no loaded plugin implements compaction (veil_compaction)")
+            result = compaction.run_default(session, instructions)
         return {
             "sessionId": session.id,
             "compactedCount": result.compacted_count,
