@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +27,7 @@ from veil.core.paths import append_bytes_nofollow, create_exclusive, read_bytes_
 from veil.core.session_locks import SessionLocks
 from veil.core.settings import Config, load_config, validate_agent_name
 from veil.core.store import Store
-from veil.core.types import RecallHit, RenderEvent, Tool, new_id
+from veil.core.types import ContextItem, ItemScores, RecallHit, RenderEvent, Tool, new_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.llm import LLM
@@ -161,6 +161,48 @@ class Veil:
     def context_layer_on(self) -> bool:
         """Whether a scorer and an eviction policy are loaded (else nothing is evicted)."""
         return plugin_mod.has_impl(self.pm, "score") and plugin_mod.has_impl(self.pm, "evict")
+
+    def score_items(
+        self, session: Session, items: Sequence[ContextItem] | None = None
+    ) -> ItemScores | None:
+        """Score live items the way the loop does before a model call, with the signals behind
+        each score, for front ends (REPL ``/context``, ``GET /sessions/{id}/context``).
+
+        Args:
+            session: the session the items belong to.
+            items: the items to score (default: ``session.live_items``).
+
+        Returns:
+            An :class:`~veil.core.types.ItemScores`: the answering scorer's scores (the
+            ``score`` hook, firstresult) and its own ``score_signals``, against the session's
+            task tags (those of the latest user message when the session has none yet, e.g.
+            just loaded) at ``session.clock()``. None when no plugin implements ``score``.
+            The scorer is not called for an empty list.
+        """
+        from veil.core.items import ItemBatch  # numpy: not loaded for commands that never score
+
+        scorer = _answering_plugin(self.pm, "score")
+        if scorer is None:
+            return None
+        batch = ItemBatch(session.live_items if items is None else items)
+        tags = session.task_tags or _latest_request_tags(session)
+        now = session.clock()
+        out = ItemScores(self.pm.get_name(scorer), list(batch), [], {}, tags, now)
+        if not batch:
+            return out
+        args = {"session": session, "items": batch, "task_tags": tags, "now": now}
+        raw = self.pm.hook.score(**args)
+        if raw is None:
+            out.scores = None
+            return out
+        out.scores = [float(v) for v in raw]
+        for impl in self.pm.hook.score_signals.get_hookimpls():
+            if impl.plugin is scorer:
+                explained = impl.function(**{a: args[a] for a in impl.argnames}) or {}
+                out.signals = {
+                    name: [float(v) for v in values] for name, values in explained.items()
+                }
+        return out
 
     def describe(self) -> dict[str, Any]:
         """What is loaded: see :func:`veil.core.plugins.describe_plugins`, plus the tools."""
@@ -389,6 +431,27 @@ class Veil:
 
         turn_embeddings.drain(self)
         self.store.close()
+
+
+def _answering_plugin(pm: pluggy.PluginManager, hook: str) -> Any | None:
+    """The plugin whose implementation of the firstresult ``hook`` pluggy calls first (it calls
+    ``get_hookimpls()`` from the last to the first; wrappers do not answer); None without one."""
+    impls = [
+        i
+        for i in getattr(pm.hook, hook).get_hookimpls()
+        if not i.hookwrapper and not getattr(i, "wrapper", False)
+    ]
+    return impls[-1].plugin if impls else None
+
+
+def _latest_request_tags(session: Session) -> frozenset[str]:
+    """Tags of the latest user message (what the loop sets as the task's tags)."""
+    from veil.core.tags import extract_tags
+
+    for message in reversed(session.messages):
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            return frozenset(extract_tags(message["content"]))
+    return frozenset()
 
 
 def open_veil(

@@ -380,6 +380,31 @@ class CompactResult:
 
 
 @dataclass
+class ItemScores:
+    """Retention scores of a session's live items, for front ends (``/context``, the HTTP
+    context route): :meth:`veil.core.app.Veil.score_items`.
+
+    Attributes:
+        scorer: name of the plugin whose ``score`` answers (the first in pluggy's call order).
+        items: the items scored, in the order of ``scores``.
+        scores: one float in [0, 1] per item (higher = keep), or None when no ``score``
+            implementation answered.
+        signals: ``{signal name: one float per item}`` from the answering scorer's own
+            ``score_signals`` (another plugin's signals would sit beside scores they did not
+            make); empty when it explains nothing.
+        task_tags: the task tags the items were scored against.
+        now: the time they were scored at (Unix seconds).
+    """
+
+    scorer: str
+    items: list[ContextItem]
+    scores: list[float] | None
+    signals: dict[str, list[float]] = field(default_factory=dict)
+    task_tags: frozenset[str] = frozenset()
+    now: float = 0.0
+
+
+@dataclass
 class RecallHit:
     """A candidate returned by ``recall``: ``score`` in [0, 1], higher is better."""
 
