@@ -18,6 +18,9 @@ With no ``score`` or no ``evict`` implementation loaded, the context layer is of
 evicted; veil says so at start, in ``veil plugins`` and in the HTTP health answer.
 
 The order below follows one turn (DESIGN.md "One turn, as data flows").
+
+Retired hooks (:data:`RETIRED_HOOKS`): a plugin that still implements one is refused at load with
+an error naming it and what replaced the hook, rather than silently never called.
 """
 
 from __future__ import annotations
@@ -52,6 +55,20 @@ if TYPE_CHECKING:  # pragma: no cover
 
 hookspec = pluggy.HookspecMarker("veil")
 hookimpl = pluggy.HookimplMarker("veil")
+
+RETIRED_HOOKS: dict[str, str] = {
+    "compact": (
+        "split in two (issue 20): fit_prompt transforms the messages about to be sent "
+        "(observation masking), summarise returns the text of a summary; the core chooses "
+        "what is folded, stores the summary and fires before_compaction itself"
+    ),
+    "session_end": (
+        "removed (issue 20): no plugin needed it, and it meant both 'closed' and 'the front end "
+        "left'; session_start, turn_end and the store's closed_at remain"
+    ),
+}
+"""Hooks veil no longer calls -> what to do instead (:func:`veil.core.plugins.load_plugins`
+refuses a plugin that implements one)."""
 
 
 # -- registration ----------------------------------------------------------------------------
@@ -135,11 +152,6 @@ def ask_permission(session: Session, request: PermissionRequest) -> str | None:
 @hookspec
 def session_start(session: Session) -> None:
     """A session was created or resumed (collected). ``session.resumed`` tells which."""
-
-
-@hookspec
-def session_end(session: Session) -> None:
-    """A session is being closed or the front end is leaving it (collected)."""
 
 
 @hookspec

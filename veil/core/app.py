@@ -329,7 +329,6 @@ class Veil:
 
         if not session.closed:
             with self.session_locks.hold(session.id, "closing it"):
-                self.pm.hook.session_end(session=session)
                 session.closed_at = time.time()
                 self.store.update_session(session.id, closed_at=session.closed_at)
 
