@@ -184,7 +184,8 @@ class Veil:
         scorer = _answering_plugin(self.pm, "score")
         if scorer is None:
             return None
-        batch = ItemBatch(session.live_items if items is None else items)
+        # the live batch itself: its cached columns serve the scorer as they serve the loop
+        batch = session.live_items if items is None else ItemBatch(items)
         tags = session.task_tags or _latest_request_tags(session)
         now = session.clock()
         out = ItemScores(self.pm.get_name(scorer), list(batch), [], {}, tags, now)
