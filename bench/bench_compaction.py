@@ -27,13 +27,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import veil_compaction
-from veil_compaction.default import run_default_compaction
-from veil_compaction.full import choose_cut
 from veil_compaction.masking import mask_observations
 from veil_compaction.summarise import Summariser
 from veil_compaction.testing import ScriptedSummariser, synthetic_history
 
 from veil.core.app import open_veil
+from veil.core.compaction import run_default
+from veil.core.compaction_cut import choose_cut
 from veil.core.llm import LLM
 from veil.core.settings import load_config
 from veil.core.tokens import count_message_tokens
@@ -100,7 +100,7 @@ def bench_default(steps: int, root: Path) -> list[str]:
         sizes, times = [], []
         while True:
             started = time.perf_counter()
-            result = run_default_compaction(session)
+            result = run_default(session)
             times.append((time.perf_counter() - started) * 1000)
             if result.already_up_to_date:
                 break

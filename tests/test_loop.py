@@ -27,8 +27,8 @@ class Recorder:
             self.calls.append(("render", event.kind))
 
     @hookimpl
-    def compact(self, session, request):
-        self.calls.append(("compact", request.mode))
+    def fit_prompt(self, session, messages, first_index):
+        self.calls.append(("fit_prompt", first_index))
 
     @hookimpl
     def after_iteration(self, session, iteration):
@@ -99,12 +99,12 @@ def test_hooks_are_called_in_and_out_of_every_tool_call_in_data_flow_order(make_
     seq = [c for c in rec.calls if c[0] != "render"]
     assert seq == [
         ("capture", "user", None, None),
-        ("compact", "masking"),
+        ("fit_prompt", 0),
         ("capture", "assistant", None, None),
         ("capture", "tool_call", "ls", "t1"),
         ("capture", "tool_result", "ls", "t1"),
         ("after_iteration", 1),
-        ("compact", "masking"),
+        ("fit_prompt", 0),
         ("capture", "assistant", None, None),
         ("turn_end", "assistant"),
     ]
@@ -301,29 +301,35 @@ def test_tool_handler_result_outcome_reaches_capture(make_veil):
 
 def test_a_prompt_the_provider_refuses_as_too_long_is_compacted_and_retried(make_veil):
     from veil.core.llm import ContextWindowExceededError
-    from veil.core.types import CompactResult
+    from veil.core.types import Summary
 
-    compacted = []
+    folded = []
 
-    class Compactor:
+    class Summariser:
         @hookimpl
-        def compact(self, session, request):
-            if request.mode == "full":
-                compacted.append(len(request.messages))
-                session.compact_summary = "earlier: greeted"
-                session.compact_size = len(session.messages) - 1
-                return CompactResult(messages=session.messages[session.compact_size :])
+        def summarise(self, session, messages, previous, instructions, mode):
+            folded.append((mode, [m["content"] for m in messages]))
+            return Summary("earlier: greeted", calls=0)
 
     def too_long(messages, tools):
         raise ContextWindowExceededError("prompt is 9000 tokens, window 8192")
 
-    veil = make_veil(["hello", too_long, "fits now"], plugins=[("c", Compactor())])
+    long_hello = "hi " * 300  # the fold must shrink the prompt, or the core refuses it
+    veil = make_veil(
+        ["hello", "sure", too_long, "fits now"],
+        plugins=[("s", Summariser())],
+        settings={"compaction": {"keepRecentTurns": 1}},
+    )
     session = veil.new_session()
-    veil.run_turn(session, "hi")
+    veil.run_turn(session, long_hello)
+    veil.run_turn(session, "more")
     result = veil.run_turn(session, "again")
     assert (result.status, result.final) == ("done", "fits now")
-    assert compacted == [3]
+    # the newest step ("sure") and the request before it are kept; the first exchange folded
+    assert folded == [("full", [long_hello, "hello"])]
+    assert (session.compact_summary, session.compact_size) == ("earlier: greeted", 2)
     assert veil.model.calls[-1][1]["content"].endswith("earlier: greeted")
+    assert [m["content"] for m in veil.model.calls[-1][2:]] == ["more", "sure", "again"]
 
 
 def test_without_a_compaction_plugin_the_refusal_reaches_the_caller(make_veil):

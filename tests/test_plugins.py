@@ -11,8 +11,8 @@ from veil import hookspecs
 from veil.core import plugins
 from veil.hookspecs import hookimpl
 
-DESIGN_HOOKS = {"capture", "score", "evict", "compact", "recall", "render"}
-FIRSTRESULT = {"score", "score_signals", "evict", "compact", "run_interactive", "ask_permission"}
+DESIGN_HOOKS = {"capture", "score", "evict", "fit_prompt", "summarise", "recall", "render"}
+FIRSTRESULT = {"score", "score_signals", "evict", "summarise", "run_interactive", "ask_permission"}
 
 
 def test_every_design_hook_is_declared_and_documented():
@@ -25,7 +25,6 @@ def test_every_design_hook_is_declared_and_documented():
         "register_routes",
         "system_prompt_sections",
         "session_start",
-        "session_end",
         "turn_end",
         "before_compaction",
         "attempt_recorded",
@@ -124,3 +123,37 @@ def test_duplicate_tool_names_are_a_start_error(make_veil):
 
 def test_hookimpl_marker_is_veils():
     assert isinstance(hookimpl, pluggy.HookimplMarker) and hookimpl.project_name == "veil"
+
+
+class _OldCompactor:
+    """A plugin written for the hook ``compact``, split in two by issue 20."""
+
+    @hookimpl
+    def compact(self, session, request):
+        return None
+
+
+class _OldCloser:
+    """A plugin written for ``session_end``, removed by issue 20."""
+
+    @hookimpl
+    def session_end(self, session):
+        return None
+
+
+@pytest.mark.parametrize(
+    ("plugin", "hook", "instead"),
+    [(_OldCompactor(), "compact", "fit_prompt"), (_OldCloser(), "session_end", "removed")],
+)
+def test_a_plugin_implementing_a_retired_hook_is_refused_with_what_replaced_it(
+    project, plugin, hook, instead
+):
+    from veil.core.app import open_veil
+    from veil.core.errors import ConfigError
+
+    assert hook not in {n for n in dir(plugins.new_plugin_manager().hook)}
+    with pytest.raises(ConfigError) as err:
+        open_veil(project, use_entry_points=False, extra_plugins=(("old_one", plugin),))
+    message = err.value.message
+    assert f"plugin old_one implements the hook {hook!r}" in message
+    assert instead in message and "plugins.disable" in message

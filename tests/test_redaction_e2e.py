@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from veil.core.app import open_veil
+from veil.core.compaction import run_full
 from veil.core.context import kept_messages
 from veil.core.llm import LLM
 from veil.core.settings import load_config
-from veil.core.types import CompactRequest
 from veil.hookspecs import hookimpl
 from veil.testing.scripted_model import ScriptedModel
 
@@ -129,9 +129,7 @@ def run_scenario(project: Path) -> dict:
     veil.run_turn(session, "What is in .env?")
     # full compaction, as the loop runs it when the prompt passes the threshold (extraction
     # first, through the before_compaction hook)
-    result = veil.pm.hook.compact(
-        session=session, request=CompactRequest("full", kept_messages(session))
-    )
+    result = run_full(session, kept_messages(session))
     assert result is not None and result.messages is not None, [
         e.data.get("text") for e in recorder.events if e.kind == "warning"
     ]

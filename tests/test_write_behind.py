@@ -1,4 +1,4 @@
-"""Store writes queued behind the call path (veil/core/write_behind.py): order, consistency of
+"""Store writes queued behind the call path (veil/core/store/write_behind.py): order, consistency of
 later reads, failures, tier counts while a job waits, and the eviction pass that uses them."""
 
 from __future__ import annotations

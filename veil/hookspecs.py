@@ -18,6 +18,9 @@ With no ``score`` or no ``evict`` implementation loaded, the context layer is of
 evicted; veil says so at start, in ``veil plugins`` and in the HTTP health answer.
 
 The order below follows one turn (DESIGN.md "One turn, as data flows").
+
+Retired hooks (:data:`RETIRED_HOOKS`): a plugin that still implements one is refused at load with
+an error naming it and what replaced the hook, rather than silently never called.
 """
 
 from __future__ import annotations
@@ -38,8 +41,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.types import (
         Attempt,
         CaptureEvent,
-        CompactRequest,
-        CompactResult,
         ContextItem,
         EvictionPlan,
         Message,
@@ -48,11 +49,26 @@ if TYPE_CHECKING:  # pragma: no cover
         RenderEvent,
         Route,
         SlashCommand,
+        Summary,
         Tool,
     )
 
 hookspec = pluggy.HookspecMarker("veil")
 hookimpl = pluggy.HookimplMarker("veil")
+
+RETIRED_HOOKS: dict[str, str] = {
+    "compact": (
+        "split in two (issue 20): fit_prompt transforms the messages about to be sent "
+        "(observation masking), summarise returns the text of a summary; the core chooses "
+        "what is folded, stores the summary and fires before_compaction itself"
+    ),
+    "session_end": (
+        "removed (issue 20): no plugin needed it, and it meant both 'closed' and 'the front end "
+        "left'; session_start, turn_end and the store's closed_at remain"
+    ),
+}
+"""Hooks veil no longer calls -> what to do instead (:func:`veil.core.plugins.load_plugins`
+refuses a plugin that implements one)."""
 
 
 # -- registration ----------------------------------------------------------------------------
@@ -139,11 +155,6 @@ def session_start(session: Session) -> None:
 
 
 @hookspec
-def session_end(session: Session) -> None:
-    """A session is being closed or the front end is leaving it (collected)."""
-
-
-@hookspec
 def system_prompt_sections(session: Session) -> list[PromptSection] | PromptSection | None:
     """Contribute sections of the system prompt (collected), rebuilt before every model call.
 
@@ -212,21 +223,89 @@ def evict(
     """
 
 
-@hookspec(firstresult=True)
-def compact(session: Session, request: CompactRequest) -> CompactResult | None:
-    """Compress what is sent to the model (firstresult): observation masking, automatic full
-    compaction or seed 000's defaultCompaction, by ``request.mode``.
+@hookspec
+def fit_prompt(session: Session, messages: list[Message], first_index: int | None) -> None:
+    """Transform the messages about to be sent, in place (collected: every implementation runs,
+    each on what the ones before it left; pytest's ``pytest_collection_modifyitems`` pattern).
 
-    Raise :class:`~veil.core.errors.CompactionDisabled` when the agent's
-    ``defaultCompaction.enabled`` is false. The full history in the store is never changed.
+    Called each time a prompt is built, before anything else is done to the kept messages
+    (``veil_compaction``'s observation masking answers it). The order of what the core does to
+    them (DESIGN.md "One turn, as data flows"): 1. ``fit_prompt`` (pluggy's call order: last
+    registered first, ``tryfirst`` / ``trylast`` move one); 2. collapsing the steps that left
+    the prompt whole; 3. elision of repeated lines when over the budget
+    (``context.elideRepeats``); 4. eviction (``score``, ``evict``); 5. full compaction
+    (``summarise``) over ``compaction.threshold`` x the window; 6. the last resort, cutting
+    results behind pointers to fit the window.
+
+    :param session: the session whose prompt is being built.
+    :param messages: a copy of the history from ``compact_size`` on, as sent (evicted contents
+        already stubbed; no system prompt). Replace entries (``messages[i] = {...}``) with new
+        dicts; never add, remove or reorder one: position ``i`` is history index
+        ``first_index + i``, and a change of length makes the core drop every change with a
+        ``warning``. A tool result replaced by content ``"[observation masked]"`` takes its
+        item out of the live set (it is what the model sees of it). The stored history is
+        never changed.
+    :param first_index: index in ``session.messages`` of ``messages[0]``, so a policy can
+        remember what it did across calls (``compaction.observationMaskingBlock``); None when
+        the messages are not the session's history.
+
+    Returns nothing (a return value is ignored).
+    """
+
+
+@hookspec(firstresult=True)
+def summarise(
+    session: Session,
+    messages: list[Message],
+    previous: str | None,
+    instructions: list[str],
+    mode: str,
+) -> Summary | None:
+    """Summarise the messages a compaction folds (firstresult: the first answer is used).
+
+    The core chooses what is folded, fires ``before_compaction`` with the same messages (full
+    compaction, when memory is enabled), then calls this; it checks the answer (a summary with
+    no visible character, or one that would not make the prompt smaller, is refused with
+    ``CompactionRejected``), stores it as ``compact_summary`` with the new ``compact_size``,
+    and emits the ``compaction`` event (:mod:`veil.core.compaction`). An implementation
+    writes nothing to the session; what it raises leaves the session unchanged (automatic
+    compaction reports it as a ``warning``, a manual ``/compact`` returns it to the caller).
+    ``veil_compaction`` answers it with a structured summary followed by the section veil
+    records from the tool calls.
+
+    :param session: the session being compacted.
+    :param messages: the messages to fold, oldest first, as the prompt holds them (stubs stay
+        stubs, masked results their mask; no system prompt). Tool calls and their results are
+        never split.
+    :param previous: the session's current summary, which the new one replaces (merge it),
+        or None.
+    :param instructions: extra instructions for the summariser, already redacted: the agent's
+        ``customInstructions`` then the caller's (``/compact TEXT``); empty strings are
+        possible and mean none. Empty for mode ``"full"``.
+    :param mode: ``"full"`` (automatic full compaction at ``compaction.threshold``, or after a
+        provider refused a prompt as too long; seed 000 uses the ``compact`` model role) or
+        ``"default"`` (seed 000's defaultCompaction: manual ``/compact`` or ``autoThreshold``;
+        ``defaultCompaction.model``, then the session's model, then ``main``).
+
+    Returns:
+        A :class:`~veil.core.types.Summary` (``text``, ``calls``), or None to let the next
+        implementation answer.
     """
 
 
 @hookspec
 def before_compaction(session: Session, messages: list[Message]) -> None:
-    """Messages are about to be summarised (collected): extract what must outlive them (e.g.
-    write facts to the agent's memory file). Runs before the compaction transaction, so what it
-    writes stays even if compaction then fails."""
+    """Messages are about to be folded into a summary (collected): extract what must outlive
+    them (e.g. write facts to the agent's memory file).
+
+    Called by the core during automatic full compaction, when memory is enabled for the agent
+    (seed 000 "Memory extraction during compaction"), right before ``summarise`` and before
+    anything is written, so what it writes stays even if the compaction then fails or is
+    refused. A failure is reported as a ``warning`` and the compaction goes on.
+
+    :param session: the session being compacted.
+    :param messages: exactly the messages ``summarise`` is given (oldest first).
+    """
 
 
 @hookspec

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +27,7 @@ from veil.core.paths import append_bytes_nofollow, create_exclusive, read_bytes_
 from veil.core.session_locks import SessionLocks
 from veil.core.settings import Config, load_config, validate_agent_name
 from veil.core.store import Store
-from veil.core.types import CompactRequest, RecallHit, RenderEvent, Tool, new_id
+from veil.core.types import ContextItem, ItemScores, RecallHit, RenderEvent, Tool, new_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.llm import LLM
@@ -162,6 +162,49 @@ class Veil:
         """Whether a scorer and an eviction policy are loaded (else nothing is evicted)."""
         return plugin_mod.has_impl(self.pm, "score") and plugin_mod.has_impl(self.pm, "evict")
 
+    def score_items(
+        self, session: Session, items: Sequence[ContextItem] | None = None
+    ) -> ItemScores | None:
+        """Score live items the way the loop does before a model call, with the signals behind
+        each score, for front ends (REPL ``/context``, ``GET /sessions/{id}/context``).
+
+        Args:
+            session: the session the items belong to.
+            items: the items to score (default: ``session.live_items``).
+
+        Returns:
+            An :class:`~veil.core.types.ItemScores`: the answering scorer's scores (the
+            ``score`` hook, firstresult) and its own ``score_signals``, against the session's
+            task tags (those of the latest user message when the session has none yet, e.g.
+            just loaded) at ``session.clock()``. None when no plugin implements ``score``.
+            The scorer is not called for an empty list.
+        """
+        from veil.core.items import ItemBatch  # numpy: not loaded for commands that never score
+
+        scorer = _answering_plugin(self.pm, "score")
+        if scorer is None:
+            return None
+        # the live batch itself: its cached columns serve the scorer as they serve the loop
+        batch = session.live_items if items is None else ItemBatch(items)
+        tags = session.task_tags or _latest_request_tags(session)
+        now = session.clock()
+        out = ItemScores(self.pm.get_name(scorer), list(batch), [], {}, tags, now)
+        if not batch:
+            return out
+        args = {"session": session, "items": batch, "task_tags": tags, "now": now}
+        raw = self.pm.hook.score(**args)
+        if raw is None:
+            out.scores = None
+            return out
+        out.scores = [float(v) for v in raw]
+        for impl in self.pm.hook.score_signals.get_hookimpls():
+            if impl.plugin is scorer:
+                explained = impl.function(**{a: args[a] for a in impl.argnames}) or {}
+                out.signals = {
+                    name: [float(v) for v in values] for name, values in explained.items()
+                }
+        return out
+
     def describe(self) -> dict[str, Any]:
         """What is loaded: see :func:`veil.core.plugins.describe_plugins`, plus the tools."""
         out = plugin_mod.describe_plugins(self.pm)
@@ -287,7 +330,6 @@ class Veil:
 
         if not session.closed:
             with self.session_locks.hold(session.id, "closing it"):
-                self.pm.hook.session_end(session=session)
                 session.closed_at = time.time()
                 self.store.update_session(session.id, closed_at=session.closed_at)
 
@@ -313,7 +355,8 @@ class Veil:
         return run_turn(session, text, **kwargs)
 
     def compact(self, session_id: str, instructions: str | None = None) -> dict[str, Any]:
-        """Run seed 000's defaultCompaction on a session through the ``compact`` hook.
+        """Run seed 000's defaultCompaction on a session (:func:`veil.core.compaction.run_default`:
+        the core folds, the ``summarise`` hook writes the summary, the core stores it).
 
         Returns:
             ``{"sessionId", "compactedCount", "newSize", "alreadyUpToDate", "session"}``.
@@ -322,10 +365,12 @@ class Veil:
             SessionNotFound, SessionClosed, CompactionDisabled (seed 000's error codes);
             CompactionRejected: the summary would not shrink the prompt, nothing changed
             (issue 19);
-            NotAvailable: no plugin implements ``compact``; SessionBusy: another process is
+            NotAvailable: no plugin implements ``summarise``; SessionBusy: another process is
             changing the session; SessionConflict: the held copy of the session is older than
             the store's (another process changed it since it was loaded).
         """
+        from veil.core import compaction
+
         session = self.live_session(session_id)
         with self.session_locks.hold(session_id, "a compaction"):
             session.ensure_current()
@@ -334,13 +379,9 @@ class Veil:
                 raise CompactionDisabled(
                     f"defaultCompaction is disabled for agent {session.agent!r}"
                 )
-            if instructions:  # sent to the summariser: a pasted key must not reach the model
-                instructions = self.redactor.text(instructions)
-            result = self.pm.hook.compact(
-                session=session, request=CompactRequest(mode="default", instructions=instructions)
-            )
-        if result is None:
-            raise NotAvailable("no loaded plugin implements compaction (veil_compaction)")
+            if not compaction.can_summarise(session):
+                raise NotAvailable("no loaded plugin implements compaction (veil_compaction)")
+            result = compaction.run_default(session, instructions)
         return {
             "sessionId": session.id,
             "compactedCount": result.compacted_count,
@@ -390,6 +431,27 @@ class Veil:
 
         turn_embeddings.drain(self)
         self.store.close()
+
+
+def _answering_plugin(pm: pluggy.PluginManager, hook: str) -> Any | None:
+    """The plugin whose implementation of the firstresult ``hook`` pluggy calls first (it calls
+    ``get_hookimpls()`` from the last to the first; wrappers do not answer); None without one."""
+    impls = [
+        i
+        for i in getattr(pm.hook, hook).get_hookimpls()
+        if not i.hookwrapper and not getattr(i, "wrapper", False)
+    ]
+    return impls[-1].plugin if impls else None
+
+
+def _latest_request_tags(session: Session) -> frozenset[str]:
+    """Tags of the latest user message (what the loop sets as the task's tags)."""
+    from veil.core.tags import extract_tags
+
+    for message in reversed(session.messages):
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            return frozenset(extract_tags(message["content"]))
+    return frozenset()
 
 
 def open_veil(

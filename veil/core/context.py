@@ -40,9 +40,10 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from veil.core import compaction
 from veil.core.elision import elide_repeats
 from veil.core.errors import PromptTooLarge
-from veil.core.types import CompactRequest, ContextItem, LazyScores, Message, PromptSection
+from veil.core.types import ContextItem, LazyScores, Message, PromptSection
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
@@ -525,19 +526,15 @@ def _elided(session: Session, messages: list[Message], budget: int) -> tuple[lis
 def _masked(
     session: Session, budget: int | None = None, others: int | None = None
 ) -> tuple[list[int | None], list[Message]]:
-    """Kept messages after the ``compact`` hook's observation masking, with the stored index of
-    each (None for a result made up to repair pairing). Items whose tool result the masking
+    """Kept messages after the ``fit_prompt`` hook (observation masking), with the stored index
+    of each (None for a result made up to repair pairing). Items whose tool result the masking
     hides leave the live set for the warm tier (reason ``masked``): what the model sees of them
     is the mask, so eviction must not count them again. ``budget``: see :func:`_stubbed`."""
     idxs, msgs = _stubbed(session, budget, others)
-    result = session.veil.pm.hook.compact(
-        session=session,
-        request=CompactRequest("masking", list(msgs), first_index=session.compact_size),
-    )
-    if result is None or result.messages is None or len(result.messages) != len(msgs):
+    masked = fitted_messages(session, msgs, session.compact_size)
+    if masked is None:
         out, out_idx = repair_indexed(msgs, list(idxs))
         return out_idx, out
-    masked = result.messages
     hidden = {
         idx
         for idx, before, after in zip(idxs, msgs, masked, strict=True)
@@ -548,6 +545,38 @@ def _masked(
     kept_idx, kept = _collapse(session, idxs, masked)
     out, out_idx = repair_indexed(kept, kept_idx)
     return out_idx, out
+
+
+def fitted_messages(
+    session: Session, messages: list[Message], first_index: int | None
+) -> list[Message] | None:
+    """``messages`` as the ``fit_prompt`` implementations leave them, or None when none is
+    loaded (or one broke the rule: see below).
+
+    The core passes a copy; each implementation replaces entries in place, in pluggy's call
+    order, never adding, removing or reordering one (the position is the message's index in
+    the history). When the length changed, every change is dropped with a ``warning`` event.
+
+    Args:
+        messages: what is about to be sent after the summary (no system prompt).
+        first_index: index in ``session.messages`` of ``messages[0]``; None when the messages
+            are not the session's history.
+    """
+    hook = session.veil.pm.hook.fit_prompt
+    if not hook.get_hookimpls():
+        return None
+    out = list(messages)
+    hook(session=session, messages=out, first_index=first_index)
+    if len(out) != len(messages):
+        session.emit(
+            "warning",
+            text=(
+                f"a fit_prompt implementation changed the number of messages ({len(messages)} "
+                f"-> {len(out)}); its changes were dropped"
+            ),
+        )
+        return None
+    return out
 
 
 def prompt_view(session: Session) -> tuple[list[int | None], list[Message]]:
@@ -1067,25 +1096,19 @@ def build_prompt(
         notes.append(f"elided repeated lines: {saved} tokens")
 
     total = fixed_tokens + _message_tokens(session, messages)
-    if total + tools_tokens > trigger and not session.state.get("_just_compacted"):
-        request = CompactRequest(
-            "full",
-            _unsqueezed(session, messages, idxs),
-            first_index=session.compact_size,
-            indices=list(idxs),
-        )
-        result = veil.pm.hook.compact(session=session, request=request)
+    if total + tools_tokens > trigger and not compaction.just_compacted(session):
+        result = compaction.run_full(session, _unsqueezed(session, messages, idxs), list(idxs))
         if result is not None and result.messages is not None:
             messages = result.messages
             idxs = []  # unknown for the compacted messages: the last resort views them again
             changed = True
-            session.state["_just_compacted"] = True  # never compact twice in a row
+            compaction.set_just_compacted(session, True)  # never twice in a row
             notes.append(f"compacted: {result.tokens_before} -> {result.tokens_after} tokens")
             summary_msgs = _summary_part(
                 session, max(MIN_SHOWN_TOKENS, int(room * OVERSIZED_SHARE))
             )
     else:
-        session.state.pop("_just_compacted", None)
+        compaction.set_just_compacted(session, False)
     fixed_tokens = _message_tokens(session, [system_msg, *summary_msgs, *extra])
     hard = window - reserve_tokens - tools_tokens - fixed_tokens
     squeezed = _squeeze(session, messages, list(idxs), room_left, hard)

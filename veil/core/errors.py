@@ -117,7 +117,7 @@ class CompactionRejected(VeilError):
 
 
 class NotAvailable(VeilError):
-    """A capability was asked for but no loaded plugin provides it (e.g. no ``compact`` hook)."""
+    """A capability was asked for but no loaded plugin provides it (e.g. no ``summarise`` implementation)."""
 
     code = "NOT_AVAILABLE"
     http_status = 501

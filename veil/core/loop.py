@@ -28,7 +28,6 @@ from veil.core.tags import item_identifiers
 from veil.core.text import clean_message, clean_text
 from veil.core.types import (
     CaptureEvent,
-    CompactRequest,
     ContextItem,
     Message,
     ToolContext,
@@ -278,17 +277,15 @@ def _force_compaction(session: Session) -> bool:
     It summarises what the prompt holds (:func:`veil.core.context.prompt_view`: stubs stay
     stubs, collapsed steps stay out), with the stored index of each message so the cut lands
     where it was chosen in the history."""
+    from veil.core.compaction import run_full, set_just_compacted
     from veil.core.context import prompt_view
 
-    session.state.pop("_just_compacted", None)
+    set_just_compacted(session, False)
     indices, messages = prompt_view(session)
-    request = CompactRequest(
-        "full", messages, first_index=session.compact_size, indices=list(indices)
-    )
-    result = session.veil.pm.hook.compact(session=session, request=request)
+    result = run_full(session, messages, list(indices))
     ran = result is not None and result.messages is not None
     if ran:
-        session.state["_just_compacted"] = True  # the prompt rebuilt next is not compacted again
+        set_just_compacted(session, True)  # the prompt rebuilt next is not compacted again
     return ran
 
 

@@ -77,6 +77,7 @@ def load_plugins(
 
     Raises:
         ImportError: an entry point's module fails to import (message names the entry point).
+        ConfigError: a plugin implements a retired hook (:func:`refuse_retired_hooks`).
     """
     for name in selection.disabled:
         pm.set_blocked(name)
@@ -99,7 +100,30 @@ def load_plugins(
     for name, plugin in extra:
         if not pm.is_blocked(name):
             pm.register(plugin, name=name)
+    refuse_retired_hooks(pm)
     return pm
+
+
+def refuse_retired_hooks(pm: pluggy.PluginManager) -> None:
+    """Refuse plugins that implement a hook veil no longer calls
+    (:data:`veil.hookspecs.RETIRED_HOOKS`): pluggy would register them without a word, and the
+    implementation would silently never run.
+
+    Raises:
+        ConfigError: naming each such plugin, the hook and what replaced it (the first one
+            found); block the plugin (``plugins.disable``) or update it.
+    """
+    from veil.core.errors import ConfigError
+
+    for hook, instead in hookspecs.RETIRED_HOOKS.items():
+        caller = getattr(pm.hook, hook, None)
+        impls = caller.get_hookimpls() if caller is not None else []
+        if impls:
+            names = ", ".join(sorted(pm.get_name(i.plugin) or "?" for i in impls))
+            raise ConfigError(
+                f"plugin {names} implements the hook {hook!r}, which veil no longer calls: "
+                f"{instead}. Update the plugin, or block it with plugins.disable"
+            )
 
 
 _versions: dict[str, str] = {}

@@ -346,38 +346,28 @@ class Attempt:
 
 
 @dataclass
-class CompactRequest:
-    """What the core passes to ``compact``.
+class Summary:
+    """The answer of ``summarise``: the text that stands for the folded messages.
 
     Attributes:
-        mode: ``"masking"`` (return the messages to send with old observations masked),
-            ``"full"`` (automatic full compaction at the threshold) or ``"default"``
-            (seed 000 defaultCompaction, manual or at ``autoThreshold``).
-        messages: for masking, the messages about to be sent (without the system prompt).
-        instructions: extra summary instructions (``/compact TEXT``, ``customInstructions``).
-        first_index: for masking, the index in ``session.messages`` of ``messages[0]`` (the
-            core sends the history from ``compact_size`` on), so a masking policy can remember
-            what it masked across calls (``compaction.observationMaskingBlock``); None when the
-            messages are not the session's history.
-        indices: for full, the index in ``session.messages`` of each of ``messages`` (None
-            for a tool result made up to repair pairing). What is sent leaves out collapsed
-            steps, so a cut in ``messages`` is mapped back to the history through these (issue
-            19); None when unknown.
+        text: the summary, merged with the previous one when there was one; the core refuses
+            it when it holds no visible character or would not make the prompt smaller.
+        calls: model calls it took (reported as ``summaryCalls`` in the ``compaction``
+            event); 0 for a summariser that calls no model.
     """
 
-    mode: Literal["masking", "full", "default"]
-    messages: list[Message] = field(default_factory=list)
-    instructions: str | None = None
-    first_index: int | None = None
-    indices: list[int | None] | None = None
+    text: str
+    calls: int = 1
 
 
 @dataclass
 class CompactResult:
-    """The answer of ``compact``.
+    """What a compaction did (:mod:`veil.core.compaction`).
 
-    For ``"masking"`` only ``messages`` is used. For ``"default"`` the fields follow seed 000's
-    response: ``compacted_count``, ``new_size``, ``already_up_to_date``.
+    ``messages``: for automatic full compaction, the kept messages sent after the summary
+    (None for defaultCompaction). The other fields follow seed 000's response:
+    ``compacted_count``, ``new_size`` (the new ``compactSize``), ``already_up_to_date``; then
+    the summary stored and the tokens of summary + messages sent before and after.
     """
 
     messages: list[Message] | None = None
@@ -387,6 +377,31 @@ class CompactResult:
     summary: str | None = None
     tokens_before: int | None = None
     tokens_after: int | None = None
+
+
+@dataclass
+class ItemScores:
+    """Retention scores of a session's live items, for front ends (``/context``, the HTTP
+    context route): :meth:`veil.core.app.Veil.score_items`.
+
+    Attributes:
+        scorer: name of the plugin whose ``score`` answers (the first in pluggy's call order).
+        items: the items scored, in the order of ``scores``.
+        scores: one float in [0, 1] per item (higher = keep), or None when no ``score``
+            implementation answered.
+        signals: ``{signal name: one float per item}`` from the answering scorer's own
+            ``score_signals`` (another plugin's signals would sit beside scores they did not
+            make); empty when it explains nothing.
+        task_tags: the task tags the items were scored against.
+        now: the time they were scored at (Unix seconds).
+    """
+
+    scorer: str
+    items: list[ContextItem]
+    scores: list[float] | None
+    signals: dict[str, list[float]] = field(default_factory=dict)
+    task_tags: frozenset[str] = frozenset()
+    now: float = 0.0
 
 
 @dataclass

@@ -7,9 +7,11 @@ import json
 
 import pytest
 from veil_compaction import ledger, prompts
-from veil_compaction.default import batch_end, model_name
+from veil_compaction.summary import model_name
 from veil_compaction.testing import step
 
+from veil.core import compaction
+from veil.core.compaction_cut import batch_end
 from veil.core.context import SUMMARY_PREFIX
 from veil.core.errors import (
     CompactionDisabled,
@@ -19,7 +21,6 @@ from veil.core.errors import (
 )
 from veil.core.llm import LLM
 from veil.core.settings import load_config
-from veil.core.types import CompactRequest
 from veil.testing.scripted_model import ScriptedModel
 
 L = 40  # characters of every message in the worked example
@@ -216,8 +217,8 @@ def test_error_codes(open_project):
     with pytest.raises(CompactionDisabled) as err:
         veil.compact(session.id)
     assert (err.value.code, err.value.http_status) == ("COMPACTION_DISABLED", 400)
-    with pytest.raises(CompactionDisabled):  # the hook itself refuses too
-        veil.pm.hook.compact(session=session, request=CompactRequest("default"))
+    with pytest.raises(CompactionDisabled):  # the core's run itself refuses too
+        compaction.run_default(session)
     with pytest.raises(SessionNotFound) as err:
         veil.compact("sess_missing")
     assert err.value.http_status == 404

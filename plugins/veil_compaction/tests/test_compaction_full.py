@@ -4,15 +4,15 @@ model role, the one-transaction rule."""
 from __future__ import annotations
 
 from veil_compaction import prompts
-from veil_compaction.full import choose_cut, compaction_model
 from veil_compaction.ledger import HEADING
 from veil_compaction.masking import mask_observations
-from veil_compaction.steps import session_index
+from veil_compaction.summary import compaction_model
 from veil_compaction.testing import ScriptedSummariser, step
 
+from veil.core import compaction
+from veil.core.compaction_cut import choose_cut, session_index
 from veil.core.context import SUMMARY_PREFIX, pairing_problems, repair_pairing
 from veil.core.errors import ProviderError
-from veil.core.types import CompactRequest
 from veil.testing.scripted_model import ScriptedModel
 
 
@@ -139,8 +139,7 @@ def test_llm_error_mid_way_leaves_the_session_as_it_was(open_project, events):
     ]
     for message in history:
         session.append(message)
-    request = CompactRequest("full", list(history))
-    assert veil.pm.hook.compact(session=session, request=request) is None
+    assert compaction.run_full(session, list(history)) is None
     assert len(compact.calls) == 2  # chunked: the second call failed
     assert (session.compact_summary, session.compact_size) == (None, 0)
     row = veil.store.get_session(session.id)
@@ -158,7 +157,7 @@ def test_full_compaction_result_and_state(open_project, events):
     history = [{"role": "user", "content": "go"}] + [m for n in range(6) for m in step(n, size=400)]
     for message in history:
         session.append(message)
-    result = veil.pm.hook.compact(session=session, request=CompactRequest("full", list(history)))
+    result = compaction.run_full(session, list(history))
     # keepRecentTurns 4 (default): steps 2..5 stay; step n takes 2 messages from index 1 + 2n
     assert session.compact_size == result.new_size == 5 == result.compacted_count
     assert result.messages == history[5:]

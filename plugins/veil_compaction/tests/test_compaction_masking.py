@@ -10,8 +10,7 @@ import pytest
 from veil_compaction.masking import MASK, mask_observations
 from veil_compaction.testing import step
 
-from veil.core.context import pairing_problems
-from veil.core.types import CompactRequest
+from veil.core.context import fitted_messages, pairing_problems
 from veil.testing.scripted_model import ScriptedModel
 
 
@@ -84,8 +83,8 @@ def test_hook_masks_with_the_settings_value(open_project):
     veil = open_project(settings={"compaction": {"observationMaskingTurns": 3}})
     session = veil.new_session()
     history = [{"role": "user", "content": "q"}] + [m for n in range(1, 6) for m in step(n)]
-    result = veil.pm.hook.compact(session=session, request=CompactRequest("masking", history))
-    masked = [m["tool_call_id"] for m in result.messages if m.get("content") == MASK]
+    result = fitted_messages(session, history, None)
+    masked = [m["tool_call_id"] for m in result if m.get("content") == MASK]
     assert masked == ["c1_0", "c2_0"]
 
 
@@ -147,9 +146,8 @@ def test_the_hook_masks_in_blocks_and_remembers_its_boundary(open_project):
     masked_counts = []
     for n in range(1, 10):
         history += step(n)
-        request = CompactRequest("masking", list(history), first_index=0)
-        result = veil.pm.hook.compact(session=session, request=request)
-        masked_counts.append(sum(m.get("content") == MASK for m in result.messages))
+        result = fitted_messages(session, list(history), 0)
+        masked_counts.append(sum(m.get("content") == MASK for m in result))
     # keep 2 steps: due = n - 2; masked in blocks of 3 once 3 are due
     assert masked_counts == [0, 0, 0, 0, 3, 3, 3, 6, 6]
     assert session.state["veil_compaction"]["maskedBefore"] == 1 + 2 * 6
@@ -176,7 +174,6 @@ def test_the_hook_without_the_context_layer_masks_as_seed_000_every_step(open_pr
     assert not veil.context_layer_on
     session = veil.new_session()
     history = [{"role": "user", "content": "q"}] + [m for n in range(1, 14) for m in step(n)]
-    request = CompactRequest("masking", history, first_index=0)
-    result = veil.pm.hook.compact(session=session, request=request)
-    assert result.messages == mask_observations(history, 10)
-    assert sum(m.get("content") == MASK for m in result.messages) == 3
+    result = fitted_messages(session, history, 0)
+    assert result == mask_observations(history, 10)
+    assert sum(m.get("content") == MASK for m in result) == 3

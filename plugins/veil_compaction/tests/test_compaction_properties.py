@@ -13,15 +13,19 @@ import itertools
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from veil_compaction.default import batch_end
-from veil_compaction.full import choose_cut
 from veil_compaction.masking import MASK, mask_observations
-from veil_compaction.steps import is_boundary, message_chars, session_index
 from veil_compaction.testing import ScriptedSummariser
 
+from veil.core import compaction
+from veil.core.compaction_cut import (
+    batch_end,
+    choose_cut,
+    is_boundary,
+    message_chars,
+    session_index,
+)
 from veil.core.context import pairing_problems, repair_pairing
 from veil.core.errors import CompactionRejected
-from veil.core.types import CompactRequest
 
 MANY = settings(max_examples=2000, deadline=None)
 SOME = settings(
@@ -172,7 +176,7 @@ def test_full_and_default_compaction_through_the_hook(shared_veil, history, star
     session.compact_size = start
     before = copy.deepcopy(session.messages)
     sent = repair_pairing(mask_observations(history[start:], 2))
-    result = veil.pm.hook.compact(session=session, request=CompactRequest("full", sent))
+    result = compaction.run_full(session, sent)
     assert session.messages == before
     if result is not None:
         assert pairing_problems(result.messages) == []
@@ -181,7 +185,7 @@ def test_full_and_default_compaction_through_the_hook(shared_veil, history, star
         assert result.new_size == session.compact_size > start
     kept = (session.compact_size, session.compact_summary)
     try:
-        out = veil.pm.hook.compact(session=session, request=CompactRequest("default"))
+        out = compaction.run_default(session)
     except CompactionRejected:  # the summary would not shrink the prompt: nothing changed
         assert (session.compact_size, session.compact_summary) == kept
         return

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from veil.core import compaction
+from veil.core.compaction import conversation_tokens, default_compaction_settings
 from veil.core.types import CompactResult
-from veil_compaction import failures
-from veil_compaction.default import run_default_compaction
-from veil_compaction.transaction import conversation_tokens, default_compaction_settings
 
 STATE_KEY = "veil_compaction"
 
@@ -46,11 +45,12 @@ def usage_percent(session: Any) -> float:
 
 
 def check(session: Any) -> CompactResult | None:
-    """Run defaultCompaction when ``autoThreshold`` is reached; return its result, else None.
+    """Run defaultCompaction (the core's :func:`veil.core.compaction.run_default`) when
+    ``autoThreshold`` is reached; return its result, else None.
 
     Never raises: a failed or rejected compaction is reported as a ``warning`` event and the
     session is left as it was; after ``compaction.maxConsecutiveFailures`` in a row it is not
-    tried again (:mod:`veil_compaction.failures`).
+    tried again (:func:`veil.core.compaction.auto_stopped`).
     """
     if getattr(session, "closed", False):
         return None
@@ -80,18 +80,17 @@ def check(session: Any) -> CompactResult | None:
                 ),
             )
         return None
-    if session.state.get("_just_compacted") or not over:
+    if compaction.just_compacted(session) or not over:
         return None  # a full compaction built this iteration's prompt: not twice in a row
-    if failures.stopped(session):
-        return None  # said once when it stopped (veil_compaction.failures)
+    if compaction.auto_stopped(session):
+        return None  # said once when it stopped (veil.core.compaction.record_failure)
     try:
-        result = run_default_compaction(session, trigger="auto")
+        result = compaction.run_default(session, trigger="auto")
     except Exception as exc:  # noqa: BLE001 - the turn goes on without compaction
-        failures.failed(session, "auto-compaction", str(getattr(exc, "message", exc)))
+        compaction.record_failure(session, "auto-compaction", str(getattr(exc, "message", exc)))
         session.save_state()
         return None
     if not result.already_up_to_date:
-        failures.succeeded(session)
         state["auto_step"] = session.step
         session.save_state()
     return result

@@ -1,7 +1,8 @@
 """Front-end commands: ``/compact [instructions]`` in the REPL and ``veil compact`` for scripts.
 
 Both call the core's :meth:`veil.core.app.Veil.compact` (front ends call the core, never this
-plugin's functions), which runs defaultCompaction through the ``compact`` hook.
+plugin's functions), which runs defaultCompaction and asks this plugin's ``summarise`` for the
+text.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from typing import Any
 
 import click
 
+from veil.core.compaction import conversation_tokens
 from veil.core.errors import VeilError
 from veil.core.types import SlashCommand
-from veil_compaction.transaction import conversation_tokens
 
 
 def context_tokens(session: Any) -> int:

@@ -27,9 +27,9 @@ import json
 import re
 from typing import Any
 
+from veil.core.compaction_cut import content_text
 from veil.core.tags import paths_in
 from veil.core.types import Message
-from veil_compaction.steps import content_text
 
 HEADING = "## Recorded by veil from the tool calls"
 MAX_FILES = 15

@@ -12,39 +12,21 @@ from __future__ import annotations
 
 import math
 import time
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from veil.core.compaction import visible
+from veil.core.compaction_cut import content_text
 from veil.core.errors import ConfigError, ProviderError
 from veil.core.types import Message
 from veil_compaction import prompts
-from veil_compaction.steps import content_text
 
 WRAPPER_TOKENS = 64
 """Tokens kept for the request's tags and separators, beyond the measured text (an allowance)."""
 
 MIN_ROOM = 128
 """Fewest tokens a request must have for content; a smaller window cannot be used to summarise."""
-
-
-def visible(text: str) -> bool:
-    """Whether ``text`` holds a character a reader sees: anything but separators (Unicode
-    categories Z*: spaces, line and paragraph separators), other characters (C*: controls,
-    format characters such as U+200B ZERO WIDTH SPACE or U+FEFF, unassigned, private use,
-    surrogates) and combining marks standing alone (Mn, Me), and the Hangul fillers (U+115F,
-    U+1160, U+3164, U+FFA0), which are letters that render blank. A summary that holds none
-    is empty (issue 19)."""
-    return any(
-        unicodedata.category(ch)[0] not in "ZC"
-        and unicodedata.category(ch) not in ("Mn", "Me")
-        and ch not in _BLANK_LETTERS
-        for ch in text
-    )
-
-
-_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
 
 
 def render_message(message: Message) -> str:

@@ -4,34 +4,23 @@ from __future__ import annotations
 
 from veil_http.testing import assert_error
 
-from veil.core.types import CompactResult
+from veil.core.types import Summary
 from veil.hookspecs import hookimpl
 
 
-class _HalfCompactor:
-    """A stand-in for veil_compaction's defaultCompaction: summarises the first half of the
-    not-yet-compacted messages (compactionCount 50, equal sizes) and records the instructions."""
+class _CountingSummariser:
+    """A stand-in for veil_compaction's ``summarise``: the summary names how many messages it
+    folds; records the instructions and the messages it was given."""
 
     def __init__(self) -> None:
-        self.instructions: list[str | None] = []
+        self.instructions: list[list[str]] = []
+        self.folded: list[list[str]] = []
 
     @hookimpl
-    def compact(self, session, request):
-        if request.mode != "default":
-            return None
-        self.instructions.append(request.instructions)
-        remaining = len(session.messages) - session.compact_size
-        if remaining == 0:
-            return CompactResult(
-                compacted_count=0, new_size=session.compact_size, already_up_to_date=True
-            )
-        count = max(1, remaining // 2)
-        session.compact_size += count
-        session.compact_summary = f"summary of {session.compact_size} messages"
-        session.save_state()
-        return CompactResult(
-            compacted_count=count, new_size=session.compact_size, summary=session.compact_summary
-        )
+    def summarise(self, session, messages, previous, instructions, mode):
+        self.instructions.append(list(instructions))
+        self.folded.append([m["content"] for m in messages])
+        return Summary(f"summary of {len(messages)} messages", calls=0)
 
 
 def _session_with_messages(client, turns: int) -> str:
@@ -45,7 +34,7 @@ def _session_with_messages(client, turns: int) -> str:
 
 
 def test_compact_answers_seed_shape_and_advances(make_client, make_veil):
-    compactor = _HalfCompactor()
+    compactor = _CountingSummariser()
     client, veil = make_client(make_veil(plugins=[("fake_compaction", compactor)]))
     sid = _session_with_messages(client, 5)  # 10 messages: 5 user, 5 assistant
 
@@ -54,19 +43,26 @@ def test_compact_answers_seed_shape_and_advances(make_client, make_veil):
     body = r.json()
     assert set(body) == {"sessionId", "compactedCount", "newSize", "alreadyUpToDate", "session"}
     assert body["sessionId"] == sid
-    assert (body["compactedCount"], body["newSize"], body["alreadyUpToDate"]) == (5, 5, False)
-    assert body["session"]["compactSize"] == 5
-    assert body["session"]["compactSummary"] == "summary of 5 messages"
-    assert compactor.instructions == ["keep the task list"]
+    # seed 000, compactionCount 50: "message n" (9 characters) and "echo: message n" (15),
+    # 120 in all; the batch takes messages until 60 are collected: 9+15+9+15+9 = 57, +15 = 72
+    assert (body["compactedCount"], body["newSize"], body["alreadyUpToDate"]) == (6, 6, False)
+    assert body["session"]["compactSize"] == 6
+    assert body["session"]["compactSummary"] == "summary of 6 messages"
+    assert compactor.folded == [
+        [m for n in range(3) for m in (f"message {n}", f"echo: message {n}")]
+    ]
+    # the agent's customInstructions (none) then the caller's
+    assert compactor.instructions == [["", "keep the task list"]]
 
     second = client.post(f"/sessions/{sid}/compact").json()  # no body: no instructions
-    assert (second["compactedCount"], second["newSize"]) == (2, 7)
-    assert compactor.instructions[-1] is None
-    assert veil.store.get_session(sid)["compact_size"] == 7
+    # 21 summary characters + 48 of the 4 messages left: half is 34.5, reached only by all 4
+    assert (second["compactedCount"], second["newSize"]) == (4, 10)
+    assert compactor.instructions[-1] == ["", ""]
+    assert veil.store.get_session(sid)["compact_size"] == 10
 
 
 def test_compact_already_up_to_date(make_client, make_veil):
-    client, _ = make_client(make_veil(plugins=[("fake_compaction", _HalfCompactor())]))
+    client, _ = make_client(make_veil(plugins=[("fake_compaction", _CountingSummariser())]))
     sid = client.post("/sessions").json()["id"]
     body = client.post(f"/sessions/{sid}/compact").json()
     assert body["alreadyUpToDate"] is True
@@ -75,7 +71,7 @@ def test_compact_already_up_to_date(make_client, make_veil):
 
 def test_compact_error_codes(make_client, make_veil, agent_writer):
     agent_writer("nocompact", {"defaultCompaction": {"enabled": False}})
-    client, _ = make_client(make_veil(plugins=[("fake_compaction", _HalfCompactor())]))
+    client, _ = make_client(make_veil(plugins=[("fake_compaction", _CountingSummariser())]))
     sid = client.post("/sessions", json={"agent": "nocompact"}).json()["id"]
     assert_error(client.post(f"/sessions/{sid}/compact"), 400, "COMPACTION_DISABLED")
 

@@ -151,6 +151,35 @@ def test_context_with_the_fsrs_scorer_shows_its_five_signals(make_client, make_v
         assert all(0.0 <= v <= 1.0 for v in item["signals"].values())
 
 
+def test_context_shows_only_the_answering_scorers_signals(make_client, make_veil):
+    """A scorer that explains nothing, called before FSRS: FSRS's signals must not sit beside
+    scores FSRS did not make (the route asks the core, which asks the answering scorer)."""
+    import veil_fsrs
+    import veil_fsrs.evict_plugin
+
+    class Shortest:
+        @hookimpl
+        def score(self, session, items, task_tags, now):
+            return [1.0 / (1 + i.tokens) for i in items]
+
+    veil = make_veil(
+        plugins=[
+            ("veil_fsrs", veil_fsrs),
+            ("veil_fsrs_evict", veil_fsrs.evict_plugin),
+            ("shortest", Shortest()),  # registered last: pluggy calls it first
+        ]
+    )
+    client, _ = make_client(veil)
+    sid = client.post("/sessions").json()["id"]
+    client.post(f"/sessions/{sid}/messages", json={"content": "inspect parser module"})
+    body = client.get(f"/sessions/{sid}/context").json()
+    live = [i for i in body["items"] if i["tier"] == "live"]
+    assert live and body["scored"] is True
+    for item in live:
+        assert item["score"] == 1.0 / (1 + item["tokens"])
+        assert item["signals"] is None
+
+
 def test_context_without_scorer_has_no_scores(make_client, make_veil):
     veil = make_veil(plugins=[("cap", _CaptureMessages())])
     client, _ = make_client(veil)

@@ -12,7 +12,7 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from veil.core.types import CompactResult, Route, RouteResponse
+from veil.core.types import Route, RouteResponse, Summary
 from veil.hookspecs import hookimpl
 
 OWN_ROUTES = {
@@ -141,20 +141,12 @@ class _Echo:
 
 
 class _Compactor:
-    """Summarises every message not yet compacted (a compaction plugin is needed: without one
-    the route answers 501, which schemathesis counts as a server error)."""
+    """Summarises whatever the core folds (a compaction plugin is needed: without one the route
+    answers 501, which schemathesis counts as a server error)."""
 
     @hookimpl
-    def compact(self, session, request):
-        if request.mode != "default":
-            return None
-        count = len(session.messages) - session.compact_size
-        session.compact_size += count
-        session.compact_summary = f"{session.compact_size} messages"
-        session.save_state()
-        return CompactResult(
-            compacted_count=count, new_size=session.compact_size, already_up_to_date=count == 0
-        )
+    def summarise(self, session, messages, previous, instructions, mode):
+        return Summary(f"{len(messages)} messages", calls=0)
 
 
 def _plugins():

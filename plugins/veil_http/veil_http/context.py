@@ -1,10 +1,10 @@
 """Context routes: a session's live / warm / cold items with scores, recall, pin / unpin.
 
-Scores come from the loaded ``score`` implementation (the FSRS scorer by default), computed the
-way the loop computes them before a model call: over the live items, with the task tags of the
-latest user message, at the current time; the signals behind each score come from the
-``score_signals`` hook when the scorer answers it. Warm and cold items are not in the prompt, so
-they carry no score.
+Scores come from :meth:`veil.core.app.Veil.score_items` (front ends call the core, never a
+plugin): the answering ``score`` implementation (the FSRS scorer by default), computed the way the
+loop computes them before a model call, over the live items, with the task tags of the latest
+user message, at the current time; the signals behind each score are that scorer's own
+``score_signals``. Warm and cold items are not in the prompt, so they carry no score.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from veil.core.items import ItemBatch
-from veil.core.tags import extract_tags
 from veil.core.types import ContextItem
 from veil_http.api import Operation, answer, operation, parse_body, parse_query
 from veil_http.errors import ItemNotFound, jsonable
@@ -63,31 +61,20 @@ def item_out(
     )
 
 
-def task_tags(session: Any) -> frozenset[str]:
-    """Tags of the latest user message (what the loop sets as the task's tags)."""
-    for message in reversed(session.messages):
-        if message.get("role") == "user" and isinstance(message.get("content"), str):
-            return frozenset(extract_tags(message["content"]))
-    return frozenset()
-
-
 def live_scores(
     veil: Any, session: Any, live: list[ContextItem]
 ) -> tuple[dict[str, float] | None, dict[str, dict[str, float]]]:
-    """``({item id: score}, {item id: {signal: value}})`` from the loaded scorer; the scores
-    are None when no scorer is loaded, the signals empty when it does not explain itself."""
-    if not live:
-        return ({} if veil.pm.hook.score.get_hookimpls() else None), {}
-    batch, tags, now = ItemBatch(live), task_tags(session), session.clock()
-    raw = veil.pm.hook.score(session=session, items=batch, task_tags=tags, now=now)
-    if raw is None:
+    """``({item id: score}, {item id: {signal: value}})`` of the live items; the scores are
+    None when no scorer is loaded (or none answered), the signals empty when the scorer does
+    not explain itself."""
+    scored = veil.score_items(session, live)
+    if scored is None or scored.scores is None:
         return None, {}
-    scores = {item.id: float(value) for item, value in zip(live, list(raw), strict=True)}
-    explained = veil.pm.hook.score_signals(session=session, items=batch, task_tags=tags, now=now)
+    scores = {item.id: value for item, value in zip(scored.items, scored.scores, strict=True)}
     signals: dict[str, dict[str, float]] = {}
-    for name, values in (explained or {}).items():
-        for item, value in zip(live, list(values), strict=True):
-            signals.setdefault(item.id, {})[name] = float(value)
+    for name, values in scored.signals.items():
+        for item, value in zip(scored.items, values, strict=True):
+            signals.setdefault(item.id, {})[name] = value
     return scores, signals
 
 

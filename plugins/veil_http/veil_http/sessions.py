@@ -124,7 +124,7 @@ async def close_session(request: Request) -> Response:
 def _delete(veil: Any, session_id: str) -> None:
     with veil.session_lock(session_id):
         session = veil.load_session(session_id)
-        veil.close_session(session)  # plugins see session_end before the rows go
+        veil.close_session(session)
         veil.store.delete_session(session_id)
 
 

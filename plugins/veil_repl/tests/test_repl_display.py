@@ -18,7 +18,6 @@ import veil_repl
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
-from veil_repl import commands
 from veil_repl.repl import Repl, last_exchanges
 from veil_repl.status import ContextStatus
 
@@ -332,7 +331,7 @@ def test_context_shows_only_the_answering_scorers_signals(home):
         session = veil.new_session()
         veil.run_turn(session, "hello", stream=False)
         text = veil.slash_commands()["context"].handler(session, "")
-        assert commands.answering_scorer(veil.pm) is veil.pm.get_plugin("shortest")
+        assert veil.score_items(session).scorer == "shortest"
     finally:
         veil.close()
     lines = text.splitlines()

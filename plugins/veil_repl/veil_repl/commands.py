@@ -47,30 +47,6 @@ def _sessions(session: Any, arg: str) -> str:
     return "\n".join(lines) + "\n(resume one with: veil --resume ID)"
 
 
-def answering_scorer(pm: Any) -> Any | None:
-    """The plugin whose ``score`` answers: the first in pluggy's call order (pluggy calls
-    ``get_hookimpls()`` from the last to the first; wrappers do not answer). None without a
-    scorer."""
-    impls = [
-        i
-        for i in pm.hook.score.get_hookimpls()
-        if not i.hookwrapper and not getattr(i, "wrapper", False)
-    ]
-    return impls[-1].plugin if impls else None
-
-
-def scorer_signals(session: Any, items: Any, now: float) -> dict[str, Any] | None:
-    """The signals the answering scorer gives for ``items`` (its own ``score_signals``), or None
-    when it explains nothing: another plugin's signals would sit beside scores they did not
-    make."""
-    pm = session.veil.pm
-    scorer = answering_scorer(pm)
-    for impl in reversed(pm.hook.score_signals.get_hookimpls()):
-        if impl.plugin is scorer:
-            return impl.function(session=session, items=items, task_tags=session.task_tags, now=now)
-    return None
-
-
 def _summary(session: Any, report: dict[str, Any], status: Any) -> list[str]:
     """The one-screen view: context use, cache, tiers, tokens by kind, what changed."""
     window = session.context_window
@@ -137,16 +113,13 @@ def _context(session: Any, arg: str) -> str:
     if not session.veil.context_layer_on:
         lines.append("context layer off: no scorer or eviction plugin loaded")
         return "\n".join(lines)
-    items = session.live_items
-    now = session.clock()
-    pm = session.veil.pm
-    scores = pm.hook.score(session=session, items=items, task_tags=session.task_tags, now=now)
-    signals = scorer_signals(session, items, now)
-    scores = list(scores) if scores is not None else [0.0] * len(items)
-    names = list(signals or {})
-    scorer = answering_scorer(pm)
+    scored = session.veil.score_items(session)
+    items = scored.items
+    scores = scored.scores if scored.scores is not None else [0.0] * len(items)
+    signals = scored.signals
+    names = list(signals)
     lines.append(
-        f"scored by {pm.get_name(scorer)}"
+        f"scored by {scored.scorer}"
         + (f" (signals: {', '.join(names)})" if names else " (it gives no signals)")
     )
     lines.append("")

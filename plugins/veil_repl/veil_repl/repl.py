@@ -281,4 +281,3 @@ class Repl:
         finally:
             display.active = None
             permission.active = None
-            self.veil.pm.hook.session_end(session=self.session)
