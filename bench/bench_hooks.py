@@ -95,7 +95,13 @@ def steady_items(size: int) -> list[ContextItem]:
         step = max(i.step for i in items)
         # Under pressure (one token over budget) stage 1 takes every stale single-use group.
         plan = veil_fsrs.evict_plugin.evict(
-            session_for(step), ItemBatch(items), np.ones(len(items)), used - 1, used
+            session_for(step),
+            ItemBatch(items),
+            np.ones(len(items)),
+            used - 1,
+            used,
+            paged_out=None,
+            paged_scores=None,
         )
         # (make_items already drops them; this keeps the set steady if that changes)
         stale = {item_id for item_id, reason in plan.reasons.items() if reason == "stale"}
@@ -327,6 +333,8 @@ def _budget_for_share(veil: Veil, items: list[ContextItem], share: float) -> tup
             scores=scores,
             budget_tokens=mid,
             used_tokens=used,
+            paged_out=None,
+            paged_scores=None,
         )
         if len(plan.to_warm) > share * len(items):
             low = mid + 1

@@ -146,7 +146,15 @@ def make_items(count: int, seed: int = 0) -> list[ContextItem]:
         # Under pressure (one token over budget) stage 1 takes every stale single-use result:
         # the steady state has none left (else a pass evicts ~30%).
         used = int(sum(i.tokens for i in items))
-        plan = evict_plugin.evict(session_for(step), batch, np.ones(len(batch)), used - 1, used)
+        plan = evict_plugin.evict(
+            session_for(step),
+            batch,
+            np.ones(len(batch)),
+            used - 1,
+            used,
+            paged_out=None,
+            paged_scores=None,
+        )
         gone = {item_id for item_id, reason in plan.reasons.items() if reason == "stale"}
         live = [i for i in items if i.id not in gone]
         if len(live) >= count:
@@ -187,7 +195,9 @@ def budget_for_share(items, scores, used: int, step: int, share: float) -> int:
     low, high = 1, used * 2
     for _ in range(30):
         mid = (low + high) // 2
-        plan = evict_plugin.evict(session_for(step), items, scores, mid, used)
+        plan = evict_plugin.evict(
+            session_for(step), items, scores, mid, used, paged_out=None, paged_scores=None
+        )
         if len(plan.to_warm) > share * len(items):
             low = mid + 1
         else:
@@ -210,15 +220,25 @@ def run(size: int, repeats: int) -> dict[str, object]:
     scores = score_items(items, task, NOW, SETTINGS)
     used = int(sum(i.tokens for i in raw))
 
-    idle_plan = evict_plugin.evict(session_for(step), items, scores, used * 4, used)
+    idle_plan = evict_plugin.evict(
+        session_for(step), items, scores, used * 4, used, paged_out=None, paged_scores=None
+    )
     idle = timed(
-        lambda: evict_plugin.evict(session_for(step), items, scores, used * 4, used), repeats
+        lambda: evict_plugin.evict(
+            session_for(step), items, scores, used * 4, used, paged_out=None, paged_scores=None
+        ),
+        repeats,
     )
 
     budget = budget_for_share(items, scores, used, step, 0.10)
-    plan = evict_plugin.evict(session_for(step), items, scores, budget, used)
+    plan = evict_plugin.evict(
+        session_for(step), items, scores, budget, used, paged_out=None, paged_scores=None
+    )
     pressure = timed(
-        lambda: evict_plugin.evict(session_for(step), items, scores, budget, used), repeats
+        lambda: evict_plugin.evict(
+            session_for(step), items, scores, budget, used, paged_out=None, paged_scores=None
+        ),
+        repeats,
     )
 
     rng = np.random.default_rng(1)
@@ -227,13 +247,23 @@ def run(size: int, repeats: int) -> dict[str, object]:
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     embeddings = dict(zip(turns, vectors, strict=True))
     rescue = timed(
-        lambda: evict_plugin.evict(session_for(step, embeddings), items, scores, budget, used),
+        lambda: evict_plugin.evict(
+            session_for(step, embeddings),
+            items,
+            scores,
+            budget,
+            used,
+            paged_out=None,
+            paged_scores=None,
+        ),
         max(3, repeats // 4),
     )
     both = timed(
         lambda: (
             score_items(items, task, NOW, SETTINGS),
-            evict_plugin.evict(session_for(step), items, scores, used * 4, used),
+            evict_plugin.evict(
+                session_for(step), items, scores, used * 4, used, paged_out=None, paged_scores=None
+            ),
         ),
         repeats,
     )

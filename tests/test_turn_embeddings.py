@@ -129,13 +129,25 @@ def test_an_old_turn_like_the_current_one_is_rescued_from_eviction(make_veil, mo
     scores = np.full(len(items), 0.5)
     used = int(sum(i.tokens for i in items))
     plan = veil.pm.hook.evict(
-        session=session, items=items, scores=scores, budget_tokens=used - 1, used_tokens=used
+        session=session,
+        items=items,
+        scores=scores,
+        budget_tokens=used - 1,
+        used_tokens=used,
+        paged_out=None,
+        paged_scores=None,
     )
     assert other.id in plan.to_warm and similar.id not in plan.to_warm
 
     monkeypatch.setattr(type(session), "item_embeddings", property(lambda s: {}))
     plan = veil.pm.hook.evict(
-        session=session, items=items, scores=scores, budget_tokens=used - 1, used_tokens=used
+        session=session,
+        items=items,
+        scores=scores,
+        budget_tokens=used - 1,
+        used_tokens=used,
+        paged_out=None,
+        paged_scores=None,
     )
     assert similar.id in plan.to_warm  # the control: without vectors the older turn goes
 

@@ -205,7 +205,13 @@ def score_signals(
 
 @hookspec(firstresult=True)
 def evict(
-    session: Session, items: ItemBatch, scores: Any, budget_tokens: int, used_tokens: int
+    session: Session,
+    items: ItemBatch,
+    scores: Any,
+    budget_tokens: int,
+    used_tokens: int,
+    paged_out: ItemBatch | None,
+    paged_scores: Any,
 ) -> EvictionPlan | None:
     """Choose which live items leave the prompt and to which tier (firstresult).
 
@@ -216,6 +222,13 @@ def evict(
             so a policy that sees no pressure should return before reading it.
         budget_tokens: tokens the messages may take in the prompt.
         used_tokens: tokens they take now.
+        paged_out: the items earlier passes evicted that may come back into the prompt
+            (:meth:`~veil.core.session.Session.page_in_candidates`: only while the prompt
+            builder opens page-in for this pass and ``context.pageIn`` is on), or None. A
+            policy returns those it brings back in ``EvictionPlan.to_live``.
+        paged_scores: the ``score`` hook's answer for ``paged_out``, lazy like ``scores``
+            (a :class:`~veil.core.types.LazyScores`), or None with ``paged_out``. The core
+            scores both, so a policy never calls another hook.
 
     Returns:
         An :class:`~veil.core.types.EvictionPlan` (possibly empty), or None to let the next

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from veil.core import compaction
 from veil.core.elision import elide_repeats
 from veil.core.errors import PromptTooLarge
+from veil.core.items import ItemBatch
 from veil.core.types import ContextItem, LazyScores, Message, PromptSection
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -640,12 +641,28 @@ def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> l
         ),
         len(items),
     )
+    # The items earlier passes evicted that may come back, scored by the same scorer when the
+    # policy first reads them: the policy gets what it needs instead of calling ``score``.
+    candidates = session.page_in_candidates()
+    paged_out = ItemBatch(candidates) if candidates else None
+    paged_scores = (
+        LazyScores(
+            lambda: veil.pm.hook.score(
+                session=session, items=paged_out, task_tags=session.task_tags, now=now
+            ),
+            len(paged_out),
+        )
+        if paged_out is not None
+        else None
+    )
     plan = veil.pm.hook.evict(
         session=session,
         items=session.live_items,
         scores=scores,
         budget_tokens=budget_tokens,
         used_tokens=used_tokens,
+        paged_out=paged_out,
+        paged_scores=paged_scores,
     )
     if plan is not None:
         _spare_protected(session, plan)

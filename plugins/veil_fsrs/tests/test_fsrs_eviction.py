@@ -510,7 +510,13 @@ def test_evict_hook_keeps_controller_state_in_the_session():
     items = [item(f"s{k}", tokens=300) for k in range(4)]
     scores = np.array([0.9, 0.8, 0.95, 0.85])
     result = evict_plugin.evict(
-        session=session, items=ItemBatch(items), scores=scores, budget_tokens=1000, used_tokens=1250
+        session=session,
+        items=ItemBatch(items),
+        scores=scores,
+        budget_tokens=1000,
+        used_tokens=1250,
+        paged_out=None,
+        paged_scores=None,
     )
     # A 300-token item frees 300 - 9 (its pointer stub): one leaves in stage 3, the lowest
     # score 0.8 (1250 - 291 = 959 <= 1000). With a 96-token stub two would (1046, then 842).
@@ -524,7 +530,13 @@ def test_evict_hook_keeps_controller_state_in_the_session():
     wide = _session(step=STEP, clock=lambda: NOW)
     wide.config.settings.context = reference_settings({"pointerTokens": 96})
     result = evict_plugin.evict(
-        session=wide, items=ItemBatch(items), scores=scores, budget_tokens=1000, used_tokens=1250
+        session=wide,
+        items=ItemBatch(items),
+        scores=scores,
+        budget_tokens=1000,
+        used_tokens=1250,
+        paged_out=None,
+        paged_scores=None,
     )
     assert result.to_warm == ["s1", "s3"]
 
@@ -533,12 +545,24 @@ def test_evict_hook_without_clock_or_step_uses_the_items():
     session = _session()
     items = ItemBatch([item("old", step=1, last_access=NOW - 10), item("new", step=40)])
     result = evict_plugin.evict(
-        session=session, items=items, scores=[0.1, 0.1], budget_tokens=100, used_tokens=200
+        session=session,
+        items=items,
+        scores=[0.1, 0.1],
+        budget_tokens=100,
+        used_tokens=200,
+        paged_out=None,
+        paged_scores=None,
     )
     assert result.to_warm == ["old"]  # "new" is in the window of the newest step (40)
     assert session.state["veil_fsrs"]["controller"]["burst"] == [NOW]
     empty = evict_plugin.evict(
-        session=session, items=[], scores=[], budget_tokens=100, used_tokens=0
+        session=session,
+        items=[],
+        scores=[],
+        budget_tokens=100,
+        used_tokens=0,
+        paged_out=None,
+        paged_scores=None,
     )
     assert empty.to_warm == [] and empty.threshold == 0.7
 
@@ -563,7 +587,13 @@ def test_scorer_can_be_blocked_while_eviction_keeps_working():
     scores = pm.hook.score(session=session, items=items, task_tags=frozenset(), now=NOW)
     assert scores == [0.1, 0.1]
     result = pm.hook.evict(
-        session=session, items=items, scores=scores, budget_tokens=1000, used_tokens=800
+        session=session,
+        items=items,
+        scores=scores,
+        budget_tokens=1000,
+        used_tokens=800,
+        paged_out=None,
+        paged_scores=None,
     )
     assert result.to_warm == ["a", "b"]
     # and the other way round: our scorer alone answers score, no evict implementation
@@ -571,7 +601,15 @@ def test_scorer_can_be_blocked_while_eviction_keeps_working():
     pm2.add_hookspecs(veil.hookspecs)
     pm2.register(veil_fsrs, name="veil_fsrs")
     assert (
-        pm2.hook.evict(session=session, items=items, scores=scores, budget_tokens=1, used_tokens=1)
+        pm2.hook.evict(
+            session=session,
+            items=items,
+            scores=scores,
+            budget_tokens=1,
+            used_tokens=1,
+            paged_out=None,
+            paged_scores=None,
+        )
         is None
     )
     assert len(pm2.hook.score(session=session, items=items, task_tags=frozenset(), now=NOW)) == 2

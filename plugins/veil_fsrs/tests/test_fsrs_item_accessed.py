@@ -157,6 +157,8 @@ def _evicted_session() -> tuple[SimpleNamespace, list[ContextItem]]:
         scores=[0.9, 0.8, 0.95, 0.85],
         budget_tokens=1000,
         used_tokens=1590,
+        paged_out=None,
+        paged_scores=None,
     )
     assert plan.to_warm == ["s0", "s1", "s3"]
     return session, items

@@ -13,9 +13,6 @@ What it reads from the session (all optional except ``config``):
 * ``session.clock()``: Unix time in seconds (replay's recorded time); without it, the newest
   ``created_at`` / ``last_access`` among the items.
 * ``session.item_embeddings``: a mapping item id -> vector, for the rescue of old turns.
-* ``session.page_in_candidates()``: this session's evicted items that may come back (the
-  re-selection of :mod:`veil_fsrs.eviction`); they are scored through the ``score`` hook
-  (``session.veil.pm``) like the live items.
 * ``session.identifier_mentions``: identifier -> how many of the session's items mention it;
   the coverage ranking weighs new names by it (``context.mentionPower``).
 """
@@ -65,10 +62,19 @@ def _step(session: Any, items: Any) -> int:
 
 @hookimpl
 def evict(
-    session: Any, items: Any, scores: Any, budget_tokens: int, used_tokens: int
+    session: Any,
+    items: Any,
+    scores: Any,
+    budget_tokens: int,
+    used_tokens: int,
+    paged_out: Any,
+    paged_scores: Any,
 ) -> EvictionPlan:
     """Plan which live items leave the prompt (all to the warm tier); see
     :mod:`veil_fsrs.eviction`. A tool call and its result always leave together.
+
+    ``paged_out`` / ``paged_scores``: the core's page-in candidates and their lazy scores
+    (the re-selection of :mod:`veil_fsrs.eviction` reads them only under pressure).
 
     Raises:
         ValueError: ``scores`` misaligned or not finite; ``budget_tokens`` <= 0.
@@ -91,7 +97,7 @@ def evict(
         embeddings=getattr(session, "item_embeddings", None),
         stale_recency=_optional_setting(settings, "stale_recency", _STALE_RECENCY),
         pointer_tokens=_optional_setting(settings, "pointer_tokens", DEFAULT_POINTER_TOKENS),
-        page_in=lambda: _page_in_candidates(session),
+        page_in=lambda: _page_in(paged_out, paged_scores),
         mentions=lambda: getattr(session, "identifier_mentions", None),
         history=lambda: _history(session),
     )
@@ -108,26 +114,12 @@ def _history(session: Any) -> tuple[float, int]:
     return float(count(messages)), step
 
 
-def _page_in_candidates(session: Any) -> tuple[ItemBatch | None, Any]:
-    """The session's page-in candidates as a batch and their scores (None when it offers none
-    or no scorer answers: then the pass only evicts)."""
-    offer = getattr(session, "page_in_candidates", None)
-    if not callable(offer):
+def _page_in(paged_out: Any, paged_scores: Any) -> tuple[ItemBatch | None, Any]:
+    """The page-in candidates the core offers for this pass, as a batch, and their scores
+    (``(None, None)`` when it offers none: then the pass only evicts)."""
+    if paged_out is None or not len(paged_out):
         return None, None
-    candidates = offer()
-    if not candidates:
-        return None, None
-    batch = ItemBatch(candidates)
-    pm = getattr(getattr(session, "veil", None), "pm", None)
-    scores = None
-    if pm is not None:
-        scores = pm.hook.score(
-            session=session,
-            items=batch,
-            task_tags=getattr(session, "task_tags", frozenset()),
-            now=_now(session, batch),
-        )
-    return batch, scores
+    return _as_batch(paged_out), paged_scores
 
 
 @hookimpl
