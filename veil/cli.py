@@ -226,7 +226,9 @@ def _pick_session(
 def _warn_unknown_disabled(veil: Any, names: list[str]) -> None:
     from importlib.metadata import entry_points
 
-    known = {ep.name for ep in entry_points(group="veil")}
+    from veil.default_plugins import DEFAULT_PLUGIN_NAMES
+
+    known = {ep.name for ep in entry_points(group="veil")} | DEFAULT_PLUGIN_NAMES
     for name in names:
         if name not in known:
             click.echo(
