@@ -3,7 +3,8 @@
 ``veil`` starts the interactive front end (the REPL plugin); ``veil -p TASK`` runs one task and
 prints the final answer; subcommands come from the core (``plugins``, ``sessions``) and from
 plugins through ``register_commands``. Plugins load before the command line is parsed, so
-``--disable-plugin`` and ``VEIL_DISABLE_PLUGINS`` also remove the commands of blocked plugins.
+``--disable-plugin`` and ``VEIL_DISABLE_PLUGINS`` also remove the commands of blocked plugins;
+calling one that a blocked default plugin provides (``veil replay`` of ``veil.replay``) says so.
 """
 
 from __future__ import annotations
