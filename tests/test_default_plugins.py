@@ -4,6 +4,7 @@ is gone."""
 
 from __future__ import annotations
 
+import click
 import pytest
 
 from veil.core.types import ContextItem
@@ -43,6 +44,7 @@ def test_every_default_plugin_is_listed_under_its_own_name(make_veil):
         "veil.manifest",
         "veil.recall",
         "veil.beliefs",
+        "veil.replay",
     }
     for name in NAMES:
         assert listed[name]["default"] is True and listed[name]["hooks"], name
@@ -90,6 +92,9 @@ def test_blocking_one_default_plugin_leaves_the_rest_running_a_turn(make_veil, p
     python_fact = [s for s in beliefs if s.startswith("python version is 3.")]
     assert len(python_fact) == (0 if blocked in ("veil.beliefs", "veil.coding_tools") else 1)
     assert ("beliefs" in veil.slash_commands()) == (blocked != "veil.beliefs")
+    commands = click.Group()
+    veil.pm.hook.register_commands(cli=commands)
+    assert ("replay" in commands.commands) == (blocked != "veil.replay")
 
     stored = ContextItem(content="disk quota exceeded on the build host", session_id=session.id)
     veil.tiers.store_items([stored], "warm")

@@ -15,16 +15,16 @@ import pytest
 
 from veil.core.errors import BadRequest
 from veil.core.offline import prepare_offline_env
-from veil.core.replay.baselines import (
+from veil.default_plugins.replay.baselines import (
     MASKED_OBSERVATION,
     masked_count,
     masking_prompt,
     recency_hysteresis_prompt,
     recency_prompt,
 )
-from veil.core.replay.cache import CacheTracker, effective_tokens, message_key
-from veil.core.replay.formats import ReplayStep, Trajectory
-from veil.core.replay.runner import (
+from veil.default_plugins.replay.cache import CacheTracker, effective_tokens, message_key
+from veil.default_plugins.replay.formats import ReplayStep, Trajectory
+from veil.default_plugins.replay.runner import (
     BASELINES,
     PolicyResult,
     RecencyHysteresis,
@@ -324,7 +324,7 @@ def test_unknown_baseline_is_a_bad_request_naming_it():
 
 
 def test_run_replay_without_veil_opens_no_session(tmp_path):
-    from veil.core.replay.report import parse_policies, render_table, run_replay
+    from veil.default_plugins.replay.report import parse_policies, render_table, run_replay
 
     path = _write_traj(tmp_path)
     result = run_replay([str(path)], 8000, project_dir=tmp_path, policies=("full", "masking"))

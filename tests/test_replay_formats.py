@@ -1,5 +1,5 @@
-"""Readers of recorded trajectories (veil/core/replay/formats.py) on the real files and on
-hand-made ones. Expected counts are computed here from the raw JSON, not by the readers."""
+"""Readers of recorded trajectories (veil/default_plugins/replay/formats.py) on the real files
+and on hand-made ones. Expected counts are computed here from the raw JSON, not by the readers."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from veil.core.errors import BadRequest
-from veil.core.replay.formats import detect_format, load_trajectory
+from veil.default_plugins.replay.formats import detect_format, load_trajectory
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 TRAJ = DATA / "trajectories"
@@ -250,7 +250,7 @@ def test_a_replay_gives_the_same_figures_every_time(traj_dir, tmp_path):
     # Item ids appear in the prompt through pointer stubs and their hex digits tokenize to 6-9
     # tokens: with random ids two runs differed by a token here and there, and the eviction
     # passes after that point (and the misses) with them.
-    from veil.core.replay.report import run_replay
+    from veil.default_plugins.replay.report import run_replay
 
     first = sorted((traj_dir / "mini-swe-agent").glob("*.traj.json"))[0]
     runs = [

@@ -1,4 +1,4 @@
-"""Measures, baselines and the runner of ``veil replay`` (veil/core/replay/).
+"""Measures, baselines and the runner of ``veil replay`` (veil/default_plugins/replay/).
 
 Token figures are computed here with tiktoken's cl100k_base directly, references by hand."""
 
@@ -14,16 +14,16 @@ import pytest
 
 from veil.core.errors import BadRequest
 from veil.core.offline import prepare_offline_env
-from veil.core.replay.baselines import (
+from veil.default_plugins.replay.baselines import (
     MASKED_OBSERVATION,
     full_prompt,
     masking_prompt,
     recency_prompt,
 )
-from veil.core.replay.counting import TokenCounter
-from veil.core.replay.formats import ReplayStep, Trajectory, load_trajectory
-from veil.core.replay.measures import identifier_tokens, misses, references
-from veil.core.replay.runner import (
+from veil.default_plugins.replay.counting import TokenCounter
+from veil.default_plugins.replay.formats import ReplayStep, Trajectory, load_trajectory
+from veil.default_plugins.replay.measures import identifier_tokens, misses, references
+from veil.default_plugins.replay.runner import (
     BASELINES,
     FullHistory,
     MaskingBlocks,

@@ -3,7 +3,8 @@
 ``veil`` starts the interactive front end (the REPL plugin); ``veil -p TASK`` runs one task and
 prints the final answer; subcommands come from the core (``plugins``, ``sessions``) and from
 plugins through ``register_commands``. Plugins load before the command line is parsed, so
-``--disable-plugin`` and ``VEIL_DISABLE_PLUGINS`` also remove the commands of blocked plugins.
+``--disable-plugin`` and ``VEIL_DISABLE_PLUGINS`` also remove the commands of blocked plugins;
+calling one that a blocked default plugin provides (``veil replay`` of ``veil.replay``) says so.
 """
 
 from __future__ import annotations
@@ -67,7 +68,61 @@ class VeilContext:
         return self._veil
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+def blocked_command_provider(command: str, blocked: frozenset[str]) -> str | None:
+    """The blocked default plugin that would add ``veil COMMAND``, or None.
+
+    Only default plugins are asked (their modules are part of veil and cheap to import); a
+    blocked entry-point plugin is never imported, since it may be blocked because it breaks.
+    Each blocked default plugin's ``register_commands`` runs on a scratch group.
+
+    Args:
+        command: the subcommand name the user typed.
+        blocked: plugin names blocked for this run (settings, environment, ``--disable-plugin``).
+    """
+    import importlib
+
+    from veil.default_plugins import DEFAULT_PLUGINS
+
+    for name, module_name in DEFAULT_PLUGINS:
+        if name not in blocked:
+            continue
+        register = getattr(importlib.import_module(module_name), "register_commands", None)
+        if register is None:
+            continue
+        scratch = click.Group()
+        register(cli=scratch)
+        if command in scratch.commands:
+            return name
+    return None
+
+
+class VeilGroup(click.Group):
+    """The top-level ``veil`` group. A subcommand that a blocked default plugin provides is
+    reported as blocked ("veil replay is provided by the veil.replay plugin, which is blocked
+    here") rather than as unknown."""
+
+    blocked_plugins: frozenset[str] = frozenset()
+    """Plugin names blocked for this run; :func:`build_cli` sets it."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = click.utils.make_str(args[0])
+        if self.get_command(ctx, name) is None and not ctx.resilient_parsing:
+            plugin = blocked_command_provider(name, self.blocked_plugins)
+            if plugin is not None:
+                ctx.fail(
+                    f"veil {name} is provided by the {plugin} plugin, which is blocked here "
+                    "(plugins.disable in settings.json, VEIL_DISABLE_PLUGINS or --disable-plugin)."
+                )
+        return super().resolve_command(ctx, args)
+
+
+@click.group(
+    cls=VeilGroup,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option(
     "-p",
     "--print",
@@ -172,7 +227,9 @@ def _pick_session(
 def _warn_unknown_disabled(veil: Any, names: list[str]) -> None:
     from importlib.metadata import entry_points
 
-    known = {ep.name for ep in entry_points(group="veil")}
+    from veil.default_plugins import DEFAULT_PLUGIN_NAMES
+
+    known = {ep.name for ep in entry_points(group="veil")} | DEFAULT_PLUGIN_NAMES
     for name in names:
         if name not in known:
             click.echo(
@@ -460,114 +517,6 @@ def _print_doctor(report: Any, repair: bool) -> None:
         click.echo("no problems left")
 
 
-@cli.command("replay")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True))
-@click.option(
-    "--budget",
-    default=8000,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Prompt budget in tokens (cl100k_base).",
-)
-@click.option(
-    "--compaction",
-    type=click.Choice(["none", "masking", "full", "both"]),
-    default=None,
-    help="Compaction during the replay (default: what settings say).",
-)
-@click.option(
-    "--cache-price",
-    default=0.1,
-    show_default=True,
-    type=click.FloatRange(0, 1),
-    help="Price of a cached input token relative to an uncached one (effective tokens).",
-)
-@click.option(
-    "--policies",
-    "policies_text",
-    default=None,
-    metavar="NAMES",
-    help="Comma-separated policies to run (default all: veil, full, masking, recency, "
-    "masking-blocks, recency-hysteresis). Without veil the replay takes seconds.",
-)
-@click.option(
-    "--per-step",
-    is_flag=True,
-    help="Print the JSON result with per-step prompt, cached tokens and misses (implies --json).",
-)
-@click.option(
-    "--plot",
-    "plot_path",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
-    metavar="FILE.png",
-    help="Draw prompt and cached tokens per step for every policy (needs matplotlib).",
-)
-@click.option(
-    "--plot-files",
-    default=4,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="How many files (the first ones) --plot draws, a row each.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON result only.")
-@click.pass_obj
-def replay_cmd(
-    state: VeilContext,
-    files: tuple[str, ...],
-    budget: int,
-    compaction: str | None,
-    cache_price: float,
-    policies_text: str | None,
-    per_step: bool,
-    plot_path: str | None,
-    plot_files: int,
-    as_json: bool,
-) -> None:
-    """Replay recorded agent sessions (mini-swe-agent, SWE-agent, OpenHands) through veil and
-    five baselines; report prompt tokens, cached and effective tokens, peaks, references,
-    misses, prefix breaks and evictions."""
-    from veil.core.replay.report import parse_policies, run_replay
-
-    as_json = as_json or per_step
-    try:
-        policies = parse_policies(policies_text)
-        result = run_replay(
-            list(files),
-            budget,
-            project_dir=state.project,
-            compaction=compaction,
-            disable=tuple(state.disabled),
-            progress=not as_json,
-            policies=policies,
-            cache_price=cache_price,
-            per_step=per_step or plot_path is not None,
-        )
-    except VeilError as exc:
-        raise click.ClickException(exc.message) from exc
-    if plot_path is not None:
-        from veil.core.replay.plot import plot_replay
-
-        try:
-            plot_replay(result, plot_path, max_files=plot_files)
-        except VeilError as exc:
-            raise click.ClickException(exc.message) from exc
-        except OSError as exc:
-            raise click.ClickException(f"--plot: cannot write {plot_path}: {exc}") from exc
-    if not per_step:  # drawn, not printed
-        for entry in result["files"]:
-            for name in policies:
-                entry[name].pop("per_step", None)
-    if as_json:
-        click.echo(json.dumps(result, indent=2))
-    else:
-        from veil.core.replay.report import render_table
-
-        click.echo(render_table(result))
-        if plot_path is not None:
-            click.echo(f"plot written to {plot_path}")
-
-
 def build_cli(argv: list[str] | None = None) -> click.Group:
     """Return the ``veil`` group with plugin commands added (plugins chosen from ``argv``)."""
     argv = sys.argv[1:] if argv is None else argv
@@ -584,6 +533,7 @@ def build_cli(argv: list[str] | None = None) -> click.Group:
         selection = plugin_selection((), None, disabled)  # reported when the project opens
     pm = load_plugins(new_plugin_manager(), selection)
     pm.hook.register_commands(cli=cli)
+    cli.blocked_plugins = selection.disabled
     return cli
 
 

@@ -96,7 +96,7 @@ def test_block_one_is_seed_000s_masking_on_a_long_recorded_session():
     masking at every step of a real recorded session (mini-swe-agent, one result per step)."""
     from veil_compaction.masking import mask_in_blocks
 
-    from veil.core.replay.formats import load_trajectory
+    from veil.default_plugins.replay.formats import load_trajectory
 
     folder = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "trajectories"
     folder = folder / "mini-swe-agent"

@@ -152,7 +152,7 @@ def test_veil_replay_reports_the_same_convergence(
 ) -> None:
     """``veil replay`` (the core's runner, this plugin loaded from its entry point) adds a
     ``convergence`` object equal to :func:`convergence_report` over the same observations."""
-    from veil.core.replay.report import run_replay
+    from veil.default_plugins.replay.report import run_replay
 
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
     result = run_replay([str(TRAJ / name)], 20000, project_dir=tmp_path)

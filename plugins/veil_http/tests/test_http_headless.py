@@ -97,6 +97,7 @@ def test_serve_with_only_the_http_plugin_has_no_plugin_routes(tmp_path):
         "veil.manifest",
         "veil.memory_tools",
         "veil.recall",
+        "veil.replay",
         "veil_http",
     ]
     assert not any(p.startswith(("/memory", "/agents")) for p in seen["paths"])

@@ -23,11 +23,11 @@ from typing import Any, Literal
 from veil.core.context import build_prompt
 from veil.core.llm import LLM, Completion
 from veil.core.loop import capture
-from veil.core.replay.formats import Trajectory
-from veil.core.replay.measures import SEPARATOR, identifier_tokens
 from veil.core.tokens import cl100k_count
 from veil.core.types import CaptureEvent, ToolResult, seeded_ids
 from veil.default_plugins.capture.rules import assistant_text
+from veil.default_plugins.replay.formats import Trajectory
+from veil.default_plugins.replay.measures import SEPARATOR, identifier_tokens
 
 CompactionMode = Literal["none", "masking", "full", "both"]
 STEP_SECONDS = 30.0  # DESIGN.md: 30 s per step when a format records no time
@@ -91,7 +91,7 @@ def _outcome(observation: str) -> str | None:
 
 
 class VeilReplayPolicy:
-    """The ``veil`` policy of :func:`veil.core.replay.runner.replay`.
+    """The ``veil`` policy of :func:`veil.default_plugins.replay.runner.replay`.
 
     Args:
         traj: the trajectory (one policy per trajectory).
@@ -294,7 +294,8 @@ def veil_policy_factory(
     compaction: CompactionMode | None = None,
     disable: tuple[str, ...] = (),
 ) -> Callable[[Trajectory, int], VeilReplayPolicy]:
-    """A factory for :func:`veil.core.replay.runner.replay`: one fresh veil session per file."""
+    """A factory for :func:`veil.default_plugins.replay.runner.replay`: one fresh veil session per
+    file."""
 
     def make(traj: Trajectory, budget: int) -> VeilReplayPolicy:
         return VeilReplayPolicy(

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from veil.core.replay.formats import Trajectory
+from veil.default_plugins.replay.formats import Trajectory
 
 MASKED_OBSERVATION = "[observation masked]"
 """Text that stands in for a masked observation (DESIGN.md "Measures")."""

@@ -38,7 +38,7 @@ def plot_replay(result: dict[str, Any], path: str | Path, *, max_files: int = MA
 
     Args:
         result: a replay result whose file entries carry ``per_step`` measures
-            (:func:`veil.core.replay.report.run_replay` with ``per_step=True``).
+            (:func:`veil.default_plugins.replay.report.run_replay` with ``per_step=True``).
         path: the image to write; its suffix picks the format (``.png``, ``.svg``, ``.pdf``).
         max_files: plot the first ``max_files`` files (at least 1).
 
@@ -55,7 +55,7 @@ def plot_replay(result: dict[str, Any], path: str | Path, *, max_files: int = MA
     files = result.get("files") or []
     if not files:
         raise BadRequest("plot: the replay has no file to plot")
-    from veil.core.replay.report import DISPLAY_ORDER
+    from veil.default_plugins.replay.report import DISPLAY_ORDER
 
     names = [n for n in DISPLAY_ORDER if n in files[0]]
     if not names or "per_step" not in files[0][names[0]]:

@@ -14,8 +14,8 @@ Definitions from DESIGN.md "Measures" (the contract other implementations of the
 
 from __future__ import annotations
 
-from veil.core.replay.formats import Trajectory
 from veil.core.tags import identifier_tokens
+from veil.default_plugins.replay.formats import Trajectory
 
 __all__ = ["SEPARATOR", "identifier_tokens", "misses", "references"]
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from veil.core.errors import BadRequest
-from veil.core.replay.cache import CACHE_PRICE
-from veil.core.replay.formats import Trajectory, load_trajectory
-from veil.core.replay.runner import BASELINES, check_baselines, pick_known, replay
-from veil.core.replay.veil_policy import CompactionMode, VeilReplayPolicy
+from veil.default_plugins.replay.cache import CACHE_PRICE
+from veil.default_plugins.replay.formats import Trajectory, load_trajectory
+from veil.default_plugins.replay.runner import BASELINES, check_baselines, pick_known, replay
+from veil.default_plugins.replay.veil_policy import CompactionMode, VeilReplayPolicy
 
 POLICIES = ("veil", *BASELINES)
 """Every policy ``veil replay`` can run, in the JSON's order."""
@@ -48,7 +48,7 @@ def run_replay(
     cache_price: float = CACHE_PRICE,
     per_step: bool = False,
 ) -> dict[str, Any]:
-    """Replay ``files`` and return the JSON contract of :mod:`veil.core.replay.runner`,
+    """Replay ``files`` and return the JSON contract of :mod:`veil.default_plugins.replay.runner`,
     extended per file with ``convergence`` (and whatever else ``replay_report``
     implementations add) and with ``over_budget`` in the veil object (the steps whose prompt
     exceeded the budget, with the reason: always none unless protected context alone exceeds

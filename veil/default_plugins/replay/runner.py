@@ -30,7 +30,7 @@ Each policy object holds, in this order:
 
 The keys of issue 3 come first and keep their meaning. ``veil`` is present only when a veil
 policy is passed; the baselines present are the ones asked for (all five by default, in the
-order of :data:`BASELINES`). See :mod:`veil.core.replay.cache` for the cache measure.
+order of :data:`BASELINES`). See :mod:`veil.default_plugins.replay.cache` for the cache measure.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from veil.core.errors import BadRequest
-from veil.core.replay.baselines import (
+from veil.default_plugins.replay.baselines import (
     MASKING_BLOCK,
     Message,
     full_prompt,
@@ -48,10 +48,15 @@ from veil.core.replay.baselines import (
     recency_hysteresis_prompt,
     recency_prompt,
 )
-from veil.core.replay.cache import CACHE_PRICE, CacheTracker, check_cache_price, effective_tokens
-from veil.core.replay.counting import TokenCounter, message_text
-from veil.core.replay.formats import Trajectory
-from veil.core.replay.measures import SEPARATOR, misses, references_in
+from veil.default_plugins.replay.cache import (
+    CACHE_PRICE,
+    CacheTracker,
+    check_cache_price,
+    effective_tokens,
+)
+from veil.default_plugins.replay.counting import TokenCounter, message_text
+from veil.default_plugins.replay.formats import Trajectory
+from veil.default_plugins.replay.measures import SEPARATOR, misses, references_in
 
 BASELINES = ("full", "masking", "recency", "masking-blocks", "recency-hysteresis")
 """Names of the baseline policies, in the order they appear in the JSON: issue 3's three,
@@ -78,7 +83,7 @@ class Policy(Protocol):
         ``messages``: the OpenAI chat messages sent; their ``content`` strings are what is
         counted (tokens). ``match_text``: the text references are matched against (veil leaves
         out its manifest and pointer stubs; a baseline gives all contents joined by
-        :data:`~veil.core.replay.measures.SEPARATOR`).
+        :data:`~veil.default_plugins.replay.measures.SEPARATOR`).
         """
         ...
 
@@ -138,7 +143,7 @@ class RecencyTruncation:
 class RecencyHysteresis:
     """Baseline ``recency-hysteresis``: recency truncation that cuts back to 70% of the budget
     when the budget is exceeded, then only appends (see
-    :func:`~veil.core.replay.baselines.recency_hysteresis_prompt`).
+    :func:`~veil.default_plugins.replay.baselines.recency_hysteresis_prompt`).
 
     It remembers where its previous prompt started. Asked for a step other than the next one
     (a fresh policy, or out of order), it rebuilds that state from step 0, so the prompt for
@@ -199,7 +204,7 @@ class PolicyResult:
         over_budget_steps: steps whose prompt exceeded the budget (expected for ``full`` and
             the masking policies, never for veil nor the recency ones).
         cached_tokens: tokens of each step's prompt shared with the previous step's prompt
-            (leading identical messages, :class:`~veil.core.replay.cache.CacheTracker`),
+            (leading identical messages, :class:`~veil.default_plugins.replay.cache.CacheTracker`),
             summed over steps.
         prefix_breaks: steps t >= 1 whose message 0 changed.
         steps: the per-step measures, in step order (one file's result only; a total keeps
@@ -426,7 +431,8 @@ def replay(
     """Replay every trajectory through the given policies and the baselines.
 
     Args:
-        trajectories: recorded sessions (see :func:`~veil.core.replay.formats.load_trajectory`).
+        trajectories: recorded sessions (see
+            :func:`~veil.default_plugins.replay.formats.load_trajectory`).
         policies: factories ``(traj, budget) -> Policy`` for policies besides the baselines
             (veil's); each is called once per trajectory. Their names come first in the output.
         budget: token budget (cl100k_base), default 8,000 (issue 3's replay benchmark).

@@ -1,0 +1,35 @@
+"""Default plugin ``veil.replay``: the ``veil replay`` command, a benchmark harness that feeds
+recorded agent sessions through a real veil session and five baselines and measures the prompts
+(:mod:`veil.default_plugins.replay.command`). Blocked, ``veil replay`` is gone; nothing else in a
+turn depends on it. Plugins add keys to each file's result through the ``replay_report`` hook.
+
+Modules (each imported only when ``veil replay`` runs, so loading the plugin costs nothing):
+
+* :mod:`~veil.default_plugins.replay.formats`: ``load_trajectory(path) -> Trajectory`` for
+  mini-swe-agent, SWE-agent and OpenHands recordings.
+* :mod:`~veil.default_plugins.replay.measures`: identifier tokens, references and misses
+  (DESIGN.md "Measures").
+* :mod:`~veil.default_plugins.replay.baselines`: the full, masking, recency, masking-blocks and
+  recency-hysteresis prompts.
+* :mod:`~veil.default_plugins.replay.cache`: the prompt-cache measure (cached and effective
+  tokens, prefix breaks).
+* :mod:`~veil.default_plugins.replay.runner`: the ``Policy`` protocol, ``run_baselines`` and
+  ``replay`` (the JSON contract of issues 3 and 18).
+* :mod:`~veil.default_plugins.replay.veil_policy`: veil itself as a replay policy.
+* :mod:`~veil.default_plugins.replay.report` / :mod:`~veil.default_plugins.replay.plot`:
+  ``veil replay``'s table, policy choice and ``--plot``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from veil.hookspecs import hookimpl
+
+
+@hookimpl
+def register_commands(cli: click.Group) -> None:
+    """``veil replay`` (:func:`veil.default_plugins.replay.command.add_replay_command`)."""
+    from veil.default_plugins.replay.command import add_replay_command
+
+    add_replay_command(cli)
