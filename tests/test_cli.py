@@ -106,6 +106,16 @@ def test_blocking_a_default_plugin_by_name_draws_no_unknown_name_warning(project
     assert f"--disable-plugin veil.replay: {unknown}" not in result.stderr
 
 
+def test_blocking_the_retired_veil_core_name_says_what_replaced_it(project, scripted):
+    scripted.add("ok")
+    result = invoke(project, "--disable-plugin", "veil.core", "-p", "hi")
+    assert result.exit_code == 0, result.output
+    assert "--disable-plugin veil.core: that plugin no longer exists" in result.stderr
+    for name in ("veil.coding_tools", "veil.memory_tools", "veil.recall", "veil.replay"):
+        assert name in result.stderr
+    assert "no installed plugin has that name" not in result.stderr
+
+
 def test_help_imports_no_heavy_module():
     code = (
         "import sys; from veil.cli import main\n"

@@ -231,7 +231,16 @@ def _warn_unknown_disabled(veil: Any, names: list[str]) -> None:
 
     known = {ep.name for ep in entry_points(group="veil")} | DEFAULT_PLUGIN_NAMES
     for name in names:
-        if name not in known:
+        if name == "veil.core":
+            # veil.core was one plugin holding every default feature; blocking the old name
+            # would block nothing, so say which names replaced it (issue 20)
+            click.echo(
+                "veil: --disable-plugin veil.core: that plugin no longer exists; its features "
+                f"are the default plugins {', '.join(sorted(DEFAULT_PLUGIN_NAMES))}: block "
+                "those by name",
+                err=True,
+            )
+        elif name not in known:
             click.echo(
                 f"veil: --disable-plugin {name}: no installed plugin has that name", err=True
             )
