@@ -19,6 +19,11 @@ evicted; veil says so at start, in ``veil plugins`` and in the HTTP health answe
 
 The order below follows one turn (DESIGN.md "One turn, as data flows").
 
+``session``: hooks receive veil's :class:`~veil.core.session.Session`; a plugin relies only on
+what :class:`~veil.core.session_api.PluginSession` declares (``tests/test_session_api.py``
+holds the plugins to it). The front-end hooks ``run_interactive`` and ``ask_permission`` are
+typed with ``Session`` itself: a front end drives the session (runs its turns, closes it).
+
 Retired hooks (:data:`RETIRED_HOOKS`): a plugin that still implements one is refused at load with
 an error naming it and what replaced the hook, rather than silently never called.
 """
@@ -37,6 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.llm import LocalModel
     from veil.core.permissions import PermissionRequest
     from veil.core.session import Session
+    from veil.core.session_api import PluginSession
     from veil.core.settings import Config
     from veil.core.types import (
         Attempt,
@@ -150,12 +156,12 @@ def ask_permission(session: Session, request: PermissionRequest) -> str | None:
 
 
 @hookspec
-def session_start(session: Session) -> None:
+def session_start(session: PluginSession) -> None:
     """A session was created or resumed (collected). ``session.resumed`` tells which."""
 
 
 @hookspec
-def system_prompt_sections(session: Session) -> list[PromptSection] | PromptSection | None:
+def system_prompt_sections(session: PluginSession) -> list[PromptSection] | PromptSection | None:
     """Contribute sections of the system prompt (collected), rebuilt before every model call.
 
     Memory files, the manifest of loaded context and convergence warnings arrive here. Sections
@@ -167,7 +173,7 @@ def system_prompt_sections(session: Session) -> list[PromptSection] | PromptSect
 
 
 @hookspec
-def capture(session: Session, event: CaptureEvent) -> list[ContextItem] | None:
+def capture(session: PluginSession, event: CaptureEvent) -> list[ContextItem] | None:
     """Turn a message, tool call or tool result into context items (collected).
 
     Called when the user's message arrives, when the model replies, and on the way in and out of
@@ -176,7 +182,7 @@ def capture(session: Session, event: CaptureEvent) -> list[ContextItem] | None:
 
 
 @hookspec(firstresult=True)
-def score(session: Session, items: ItemBatch, task_tags: frozenset[str], now: float) -> Any:
+def score(session: PluginSession, items: ItemBatch, task_tags: frozenset[str], now: float) -> Any:
     """Score live items for retention (firstresult).
 
     Args:
@@ -192,7 +198,7 @@ def score(session: Session, items: ItemBatch, task_tags: frozenset[str], now: fl
 
 @hookspec(firstresult=True)
 def score_signals(
-    session: Session, items: ItemBatch, task_tags: frozenset[str], now: float
+    session: PluginSession, items: ItemBatch, task_tags: frozenset[str], now: float
 ) -> dict[str, Any] | None:
     """Explain scores (firstresult): the signals behind ``score``, for ``/context`` and the HTTP
     context route.
@@ -205,7 +211,7 @@ def score_signals(
 
 @hookspec(firstresult=True)
 def evict(
-    session: Session,
+    session: PluginSession,
     items: ItemBatch,
     scores: Any,
     budget_tokens: int,
@@ -237,7 +243,7 @@ def evict(
 
 
 @hookspec
-def fit_prompt(session: Session, messages: list[Message], first_index: int | None) -> None:
+def fit_prompt(session: PluginSession, messages: list[Message], first_index: int | None) -> None:
     """Transform the messages about to be sent, in place (collected: every implementation runs,
     each on what the ones before it left; pytest's ``pytest_collection_modifyitems`` pattern).
 
@@ -268,7 +274,7 @@ def fit_prompt(session: Session, messages: list[Message], first_index: int | Non
 
 @hookspec(firstresult=True)
 def summarise(
-    session: Session,
+    session: PluginSession,
     messages: list[Message],
     previous: str | None,
     instructions: list[str],
@@ -307,7 +313,7 @@ def summarise(
 
 
 @hookspec
-def before_compaction(session: Session, messages: list[Message]) -> None:
+def before_compaction(session: PluginSession, messages: list[Message]) -> None:
     """Messages are about to be folded into a summary (collected): extract what must outlive
     them (e.g. write facts to the agent's memory file).
 
@@ -323,14 +329,14 @@ def before_compaction(session: Session, messages: list[Message]) -> None:
 
 @hookspec
 def recall(
-    session: Session | None, query: str, limit: int, tags: list[str] | None
+    session: PluginSession | None, query: str, limit: int, tags: list[str] | None
 ) -> list[RecallHit] | None:
     """Return candidates for a query from a store (collected); the core merges and ranks them."""
 
 
 @hookspec
 def item_accessed(
-    session: Session, item: ContextItem, grade: int, now: float, previous_tier: str
+    session: PluginSession, item: ContextItem, grade: int, now: float, previous_tier: str
 ) -> None:
     """An item was used again: recalled, hydrated, promoted (collected).
 
@@ -354,23 +360,23 @@ def render(event: RenderEvent) -> None:
 
 
 @hookspec
-def after_iteration(session: Session, iteration: int) -> None:
+def after_iteration(session: PluginSession, iteration: int) -> None:
     """One loop iteration (a model call and its tool batch) finished (collected). Thresholds such
     as defaultCompaction's ``autoThreshold`` are checked here, between tool batches."""
 
 
 @hookspec
-def attempt_recorded(session: Session, attempt: Attempt) -> None:
+def attempt_recorded(session: PluginSession, attempt: Attempt) -> None:
     """An attempt against the current goal was recorded (collected): convergence monitoring,
     cognitive weight of the items in context."""
 
 
 @hookspec
-def replay_report(session: Session) -> dict[str, Any] | None:
+def replay_report(session: PluginSession) -> dict[str, Any] | None:
     """Add keys to one file's entry in ``veil replay``'s result (collected), e.g.
     ``{"convergence": {"fingerprints": 3, "levels": [...]}}``; ``session`` is the replayed one."""
 
 
 @hookspec
-def turn_end(session: Session, final_message: Message | None) -> None:
+def turn_end(session: PluginSession, final_message: Message | None) -> None:
     """The agent finished answering a user message (collected); everything is persisted."""

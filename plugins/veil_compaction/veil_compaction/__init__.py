@@ -17,12 +17,15 @@ The logic lives in sibling modules; this module only wires hooks.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veil.core.types import Message, SlashCommand, Summary
 from veil.hookspecs import hookimpl
 from veil_compaction import auto, commands, summary
 from veil_compaction.masking import mask_in_blocks
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.session_api import PluginSession
 
 __all__ = [
     "after_iteration",
@@ -37,7 +40,7 @@ STATE_KEY = "veil_compaction"
 
 
 @hookimpl
-def fit_prompt(session: Any, messages: list[Message], first_index: int | None) -> None:
+def fit_prompt(session: PluginSession, messages: list[Message], first_index: int | None) -> None:
     """Observation masking in blocks of ``compaction.observationMaskingBlock`` results, in
     place. The boundary (the first message index not masked yet) is kept in
     ``session.state["veil_compaction"]["maskedBefore"]`` as an index into the session's
@@ -60,20 +63,24 @@ def fit_prompt(session: Any, messages: list[Message], first_index: int | None) -
 
 @hookimpl
 def summarise(
-    session: Any, messages: list[Message], previous: str | None, instructions: list[str], mode: str
+    session: PluginSession,
+    messages: list[Message],
+    previous: str | None,
+    instructions: list[str],
+    mode: str,
 ) -> Summary:
     """The summary of the folded ``messages`` (:func:`veil_compaction.summary.summarise`)."""
     return summary.summarise(session, messages, previous, instructions, mode)
 
 
 @hookimpl
-def after_iteration(session: Any, iteration: int) -> None:
+def after_iteration(session: PluginSession, iteration: int) -> None:
     """Check ``autoThreshold`` between tool batches."""
     auto.check(session)
 
 
 @hookimpl
-def turn_end(session: Any, final_message: Any) -> None:
+def turn_end(session: PluginSession, final_message: Any) -> None:
     """Check ``autoThreshold`` after the final answer (no ``after_iteration`` follows it)."""
     auto.check(session)
 

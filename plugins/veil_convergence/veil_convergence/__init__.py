@@ -17,7 +17,7 @@ The monitor lives in ``session.state["veil_convergence"]["monitor"]``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veil.core.types import CaptureEvent, ContextItem, PromptSection
 from veil.hookspecs import hookimpl
@@ -25,6 +25,9 @@ from veil_convergence.fingerprint import error_signature, fingerprint
 from veil_convergence.monitor import ConvergenceMonitor, LevelChange
 from veil_convergence.outcome import build_attempt
 from veil_convergence.replay import convergence_report, report_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.session_api import PluginSession
 
 __all__ = [
     "ConvergenceMonitor",
@@ -52,7 +55,7 @@ def monitor_for(session: Any) -> ConvergenceMonitor:
 
 
 @hookimpl
-def capture(session: Any, event: CaptureEvent) -> list[ContextItem]:
+def capture(session: PluginSession, event: CaptureEvent) -> list[ContextItem]:
     """Record tool results as attempts; a user message starts a new goal. Returns ``[]``."""
     if event.phase == "user":
         monitor_for(session).reset()
@@ -92,7 +95,7 @@ def _announce(session: Any, change: LevelChange) -> None:
 
 
 @hookimpl
-def system_prompt_sections(session: Any) -> PromptSection | None:
+def system_prompt_sections(session: PluginSession) -> PromptSection | None:
     """The ``convergence`` section while a warning is active (level >= 1), else None. It is
     volatile: it comes and goes with the level, so it is sent in the context note after the
     conversation, not in the system message (whose prefix must stay put)."""
@@ -103,7 +106,7 @@ def system_prompt_sections(session: Any) -> PromptSection | None:
 
 
 @hookimpl
-def replay_report(session: Any) -> dict[str, Any]:
+def replay_report(session: PluginSession) -> dict[str, Any]:
     """``{"convergence": {"fingerprints": int, "levels": [{"step", "level", "fingerprint"}]}}``
     for one replayed session (issue 7): distinct error fingerprints and every level rise."""
     return {"convergence": report_of(monitor_for(session))}

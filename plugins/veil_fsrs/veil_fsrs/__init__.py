@@ -9,7 +9,7 @@ replaceable").
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veil.hookspecs import hookimpl
 from veil_fsrs import scoring as _scoring
@@ -17,11 +17,14 @@ from veil_fsrs.batch_index import as_batch as _as_batch
 from veil_fsrs.fsrs import DEFAULT_PARAMETERS as _W
 from veil_fsrs.fsrs import review as _review
 
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.session_api import PluginSession
+
 SECONDS_PER_DAY = 86_400.0
 
 
 @hookimpl
-def score(session: Any, items: Any, task_tags: frozenset[str], now: float) -> Any:
+def score(session: PluginSession, items: Any, task_tags: frozenset[str], now: float) -> Any:
     """Retention scores in [0, 1] of the live items (float64 array aligned with ``items``).
 
     Reads ``session.config.settings.context`` (weights, modifiers, decay, live cap). See
@@ -32,14 +35,16 @@ def score(session: Any, items: Any, task_tags: frozenset[str], now: float) -> An
 
 
 @hookimpl
-def score_signals(session: Any, items: Any, task_tags: frozenset[str], now: float) -> Any:
+def score_signals(session: PluginSession, items: Any, task_tags: frozenset[str], now: float) -> Any:
     """The five signals behind :func:`score` (see :func:`veil_fsrs.scoring.signals`)."""
     settings = session.config.settings.context
     return _scoring.signals(_as_batch(items), task_tags, now, settings)
 
 
 @hookimpl
-def item_accessed(session: Any, item: Any, grade: int, now: float, previous_tier: str) -> None:
+def item_accessed(
+    session: PluginSession, item: Any, grade: int, now: float, previous_tier: str
+) -> None:
     """An access is an FSRS-6 review (grade Good unless told): stability and difficulty move by
     the long-term recall formulas with the configured decay; stability caps at ``liveCapDays``
     while the item is live and at ``durableCapDays`` once it was stored (seed 002: "the same

@@ -19,7 +19,7 @@ What it reads from the session (all optional except ``config``):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veil.core.items import ItemBatch
 from veil.core.types import EvictionPlan
@@ -28,6 +28,9 @@ from veil_fsrs.batch_index import as_batch as _as_batch
 from veil_fsrs.eviction import STALE_RECENCY as _STALE_RECENCY
 from veil_fsrs.eviction import Controller as _Controller
 from veil_fsrs.eviction import evict_pass as _evict_pass
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.session_api import PluginSession
 
 STATE_KEY = "veil_fsrs"
 DEFAULT_POINTER_TOKENS = 9
@@ -62,7 +65,7 @@ def _step(session: Any, items: Any) -> int:
 
 @hookimpl
 def evict(
-    session: Any,
+    session: PluginSession,
     items: Any,
     scores: Any,
     budget_tokens: int,
@@ -123,7 +126,9 @@ def _page_in(paged_out: Any, paged_scores: Any) -> tuple[ItemBatch | None, Any]:
 
 
 @hookimpl
-def item_accessed(session: Any, item: Any, grade: int, now: float, previous_tier: str) -> None:
+def item_accessed(
+    session: PluginSession, item: Any, grade: int, now: float, previous_tier: str
+) -> None:
     """An evicted item asked for again tells the controller it evicted too eagerly: the
     pressure threshold goes up (within its bounds) when that happens within the re-request
     window (DESIGN.md controller defaults)."""

@@ -11,7 +11,7 @@ memory extractor), ``system_prompt_sections``
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veil.core.types import PromptSection, RecallHit, Route, SlashCommand, Tool
 from veil.hookspecs import hookimpl
@@ -20,6 +20,9 @@ from veil_memoryfiles.routes import memory_routes
 from veil_memoryfiles.service import MemoryService
 from veil_memoryfiles.tools import memory_tools, slash_commands
 from veil_memoryfiles.trust import REPOSITORY_LABEL, quote
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.session_api import PluginSession
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +57,7 @@ def register_commands(cli: Any) -> None:
 
 
 @hookimpl
-def before_compaction(session: Any, messages: list) -> None:
+def before_compaction(session: PluginSession, messages: list) -> None:
     """Write the durable facts of the messages about to be summarised to the agent's MEMORY.md
     (seed 000: memory extraction before compaction; off when memory is disabled)."""
     from veil_memoryfiles.extraction import extract_before_compaction
@@ -63,13 +66,13 @@ def before_compaction(session: Any, messages: list) -> None:
 
 
 @hookimpl
-def session_start(session: Any) -> None:
+def session_start(session: PluginSession) -> None:
     """A session starts or is resumed: drop the cached memory section so it is read again."""
     session.state.setdefault(STATE_KEY, {}).pop("section_text", None)
 
 
 @hookimpl
-def system_prompt_sections(session: Any) -> PromptSection | None:
+def system_prompt_sections(session: PluginSession) -> PromptSection | None:
     """The ``memory`` section (order 100), built once per session start and then reused, so the
     prompt prefix stays stable while the agent writes memory mid-session (seed 000: memory is
     "included in the system prompt at session start").
@@ -104,7 +107,7 @@ def system_prompt_sections(session: Any) -> PromptSection | None:
 
 
 @hookimpl
-def recall(session: Any, query: str, limit: int) -> list[RecallHit] | None:
+def recall(session: PluginSession | None, query: str, limit: int) -> list[RecallHit] | None:
     """Memory entries of the session agent's readable scopes matching ``query`` (BM25).
 
     ``RecallHit.score`` squashes BM25 into [0, 1) as ``s / (s + 1)`` (monotone, so the order is

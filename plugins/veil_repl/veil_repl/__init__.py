@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veil.core.types import SlashCommand
 from veil.hookspecs import hookimpl
 from veil_repl import display
 
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.session import Session
+
 
 @hookimpl
-def run_interactive(veil: Any, session: Any) -> bool:
+def run_interactive(veil: Any, session: Session) -> bool:
     """Run the REPL on ``session`` until /exit or Ctrl-D."""
     from veil_repl.repl import Repl
 

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 from veil.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.session_api import PluginSession
     from veil.core.types import PromptSection
 
 
 @hookimpl
-def capture(session: Any, event: Any) -> list:
+def capture(session: PluginSession, event: Any) -> list:
     """Assert the facts a rule recognises in a successful tool result; captures no item (the
     ``veil.capture`` plugin does)."""
     from veil.default_plugins.beliefs.store import facts_in_tool_output
@@ -51,7 +52,7 @@ def conflicts_section(session: Any) -> PromptSection | None:
 
 
 @hookimpl
-def system_prompt_sections(session: Any) -> list:
+def system_prompt_sections(session: PluginSession) -> list:
     """Open belief conflicts, if any (volatile; :func:`conflicts_section`)."""
     conflicts = conflicts_section(session)
     return [conflicts] if conflicts is not None else []

@@ -50,7 +50,7 @@ from veil.default_plugins.beliefs.claims import PATTERNS, Claim, contradicts, pa
 __all__ = ["PATTERNS", "BeliefStore", "Claim", "facts_in_tool_output", "parse_claim"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session import Session
+    from veil.core.session_api import PluginSession
     from veil.core.store import Store
 
 _LISTEN = re.compile(
@@ -136,7 +136,7 @@ class BeliefStore:
 
     def assert_fact(
         self,
-        session: Session | None,
+        session: PluginSession | None,
         statement: str,
         *,
         tool_call_id: str | None = None,
@@ -186,7 +186,7 @@ class BeliefStore:
         )
         return {"belief": belief_id, "status": "asserted", "conflict": self._conflict_of(belief_id)}
 
-    def resolve(self, session: Session | None, conflict_id: str, keep: str) -> str:
+    def resolve(self, session: PluginSession | None, conflict_id: str, keep: str) -> str:
         """Keep belief ``keep`` in an open conflict; the others are retracted (never deleted).
 
         Raises:

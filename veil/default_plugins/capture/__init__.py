@@ -4,13 +4,16 @@ scored, evicted or recalled from this session's turns."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veil.hookspecs import hookimpl
 
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.session_api import PluginSession
+
 
 @hookimpl
-def capture(session: Any, event: Any) -> list:
+def capture(session: PluginSession, event: Any) -> list:
     """Items for turns and tool results
     (:func:`veil.default_plugins.capture.rules.capture_event`)."""
     from veil.default_plugins.capture.rules import capture_event

@@ -28,7 +28,7 @@ from veil.core.tags import (
 from veil.core.types import CaptureEvent, ContextItem
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session import Session
+    from veil.core.session_api import PluginSession
 
 _CORRECTION = re.compile(
     r"^\s*(no\b|nope\b|actually\b|wrong\b|that'?s (not|wrong)|don'?t\b|do not\b|stop\b|instead\b|"
@@ -73,7 +73,7 @@ def assistant_text(message: dict) -> str:
     )
 
 
-def capture_event(session: Session, event: CaptureEvent) -> list[ContextItem]:
+def capture_event(session: PluginSession, event: CaptureEvent) -> list[ContextItem]:
     """Items for one capture event (none for the ``tool_call`` phase: the call's arguments
     stay in the assistant message, which is its own item)."""
     stab = session.config.settings.context.initial_stability

@@ -3,13 +3,16 @@ stable guide and its volatile counts (:mod:`veil.default_plugins.manifest.sectio
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from veil.hookspecs import hookimpl
 
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.session_api import PluginSession
+
 
 @hookimpl
-def system_prompt_sections(session: Any) -> list:
+def system_prompt_sections(session: PluginSession) -> list:
     """The manifest's guide (stable) and counts (volatile, anchored)
     (:func:`veil.default_plugins.manifest.sections.manifest_sections`)."""
     from veil.default_plugins.manifest.sections import manifest_sections

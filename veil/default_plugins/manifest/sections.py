@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from veil.core.types import ContextItem, PromptSection
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session import Session
+    from veil.core.session_api import PluginSession
 
 MANIFEST_SHARE = 0.05
 MANIFEST_ORDER = 900
@@ -40,7 +40,7 @@ def _label(item: ContextItem) -> str:
 
 
 def build_manifest(
-    session: Session,
+    session: PluginSession,
     live: list[ContextItem],
     counts: dict[str, int],
     budget_tokens: int,
@@ -65,7 +65,7 @@ def build_manifest(
 
 
 def manifest_counts(
-    session: Session,
+    session: PluginSession,
     live: list[ContextItem],
     counts: dict[str, int],
     budget_tokens: int,
@@ -108,7 +108,7 @@ def manifest_counts(
     return text
 
 
-def manifest_section(session: Session) -> PromptSection | None:
+def manifest_section(session: PluginSession) -> PromptSection | None:
     """The whole manifest for ``session`` as one section (None when the context layer is
     off): what :meth:`veil.harness.VeilHarness.manifest` shows."""
     if not session.veil.context_layer_on:
@@ -120,7 +120,7 @@ def manifest_section(session: Session) -> PromptSection | None:
     return PromptSection("manifest", text, order=MANIFEST_ORDER, volatile=True)
 
 
-def manifest_sections(session: Session) -> list[PromptSection]:
+def manifest_sections(session: PluginSession) -> list[PromptSection]:
     """The manifest as the prompt carries it (empty when the context layer is off): the
     stable ``manifest_guide`` (heading and how stubs are followed back; system message) and
     the volatile ``manifest`` (counts and listing), anchored: refreshed at change moments only
