@@ -27,7 +27,15 @@ def plugin_sources() -> list[Path]:
         for path in sorted(package.rglob("*.py"))
     ]
     files += sorted((ROOT / "veil" / "default_plugins").rglob("*.py"))
-    return files
+    return [path for path in files if path.relative_to(ROOT).as_posix() not in TURN_DRIVERS]
+
+
+TURN_DRIVERS = frozenset({"veil/default_plugins/replay/veil_policy.py"})
+"""Modules that drive a session the way a front end does (append messages, set the task and
+the clock, read the stubs to measure what a prompt holds) rather than read it from a hook: they
+hold the concrete :class:`~veil.core.session.Session`, as ``run_interactive`` does, so the
+Protocol does not bind them. The replay's policy is the one today (its file feeds recorded
+steps through a real session)."""
 
 
 def _is_session(node: ast.expr) -> bool:
