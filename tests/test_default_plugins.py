@@ -113,5 +113,9 @@ def test_the_harness_shows_no_manifest_when_its_plugin_is_blocked(project, monke
         assert harness.veil.context_layer_on  # veil_fsrs is installed: a manifest is due
         text = harness.manifest()
         assert (text == "") if blocked else text.startswith("## Context manifest\n")
+        if not blocked:  # the plugin's prompt sections joined are its one-piece manifest
+            from veil.default_plugins.manifest.sections import manifest_section
+
+            assert text == manifest_section(harness.session).text
     finally:
         harness.veil.close()

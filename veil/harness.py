@@ -254,12 +254,15 @@ class VeilHarness:
     def manifest(self) -> str:
         """The manifest section alone (what is loaded, what is stored outside the prompt); empty
         when the ``veil.manifest`` default plugin is blocked or the context layer is off."""
-        from veil.default_plugins.manifest.sections import manifest_section
-
-        if not self.veil.pm.has_plugin("veil.manifest"):
+        # Asked of the plugin registered under that name (not imported): a blocked or replaced
+        # manifest plugin answers for itself, and the core depends on no default plugin.
+        plugin = self.veil.pm.get_plugin("veil.manifest")
+        if plugin is None:
             return ""
-        section = manifest_section(self.session)
-        return section.text if section else ""
+        texts = {s.name: s.text for s in plugin.system_prompt_sections(session=self.session)}
+        if "manifest" not in texts:
+            return ""
+        return "\n".join(t for t in (texts.get("manifest_guide"), texts["manifest"]) if t)
 
     def tools(self) -> list[dict[str, Any]]:
         """OpenAI ``tools`` entries for the memory tools (the twelve ``veil_*`` and, when the
