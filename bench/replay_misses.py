@@ -24,13 +24,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trajectories"
-FOLDERS = (
-    "mini-swe-agent",
-    "mini-swe-agent-rerun",
-    "mini-swe-agent-lite",
-    "mini-swe-agent-reasoner",
-)
+from bench_replay import DATA, FOLDERS  # the replay benchmark's data folder and its four folders
+
 AGES = ((2, "1-2"), (5, "3-5"), (10, "6-10"), (20, "11-20"))
 
 
@@ -45,9 +40,9 @@ def age_bucket(age: int) -> str:
 def classify(path: Path, budget: int, counts: Counter) -> dict[str, Any]:
     """Replay one recording through veil and masking; add the classified misses to ``counts``
     and return the file's totals ``{"file", "steps", "refs", "veil", "masking"}``."""
-    from veil.default_plugins.replay.runner import ObservationMasking
     from veil.default_plugins.replay.formats import load_trajectory
     from veil.default_plugins.replay.measures import SEPARATOR, misses, references_in
+    from veil.default_plugins.replay.runner import ObservationMasking
     from veil.default_plugins.replay.veil_policy import VeilReplayPolicy
 
     traj = load_trajectory(path)
