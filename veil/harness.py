@@ -30,7 +30,11 @@ to send::
 
 Everything veil does inside its own loop happens here too: ``capture`` on the way in and out
 of every tool call, scoring and eviction under pressure, pointer stubs, the manifest, the twelve
-memory tools, compaction and convergence when those plugins are installed.
+memory tools, compaction and convergence when those plugins are installed. The turn is recorded
+by the same driver as veil's loop (:mod:`veil.core.turn`): ``after_iteration`` once the last
+result of the newest assistant message's calls arrives (once per tool batch), ``turn_end`` when
+an assistant message without tool calls arrives (the final answer), so ``autoThreshold``
+compaction runs here as in the loop.
 
 Permissions (:mod:`veil.core.permissions`): the host runs its own tools, so checking veil's
 rules is its choice: :meth:`VeilHarness.check_permission` applies ``permissions`` from the
@@ -48,10 +52,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from veil.core import turn
 from veil.core.context import build_prompt
-from veil.core.loop import capture
 from veil.core.permissions import PermissionDecision, PermissionRequest, authorize
-from veil.core.types import CaptureEvent, Message, ToolContext, ToolResult
+from veil.core.types import Message, ToolContext, ToolResult
 
 
 class VeilHarness:
@@ -130,36 +134,29 @@ class VeilHarness:
         """A user message starts an exchange (task tags are taken from it). Credentials in it
         are redacted before it is stored (as everything the harness is told:
         :mod:`veil.core.redaction`)."""
-        idx = self.session.append({"role": "user", "content": text})
-        msg = self.session.messages[idx]
-        self.session.set_task(msg["content"])
-        capture(self.session, CaptureEvent("user", msg, self.session.step, message_index=idx))
+        turn.record_user(self.session, text)
 
     def on_assistant_message(self, message: Message) -> None:
-        """The host's model replied (an OpenAI assistant message, with or without tool calls)."""
+        """The host's model replied (an OpenAI assistant message, with or without tool calls).
+
+        A reply without tool calls is the final answer: the turn ends here (``turn_end``, as in
+        veil's loop, so defaultCompaction's ``autoThreshold`` is checked after it)."""
         self.session.step += 1
         msg = {"role": "assistant", "content": message.get("content")}
         if message.get("tool_calls"):
             msg["tool_calls"] = message["tool_calls"]
-        idx = self.session.append(msg)
+        idx = turn.record_assistant(self.session, msg)
         msg = self.session.messages[idx]  # as stored, redacted
         for call in msg.get("tool_calls") or []:
             self._pending[call["id"]] = msg
-        capture(self.session, CaptureEvent("assistant", msg, self.session.step, message_index=idx))
+        if not msg.get("tool_calls"):
+            turn.end_turn(self.session)
 
     def before_tool_call(self, name: str, arguments: dict[str, Any], tool_call_id: str) -> None:
         """A tool call is about to run (``capture`` on the way in, arguments redacted)."""
         msg = self._pending.get(tool_call_id, {"role": "assistant", "content": None})
-        capture(
-            self.session,
-            CaptureEvent(
-                "tool_call",
-                msg,
-                self.session.step,
-                tool_name=name,
-                tool_call_id=tool_call_id,
-                arguments=self.veil.redactor.value(arguments),
-            ),
+        turn.record_tool_call(
+            self.session, msg, name, tool_call_id, self.veil.redactor.value(arguments)
         )
 
     def after_tool_call(
@@ -172,25 +169,17 @@ class VeilHarness:
         is_error: bool = False,
         outcome: str | None = None,
     ) -> None:
-        """A tool call returned ``output`` (``capture`` on the way out; stored as its result)."""
+        """A tool call returned ``output`` (``capture`` on the way out; stored as its result).
+
+        The result that completes the newest assistant message's calls ends a tool batch:
+        ``after_iteration`` runs then, once per batch as in veil's loop (not once per result)."""
         self._pending.pop(tool_call_id, None)
-        idx = self.session.append({"role": "tool", "tool_call_id": tool_call_id, "content": output})
-        msg = self.session.messages[idx]  # as stored, redacted
-        result = ToolResult(msg["content"], is_error=is_error, outcome=outcome)  # type: ignore[arg-type]
-        capture(
-            self.session,
-            CaptureEvent(
-                "tool_result",
-                msg,
-                self.session.step,
-                message_index=idx,
-                tool_name=name,
-                tool_call_id=tool_call_id,
-                arguments=self.veil.redactor.value(arguments),
-                result=result,
-            ),
+        result = ToolResult(output, is_error=is_error, outcome=outcome)  # type: ignore[arg-type]
+        idx, _ = turn.record_tool_result(
+            self.session, name, tool_call_id, result, self.veil.redactor.value(arguments)
         )
-        self.veil.pm.hook.after_iteration(session=self.session, iteration=self.session.step)
+        if turn.completes_batch(self.session, idx):
+            turn.end_iteration(self.session, self.session.step)
 
     def check_permission(
         self, name: str, arguments: dict[str, Any] | str, tool_call_id: str = ""

@@ -1,15 +1,19 @@
 """The agent loop: one user message in, model calls and tool calls until a final answer.
 
-Where the hooks are called (DESIGN.md "One turn, as data flows"):
-1. user message -> ``capture`` (phase ``user``); task tags updated.
+What happens (DESIGN.md "One turn, as data flows"); every message is recorded through the turn
+driver, :mod:`veil.core.turn`, the only caller of ``capture``, ``after_iteration`` and
+``turn_end``:
+1. user message -> :func:`~veil.core.turn.record_user` (``capture`` phase ``user``; task tags).
 2. before every model call -> :func:`veil.core.context.build_prompt` (``score``, ``evict``,
    ``compact`` masking / full, ``system_prompt_sections``), fitted into the window less the
    tool schemas offered and the completion reserve.
-3. the reply -> ``capture`` (``assistant``); each tool call -> ``capture`` (``tool_call``) -> run
-   -> ``capture`` (``tool_result``) -> ``render``.
-4. after each iteration -> ``after_iteration`` (autoThreshold, pressure); a halt requested by a
-   plugin (convergence) stops the run here.
-5. turn end -> ``turn_end``; everything is already persisted message by message.
+3. the reply -> :func:`~veil.core.turn.record_assistant` (``capture`` ``assistant``); each tool
+   call -> :func:`~veil.core.turn.record_tool_call` (``capture`` ``tool_call``) -> authorize and
+   run -> :func:`~veil.core.turn.record_tool_result` (``capture`` ``tool_result``) -> ``render``.
+4. after each tool batch -> :func:`~veil.core.turn.end_iteration` (``after_iteration``:
+   autoThreshold, pressure); a halt requested by a plugin (convergence) stops the run here.
+5. turn end -> :func:`~veil.core.turn.end_turn` (``turn_end``), once the state is saved;
+   everything is already persisted message by message.
 """
 
 from __future__ import annotations
@@ -19,20 +23,15 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from veil.core import turn
 from veil.core.context import build_prompt
 from veil.core.errors import BadRequest
 from veil.core.llm import ContextWindowExceededError
 from veil.core.permissions import authorize
 from veil.core.processes import shutting_down
-from veil.core.tags import item_identifiers
 from veil.core.text import clean_message, clean_text
-from veil.core.types import (
-    CaptureEvent,
-    ContextItem,
-    Message,
-    ToolContext,
-    ToolResult,
-)
+from veil.core.turn import capture  # noqa: F401 - its old home; tests and bench import it here
+from veil.core.types import Message, ToolContext, ToolResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
@@ -64,40 +63,6 @@ class TurnResult:
     )
     usage_estimated: bool = False
     seconds: float = 0.0
-
-
-def capture(session: Session, event: CaptureEvent) -> list[ContextItem]:
-    """Call ``capture`` and store what it returns, filling provenance and token counts."""
-    items: list[ContextItem] = []
-    for result in session.veil.pm.hook.capture(session=session, event=event):
-        items.extend(result or [])
-    if not items:
-        return []
-    now = session.clock()
-    for item in items:
-        item.session_id = session.id
-        item.step = item.step or event.step
-        if item.message_index is None:
-            item.message_index = event.message_index
-        if item.tool_call_id is None:
-            item.tool_call_id = event.tool_call_id
-        if not item.tokens:
-            item.tokens = _prompt_cost(session, item)
-        item_identifiers(item)  # computed once here, for coverage and the mention counts
-        item.created_at = item.last_access = now
-    session.add_items(items)
-    return items
-
-
-def _prompt_cost(session: Session, item: ContextItem) -> int:
-    """Tokens an item costs in the prompt, which is what evicting it frees. An assistant turn
-    costs what its message costs as the session counts it (content, and tool-call arguments
-    where the session counts those: a replay's recorded content already holds the command);
-    any other item its content."""
-    if item.source == "assistant" and item.message_index is not None:
-        message = session.messages[item.message_index]
-        return max(0, session.count_tokens([message]) - session.message_overhead_tokens)
-    return session.count_text(item.content) if item.content else 0
 
 
 def run_turn(
@@ -150,14 +115,10 @@ def _run_turn_held(
 
     # stored first: the title, the task tags and the capture read the message as stored,
     # with any credential the user pasted redacted (Session.append)
-    idx = session.append({"role": "user", "content": text})
-    user_msg = session.messages[idx]
-    text = user_msg["content"]
+    idx = turn.record_user(session, text)
     if session.title is None:
-        session.title = " ".join(text.split())[:80]
+        session.title = " ".join(session.messages[idx]["content"].split())[:80]
         veil.store.update_session(session.id, title=session.title)
-    session.set_task(text)
-    capture(session, CaptureEvent("user", user_msg, session.step, message_index=idx))
 
     pending_calls: list[str] = []
     try:
@@ -208,9 +169,8 @@ def _run_turn_held(
             )
             reply = _clean_assistant(completion.message)
             pending_calls = [tc["id"] for tc in reply.get("tool_calls") or []]
-            idx = session.append(reply, usage=usage)
+            idx = turn.record_assistant(session, reply, usage=usage)
             stored = session.messages[idx]  # redacted: what is captured, shown and sent again
-            capture(session, CaptureEvent("assistant", stored, session.step, message_index=idx))
             session.emit(
                 "assistant", text=stored.get("content") or "", toolCalls=len(pending_calls)
             )
@@ -223,7 +183,7 @@ def _run_turn_held(
                 _run_tool_call(session, stored, call, shown)
                 pending_calls.remove(call["id"])
 
-            veil.pm.hook.after_iteration(session=session, iteration=iteration)
+            turn.end_iteration(session, iteration)
             reason = session.take_halt()
             if reason:
                 result.status, result.reason = "halted", reason
@@ -242,9 +202,7 @@ def _run_turn_held(
         result.status, result.reason = "interrupted", "interrupted by the user (Ctrl-C)"
     finally:
         session.save_state()
-    veil.pm.hook.turn_end(
-        session=session, final_message=session.messages[-1] if session.messages else None
-    )
+    turn.end_turn(session)
     result.seconds = time.monotonic() - started
     return result
 
@@ -344,17 +302,7 @@ def _run_tool_call(
     shown_arguments = arguments
     if shown is not None and shown is not call:
         shown_arguments = _parse_arguments(name, shown["function"].get("arguments"))[0]
-    capture(
-        session,
-        CaptureEvent(
-            "tool_call",
-            reply,
-            session.step,
-            tool_name=name,
-            tool_call_id=call_id,
-            arguments=shown_arguments,
-        ),
-    )
+    turn.record_tool_call(session, reply, name, call_id, shown_arguments)
     session.emit("tool_call", name=name, arguments=shown_arguments, toolCallId=call_id)
     if arguments is not None:
         tool = veil.tools.get(name)
@@ -379,22 +327,7 @@ def _run_tool_call(
                 raise
             except Exception as exc:  # noqa: BLE001 - a tool bug must not kill the session
                 outcome = ToolResult(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
-    idx = session.append({"role": "tool", "tool_call_id": call_id, "content": outcome.content})
-    tool_msg = session.messages[idx]
-    outcome = veil.redactor.tool_result(outcome, tool_msg["content"])  # as stored
-    capture(
-        session,
-        CaptureEvent(
-            "tool_result",
-            tool_msg,
-            session.step,
-            message_index=idx,
-            tool_name=name,
-            tool_call_id=call_id,
-            arguments=shown_arguments,
-            result=outcome,
-        ),
-    )
+    idx, outcome = turn.record_tool_result(session, name, call_id, outcome, shown_arguments)
     session.emit(
         "tool_result",
         name=name,

@@ -9,6 +9,7 @@ import openai
 
 from veil.core.context import NOTE_PREFIX
 from veil.harness import VeilHarness
+from veil.hookspecs import hookimpl
 from veil.testing.scripted_server import openai_prompt_tokens
 
 TOOLS = [
@@ -233,3 +234,42 @@ def test_bad_requests_name_the_field(run_proxy):
         r = http.get("/v1/models", headers={"Host": "evil.example"})
         assert r.status_code == 421
     assert run.upstream.requests == []  # nothing bad reached the upstream
+
+
+class TurnHooks:
+    """Records the turn hooks the proxy's captures fire (``after_iteration``, ``turn_end``)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    @hookimpl
+    def after_iteration(self, session, iteration):
+        self.calls.append(("after_iteration", len(session.messages)))
+
+    @hookimpl
+    def turn_end(self, session, final_message):
+        self.calls.append(("turn_end", (final_message or {}).get("content")))
+
+
+def test_captured_history_ends_iterations_per_tool_batch_and_turns_at_final_answers(run_proxy):
+    run = run_proxy(default="ok")
+    hooks = TurnHooks()
+    run.veil.pm.register(hooks, name="turn-hooks")
+    client = openai.OpenAI(base_url=run.url + "/v1", api_key="unused")
+    calls = [
+        {"id": f"c{n}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+        for n in (1, 2)
+    ]
+    history = [
+        {"role": "user", "content": "Read both files"},  # message 0
+        {"role": "assistant", "content": None, "tool_calls": calls},  # 1
+        {"role": "tool", "tool_call_id": "c1", "content": "first"},  # 2
+        {"role": "tool", "tool_call_id": "c2", "content": "second"},  # 3: the batch is over
+        {"role": "assistant", "content": "Both read."},  # 4: the final answer
+        {"role": "user", "content": "Thanks"},  # 5
+    ]
+    reply = client.chat.completions.create(model="gpt-4o-mini", messages=history, tools=TOOLS)
+    assert reply.choices[0].message.content == "ok"
+    # one batch of two results: after_iteration once, when the second is captured; the
+    # final answer ends the turn
+    assert hooks.calls == [("after_iteration", 4), ("turn_end", "Both read.")]

@@ -3,8 +3,10 @@
 The recorded assistant messages stand in for the model and the recorded observations for the
 tools; everything else is veil's own machinery, unchanged: ``capture``, ``score``, ``evict``
 (tiers, pointer stubs), the manifest and system sections, observation masking and compaction
-as configured (``--compaction``). The prompt for step t is what :func:`build_prompt` returns
-after steps 0..t-1 were ingested, so it cannot depend on later messages.
+as configured (``--compaction``). Each step is recorded by veil's turn driver
+(:mod:`veil.core.turn`), as the loop records a reply and its tool call. The prompt for step t is
+what :func:`build_prompt` returns after steps 0..t-1 were ingested, so it cannot depend on later
+messages.
 
 Token accounting matches DESIGN.md "Measures": cl100k_base over message contents, no
 per-message overhead, tool schemas and tool-call arguments not counted (the command text is in
@@ -20,11 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from veil.core import turn
 from veil.core.context import build_prompt
 from veil.core.llm import LLM, Completion
-from veil.core.loop import capture
 from veil.core.tokens import cl100k_count
-from veil.core.types import CaptureEvent, ToolResult, seeded_ids
+from veil.core.types import ToolResult, seeded_ids
 from veil.default_plugins.capture.rules import assistant_text
 from veil.default_plugins.replay.formats import Trajectory
 from veil.default_plugins.replay.measures import SEPARATOR, identifier_tokens
@@ -207,45 +209,22 @@ class VeilReplayPolicy:
             return
 
     def _ingest(self, t: int) -> None:
-        """Feed recorded step ``t`` (its assistant message and observation) through capture."""
+        """Feed recorded step ``t`` through the turn driver (:mod:`veil.core.turn`), as veil's
+        loop records a reply: the assistant message, then its one tool call and the recorded
+        observation as its result, then the end of the iteration. A step without an
+        observation (the final answer) is the reply alone."""
         session, step = self.session, self.traj.steps[t]
         session.step = t + 1
         session.clock_override = self._time(t)
         msg = self._assistant_message(t)
-        call_id = f"call_{t}"
-        idx = session.append(msg)
-        capture(session, CaptureEvent("assistant", msg, session.step, message_index=idx))
+        idx = turn.record_assistant(session, msg)
         if step.observation is None:
             return
-        args = {"command": step.action}
-        capture(
-            session,
-            CaptureEvent(
-                "tool_call",
-                msg,
-                session.step,
-                tool_name="bash",
-                tool_call_id=call_id,
-                arguments=args,
-            ),
-        )
-        tool_msg = {"role": "tool", "tool_call_id": call_id, "content": step.observation}
-        idx = session.append(tool_msg)
+        call_id, args = f"call_{t}", {"command": step.action}
+        turn.record_tool_call(session, session.messages[idx], "bash", call_id, args)
         result = ToolResult(step.observation, outcome=_outcome(step.observation))
-        capture(
-            session,
-            CaptureEvent(
-                "tool_result",
-                tool_msg,
-                session.step,
-                message_index=idx,
-                tool_name="bash",
-                tool_call_id=call_id,
-                arguments=args,
-                result=result,
-            ),
-        )
-        self.veil.pm.hook.after_iteration(session=session, iteration=t + 1)
+        turn.record_tool_result(session, "bash", call_id, result, args)
+        turn.end_iteration(session, t + 1)
 
     def prompt_for_step(self, traj: Trajectory, t: int) -> tuple[list[dict[str, Any]], str]:
         """The prompt veil would send for step ``t`` and the text references may match. Item
@@ -258,9 +237,7 @@ class VeilReplayPolicy:
         session = self.session
         if not self._task_sent:
             session.clock_override = self._time(0)
-            session.set_task(traj.task)
-            idx = session.append({"role": "user", "content": traj.task})
-            capture(session, CaptureEvent("user", session.messages[idx], 0, message_index=idx))
+            turn.record_user(session, traj.task)  # at step 0: no step is ingested yet
             self._task_sent = True
         while self.ingested < t:
             self._embed_turns_in_one_batch()
