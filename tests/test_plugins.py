@@ -157,3 +157,95 @@ def test_a_plugin_implementing_a_retired_hook_is_refused_with_what_replaced_it(
     message = err.value.message
     assert f"plugin old_one implements the hook {hook!r}" in message
     assert instead in message and "plugins.disable" in message
+
+
+class Misspelled:
+    """A plugin author's typo: the hook is ``system_prompt_sections``."""
+
+    @hookimpl
+    def system_prompt_section(self, session):
+        return None
+
+
+class WrongArgument:
+    @hookimpl
+    def session_start(self, sesion):
+        pass
+
+
+def test_a_misspelled_hook_is_refused_with_the_closest_hook_name():
+    from veil.core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        plugins.load_plugins(
+            plugins.new_plugin_manager(), use_entry_points=False, extra=(("typo", Misspelled()),)
+        )
+    assert err.value.message.startswith(
+        "plugin typo implements 'system_prompt_section', which is not a veil hook "
+        "(did you mean 'system_prompt_sections'?)"
+    )
+
+
+def test_a_hook_argument_the_hookspec_lacks_is_a_config_error_naming_the_plugin():
+    from veil.core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        plugins.load_plugins(
+            plugins.new_plugin_manager(), use_entry_points=False, extra=(("bad", WrongArgument()),)
+        )
+    assert err.value.message.startswith("plugin bad: ")
+    assert "{'sesion'}" in err.value.message and "--disable-plugin bad" in err.value.message
+
+
+def test_an_installed_plugin_passed_again_explicitly_is_registered_once(monkeypatch):
+    scorer = ScorerA()
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [_EP("a", scorer)])
+    pm = plugins.load_plugins(plugins.new_plugin_manager(), extra=(("a", scorer),))
+    assert pm.get_plugin("a") is scorer
+    assert [p for p in pm.get_plugins() if p is scorer] == [scorer]
+
+
+def test_a_broken_installed_plugin_stops_the_cli_with_one_line_naming_it(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    (site / "veil_brk-0.1.dist-info").mkdir(parents=True)
+    (site / "veil_brk-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: veil-brk\nVersion: 0.1\n"
+    )
+    (site / "veil_brk-0.1.dist-info" / "entry_points.txt").write_text(
+        "[veil]\nveil_brk = veil_brk\n"
+    )
+    (site / "veil_brk.py").write_text(
+        "from veil.hookspecs import hookimpl\n\n"
+        "@hookimpl\ndef system_prompt_section(session):\n    return None\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
+    env["VEIL_HOME"] = str(tmp_path / "home")
+    project = tmp_path / "project"
+    project.mkdir()
+
+    def veil(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "veil.cli", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=project,
+            timeout=300,
+        )
+
+    broken = veil("plugins")
+    assert broken.returncode == 1
+    assert "Traceback" not in broken.stderr
+    assert broken.stderr.strip().splitlines() == [
+        "veil: error: plugin veil_brk implements 'system_prompt_section', which is not a veil "
+        "hook (did you mean 'system_prompt_sections'?); veil's hooks are in veil/hookspecs.py. "
+        "Fix the plugin, or block it with plugins.disable"
+    ]
+    blocked = veil("--disable-plugin", "veil_brk", "plugins")
+    assert blocked.returncode == 0, blocked.stderr
+    assert "veil_brk" in blocked.stdout  # listed as blocked

@@ -540,7 +540,12 @@ def build_cli(argv: list[str] | None = None) -> click.Group:
         )
     except ConfigError:
         selection = plugin_selection((), None, disabled)  # reported when the project opens
-    pm = load_plugins(new_plugin_manager(), selection)
+    try:
+        pm = load_plugins(new_plugin_manager(), selection)
+    except (ConfigError, ImportError) as exc:
+        # a broken plugin stops every command: one line that names it, never a traceback
+        click.echo(f"veil: error: {exc}", err=True)
+        sys.exit(1)
     pm.hook.register_commands(cli=cli)
     cli.blocked_plugins = selection.disabled
     return cli

@@ -94,14 +94,66 @@ def load_plugins(
                 plugin = ep.load()
             except Exception as exc:
                 raise ImportError(f"plugin {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
-            pm.register(plugin, name=ep.name)
+            if any(plugin is p for _, p in extra):
+                continue  # the caller passes this very object: it is registered below, once
+            _register(pm, plugin, ep.name)
             if ep.dist is not None:
                 _versions[ep.name] = ep.dist.version
     for name, plugin in extra:
         if not pm.is_blocked(name):
-            pm.register(plugin, name=name)
+            _register(pm, plugin, name)
     refuse_retired_hooks(pm)
+    refuse_unknown_hooks(pm)
     return pm
+
+
+def _register(pm: pluggy.PluginManager, plugin: Any, name: str) -> None:
+    """Register ``plugin`` as ``name``; pluggy's refusal (a hook argument the hookspec does not
+    declare) becomes a :class:`~veil.core.errors.ConfigError` that names the plugin and says how
+    to start without it."""
+    from veil.core.errors import ConfigError
+
+    try:
+        pm.register(plugin, name=name)
+    except pluggy.PluginValidationError as exc:
+        detail = " ".join(str(exc).split())
+        raise ConfigError(
+            f"plugin {name}: {detail}. Fix the plugin, or block it with plugins.disable or "
+            f"--disable-plugin {name}"
+        ) from exc
+
+
+def refuse_unknown_hooks(pm: pluggy.PluginManager) -> None:
+    """Refuse a hook implementation whose name matches no hookspec (a misspelled hook such as
+    ``system_prompt_section``): pluggy keeps it without a word and veil would never call it.
+
+    Raises:
+        ConfigError: naming the plugin, the hook and the closest hook names veil has.
+    """
+    import difflib
+
+    from veil.core.errors import ConfigError
+
+    known = sorted(name for name in dir(hookspecs) if _is_hookspec(name))
+    for hook_name in sorted(vars(pm.hook)):
+        caller = getattr(pm.hook, hook_name)
+        if not isinstance(caller, pluggy.HookCaller) or caller.spec is not None:
+            continue
+        impls = caller.get_hookimpls()
+        if not impls:
+            continue
+        names = ", ".join(sorted(pm.get_name(i.plugin) or "?" for i in impls))
+        close = difflib.get_close_matches(hook_name, known, n=2)
+        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+        raise ConfigError(
+            f"plugin {names} implements {hook_name!r}, which is not a veil hook{hint}; "
+            f"veil's hooks are in veil/hookspecs.py. Fix the plugin, or block it with "
+            f"plugins.disable"
+        )
+
+
+def _is_hookspec(name: str) -> bool:
+    return hasattr(getattr(hookspecs, name, None), "veil_spec")
 
 
 def refuse_retired_hooks(pm: pluggy.PluginManager) -> None:
