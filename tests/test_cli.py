@@ -116,6 +116,13 @@ def test_blocking_the_retired_veil_core_name_says_what_replaced_it(project, scri
     assert "no installed plugin has that name" not in result.stderr
 
 
+def test_plugins_warns_about_a_blocked_name_no_plugin_has(project):
+    result = invoke(project, "--disable-plugin", "veil_coding_tools", "plugins")
+    assert result.exit_code == 0, result.output
+    assert "--disable-plugin veil_coding_tools: no installed plugin has that name" in result.stderr
+    assert "veil.coding_tools" in result.stdout  # the real name is still loaded
+
+
 def test_help_imports_no_heavy_module():
     code = (
         "import sys; from veil.cli import main\n"

@@ -393,7 +393,9 @@ def trust_prompt_cmd(state: VeilContext, agent: str | None, yes: bool) -> None:
 @click.pass_obj
 def plugins_cmd(state: VeilContext, as_json: bool) -> None:
     """List loaded plugins, their versions and the hooks each implements (in call order)."""
-    info = state.open().describe()
+    veil = state.open()
+    _warn_unknown_disabled(veil, state.disabled)  # a typo here would show under "blocked"
+    info = veil.describe()
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
