@@ -70,11 +70,11 @@ from veil.core.app import Veil, open_veil  # noqa: E402
 from veil.core.context import manage_pressure  # noqa: E402
 from veil.core.items import ItemBatch  # noqa: E402
 from veil.core.llm import LLM  # noqa: E402
-from veil.core.loop import capture  # noqa: E402
 from veil.core.session import Session  # noqa: E402
 from veil.core.settings import load_config  # noqa: E402
 from veil.core.tags import content_identifiers  # noqa: E402
 from veil.core.tokens import wait_for_fast_counter  # noqa: E402
+from veil.core.turn import capture  # noqa: E402
 from veil.core.types import CaptureEvent, ContextItem, ToolResult, new_id  # noqa: E402
 from veil.testing.scripted_model import ScriptedModel  # noqa: E402
 

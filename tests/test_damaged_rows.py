@@ -217,7 +217,7 @@ def test_stand_ins_keep_every_tool_call_paired():
 
 
 def test_damaged_item_and_event_rows_do_not_stop_a_resume(make_veil, project):
-    from veil.core.loop import capture
+    from veil.core.turn import capture
     from veil.core.types import CaptureEvent, EvictionPlan, ToolResult
 
     veil = make_veil([])

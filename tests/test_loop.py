@@ -347,7 +347,7 @@ def test_without_a_compaction_plugin_the_refusal_reaches_the_caller(make_veil):
 
 def test_an_evicted_turn_takes_its_tool_call_arguments_with_it(make_veil):
     from veil.core.context import kept_messages
-    from veil.core.loop import capture
+    from veil.core.turn import capture
     from veil.core.types import CaptureEvent
 
     veil = make_veil([])

@@ -9,7 +9,7 @@ PAGED_IN = "paged in"
 
 
 def _session_with_results(make_veil, count: int):
-    from veil.core.loop import capture
+    from veil.core.turn import capture
     from veil.core.types import CaptureEvent, ToolResult
 
     veil = make_veil([])

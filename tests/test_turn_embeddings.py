@@ -10,8 +10,8 @@ import pytest
 import veil_fsrs
 import veil_fsrs.evict_plugin
 
-from veil.core.loop import capture
 from veil.core.tiers import Tiers
+from veil.core.turn import capture
 from veil.core.types import CaptureEvent, EvictionPlan
 
 DIM = 32

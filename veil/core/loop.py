@@ -30,7 +30,6 @@ from veil.core.llm import ContextWindowExceededError
 from veil.core.permissions import authorize
 from veil.core.processes import shutting_down
 from veil.core.text import clean_message, clean_text
-from veil.core.turn import capture  # noqa: F401 - its old home; tests and bench import it here
 from veil.core.types import Message, ToolContext, ToolResult
 
 if TYPE_CHECKING:  # pragma: no cover
