@@ -9,7 +9,7 @@ uses, given content of 4 characters per token, at most 2,000), stored in the ite
 
 Two tables (milliseconds, median / p95):
 
-1. **Per tool call**, no eviction: ``capture`` = :func:`veil.core.loop.capture` of one tool
+1. **Per tool call**, no eviction: ``capture`` = :func:`veil.core.turn.capture` of one tool
    result (the core's capture hook: tags, targets, identifiers, token count, the INSERT, the
    append to the live columns); ``pressure check`` = :func:`veil.core.context.manage_pressure`
    with the prompt well under budget, as veil runs it before every model call: the ``evict``
