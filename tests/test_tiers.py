@@ -384,3 +384,25 @@ def test_an_empty_store_answers_nothing_and_loads_no_model(veil, tiers, recall, 
     assert model.texts_seen == ["x"]  # the test's own call: no items, so the query is not embedded
     assert tiers.counts() == {"warm": 0, "cold": 0, "forgotten": 0}
     assert recall.index.pending == 0
+
+
+def test_one_search_per_veil_rebuilt_for_new_tiers_and_gone_with_the_veil(project: Path) -> None:
+    import gc
+    import weakref
+
+    veil = open_veil(project, use_entry_points=False)
+    veil._tiers = Tiers(veil, embedder=CountingEmbedder())
+    first = recall_for(veil)
+    assert recall_for(veil) is first  # one search (one in-memory index) per open Veil
+    veil._tiers = Tiers(veil, embedder=CountingEmbedder("other"))
+    second = recall_for(veil)
+    assert second is not first and second.tiers is veil.tiers  # swapped tiers: a fresh index
+    sid = _session(veil)
+    veil.tiers.store_items(_items(sid, TEXTS), "warm")
+    assert second.search("database lock", 1)[0].content == TEXTS[0]
+
+    gone = weakref.ref(veil)
+    veil.close()
+    del veil, first, second
+    gc.collect()
+    assert gone() is None  # the registry holds the Veil weakly, and its search no Veil at all

@@ -131,8 +131,10 @@ class Tiers:
     """
 
     def __init__(self, veil: Any, *, embedder: Embedder | None = None) -> None:
-        self.veil = veil
+        # the store and the config, not the Veil: whoever keeps per-Veil state holding the tiers
+        # (the recall plugin's registry, weakly keyed by the Veil) must not keep the Veil alive
         self.store = veil.store
+        self._config = veil.config
         self._embedder = embedder
         self._cached: CachedEmbedder | None = None
         self._lock = threading.Lock()
@@ -147,7 +149,7 @@ class Tiers:
         each text is embedded once for both."""
         with self._lock:
             if self._cached is None:
-                model = self._embedder or make_embedder(self.veil.config.settings.embeddings)
+                model = self._embedder or make_embedder(self._config.settings.embeddings)
                 self._cached = CachedEmbedder(model, self.store)
             return self._cached
 
