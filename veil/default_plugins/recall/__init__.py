@@ -39,6 +39,7 @@ def recall(
     project to search here, so it answers nothing."""
     if session is None:
         return None
+    # imported on the first search, as before the move: registering the plugin stays cheap
     from veil.default_plugins.recall.registry import recall_for
 
     return recall_for(session.veil).search(query, limit, tags, None)

@@ -6,29 +6,32 @@ that a search plugin exists (issue 20: the core holds mechanism; ``veil.recall``
 on its own), so the plugin keeps its state itself. A :class:`weakref.WeakKeyDictionary` frees a
 project's catalog and vector matrix with its Veil, needs no Veil API and no hook to tear down,
 and is safe for the threads of one process (HTTP requests, the REPL's background work) under
-one lock. A Veil whose tiers were replaced (tests and benchmarks swap in
-``Tiers(veil, embedder=...)`` with a model of their own) gets a fresh index over the new tiers.
+one lock. The search holds the tiers, which hold the store and the config but not the Veil, so
+an entry does not keep its own key alive. A Veil whose tiers were replaced (tests and benchmarks
+swap in ``Tiers(veil, embedder=...)`` with a model of their own) gets a fresh index over them.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING
 
 from veil.default_plugins.recall.search import Recall
 
-_by_veil: weakref.WeakKeyDictionary[Any, Recall] = weakref.WeakKeyDictionary()
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.app import Veil
+
+_by_veil: weakref.WeakKeyDictionary[Veil, Recall] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
-def recall_for(veil: Any) -> Recall:
+def recall_for(veil: Veil) -> Recall:
     """The search over ``veil``'s warm and cold items (created on first use; no model is loaded
     until a search needs one).
 
     Args:
-        veil: an open :class:`~veil.core.app.Veil` (anything with a ``tiers`` attribute and
-            weak references).
+        veil: an open :class:`~veil.core.app.Veil`.
 
     Returns:
         The same :class:`Recall` for the same Veil while its ``tiers`` stay the same object.
