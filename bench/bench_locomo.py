@@ -13,7 +13,8 @@ Rows of the table:
 * ``BM25``: veil's keyword leg alone (FTS5 ``porter unicode61``, query stop words dropped).
 * ``dense``: veil's vector leg alone (MiniLM cosine).
 * ``RRF``: reciprocal-rank fusion (k = 60) of the two legs' top 100.
-* ``veil recall``: :meth:`veil.core.tiers.Tiers.search`, what ``veil_recall`` runs.
+* ``veil recall``: :meth:`veil.default_plugins.recall.search.Recall.search`, what ``veil_recall``
+  runs.
 
 Usage: ``python bench/bench_locomo.py [--small] [--json] [--cache FILE] [--data FILE]``.
 ``--small`` runs one conversation (conv-30). ``--cache FILE`` keeps embeddings in a SQLite file
@@ -42,10 +43,11 @@ try:  # installed (pip install -e .) or run from a checkout
 except ImportError:  # pragma: no cover - a bare checkout
     sys.path.insert(0, str(ROOT))
 
-from veil.core import fusion  # noqa: E402
 from veil.core.app import Veil, open_veil  # noqa: E402
 from veil.core.tags import extract_tags  # noqa: E402
 from veil.core.types import ContextItem  # noqa: E402
+from veil.default_plugins.recall import fusion  # noqa: E402
+from veil.default_plugins.recall.registry import recall_for  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo10_dev.json"
 CATEGORIES = (1, 2, 3, 4)
@@ -190,10 +192,10 @@ def run_sample(sample: dict[str, Any], cache: Path | None = None) -> dict[str, A
                 and q.get("category") in CATEGORIES
                 and isinstance(q.get("question"), str)
             ]
-            tiers = veil.tiers
+            recall = recall_for(veil)
             start = time.perf_counter()
-            tiers.flush()
-            tiers.embedder.embed([q["question"] for q in questions])
+            recall.flush()
+            recall.embedder.embed([q["question"] for q in questions])
             embed_s = time.perf_counter() - start
             counted = 0
             for q in questions:
@@ -203,11 +205,11 @@ def run_sample(sample: dict[str, Any], cache: Path | None = None) -> dict[str, A
                 counted += 1
                 text = q["question"]
                 t0 = time.perf_counter()
-                hits = tiers.search(text, K)
+                hits = recall.search(text, K)
                 search_ms.append((time.perf_counter() - t0) * 1000)
-                keyword = [i for i, _ in tiers.keyword_search(text, fusion.KEYWORD_DEPTH)]
-                qvec = tiers.embedder.embed([text])[0][0]
-                dense = [i for i, _ in tiers.vector_search(qvec, fusion.KEYWORD_DEPTH)]
+                keyword = [i for i, _ in recall.keyword_search(text, fusion.KEYWORD_DEPTH)]
+                qvec = recall.embedder.embed([text])[0][0]
+                dense = [i for i, _ in recall.vector_search(qvec, fusion.KEYWORD_DEPTH)]
                 ranked = {
                     "BM25": keyword,
                     "dense": dense,

@@ -6,16 +6,17 @@ Each size gets a fresh project whose store holds N warm items spread over 50 ses
 synthetic coding-agent texts (a Zipf-distributed vocabulary of English and code words, paths and
 identifiers) for FTS5, and random unit vectors as embeddings (a seeded stand-in model, so the
 figures exclude model time; the real model's throughput is measured on its own at the end).
-Everything goes through :class:`veil.core.tiers.Tiers`: items are stored and moved to warm, the
-index is built by the first search, queries run as veil runs them.
+Everything goes through veil's own classes: items are stored and moved to warm by
+:class:`veil.core.tiers.Tiers`, the index is built by the first search of
+:class:`veil.default_plugins.recall.search.Recall`, queries run as veil runs them.
 
 Columns (milliseconds; median and p95 over the query set):
 
-* ``vector``: :meth:`Tiers.vector_search` (in-memory index, ids resolved).
+* ``vector``: :meth:`Recall.vector_search` (in-memory index, ids resolved).
 * ``numpy``: ``argpartition(M @ q)`` over a plain copy of the same matrix; ``ratio`` = vector / numpy.
-* ``keyword``: :meth:`Tiers.keyword_search`, FTS5 BM25 top 10.
-* ``hybrid``: :meth:`Tiers.search` (vector + keyword + fusion + neighbours + hit contents).
-* ``sqlite-vec``: :meth:`Tiers.sql_vector_search`, the same exact search in SQL (a few queries).
+* ``keyword``: :meth:`Recall.keyword_search`, FTS5 BM25 top 10.
+* ``hybrid``: :meth:`Recall.search` (vector + keyword + fusion + neighbours + hit contents).
+* ``sqlite-vec``: :meth:`Recall.sql_vector_search`, the same exact search in SQL (a few queries).
 * ``load``: seconds to rebuild the in-memory index from the stored vectors after reopening.
 
 Usage: ``python bench/bench_recall.py [--small]`` (``--small``: 10k only and a short throughput run).
@@ -43,9 +44,10 @@ except ImportError:  # pragma: no cover - a bare checkout
 import numpy as np  # noqa: E402
 
 from veil.core.app import open_veil  # noqa: E402
-from veil.core.embedder import LocalEmbedder, local_model_dir  # noqa: E402
+from veil.core.models.embedder import LocalEmbedder, local_model_dir  # noqa: E402
 from veil.core.tiers import Tiers  # noqa: E402
 from veil.core.types import ContextItem  # noqa: E402
+from veil.default_plugins.recall.search import Recall  # noqa: E402
 
 DIM = 384
 K = 10
@@ -131,6 +133,7 @@ def bench_size(count: int, seed: int = 1) -> dict[str, float]:
         veil = open_veil(tmp, use_entry_points=False)
         embedder = RandomEmbedder(seed)
         tiers = Tiers(veil, embedder=embedder)
+        recall = Recall(tiers)
         sessions = [f"sess_bench{n:04d}" for n in range(SESSIONS)]
         for sid in sessions:
             veil.store.create_session(sid, "default", None, {})
@@ -142,12 +145,13 @@ def bench_size(count: int, seed: int = 1) -> dict[str, float]:
                 tiers.store_items([ContextItem(content=t, session_id=sid) for t in chunk])
         store_s = time.perf_counter() - start
         start = time.perf_counter()
-        tiers.flush()
+        recall.flush()
         embed_index_s = time.perf_counter() - start
 
         queries = [" ".join(rng.sample(WORDS[:120], 3)) for _ in range(QUERIES)]
         qvecs, _ = tiers.embedder.embed(queries)
-        matrix = np.ascontiguousarray(tiers._index.matrix.copy())  # noqa: SLF001 - same vectors
+        assert recall.index.vectors is not None
+        matrix = np.ascontiguousarray(recall.index.vectors.matrix.copy())  # the same vectors
 
         def brute(q: np.ndarray) -> np.ndarray:
             scores = matrix @ q
@@ -156,21 +160,21 @@ def bench_size(count: int, seed: int = 1) -> dict[str, float]:
 
         for q in qvecs[:5]:  # warm caches for both
             brute(q)
-            tiers.vector_search(q, K)
-        vector = _timed(lambda q: tiers.vector_search(q, K), [(q,) for q in qvecs])
+            recall.vector_search(q, K)
+        vector = _timed(lambda q: recall.vector_search(q, K), [(q,) for q in qvecs])
         numpy_bf = _timed(brute, [(q,) for q in qvecs])
-        keyword = _timed(lambda t: tiers.keyword_search(t, K), [(t,) for t in queries])
-        hybrid = _timed(lambda t: tiers.search(t, K), [(t,) for t in queries])
-        sql = _timed(lambda q: tiers.sql_vector_search(q, K), [(q,) for q in qvecs[:SQL_QUERIES]])
-        same = [i for i, _ in tiers.vector_search(qvecs[0], K)] == [
-            i for i, _ in tiers.sql_vector_search(qvecs[0], K)
+        keyword = _timed(lambda t: recall.keyword_search(t, K), [(t,) for t in queries])
+        hybrid = _timed(lambda t: recall.search(t, K), [(t,) for t in queries])
+        sql = _timed(lambda q: recall.sql_vector_search(q, K), [(q,) for q in qvecs[:SQL_QUERIES]])
+        same = [i for i, _ in recall.vector_search(qvecs[0], K)] == [
+            i for i, _ in recall.sql_vector_search(qvecs[0], K)
         ]
 
-        reopened = Tiers(open_veil(tmp, use_entry_points=False), embedder=embedder)
+        reopened = Recall(Tiers(open_veil(tmp, use_entry_points=False), embedder=embedder))
         start = time.perf_counter()
         reopened.vector_search(qvecs[0], K)
         load_s = time.perf_counter() - start
-        reopened.store.close()
+        reopened.tiers.store.close()
         veil.close()
     v_med, v_p95 = _ms(vector)
     n_med, n_p95 = _ms(numpy_bf)

@@ -1,4 +1,4 @@
-"""Embedders (veil.core.embedder): the packaged MiniLM model, the Ollama client against a fake
+"""Embedders (veil.core.models.embedder): the packaged MiniLM model, the Ollama client against a fake
 server on 127.0.0.1, the content-hash cache, and recall falling back to keywords."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from veil.core.app import open_veil
-from veil.core.embedder import (
+from veil.core.errors import ConfigError
+from veil.core.models.embedder import (
     LOCAL_DIM,
     PROGRESS_MIN_TEXTS,
     CachedEmbedder,
@@ -25,12 +26,13 @@ from veil.core.embedder import (
     make_embedder,
     normalize_rows,
 )
-from veil.core.embedder import _progress as progress_bar
-from veil.core.errors import ConfigError
+from veil.core.models.embedder import _progress as progress_bar
 from veil.core.settings import EmbeddingSettings
 from veil.core.store import Store
 from veil.core.tiers import Tiers
 from veil.core.types import ContextItem
+from veil.default_plugins.recall.registry import recall_for
+from veil.default_plugins.recall.search import Recall
 
 
 def test_cache_key_is_sha256_of_model_nul_text() -> None:
@@ -206,7 +208,7 @@ def test_recall_runs_on_ollama_when_configured(project: Path, ollama: str) -> No
         veil.store.create_session("s", "default", None, {})
         items = [ContextItem(content=t, session_id="s") for t in ("aaaa aaaa", "zzz")]
         veil.tiers.store_items(items, "warm")
-        hits = veil.tiers.search("eeee eeee", 2)  # no shared word: only vectors can rank
+        hits = recall_for(veil).search("eeee eeee", 2)  # no shared word: only vectors can rank
         assert [h.id for h in hits] == [items[0].id, items[1].id]
         assert hits[0].meta["vector"] > hits[1].meta["vector"]
         sent = [t for r in _FakeOllama.requests for t in r["input"]]
@@ -222,15 +224,16 @@ def test_recall_falls_back_to_keywords_when_no_model_runs(project: Path) -> None
         veil.store.create_session("s", "default", None, {})
         items = [ContextItem(content=t, session_id="s") for t in ("disk quota exceeded", "ok")]
         veil.tiers.store_items(items, "warm")
-        hits = veil.tiers.search("quota", 5)
+        recall = recall_for(veil)
+        hits = recall.search("quota", 5)
         # the match, then its neighbour (fusion: s = 1 and 0, f = 1 and 0.3 * 1, / 3.2)
         assert [h.id for h in hits] == [items[0].id, items[1].id]
         assert [h.score for h in hits] == pytest.approx([1 / 3.2, 0.3 / 3.2])
         assert hits[0].meta["vector"] is None and hits[0].meta["keyword"] > 0
-        assert "keywords only" in veil.tiers.last_warning
+        assert "keywords only" in recall.last_warning
         with pytest.raises(EmbeddingUnavailableError):
-            veil.tiers.flush()
-        assert isinstance(veil.tiers, Tiers)
+            recall.flush()
+        assert isinstance(veil.tiers, Tiers) and isinstance(recall, Recall)
     finally:
         veil.close()
 

@@ -1,5 +1,6 @@
-"""Warm and cold tiers (veil.core.tiers): indexing, keyword and vector search, cold compression,
-forget, hydrate, durability, filters, and the core's eviction path calling them.
+"""Warm and cold tiers (veil.core.tiers) and the search over them (the default plugin
+veil.recall): indexing, keyword and vector search, cold compression, forget, hydrate,
+durability, filters, and the core's eviction path calling them.
 
 The model here is a counting bag-of-words embedder (deterministic, so rankings can be worked
 out by hand); the real all-MiniLM-L6-v2 is exercised in test_tiers_meaning.py.
@@ -17,7 +18,7 @@ import pytest
 
 from veil.core import context_ops
 from veil.core.app import open_veil
-from veil.core.embedder import cache_key
+from veil.core.models.embedder import cache_key
 from veil.core.tiers import (
     COLD_PREVIEW_CHARS,
     ColdContentError,
@@ -27,6 +28,8 @@ from veil.core.tiers import (
     decompress,
 )
 from veil.core.types import ContextItem, EvictionPlan
+from veil.default_plugins.recall.registry import recall_for
+from veil.default_plugins.recall.search import Recall
 
 DIM = 64
 
@@ -69,6 +72,11 @@ def tiers(veil, model) -> Tiers:
     return veil._tiers
 
 
+@pytest.fixture
+def recall(veil, tiers) -> Recall:
+    return recall_for(veil)  # the plugin's search over the tiers above
+
+
 def _session(veil, sid: str = "sess_a") -> str:
     veil.store.create_session(sid, "default", None, {})
     return sid
@@ -86,7 +94,7 @@ TEXTS = [
 ]
 
 
-def test_warm_items_are_found_by_keyword_and_by_vector(veil, tiers, model) -> None:
+def test_warm_items_are_found_by_keyword_and_by_vector(veil, tiers, recall, model) -> None:
     sid = _session(veil)
     items = _items(sid, TEXTS)
     tiers.store_items(items, "warm")
@@ -94,7 +102,7 @@ def test_warm_items_are_found_by_keyword_and_by_vector(veil, tiers, model) -> No
     flags = "SELECT fts, embed_key IS NOT NULL FROM recall_index ORDER BY row"
     assert [tuple(r) for r in veil.store.conn.execute(flags)] == [(0, 0)] * 4
 
-    hits = tiers.search("database lock", limit=2)
+    hits = recall.search("database lock", limit=2)
     assert hits[0].id == items[0].id
     assert hits[0].source == "warm"
     assert hits[0].content == TEXTS[0]
@@ -107,22 +115,22 @@ def test_warm_items_are_found_by_keyword_and_by_vector(veil, tiers, model) -> No
     # the vector leg alone ranks by cosine: "vector search matrix" shares 3 of 10 words with
     # item 3 and none with the others
     vec = model.encode(["vector search matrix"])[0]
-    found = tiers.vector_search(vec, k=4)
+    found = recall.vector_search(vec, k=4)
     assert found[0][0] == items[3].id
     expected = float(np.dot(vec, model.encode([TEXTS[3]])[0]))
     assert found[0][1] == pytest.approx(expected, abs=1e-6)
 
 
-def test_keyword_search_uses_stems_and_drops_stop_words(veil, tiers) -> None:
+def test_keyword_search_uses_stems_and_drops_stop_words(veil, tiers, recall) -> None:
     sid = _session(veil)
     items = _items(sid, ["Melanie painted a sunrise over the lake", "Caroline went hiking"])
     tiers.store_items(items, "warm")
     # "painting" stems to "paint" like "painted"; "when", "did", "a" are query stop words
-    hits = tiers.keyword_search("When did Melanie go painting?")
+    hits = recall.keyword_search("When did Melanie go painting?")
     assert [i for i, _ in hits] == [items[0].id]
 
 
-def test_cold_compresses_and_round_trips_byte_for_byte(veil, tiers) -> None:
+def test_cold_compresses_and_round_trips_byte_for_byte(veil, tiers, recall) -> None:
     sid = _session(veil)
     text = "línea 1\r\n\ttab  and  spaces 🐍\n" + "x" * 5000 + "\n\x00end"
     (item,) = _items(sid, [text])
@@ -140,7 +148,7 @@ def test_cold_compresses_and_round_trips_byte_for_byte(veil, tiers) -> None:
     assert stored.content == " ".join(text.split())[:COLD_PREVIEW_CHARS]
     assert tiers.content(item.id) == text
 
-    hits = tiers.search("tab spaces", limit=1)  # still findable by keyword, whole content back
+    hits = recall.search("tab spaces", limit=1)  # still findable by keyword, whole content back
     assert hits[0].id == item.id and hits[0].source == "cold" and hits[0].content == text
     assert hits[0].meta["vector"] is None  # cold items left the vector index
 
@@ -159,7 +167,7 @@ def test_compress_helpers_detect_corruption() -> None:
     assert cold_preview("a\n\n b\tc") == "a b c"
 
 
-def test_forget_excludes_from_every_index_and_keeps_content(veil, tiers, model) -> None:
+def test_forget_excludes_from_every_index_and_keeps_content(veil, tiers, recall, model) -> None:
     sid = _session(veil)
     items = _items(sid, TEXTS)
     tiers.store_items(items, "warm")
@@ -167,24 +175,25 @@ def test_forget_excludes_from_every_index_and_keeps_content(veil, tiers, model) 
     tiers.forget(items[0].id)
     tiers.forget(items[3].id)
 
-    assert items[0].id not in [h.id for h in tiers.search("database lock timeout", 10)]
+    assert items[0].id not in [h.id for h in recall.search("database lock timeout", 10)]
     vec = model.encode([TEXTS[3]])[0]
-    assert items[3].id not in [i for i, _ in tiers.vector_search(vec, 10)]
-    assert items[3].id not in [i for i, _ in tiers.keyword_search("numpy matrix")]
+    assert items[3].id not in [i for i, _ in recall.vector_search(vec, 10)]
+    assert items[3].id not in [i for i, _ in recall.keyword_search("numpy matrix")]
     assert veil.store.get_item(items[0].id).content == TEXTS[0]  # whole, back from cold
-    assert tiers.counts() == {"warm": 2, "cold": 0, "forgotten": 2, "pending": 0}
+    assert tiers.counts() == {"warm": 2, "cold": 0, "forgotten": 2}
+    assert recall.index.pending == 0
     # a later move does not bring a forgotten item back into recall
     tiers.on_moved([items[3]], "warm")
-    assert items[3].id not in [h.id for h in tiers.search("numpy matrix multiply", 10)]
+    assert items[3].id not in [h.id for h in recall.search("numpy matrix multiply", 10)]
     with pytest.raises(KeyError, match="item_missing"):
         tiers.forget("item_missing")
 
 
-def test_embedding_cache_avoids_a_second_encode(veil, tiers, model) -> None:
+def test_embedding_cache_avoids_a_second_encode(veil, tiers, recall, model) -> None:
     sid = _session(veil)
     same = "identical tool output: 3 passed"
     tiers.store_items(_items(sid, [same, same, "other text"]), "warm")
-    tiers.flush()
+    recall.flush()
     assert sorted(model.texts_seen) == sorted([same, "other text"])  # duplicate encoded once
     row = veil.store.conn.execute(
         "SELECT model, dim, length(vector) AS n FROM embeddings WHERE key = ?",
@@ -194,8 +203,8 @@ def test_embedding_cache_avoids_a_second_encode(veil, tiers, model) -> None:
 
     model.texts_seen.clear()
     tiers.store_items(_items(sid, [same]), "warm")  # a new item with known text
-    tiers.search("tool output", 5)
-    tiers.search("tool output", 5)
+    recall.search("tool output", 5)
+    recall.search("tool output", 5)
     assert model.texts_seen == ["tool output"]  # neither the item nor the repeat query
 
 
@@ -207,13 +216,13 @@ def test_reopened_database_searches_without_re_embedding(project: Path) -> None:
     items = _items(sid, TEXTS)
     tiers.store_items(items, "warm")
     tiers.on_moved([items[1]], "cold")
-    before = tiers.search("install the package", 3)
+    before = Recall(tiers).search("install the package", 3)
     veil.close()
 
     second = CountingEmbedder()  # same model name: the stored vectors are valid for it
     reopened = open_veil(project, use_entry_points=False)
     try:
-        again = Tiers(reopened, embedder=second)
+        again = Recall(Tiers(reopened, embedder=second))
         after = again.search("install the package", 3)
         assert [(h.id, h.source, h.content) for h in after] == [
             (h.id, h.source, h.content) for h in before
@@ -230,36 +239,38 @@ def test_a_new_model_re_embeds_instead_of_mixing_vectors(project: Path) -> None:
     try:
         sid = _session(veil)
         Tiers(veil, embedder=CountingEmbedder("model-a")).store_items(_items(sid, TEXTS), "warm")
-        Tiers(veil, embedder=CountingEmbedder("model-a")).flush()
+        Recall(Tiers(veil, embedder=CountingEmbedder("model-a"))).flush()
         other = CountingEmbedder("model-b")
-        assert Tiers(veil, embedder=other).flush() == len(TEXTS)
+        assert Recall(Tiers(veil, embedder=other)).flush() == len(TEXTS)
         assert sorted(other.texts_seen) == sorted(TEXTS)
     finally:
         veil.close()
 
 
-def test_filters_by_session_and_tags(veil, tiers) -> None:
+def test_filters_by_session_and_tags(veil, tiers, recall) -> None:
     a, b = _session(veil, "sess_a"), _session(veil, "sess_b")
     ia = _items(a, ["deploy script failed on staging"], tags=["deploy", "staging"])
     ib = _items(b, ["deploy script passed on production"], tags=["deploy", "prod"])
     tiers.store_items(ia + ib, "warm")
-    assert {h.id for h in tiers.search("deploy script", 10)} == {ia[0].id, ib[0].id}
-    assert [h.id for h in tiers.search("deploy script", 10, session_id="sess_b")] == [ib[0].id]
-    assert [h.id for h in tiers.search("deploy script", 10, tags=["STAGING"])] == [ia[0].id]
-    assert tiers.search("deploy script", 10, tags=["nothing"]) == []
-    assert tiers.search("deploy script", 10, session_id="sess_none") == []
-    assert [i for i, _ in tiers.keyword_search("deploy", tags=["prod"])] == [ib[0].id]
+    assert {h.id for h in recall.search("deploy script", 10)} == {ia[0].id, ib[0].id}
+    assert [h.id for h in recall.search("deploy script", 10, session_id="sess_b")] == [ib[0].id]
+    assert [h.id for h in recall.search("deploy script", 10, tags=["STAGING"])] == [ia[0].id]
+    assert recall.search("deploy script", 10, tags=["nothing"]) == []
+    assert recall.search("deploy script", 10, session_id="sess_none") == []
+    assert [i for i, _ in recall.keyword_search("deploy", tags=["prod"])] == [ib[0].id]
 
 
-def test_an_item_id_in_the_query_is_found_first(veil, tiers) -> None:
+def test_an_item_id_in_the_query_is_found_first(veil, tiers, recall) -> None:
     sid = _session(veil)
     items = _items(sid, TEXTS)
     tiers.store_items(items, "cold")
-    hits = tiers.search(f"show me {items[2].id}", 2)
+    hits = recall.search(f"show me {items[2].id}", 2)
     assert hits[0].id == items[2].id and hits[0].score == 1.0 and hits[0].content == TEXTS[2]
 
 
-def test_neighbour_expansion_lifts_the_answer_after_a_matching_question(veil, tiers) -> None:
+def test_neighbour_expansion_lifts_the_answer_after_a_matching_question(
+    veil, tiers, recall
+) -> None:
     sid = _session(veil)
     items = _items(
         sid,
@@ -271,7 +282,7 @@ def test_neighbour_expansion_lifts_the_answer_after_a_matching_question(veil, ti
         ],
     )
     tiers.store_items(items, "warm")
-    hits = tiers.search("staging server port", 2)
+    hits = recall.search("staging server port", 2)
     # the question matches; its answer shares no word with the query but follows it
     assert [h.id for h in hits] == [items[0].id, items[1].id]
 
@@ -291,11 +302,12 @@ class SeededEmbedder:
 
 def test_in_memory_index_agrees_with_sqlite_vec(veil) -> None:
     tiers = Tiers(veil, embedder=SeededEmbedder())
+    recall = Recall(tiers)
     sid = _session(veil)
     tiers.store_items(_items(sid, [f"note {n}" for n in range(300)]), "warm")
     vec = SeededEmbedder().encode(["query"])[0]
-    mine = tiers.vector_search(vec, 5)
-    oracle = tiers.sql_vector_search(vec, 5)
+    mine = recall.vector_search(vec, 5)
+    oracle = recall.sql_vector_search(vec, 5)
     assert [i for i, _ in mine] == [i for i, _ in oracle]
     assert [c for _, c in mine] == pytest.approx([c for _, c in oracle], abs=1e-5)
 
@@ -313,7 +325,7 @@ def test_changes_from_another_process_are_seen(project: Path) -> None:
     two = open_veil(project, use_entry_points=False)
     try:
         sid = _session(one)
-        reader = Tiers(two, embedder=model)
+        reader = Recall(Tiers(two, embedder=model))
         assert reader.search("database", 5) == []
         writer = Tiers(one, embedder=model)
         items = _items(sid, TEXTS)
@@ -346,10 +358,10 @@ def test_eviction_hydrate_and_forget_through_the_session(veil, model) -> None:
     assert back.content == TEXTS[1]
     assert veil.store.get_item(items[1].id).content == TEXTS[1]
     assert items[1].id in [i.id for i in session.live_items]
-    assert items[1].id not in [h.id for h in veil.tiers.search("install package pip", 5)]
+    assert items[1].id not in [h.id for h in recall_for(veil).search("install package pip", 5)]
 
     context_ops.forget(session, items[0].id)
-    assert veil.tiers.search("database lock timeout", 5) == []
+    assert recall_for(veil).search("database lock timeout", 5) == []
     assert (
         json.loads(
             veil.store.conn.execute("SELECT payload FROM events WHERE kind = 'forget'").fetchone()[
@@ -364,10 +376,33 @@ def test_recall_hook_without_a_session_answers_nothing(veil) -> None:
     assert veil.recall("anything", limit=3) == []
 
 
-def test_an_empty_store_answers_nothing_and_loads_no_model(veil, tiers, model) -> None:
-    assert tiers.search("anything at all", 5) == []
-    assert tiers.search("anything", 0) == []
-    assert tiers.vector_search(model.encode(["x"])[0], 5) == []
-    assert tiers.keyword_search("anything") == []
+def test_an_empty_store_answers_nothing_and_loads_no_model(veil, tiers, recall, model) -> None:
+    assert recall.search("anything at all", 5) == []
+    assert recall.search("anything", 0) == []
+    assert recall.vector_search(model.encode(["x"])[0], 5) == []
+    assert recall.keyword_search("anything") == []
     assert model.texts_seen == ["x"]  # the test's own call: no items, so the query is not embedded
-    assert tiers.counts() == {"warm": 0, "cold": 0, "forgotten": 0, "pending": 0}
+    assert tiers.counts() == {"warm": 0, "cold": 0, "forgotten": 0}
+    assert recall.index.pending == 0
+
+
+def test_one_search_per_veil_rebuilt_for_new_tiers_and_gone_with_the_veil(project: Path) -> None:
+    import gc
+    import weakref
+
+    veil = open_veil(project, use_entry_points=False)
+    veil._tiers = Tiers(veil, embedder=CountingEmbedder())
+    first = recall_for(veil)
+    assert recall_for(veil) is first  # one search (one in-memory index) per open Veil
+    veil._tiers = Tiers(veil, embedder=CountingEmbedder("other"))
+    second = recall_for(veil)
+    assert second is not first and second.tiers is veil.tiers  # swapped tiers: a fresh index
+    sid = _session(veil)
+    veil.tiers.store_items(_items(sid, TEXTS), "warm")
+    assert second.search("database lock", 1)[0].content == TEXTS[0]
+
+    gone = weakref.ref(veil)
+    veil.close()
+    del veil, first, second
+    gc.collect()
+    assert gone() is None  # the registry holds the Veil weakly, and its search no Veil at all

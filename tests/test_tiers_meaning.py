@@ -9,6 +9,7 @@ import pytest
 
 from veil.core.app import open_veil
 from veil.core.types import ContextItem
+from veil.default_plugins.recall.registry import recall_for
 
 pytestmark = pytest.mark.slow
 
@@ -26,11 +27,12 @@ def test_search_finds_items_by_meaning_without_shared_words(project: Path) -> No
         veil.store.create_session("s", "default", None, {})
         items = [ContextItem(content=t, session_id="s") for t in NOTES]
         veil.tiers.store_items(items, "warm")
-        assert veil.tiers.keyword_search("vehicle ignition trouble") == []  # no shared word
-        hits = veil.tiers.search("vehicle ignition trouble", 1)
+        recall = recall_for(veil)
+        assert recall.keyword_search("vehicle ignition trouble") == []  # no shared word
+        hits = recall.search("vehicle ignition trouble", 1)
         assert hits[0].id == items[0].id and hits[0].meta["vector"] > 0.2
-        assert veil.tiers.search("pets", 1)[0].id == items[3].id
-        assert veil.tiers.search("network request failures", 1)[0].id == items[1].id
-        assert veil.tiers.search("dependency upgrade", 1)[0].id == items[2].id
+        assert recall.search("pets", 1)[0].id == items[3].id
+        assert recall.search("network request failures", 1)[0].id == items[1].id
+        assert recall.search("dependency upgrade", 1)[0].id == items[2].id
     finally:
         veil.close()

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from veil.core import fusion
-from veil.core.keyword import fts_match, item_ids_in, query_terms
-from veil.core.vector_index import VectorIndex
+from veil.default_plugins.recall import fusion
+from veil.default_plugins.recall.keyword import fts_match, item_ids_in, query_terms
+from veil.default_plugins.recall.vector_index import VectorIndex
 
 
 def _unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:

@@ -155,7 +155,7 @@ def test_an_old_turn_like_the_current_one_is_rescued_from_eviction(make_veil, mo
 @pytest.mark.slow
 def test_the_bundled_minilm_embeds_turns(make_veil, monkeypatch):
     """The real path: all-MiniLM-L6-v2 from the installed package, 384-d unit vectors."""
-    from veil.core.embedder import EmbeddingUnavailableError, LocalEmbedder, local_model_dir
+    from veil.core.models.embedder import EmbeddingUnavailableError, LocalEmbedder, local_model_dir
 
     try:
         local_model_dir()
@@ -185,7 +185,7 @@ def test_exit_while_embedding_waits_for_the_job_in_flight_and_drops_the_rest():
     code = (
         "import time\n"
         "from veil.core import turn_embeddings as te\n"
-        "from veil.core.embedder import LocalEmbedder\n"
+        "from veil.core.models.embedder import LocalEmbedder\n"
         "e = LocalEmbedder()\n"
         "e._load()\n"
         "for _ in range(200):\n"

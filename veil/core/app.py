@@ -148,8 +148,9 @@ class Veil:
 
     @property
     def tiers(self) -> Any:
-        """The warm and cold tiers with hybrid recall (:class:`veil.core.tiers.Tiers`), created
-        on first use (no embedding model is loaded until a search needs one)."""
+        """The warm and cold tiers and the project's embedder (:class:`veil.core.tiers.Tiers`),
+        created on first use (no embedding model is loaded until something embeds). Searching
+        them is the default plugin ``veil.recall``'s."""
         with self._llm_lock:
             if getattr(self, "_tiers", None) is None:
                 from veil.core.tiers import Tiers

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from veil_repl.repl import warm_up
 
-from veil.core.embedder import CachedEmbedder
+from veil.core.models.embedder import CachedEmbedder
 
 
 class Recorder:

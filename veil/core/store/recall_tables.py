@@ -1,6 +1,7 @@
 """The tables of the warm and cold tiers and of the embedding cache (migration 2 in
-:data:`veil.core.store.schema.MIGRATIONS`): every statement :mod:`veil.core.tiers` and
-:class:`~veil.core.embedder.CachedEmbedder` run.
+:data:`veil.core.store.schema.MIGRATIONS`): every statement :mod:`veil.core.tiers`,
+:class:`~veil.core.models.embedder.CachedEmbedder` and the search of the default plugin
+``veil.recall`` (:mod:`veil.default_plugins.recall`) run.
 
 * ``recall_index``: one row per item that ever left the prompt; ``row`` is the FTS5 rowid,
   ``seq`` the item's rowid in ``items``, ``rev`` a revision number bumped by every change.

@@ -10,7 +10,8 @@ and lose exactness for no need at this size.
 
 The matrix grows by doubling (amortised O(1) appends) and removals swap the last row into the
 hole, so rows ``[0, n)`` are always live and contiguous. Each row carries an integer *key* chosen
-by the caller (the tiers use their catalog row number).
+by the caller (:class:`~veil.default_plugins.recall.index.RecallIndex` uses its catalog row
+number).
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class VectorIndex:
     Args:
         dim: vector width (384 for all-MiniLM-L6-v2).
 
-    Not thread-safe for writers and readers at once: the caller holds a lock (the tiers do).
+    Not thread-safe for writers and readers at once: the caller holds a lock (the recall index
+    does).
     """
 
     def __init__(self, dim: int) -> None:

@@ -1,6 +1,6 @@
 """Keyword side of recall: turning a free-text query into an SQLite FTS5 ``MATCH`` expression.
 
-The FTS5 table (``recall_fts``, see :mod:`veil.core.tiers`) uses the ``porter unicode61``
+The FTS5 table (``recall_fts``, see :mod:`veil.default_plugins.recall.index`) uses the ``porter unicode61``
 tokenizer: Unicode-aware word splitting, case and diacritics folded, English Porter stemming
 ("painted" and "painting" both index as "paint"). Query words go through the same tokenizer
 because each is passed as a quoted FTS5 string.
