@@ -209,3 +209,49 @@ def test_with_veil_fsrs_blocked_a_session_neither_embeds_turns_nor_counts_mentio
     assert session.plugin_state(PLUGIN_NAME) is None
     assert not hasattr(session, "identifier_mentions")
     assert not hasattr(session, "item_embeddings")
+
+
+# -- the replay's batch ----------------------------------------------------------------------
+
+
+def test_the_replay_embeds_the_whole_recording_in_one_batch_once_veil_fsrs_embeds_turns(
+    veil_project, monkeypatch
+):
+    """``veil replay`` asks veil_fsrs_evict (``embeds_turns``) whether the session embeds
+    turns; from the first eviction on it embeds every recorded turn not embedded yet in one
+    call, the last one included though a prompt for the last step never ingests it. 24 steps of ~250-token results in a 2,000-token
+    budget: eviction starts after a few steps."""
+    from veil.default_plugins.replay.formats import ReplayStep, Trajectory
+    from veil.default_plugins.replay.veil_policy import VeilReplayPolicy
+
+    steps = [
+        ReplayStep(
+            index=n,
+            assistant=f"step {n}: now I read src/mod_{n}.py to find parse_{n}",
+            action=f"cat src/mod_{n}.py",
+            observation=f"def parse_{n}(value):\n" + f"    return value + {n}\n" * 60,
+        )
+        for n in range(24)
+    ]
+    monkeypatch.setenv("VEIL_CONTEXT__RESCUE_EMBEDDINGS", "background")  # the replay: sync
+    traj = Trajectory("rec.traj.json", "mini-swe-agent", "", "fix parse_3 in src/mod_3.py", steps)
+    policy = VeilReplayPolicy(traj, 2000, project_dir=veil_project, compaction="none")
+    calls: list[list[str]] = []
+
+    class Recording(RecordingEmbedder):
+        def encode(self, texts: list[str]) -> np.ndarray:
+            calls.append(list(texts))
+            return super().encode(texts)
+
+    policy.veil._tiers = Tiers(policy.veil, embedder=Recording())
+    try:
+        for t in range(len(steps)):
+            policy.prompt_for_step(traj, t)
+        assert policy.evictions > 0
+        last = steps[-1].assistant
+        [batch] = [c for c in calls if any(last in text for text in c)]  # never ingested
+        upto = [text for c in calls[: calls.index(batch) + 1] for text in c]
+        assert len(batch) > len(steps) // 2  # the turns not embedded yet, in one call
+        assert all(any(s.assistant in text for text in upto) for s in steps)
+    finally:
+        policy.veil.close()
