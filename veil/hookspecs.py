@@ -183,12 +183,13 @@ def capture(session: PluginSession, event: CaptureEvent) -> list[ContextItem] | 
 
 @hookspec
 def items_added(session: PluginSession, items: list[ContextItem]) -> None:
-    """Items were stored and became live (collected): the ``capture`` hook's items, a memory
-    item the model wrote (``veil_remember``), an evicted item loaded back by hand as a new
-    item. Called once per batch, after ``session.live_items`` holds them; each item's
-    provenance, ``tokens`` and ``identifiers`` are filled in. A plugin that keeps its own
-    view of a session's items (veil_fsrs: identifier counts, turn embeddings) follows it here.
-    Read-only: do not change the items; called on the capture path, so keep it cheap.
+    """New items were stored and became live (collected): the ``capture`` hook's items (their
+    provenance, ``tokens`` and ``identifiers`` filled in), a memory item the model wrote
+    (``veil_remember``), the copy of another session's item loaded by hand. Called once per
+    batch, after ``session.live_items`` holds them. An item of this session that comes back
+    into the prompt (hydrated, promoted, paged in) is not new: no call. A plugin that keeps
+    its own view of a session's items (veil_fsrs: identifier counts, turn embeddings) follows
+    it here. Read-only: do not change the items; it runs on the capture path, so keep it cheap.
     """
 
 

@@ -42,9 +42,8 @@ class Session:
         live_items: context items currently in the prompt (an :class:`ItemBatch`).
         task_tags: tags of the current task (from the latest user message).
         state: per-plugin scratch space (``state.setdefault("veil_x", {})``), persisted as JSON
-            when its values are JSON-serialisable.
-        plugin_state: a plugin's own object for this session, in this process only
-            (:meth:`plugin_state`).
+            when its values are JSON-serialisable; a plugin's in-process objects go through
+            :meth:`plugin_state` instead.
         resumed: True when loaded from the store rather than created.
         version: the store's version of the session this copy holds (bumped by every message
             and state write; a write from an out-of-date copy raises SessionConflict).
