@@ -42,6 +42,7 @@ import numpy as np  # noqa: E402
 from veil_fsrs import evict_plugin  # noqa: E402
 from veil_fsrs.batch_index import index_for  # noqa: E402
 from veil_fsrs.scoring import score_items  # noqa: E402
+from veil_fsrs.session_state import PLUGIN_NAME  # noqa: E402
 
 from veil.core.items import ItemBatch  # noqa: E402
 from veil.core.settings import ContextSettings  # noqa: E402
@@ -183,10 +184,19 @@ SETTINGS = ContextSettings(
 
 
 def session_for(step: int, embeddings=None) -> SimpleNamespace:
-    """A fresh session (new controller state) sharing one settings object."""
+    """A fresh session (new controller state) sharing one settings object; ``embeddings``
+    (item id -> vector) stand in for the turn vectors veil_fsrs keeps in its per-session state
+    (``session.plugin_state("veil_fsrs_evict")``, :mod:`veil_fsrs.session_state`)."""
     config = SimpleNamespace(settings=SimpleNamespace(context=SETTINGS))
+    own = SimpleNamespace(
+        turn_embeddings=SimpleNamespace(vectors=embeddings), identifier_mentions=lambda: None
+    )
+
+    def plugin_state(name, factory=None):
+        return own if embeddings is not None and name == PLUGIN_NAME else None
+
     return SimpleNamespace(
-        config=config, state={}, step=step, clock=lambda: NOW, item_embeddings=embeddings
+        config=config, state={}, step=step, clock=lambda: NOW, plugin_state=plugin_state
     )
 
 

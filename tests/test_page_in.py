@@ -123,43 +123,6 @@ def test_a_resumed_session_offers_what_passes_evicted_and_nothing_else(make_veil
     assert resumed.stubs[b.message_index] == session.stubs[b.message_index]
 
 
-def test_the_session_counts_the_items_that_mention_each_name_and_a_resumed_one_recounts(
-    make_veil,
-):
-    """Three results: src/mod_N.py and func_N once each (N = 0, 1, 2); 'contents' is not
-    identifier-shaped. A memory item naming src/mod_1.py makes that path's count 2. The
-    resumed session counts the same from the store."""
-    veil, session = _session_with_results(make_veil, 3)
-    from veil.core.types import ContextItem
-
-    session.add_items([ContextItem(content="remember src/mod_1.py", kind="fact", source="memory")])
-    counts = session.identifier_mentions
-    assert counts["src/mod_0.py"] == 1
-    assert counts["src/mod_1.py"] == 2
-    assert counts["func_2"] == 1
-    assert "contents" not in counts
-    resumed = veil.load_session(session.id)
-    assert resumed.identifier_mentions == counts
-
-
-def test_a_resumed_session_counts_a_cold_item_by_its_whole_content(make_veil):
-    """The items table keeps only a preview of a cold item; the recount reads the whole text
-    from cold storage, so src/pkg_49.py (far past the preview) still counts once."""
-    from veil.core import context_ops
-    from veil.core.types import ContextItem
-
-    veil, session = _session_with_results(make_veil, 1)
-    long_text = "\n".join(f"line {n}: see src/pkg_{n}.py" for n in range(50))
-    note = ContextItem(content=long_text, kind="fact", source="memory")
-    session.add_items([note])
-    context_ops.demote(session, note.id, "cold")
-    veil.store.flush()
-    assert "src/pkg_49.py" not in veil.store.items(session.id, ("cold",))[0].content
-    resumed = veil.load_session(session.id)
-    assert resumed.identifier_mentions["src/pkg_49.py"] == 1
-    assert resumed.identifier_mentions == session.identifier_mentions
-
-
 def test_a_turn_naming_a_file_touches_the_live_items_that_point_at_it(make_veil):
     """touch_related: only items whose targets hold a named path count an access (one each);
     the live columns follow, and an item evicted earlier is no longer a row to touch."""

@@ -181,6 +181,18 @@ def capture(session: PluginSession, event: CaptureEvent) -> list[ContextItem] | 
     """
 
 
+@hookspec
+def items_added(session: PluginSession, items: list[ContextItem]) -> None:
+    """New items were stored and became live (collected): the ``capture`` hook's items (their
+    provenance, ``tokens`` and ``identifiers`` filled in), a memory item the model wrote
+    (``veil_remember``), the copy of another session's item loaded by hand. Called once per
+    batch, after ``session.live_items`` holds them. An item of this session that comes back
+    into the prompt (hydrated, promoted, paged in) is not new: no call. A plugin that keeps
+    its own view of a session's items (veil_fsrs: identifier counts, turn embeddings) follows
+    it here. Read-only: do not change the items; it runs on the capture path, so keep it cheap.
+    """
+
+
 @hookspec(firstresult=True)
 def score(session: PluginSession, items: ItemBatch, task_tags: frozenset[str], now: float) -> Any:
     """Score live items for retention (firstresult).
@@ -239,6 +251,23 @@ def evict(
     Returns:
         An :class:`~veil.core.types.EvictionPlan` (possibly empty), or None to let the next
         implementation decide. A tool call and its result must leave together.
+    """
+
+
+@hookspec
+def after_eviction(
+    session: PluginSession, evicted: list[ContextItem], paged_in: list[ContextItem]
+) -> None:
+    """An eviction pass changed the prompt (collected): the ``evict`` hook's plan or a
+    demotion by hand (``veil_demote``) was applied. Called only when something moved, right
+    after ``session.live_items`` changed (the store records the pass behind the call path).
+
+    Args:
+        evicted: the items that left the prompt, their ``tier`` now ``"warm"`` or ``"cold"``.
+        paged_in: the items the plan brought back (``EvictionPlan.to_live``), now live.
+
+    veil_fsrs starts embedding the session's turns at its first call (a session never under
+    pressure never loads the embedding model). Read-only; do not change the items.
     """
 
 
@@ -380,3 +409,12 @@ def replay_report(session: PluginSession) -> dict[str, Any] | None:
 @hookspec
 def turn_end(session: PluginSession, final_message: Message | None) -> None:
     """The agent finished answering a user message (collected); everything is persisted."""
+
+
+@hookspec
+def before_close(veil: Veil) -> None:
+    """``veil`` is closing (:meth:`Veil.close <veil.core.app.Veil.close>`; collected): finish
+    or drop the background work that uses its store or tiers (veil_fsrs waits for the turn
+    embedding in flight and skips its queued ones), before the store's connection is released.
+    Called once per close; the store closes even when an implementation raises.
+    """

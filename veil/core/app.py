@@ -426,12 +426,12 @@ class Veil:
         return out
 
     def close(self) -> None:
-        """Release the store's connection, once background turn embeddings of this app's
-        sessions are done (queued ones are skipped)."""
-        from veil.core import turn_embeddings
-
-        turn_embeddings.drain(self)
-        self.store.close()
+        """Release the store's connection, once plugins finished their background work on it
+        (``before_close`` hook: veil_fsrs' turn embeddings of this app's sessions)."""
+        try:
+            self.pm.hook.before_close(veil=self)
+        finally:
+            self.store.close()
 
 
 def _answering_plugin(pm: pluggy.PluginManager, hook: str) -> Any | None:

@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter, deque
+from collections import deque
+from collections.abc import Callable
 from itertools import compress, repeat
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import numpy as np
 
 from veil.core.errors import SessionClosed, SessionConflict
 from veil.core.items import ItemBatch
 from veil.core.store.context_db import insert_event, set_items_tier
-from veil.core.tags import content_identifiers, item_identifiers
 from veil.core.tiers import moved_row
-from veil.core.turn_embeddings import TurnEmbeddings
 from veil.core.types import ContextItem, Message, RenderEvent
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.app import Veil
     from veil.core.settings import Config
+
+_T = TypeVar("_T")
 
 
 class Session:
@@ -41,7 +42,8 @@ class Session:
         live_items: context items currently in the prompt (an :class:`ItemBatch`).
         task_tags: tags of the current task (from the latest user message).
         state: per-plugin scratch space (``state.setdefault("veil_x", {})``), persisted as JSON
-            when its values are JSON-serialisable.
+            when its values are JSON-serialisable; a plugin's in-process objects go through
+            :meth:`plugin_state` instead.
         resumed: True when loaded from the store rather than created.
         version: the store's version of the session this copy holds (bumped by every message
             and state write; a write from an out-of-date copy raises SessionConflict).
@@ -108,40 +110,29 @@ class Session:
         # where the anchored context note (the manifest's counts) sits since the last change
         # moment (veil.core.context._place_anchored)
         self._note_anchor: Any = None
-        # identifier -> how many of this session's items mention it (a resumed session counts
-        # its stored items on first use)
-        self._mentions: Counter[str] | None = None if resumed else Counter()
+        # plugin name -> the object that plugin keeps for this session (plugin_state)
+        self._plugin_state: dict[str, Any] = {}
         if resumed:
             stored = veil.store.items(self.id, ("warm", "cold"))
             self._stub_items(stored)
             self.paged_out = _pageable(veil.store, self.id, stored)
-        self.turn_embeddings = TurnEmbeddings(self, self.config.settings.context.rescue_embeddings)
-        if resumed and self.stubs:
-            self.turn_embeddings.start()  # it was under pressure before
 
-    @property
-    def item_embeddings(self) -> dict[str, Any]:
-        """Item id -> vector of the session's turns embedded so far (the eviction policy's
-        rescue of old turns reads it; see :mod:`veil.core.turn_embeddings`)."""
-        return self.turn_embeddings.vectors
+    @overload
+    def plugin_state(self, name: str) -> Any | None: ...
 
-    @property
-    def identifier_mentions(self) -> Counter[str]:
-        """Identifier (DESIGN.md "Measures" shape) -> how many of this session's items mention
-        it, each item counted once: its turns, tool results and memory items, wherever they
-        are now (live, warm or cold). veil_fsrs' coverage-aware eviction weighs new names by
-        it (``context.mentionPower``). A resumed session counts its stored items on first
-        use."""
-        if self._mentions is None:
-            counts: Counter[str] = Counter()
-            tiers = self.veil.tiers
-            for item in self.veil.store.items(self.id, ("live", "warm", "cold")):
-                if item.tier == "cold":  # the items table keeps a preview of a cold item
-                    counts.update(content_identifiers(tiers.content(item.id) or item.content))
-                else:
-                    counts.update(item_identifiers(item))
-            self._mentions = counts
-        return self._mentions
+    @overload
+    def plugin_state(self, name: str, factory: Callable[[], _T]) -> _T: ...
+
+    def plugin_state(self, name: str, factory: Callable[[], Any] | None = None) -> Any | None:
+        """The object plugin ``name`` keeps for this session in this process (see
+        :meth:`veil.core.session_api.PluginSession.plugin_state`): made by ``factory()`` on
+        the first call that passes one, the same object afterwards; without ``factory``, the
+        object or None when the plugin made none. Never stored."""
+        if name not in self._plugin_state:
+            if factory is None:
+                return None
+            self._plugin_state[name] = factory()
+        return self._plugin_state[name]
 
     # -- shortcuts --------------------------------------------------------------------------
 
@@ -213,15 +204,13 @@ class Session:
 
     def add_items(self, items: list[ContextItem]) -> None:
         """Store items and make them live (appended to ``live_items``: O(len(items)) for its
-        columns, see :class:`~veil.core.items.ItemBatch`)."""
+        columns, see :class:`~veil.core.items.ItemBatch`), then tell plugins (``items_added``
+        hook: veil_fsrs counts their identifiers and embeds the turns among them)."""
         for item in items:
             item.session_id = self.id
         self.veil.store.add_items(items)
         self.live_items.extend(items)
-        if self._mentions is not None:
-            for item in items:
-                self._mentions.update(item_identifiers(item))
-        self.turn_embeddings.add(items)
+        self.veil.pm.hook.items_added(session=self, items=items)
 
     def save_state(self) -> None:
         """Persist ``compact_summary``, ``compact_size`` and the JSON-safe part of ``state``
@@ -389,7 +378,9 @@ class Session:
         ``live``) and the recall index. Any later use of the store waits for it
         (:meth:`~veil.core.store.Store.write_behind`). An ``eviction`` render event names the
         same items (front ends dim their tool calls); it is built and sent only when a plugin
-        implements the ``render`` hook (nobody else would receive it).
+        implements the ``render`` hook (nobody else would receive it). Before it, the
+        ``after_eviction`` hook names the moved items to plugins (veil_fsrs starts embedding
+        turns at the first pass). Neither runs when nothing moved.
 
         Args:
             plan: the policy's answer; ``to_live`` may only name items of
@@ -447,7 +438,7 @@ class Session:
             self.live_items.extend(back)
         # last: the writer thread starts now, and would share the GIL with the work above
         self._write_eviction(moved, warm, back, reasons, plan.threshold)
-        self.turn_embeddings.start()  # under pressure now: old turns may need the rescue
+        self.veil.pm.hook.after_eviction(session=self, evicted=moved, paged_in=back)
         if self.veil.pm.hook.render.get_hookimpls():  # the entries only for a front end
             self.emit(
                 "eviction",

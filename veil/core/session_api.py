@@ -11,7 +11,8 @@ and fails when one uses a ``session.<name>`` this Protocol does not declare, and
 
 Members are declared as read-only properties: a plugin reads them, the core changes them. The
 exceptions are the containers a plugin writes into: ``state[<its own key>]`` (persisted by
-:meth:`PluginSession.save_state`) and ``snapshot`` (front ends only). Not
+:meth:`PluginSession.save_state`), the object it keeps with :meth:`PluginSession.plugin_state`
+(this process only) and ``snapshot`` (front ends only). Not
 ``@runtime_checkable``: on Python 3.11 an ``isinstance`` check would evaluate every property,
 and ``context_window`` asks the model registry; structural typing is checked statically and by
 the test above.
@@ -21,15 +22,17 @@ Units: tokens are counted with the session's main model tokenizer; times are Uni
 
 from __future__ import annotations
 
-from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.app import Veil
     from veil.core.items import ItemBatch
     from veil.core.settings import Config
     from veil.core.types import Message
+
+_T = TypeVar("_T")
 
 
 class PluginSession(Protocol):
@@ -126,15 +129,6 @@ class PluginSession(Protocol):
     def live_items(self) -> ItemBatch:
         """The context items now in the prompt (read-only: the core adds and evicts them)."""
 
-    @property
-    def item_embeddings(self) -> dict[str, Any]:
-        """Item id -> embedding vector of the session's turns embedded so far (read-only)."""
-
-    @property
-    def identifier_mentions(self) -> Counter[str]:
-        """Identifier -> how many of this session's items mention it, each item once, in any
-        tier (read-only)."""
-
     def note_turn(self, tags: list[str]) -> None:
         """An assistant turn's tags join the working set that ``task_tags`` (the ``score``
         hook's relevance input) follows: the task's tags plus the last 3 turns'."""
@@ -152,6 +146,27 @@ class PluginSession(Protocol):
 
         Raises:
             SessionConflict: another process changed the session since it was loaded."""
+
+    @overload
+    def plugin_state(self, name: str) -> Any | None: ...
+
+    @overload
+    def plugin_state(self, name: str, factory: Callable[[], _T]) -> _T: ...
+
+    def plugin_state(self, name: str, factory: Callable[[], Any] | None = None) -> Any | None:
+        """The object plugin ``name`` (its registered name) keeps for this session, for as long
+        as this process holds the session; never stored (what must outlive the process goes
+        in ``state``). The first call that passes ``factory`` makes it with ``factory()``;
+        every later call returns that same object. Without ``factory``: the object, or None
+        when the plugin made none (a plugin that is blocked never does).
+
+        A plugin keeps here what it derives from the session and maintains through its hooks
+        (veil_fsrs: turn embeddings, identifier mention counts; see
+        :mod:`veil_fsrs.session_state`); another plugin reads it only through functions the
+        owner documents. Example::
+
+            state = session.plugin_state("veil_x", lambda: XState(session))
+        """
 
     # -- clock ------------------------------------------------------------------------------
 

@@ -385,7 +385,7 @@ class ContextSettings(_Model):
     by a marker (lossless; :mod:`veil.core.elision`).
     ``rescue_embeddings``: how turns get the embeddings the rescue of old turns compares
     (``background`` on a worker thread, ``sync`` at capture, ``off``; see
-    :mod:`veil.core.turn_embeddings`).
+    :mod:`veil_fsrs.turn_embeddings`).
     ``stale_recency``: eviction stage 1 takes single-use items whose retrievability fell below
     it (0.9 = older than their own stability). ``pointer_tokens``: what the stub left for an
     evicted item costs, in tokens (7-9 for veil's warm stubs), so eviction counts what it frees.

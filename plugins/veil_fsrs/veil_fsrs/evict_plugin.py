@@ -12,9 +12,19 @@ What it reads from the session (all optional except ``config``):
 * ``session.step``: the current step (default: the newest item's step).
 * ``session.clock()``: Unix time in seconds (replay's recorded time); without it, the newest
   ``created_at`` / ``last_access`` among the items.
-* ``session.item_embeddings``: a mapping item id -> vector, for the rescue of old turns.
-* ``session.identifier_mentions``: identifier -> how many of the session's items mention it;
-  the coverage ranking weighs new names by it (``context.mentionPower``).
+* ``session.plugin_state("veil_fsrs_evict")``: the plugin's own per-session state
+  (:class:`~veil_fsrs.session_state.FsrsSessionState`): the turn vectors for the rescue of old
+  turns, and identifier -> how many of the session's items mention it, which the coverage
+  ranking weighs new names by (``context.mentionPower``). A session object without
+  ``plugin_state`` (a bare test double) goes without both.
+
+The hooks that keep that state, at the moments the policy needs it:
+
+* ``session_start``: a resumed session that had evictions before embeds its turns at once.
+* ``items_added``: new items' identifiers are counted, new turns embedded (once started).
+* ``after_eviction``: the first pass that moved something starts the turn embeddings.
+* ``before_close``: the app's background embedding jobs finish (queued ones are skipped)
+  before its store closes.
 """
 
 from __future__ import annotations
@@ -28,9 +38,15 @@ from veil_fsrs.batch_index import as_batch as _as_batch
 from veil_fsrs.eviction import STALE_RECENCY as _STALE_RECENCY
 from veil_fsrs.eviction import Controller as _Controller
 from veil_fsrs.eviction import evict_pass as _evict_pass
+from veil_fsrs.session_state import embeds_turns as _embeds_turns
+from veil_fsrs.session_state import existing_state as _existing_state
+from veil_fsrs.session_state import session_state as _session_state
+from veil_fsrs.turn_embeddings import drain as _drain
 
 if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.app import Veil
     from veil.core.session_api import PluginSession
+    from veil.core.types import ContextItem
 
 STATE_KEY = "veil_fsrs"
 DEFAULT_POINTER_TOKENS = 9
@@ -88,6 +104,7 @@ def evict(
     batch = _as_batch(items)
     if not len(batch):
         return EvictionPlan(threshold=controller.threshold)
+    own = _existing_state(session)
     return _evict_pass(
         batch,
         scores,
@@ -97,11 +114,11 @@ def evict(
         controller=controller,
         current_step=_step(session, batch),
         now=_now(session, batch),
-        embeddings=getattr(session, "item_embeddings", None),
+        embeddings=own.turn_embeddings.vectors if own is not None else None,
         stale_recency=_optional_setting(settings, "stale_recency", _STALE_RECENCY),
         pointer_tokens=_optional_setting(settings, "pointer_tokens", DEFAULT_POINTER_TOKENS),
         page_in=lambda: _page_in(paged_out, paged_scores),
-        mentions=lambda: getattr(session, "identifier_mentions", None),
+        mentions=lambda: own.identifier_mentions() if own is not None else None,
         history=lambda: _history(session),
     )
 
@@ -137,3 +154,41 @@ def item_accessed(
     settings = session.config.settings.context
     state = session.state.setdefault(STATE_KEY, {})
     _Controller(state.setdefault("controller", {}), settings.controller).on_rerequest(item.id, now)
+
+
+@hookimpl
+def session_start(session: PluginSession) -> None:
+    """Make the session's state; a resumed session whose items left the prompt before (it was
+    under pressure) embeds its live turns at once, as the eviction that started it would
+    have."""
+    state = _session_state(session)
+    if session.resumed and state.resumed_under_pressure():
+        state.turn_embeddings.start()
+
+
+@hookimpl
+def items_added(session: PluginSession, items: list[ContextItem]) -> None:
+    """Count the new items' identifiers and embed the turns among them (see
+    :meth:`~veil_fsrs.session_state.FsrsSessionState.items_added`)."""
+    _session_state(session).items_added(items)
+
+
+@hookimpl
+def after_eviction(session: PluginSession) -> None:
+    """Under pressure now: old turns may need the rescue, so the session's turns are embedded
+    from this pass on (the live ones now; nothing happens after the first time)."""
+    _session_state(session).turn_embeddings.start()
+
+
+@hookimpl
+def before_close(veil: Veil) -> None:
+    """Wait for the turn embedding in flight of ``veil``'s sessions and skip the queued ones
+    (:func:`veil_fsrs.turn_embeddings.drain`), while its store is still open."""
+    _drain(veil)
+
+
+def embeds_turns(session: PluginSession) -> bool:
+    """Whether this plugin embeds the session's turns now (from its first eviction on, unless
+    ``context.rescueEmbeddings`` is ``off``); ``veil replay`` then embeds a whole recording in
+    one batch. See :func:`veil_fsrs.session_state.embeds_turns`."""
+    return _embeds_turns(session)

@@ -80,7 +80,7 @@ MIGRATIONS: list[str] = [
         seconds REAL
     );
     """,
-    # Warm and cold tiers with recall (veil/core/tiers.py, veil/core/embedder.py).
+    # Warm and cold tiers with recall (veil/core/tiers.py, veil/core/models/embedder.py).
     """
     CREATE TABLE embeddings (
         key TEXT PRIMARY KEY,

@@ -35,6 +35,8 @@ CompactionMode = Literal["none", "masking", "full", "both"]
 STEP_SECONDS = 30.0  # DESIGN.md: 30 s per step when a format records no time
 REPLAY_EPOCH = 1_700_000_000.0
 _EXIT_CODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+FSRS_EVICTION_PLUGIN = "veil_fsrs_evict"
+"""The plugin whose turn embeddings the replay batches (see ``_embed_turns_in_one_batch``)."""
 
 
 class ReplayModel:
@@ -192,12 +194,17 @@ class VeilReplayPolicy:
         return msg
 
     def _embed_turns_in_one_batch(self) -> None:
-        """Once the session embeds turns (from its first eviction on), embed every turn of the
-        recording in one batch: the vectors land in the content-hash cache, and each turn then
-        finds its own when it is captured. Batching is ~10x faster than one turn at a time; no
-        prompt can see a later turn this way (a vector is only read for a captured item)."""
-        embeddings = self.session.turn_embeddings
-        if self._batch_embedded or not embeddings.active or embeddings.mode == "off":
+        """Once the session embeds turns (veil_fsrs' eviction policy does from its first
+        eviction on), embed every turn of the recording in one batch: the vectors land in the
+        content-hash cache, and each turn then finds its own when it is captured. Batching is
+        ~10x faster than one turn at a time; no prompt can see a later turn this way (a vector
+        is only read for a captured item). The policy says whether it embeds through
+        ``veil_fsrs.evict_plugin.embeds_turns``; with it blocked or absent nothing is."""
+        if self._batch_embedded:
+            return
+        policy = self.veil.pm.get_plugin(FSRS_EVICTION_PLUGIN)
+        embeds_turns = getattr(policy, "embeds_turns", None)
+        if embeds_turns is None or not embeds_turns(self.session):
             return
         self._batch_embedded = True
         texts = [self.traj.task] + [

@@ -1,8 +1,11 @@
 """Embeddings of a session's turns, for the eviction policy's rescue of old turns.
 
 Seed 002: "a turn the current one still refers to gets rescued: cosine similarity above 0.7
-against a recent turn cuts its eviction score". The policy reads ``session.item_embeddings``
-(item id -> unit float32 vector); this module fills it as turns are captured.
+against a recent turn cuts its eviction score". The policy reads ``TurnEmbeddings.vectors``
+(item id -> unit float32 vector) from the session's :class:`~veil_fsrs.session_state.
+FsrsSessionState`; the plugin's hooks fill it as items become live
+(:mod:`veil_fsrs.evict_plugin`: ``items_added``, ``after_eviction``, ``session_start``,
+``before_close``).
 
 Modes (``context.rescue_embeddings``):
 
@@ -15,7 +18,8 @@ Modes (``context.rescue_embeddings``):
 
 Nothing is embedded before the session's first eviction: a session that never comes under
 pressure (most one-shot runs) never loads the embedding model. From the first eviction on, the
-live turns and every new turn are embedded.
+live turns and every new turn are embedded; a resumed session that had evictions before starts
+at once.
 
 Vectors come from the tiers' cached embedder (``embeddings`` table, keyed by content hash), so
 a turn embedded once is never embedded again, also when it is later evicted and indexed for
@@ -35,7 +39,7 @@ from typing import TYPE_CHECKING
 from veil.core.types import ContextItem
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session import Session
+    from veil.core.session_api import PluginSession
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +60,10 @@ _pending: dict[int, list[threading.Event]] = {}  # id() of a Veil app -> its unf
 
 
 def drain(veil: object, timeout: float = EXIT_WAIT_SECONDS) -> None:
-    """Before ``veil`` closes its store: skip its queued jobs and wait (up to ``timeout``
-    seconds) for the one in flight, while the interpreter is still whole. (A job still loading
-    the model when Python shuts down fails inside torch's import: "can't register atexit after
-    shutdown".)"""
+    """Before ``veil`` closes its store (the ``before_close`` hook): skip its queued jobs and
+    wait (up to ``timeout`` seconds) for the one in flight, while the interpreter is still
+    whole. (A job still loading the model when Python shuts down fails inside torch's import:
+    "can't register atexit after shutdown".)"""
     key = id(veil)
     _closing.add(key)
     try:
@@ -107,7 +111,7 @@ def _submit(job: Callable[[], None]) -> threading.Event:
 
 
 class TurnEmbeddings:
-    """Fills ``session.item_embeddings`` with the vectors of the session's turns.
+    """The vectors of one session's turns, filled from its first eviction on.
 
     Args:
         session: the session whose turns are embedded.
@@ -121,7 +125,7 @@ class TurnEmbeddings:
         failed: the embedder's error message once it failed (rescue then stays off).
     """
 
-    def __init__(self, session: Session, mode: str) -> None:
+    def __init__(self, session: PluginSession, mode: str) -> None:
         self.session = session
         self.mode = mode
         self.vectors: dict[str, object] = {}

@@ -1,5 +1,6 @@
 """Turn embeddings feed the eviction policy's rescue of old turns (seed 002: cosine > 0.7 with a
-recent turn cuts an old turn's eviction score); veil.core.turn_embeddings."""
+recent turn cuts an old turn's eviction score); veil_fsrs.turn_embeddings, kept in the eviction
+plugin's per-session state by its hooks."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 import veil_fsrs
 import veil_fsrs.evict_plugin
+from veil_fsrs.session_state import session_state
 
 from veil.core.tiers import Tiers
 from veil.core.turn import capture
@@ -47,6 +49,11 @@ def _open(make_veil, monkeypatch, mode: str, embedder: FakeEmbedder, **context):
     return veil, veil.new_session()
 
 
+def vectors(session) -> dict:
+    """The turn vectors veil_fsrs keeps for ``session`` (item id -> vector)."""
+    return session_state(session).turn_embeddings.vectors
+
+
 def _turn(session, text: str, step: int):
     session.step = step
     idx = session.append({"role": "assistant", "content": text})
@@ -76,14 +83,14 @@ def test_nothing_is_embedded_before_the_first_eviction_then_every_turn_is(make_v
     veil, session = _open(make_veil, monkeypatch, "sync", model)
     first = _turn(session, "I will read src/config.py first", 1)
     result = _tool_result(session, "config.py settings.py", 2)
-    assert session.item_embeddings == {} and model.texts == []  # no pressure yet: no model
+    assert vectors(session) == {} and model.texts == []  # no pressure yet: no model
 
     session.apply_eviction(EvictionPlan(to_warm=[result.id]))
-    assert set(session.item_embeddings) == {first.id}  # the live turn, not the tool result
-    np.testing.assert_allclose(session.item_embeddings[first.id], bag_of_words(first.content))
+    assert set(vectors(session)) == {first.id}  # the live turn, not the tool result
+    np.testing.assert_allclose(vectors(session)[first.id], bag_of_words(first.content))
 
     later = _turn(session, "now patch parse_config", 3)
-    np.testing.assert_allclose(session.item_embeddings[later.id], bag_of_words(later.content))
+    np.testing.assert_allclose(vectors(session)[later.id], bag_of_words(later.content))
     assert model.texts == [first.content, later.content]  # each turn embedded once
 
 
@@ -92,8 +99,8 @@ def test_background_mode_fills_the_vectors_on_the_worker(make_veil, monkeypatch)
     turn = _turn(session, "the fix is in parse_config", 1)
     result = _tool_result(session, "ok", 2)
     session.apply_eviction(EvictionPlan(to_warm=[result.id]))
-    session.turn_embeddings.wait(timeout=30)
-    np.testing.assert_allclose(session.item_embeddings[turn.id], bag_of_words(turn.content))
+    session_state(session).turn_embeddings.wait(timeout=30)
+    np.testing.assert_allclose(vectors(session)[turn.id], bag_of_words(turn.content))
 
 
 def test_off_mode_and_a_failing_model_embed_nothing_and_capture_goes_on(make_veil, monkeypatch):
@@ -101,15 +108,15 @@ def test_off_mode_and_a_failing_model_embed_nothing_and_capture_goes_on(make_vei
     _turn(session, "one turn", 1)
     result = _tool_result(session, "ok", 2)
     session.apply_eviction(EvictionPlan(to_warm=[result.id]))
-    assert session.item_embeddings == {}
+    assert vectors(session) == {}
 
     veil, session = _open(make_veil, monkeypatch, "sync", FakeEmbedder(fail=True))
     _turn(session, "one turn", 1)
     result = _tool_result(session, "ok", 2)
     session.apply_eviction(EvictionPlan(to_warm=[result.id]))
-    assert "no model here" in session.turn_embeddings.failed
+    assert "no model here" in session_state(session).turn_embeddings.failed
     later = _turn(session, "another turn", 3)  # capture still works
-    assert later.id in {i.id for i in session.live_items} and session.item_embeddings == {}
+    assert later.id in {i.id for i in session.live_items} and vectors(session) == {}
 
 
 def test_an_old_turn_like_the_current_one_is_rescued_from_eviction(make_veil, monkeypatch):
@@ -123,7 +130,7 @@ def test_an_old_turn_like_the_current_one_is_rescued_from_eviction(make_veil, mo
     result = _tool_result(session, "x " * 50, 3)
     session.apply_eviction(EvictionPlan(to_warm=[result.id]))  # first pressure: start
     recent = _turn(session, "patch parse_config in src/config.py " * 8, 5)
-    assert {similar.id, other.id, recent.id} <= set(session.item_embeddings)
+    assert {similar.id, other.id, recent.id} <= set(vectors(session))
 
     items = session.live_items
     scores = np.full(len(items), 0.5)
@@ -139,7 +146,7 @@ def test_an_old_turn_like_the_current_one_is_rescued_from_eviction(make_veil, mo
     )
     assert other.id in plan.to_warm and similar.id not in plan.to_warm
 
-    monkeypatch.setattr(type(session), "item_embeddings", property(lambda s: {}))
+    monkeypatch.setattr(session_state(session).turn_embeddings, "vectors", {})
     plan = veil.pm.hook.evict(
         session=session,
         items=items,
@@ -170,7 +177,7 @@ def test_the_bundled_minilm_embeds_turns(make_veil, monkeypatch):
     session.apply_eviction(EvictionPlan(to_warm=[result.id]))
     b = _turn(session, "parse_config does not read the env file, so the test fails.", 3)
     c = _turn(session, "Lunch menu: soup, bread and an apple.", 4)
-    va, vb, vc = (np.asarray(session.item_embeddings[i.id]) for i in (a, b, c))
+    va, vb, vc = (np.asarray(vectors(session)[i.id]) for i in (a, b, c))
     assert va.shape == (384,) and abs(float(np.linalg.norm(va)) - 1.0) < 1e-4
     assert float(va @ vb) > 0.7 > float(va @ vc)
 
@@ -184,7 +191,7 @@ def test_exit_while_embedding_waits_for_the_job_in_flight_and_drops_the_rest():
 
     code = (
         "import time\n"
-        "from veil.core import turn_embeddings as te\n"
+        "from veil_fsrs import turn_embeddings as te\n"
         "from veil.core.models.embedder import LocalEmbedder\n"
         "e = LocalEmbedder()\n"
         "e._load()\n"

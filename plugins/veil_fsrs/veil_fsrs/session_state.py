@@ -1,0 +1,112 @@
+"""What the ``veil_fsrs_evict`` plugin keeps for one session, in the namespace it owns.
+
+The eviction policy reads two things about a session that the core does not keep:
+
+* the embeddings of its turns, for the rescue of old turns (seed 002: a turn whose cosine with
+  a recent turn exceeds 0.7 has its eviction score cut), filled by
+  :class:`~veil_fsrs.turn_embeddings.TurnEmbeddings` from the session's first eviction on;
+* how many of its items mention each identifier, for the coverage-aware choice of what leaves
+  (``context.mentionPower``).
+
+Both live in :class:`FsrsSessionState`, kept with
+:meth:`PluginSession.plugin_state <veil.core.session_api.PluginSession.plugin_state>` under
+:data:`PLUGIN_NAME`, for as long as this process holds the session; nothing of it is stored
+(vectors come back from the embeddings cache, counts from the stored items). The plugin's
+hooks (:mod:`veil_fsrs.evict_plugin`) keep it up to date; a session where the plugin is blocked
+never has one, so it neither embeds turns nor counts mentions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from veil.core.tags import content_identifiers, item_identifiers
+from veil_fsrs.turn_embeddings import TurnEmbeddings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.session_api import PluginSession
+    from veil.core.types import ContextItem
+
+PLUGIN_NAME = "veil_fsrs_evict"
+"""The namespace's name: the eviction plugin's entry point name, whose hooks keep it."""
+
+STUBBED_SOURCES = frozenset({"tool_result", "user", "assistant"})
+"""Sources of the items the core leaves a pointer stub for once they left the prompt."""
+
+
+class FsrsSessionState:
+    """The eviction policy's per-session state (one per session and process).
+
+    Args:
+        session: the session it belongs to (its ``config``, ``resumed``, ``id``, ``veil``).
+
+    Attributes:
+        turn_embeddings: the session's turn vectors (item id -> float32 vector in
+            ``turn_embeddings.vectors``); ``context.rescueEmbeddings`` picks the mode.
+    """
+
+    def __init__(self, session: PluginSession) -> None:
+        self.session = session
+        self.turn_embeddings = TurnEmbeddings(
+            session, session.config.settings.context.rescue_embeddings
+        )
+        # a resumed session counts its stored items on first use (identifier_mentions)
+        self._mentions: Counter[str] | None = None if session.resumed else Counter()
+
+    def identifier_mentions(self) -> Counter[str]:
+        """Identifier (DESIGN.md "Measures" shape) -> how many of this session's items mention
+        it, each item counted once: its turns, tool results and memory items, wherever they
+        are now (live, warm or cold). A resumed session counts its stored items on first use
+        (a cold item by its whole content, not the store's preview)."""
+        if self._mentions is None:
+            counts: Counter[str] = Counter()
+            veil = self.session.veil
+            tiers = veil.tiers
+            for item in veil.store.items(self.session.id, ("live", "warm", "cold")):
+                if item.tier == "cold":  # the items table keeps a preview of a cold item
+                    counts.update(content_identifiers(tiers.content(item.id) or item.content))
+                else:
+                    counts.update(item_identifiers(item))
+            self._mentions = counts
+        return self._mentions
+
+    def items_added(self, items: Iterable[ContextItem]) -> None:
+        """Items became live (captured, remembered, loaded by hand): count their identifiers
+        (once the counts exist) and embed the turns among them (once embedding started)."""
+        items = list(items)
+        if self._mentions is not None:
+            for item in items:
+                self._mentions.update(item_identifiers(item))
+        self.turn_embeddings.add(items)
+
+    def resumed_under_pressure(self) -> bool:
+        """Whether the (resumed) session had items leave the prompt before: a turn or tool
+        result in the warm or cold tier, which the core shows as a pointer stub. Reads the
+        store once."""
+        stored = self.session.veil.store.items(self.session.id, ("warm", "cold"))
+        return any(i.message_index is not None and i.source in STUBBED_SOURCES for i in stored)
+
+
+def session_state(session: PluginSession) -> FsrsSessionState:
+    """The session's :class:`FsrsSessionState`, created on first use (by the plugin's hooks)."""
+    return session.plugin_state(PLUGIN_NAME, lambda: FsrsSessionState(session))
+
+
+def existing_state(session: Any) -> FsrsSessionState | None:
+    """The session's :class:`FsrsSessionState` if the plugin made one, else None (also for a
+    session object without ``plugin_state``, such as a bare test double)."""
+    lookup = getattr(session, "plugin_state", None)
+    return lookup(PLUGIN_NAME) if callable(lookup) else None
+
+
+def embeds_turns(session: PluginSession) -> bool:
+    """Whether veil_fsrs embeds this session's turns now: its eviction plugin keeps state for
+    the session, the session has had its first eviction and ``context.rescueEmbeddings`` is
+    not ``off``. The replay uses it to embed a whole recording in one batch from then on."""
+    state = existing_state(session)
+    if state is None:
+        return False
+    embeddings = state.turn_embeddings
+    return embeddings.active and embeddings.mode != "off"
