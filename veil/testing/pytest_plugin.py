@@ -234,7 +234,8 @@ def make_veil(veil_isolated_env: Path, veil_project: Path) -> Iterator[MakeVeil]
             if replies:
                 server.add(*replies)
             _configure_user(veil_isolated_env, server, context_window)
-        config = load_config(root)
+        named = _named_plugins(plugins)
+        config = load_config(root, plugins=named)
         if server is None and llm is None:
             if models is None:
                 chat_model = (
@@ -251,7 +252,7 @@ def make_veil(veil_isolated_env: Path, veil_project: Path) -> Iterator[MakeVeil]
             llm=llm,
             disable=tuple(disable),
             use_entry_points=use_entry_points,
-            extra_plugins=_named_plugins(plugins),
+            extra_plugins=named,
             **open_veil_kwargs,
         )
         veil.model = chat_model  # type: ignore[attr-defined]  # for the test to read
