@@ -257,3 +257,16 @@ def test_open_veil_refuses_a_config_loaded_without_a_plugins_section(veil_projec
             db_path=":memory:",
         )
     assert "plugin rates registers the settings section 'rate_limits'" in err.value.message
+
+
+def test_a_register_settings_that_raises_is_one_line_naming_the_plugin(make_veil):
+    class Raises:
+        @hookimpl
+        def register_settings(self):
+            raise RuntimeError("pydantic v1 model")
+
+    with pytest.raises(ConfigError) as err:
+        make_veil(plugins=[Raises()], disable=["Raises"])
+    assert err.value.message.startswith(
+        "plugin Raises: register_settings failed: RuntimeError: pydantic v1 model;"
+    )

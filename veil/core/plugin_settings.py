@@ -33,6 +33,7 @@ whose fields all have defaults.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from collections.abc import Iterable, Mapping
@@ -41,9 +42,10 @@ from importlib.metadata import entry_points
 from typing import Any
 
 import pluggy
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, create_model
 
 from veil.core.errors import ConfigError
+from veil.core.settings import CORE_SECTIONS, Settings, SettingsSection
 
 SECTION_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 """A section name: a snake_case Python identifier (the attribute; settings.json spells it in
@@ -65,6 +67,49 @@ class PluginSections:
     models: Mapping[str, tuple[type[BaseModel], ...]] = field(default_factory=dict)
     owners: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     unimportable: tuple[tuple[str, str], ...] = ()
+
+
+def settings_models(sections: PluginSections) -> tuple[type[Settings], type[SettingsSection]]:
+    """The classes that validate settings with the plugins' sections.
+
+    Args:
+        sections: what the plugins register (:func:`veil.core.plugin_settings.collect_sections`).
+
+    Returns:
+        ``(settings class, file class)``: a subclass of :class:`Settings` with every plugin
+        section as a field (a core section a plugin extends becomes a subclass of both models),
+        and the same fields as a plain model, so validating one file alone (no environment)
+        lets an error name the file; pydantic-settings would otherwise mix ``VEIL_*``
+        variables into the same validation. Cached: the same sections give the same classes.
+    """
+    return _settings_models(tuple(sections.models.items()))
+
+
+@functools.lru_cache(maxsize=64)
+def _settings_models(
+    registered: tuple[tuple[str, tuple[type[SettingsSection], ...]], ...],
+) -> tuple[type[Settings], type[SettingsSection]]:
+    fields: dict[str, Any] = {}
+    for name, models in registered:
+        core = CORE_SECTIONS.get(name)
+        section = (
+            models[0]
+            if core is None
+            else create_model(
+                core.__name__, __base__=(core, *models), __module__="veil.core.settings"
+            )
+        )
+        fields[name] = (section, Field(default_factory=section))
+    settings_cls = create_model(
+        "Settings", __base__=Settings, __module__="veil.core.settings", **fields
+    )
+    file_cls = create_model(
+        "SettingsFile",
+        __base__=SettingsSection,
+        __module__="veil.core.settings",
+        **{name: (f.annotation, f) for name, f in settings_cls.model_fields.items()},
+    )
+    return settings_cls, file_cls
 
 
 def installed_plugins(
@@ -115,11 +160,10 @@ def collect_sections(
 
     Raises:
         ConfigError: a plugin section registered by two plugins (both named), a field of a core
-            section registered again (by the core or another plugin, named), or a malformed
-            answer (naming the plugin).
+            section registered again (by the core or another plugin, named), a malformed
+            answer or a hook that raised (naming the plugin).
     """
     from veil.core.plugins import new_plugin_manager
-    from veil.core.settings import SettingsSection
 
     pm = new_plugin_manager()
     for name, plugin in plugins:
@@ -139,7 +183,13 @@ def collect_sections(
     # registration order (pluggy lists implementations from the first registered)
     for impl in pm.hook.register_settings.get_hookimpls():
         plugin_name = pm.get_name(impl.plugin) or "?"
-        answer = impl.function()
+        try:
+            answer = impl.function()
+        except Exception as exc:  # noqa: BLE001 - a plugin's bug, reported in one line
+            raise ConfigError(
+                f"plugin {plugin_name}: register_settings failed: {type(exc).__name__}: {exc}; "
+                f"fix the plugin or uninstall it (blocking it does not skip its settings)"
+            ) from exc
         if answer is None:
             continue
         if not isinstance(answer, Mapping):
@@ -202,8 +252,6 @@ def check_loaded_with(settings: Any, plugins: Iterable[tuple[str, Any]]) -> None
             settings were loaded without, so never validated: load them with
             ``load_config(plugins=...)``.
     """
-    from veil.core.settings import CORE_SECTIONS
-
     plugins = list(plugins)
     if not plugins:
         return

@@ -19,7 +19,6 @@ decided by :mod:`veil.core.trust` (a key only ever goes to the endpoint named be
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -35,7 +34,6 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
-    create_model,
     field_validator,
     model_validator,
 )
@@ -407,7 +405,7 @@ class Settings(BaseSettings):
     ``security``, ``permissions``, ``embeddings``, ``defaultAgent``, and the core's fields of
     ``memory``, ``compaction``, ``context`` and ``http``. Plugins register their own sections,
     or fields added to one of these, with ``register_settings``
-    (:mod:`veil.core.plugin_settings`); :func:`settings_models` builds the class that holds
+    (:mod:`veil.core.plugin_settings`); :func:`veil.core.plugin_settings.settings_models` builds the class that holds
     both, which :func:`load_config` validates.
     """
 
@@ -471,45 +469,6 @@ CORE_SECTIONS: dict[str, type[SettingsSection]] = {
     if isinstance(f.annotation, type) and issubclass(f.annotation, SettingsSection)
 }
 """The core's sections by attribute name; a plugin registering one adds fields to it."""
-
-
-def settings_models(sections: PluginSections) -> tuple[type[Settings], type[SettingsSection]]:
-    """The classes that validate settings with the plugins' sections.
-
-    Args:
-        sections: what the plugins register (:func:`veil.core.plugin_settings.collect_sections`).
-
-    Returns:
-        ``(settings class, file class)``: a subclass of :class:`Settings` with every plugin
-        section as a field (a core section a plugin extends becomes a subclass of both models),
-        and the same fields as a plain model, so validating one file alone (no environment)
-        lets an error name the file; pydantic-settings would otherwise mix ``VEIL_*``
-        variables into the same validation. Cached: the same sections give the same classes.
-    """
-    return _settings_models(tuple(sections.models.items()))
-
-
-@functools.lru_cache(maxsize=64)
-def _settings_models(
-    registered: tuple[tuple[str, tuple[type[SettingsSection], ...]], ...],
-) -> tuple[type[Settings], type[SettingsSection]]:
-    fields: dict[str, Any] = {}
-    for name, models in registered:
-        core = CORE_SECTIONS.get(name)
-        section = (
-            models[0]
-            if core is None
-            else create_model(core.__name__, __base__=(core, *models), __module__=__name__)
-        )
-        fields[name] = (section, Field(default_factory=section))
-    settings_cls = create_model("Settings", __base__=Settings, __module__=__name__, **fields)
-    file_cls = create_model(
-        "SettingsFile",
-        __base__=_Model,
-        __module__=__name__,
-        **{name: (f.annotation, f) for name, f in settings_cls.model_fields.items()},
-    )
-    return settings_cls, file_cls
 
 
 class AgentConfig(_Model):
@@ -617,7 +576,7 @@ class Config:
     Attributes:
         project_dir: the project root (where ``.veil/`` lives).
         settings: the merged settings (settings.json + ``VEIL_*``): an instance of the
-            :class:`Settings` subclass :func:`settings_models` built with the plugins'
+            :class:`Settings` subclass :func:`veil.core.plugin_settings.settings_models` built with the plugins'
             sections, read as ``settings.<section>``.
         auth: the merged :class:`AuthConfig`.
         settings_file: path of settings.json (may not exist).
@@ -781,6 +740,8 @@ def _validate_file(path: Path, data: dict[str, Any], sections: PluginSections) -
     Raises:
         ConfigError: naming the file and each wrong field.
     """
+    from veil.core.plugin_settings import settings_models
+
     file_cls = settings_models(sections)[1]
     try:
         file_cls.model_validate(data)
@@ -842,7 +803,7 @@ def load_config(
         ConfigError: a file is unreadable or a field is wrong (the message names file and
             field); two plugins register one section (naming both).
     """
-    from veil.core.plugin_settings import collect_sections, installed_plugins
+    from veil.core.plugin_settings import collect_sections, installed_plugins, settings_models
 
     found, unimportable = installed_plugins(plugins)
     sections = collect_sections(found, CORE_SECTIONS, unimportable)
