@@ -26,9 +26,10 @@ registers is an unknown key, refused as before. A blocked plugin that cannot eve
 registers nothing; when a section is then unknown, the error names that plugin.
 
 Errors: :class:`~veil.core.errors.ConfigError` when two plugins register one section (naming
-both), when a plugin extends a core section with a field the core has, and when a hook answers
-something other than a mapping of snake_case names to :class:`SettingsSection` subclasses
-whose fields all have defaults.
+both), when a plugin adds to a core section a field the core or another plugin has (naming
+who), when a hook raises, and when it answers something other than a mapping of snake_case
+names to :class:`~veil.core.settings.SettingsSection` subclasses whose fields all have
+defaults.
 """
 
 from __future__ import annotations
