@@ -43,9 +43,9 @@ from veil_fsrs import evict_plugin  # noqa: E402
 from veil_fsrs.batch_index import index_for  # noqa: E402
 from veil_fsrs.scoring import score_items  # noqa: E402
 from veil_fsrs.session_state import PLUGIN_NAME  # noqa: E402
+from veil_fsrs.settings import FsrsContextSettings  # noqa: E402
 
 from veil.core.items import ItemBatch  # noqa: E402
-from veil.core.settings import ContextSettings  # noqa: E402
 from veil.core.types import ContextItem  # noqa: E402
 
 NOW = 1_750_000_000.0
@@ -178,7 +178,7 @@ def timed(fn, repeats: int) -> tuple[float, float]:
 # A pass frees just enough (no low-water mark): the "evict ~10%" column times a pass of a
 # chosen size, found by bisection on the budget, which a pass down to a low-water mark (issue
 # 18) would not allow; what the pass costs per item is the same either way.
-SETTINGS = ContextSettings(
+SETTINGS = FsrsContextSettings(
     controller={"lowWater": 1.0, "lowWaterMin": 1.0, "lowWaterMax": 1.0, "cachePrice": None}
 )
 

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from veil_fsrs.settings import FsrsContextSettings
 
 from veil.core.items import LOG_LIMIT, ItemBatch
-from veil.core.settings import ContextSettings
 from veil.core.types import ContextItem
 
 veil_fsrs = pytest.importorskip("veil_fsrs")
@@ -28,7 +28,7 @@ from veil_fsrs.scoring import score_items  # noqa: E402
 
 NOW = 1_750_000_000.0
 # The golden plan below was recorded with these settings (results protected for 12 steps).
-SETTINGS = ContextSettings.model_validate({"protectedResults": 12})
+SETTINGS = FsrsContextSettings.model_validate({"protectedResults": 12})
 KINDS = ("episodic", "fact", "procedural", "decision", "action", "intent", "correction", "oddity")
 SOURCES = ("user", "assistant", "tool_call", "tool_result", "memory")
 TAGS = tuple("abcdefghij")

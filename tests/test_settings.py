@@ -215,3 +215,16 @@ def test_agent_names_that_escape_are_refused(name):
 
 def test_normal_agent_names_pass():
     assert validate_agent_name("reviewer-2.v1_x") == "reviewer-2.v1_x"
+
+
+def test_a_variable_wins_over_a_camel_case_field_of_the_file(project, monkeypatch):
+    """pydantic-settings keys variables by field name; the file's camelCase key used to stand
+    beside it (refused as an extra input in a section, or taken first at the top level)."""
+    write(
+        project / ".veil/settings.json",
+        {"compaction": {"keepRecentTurns": 3}, "defaultAgent": "from-file"},
+    )
+    monkeypatch.setenv("VEIL_COMPACTION__KEEP_RECENT_TURNS", "7")
+    monkeypatch.setenv("VEIL_DEFAULT_AGENT", "from-env")
+    settings = load_config(project).settings
+    assert (settings.compaction.keep_recent_turns, settings.default_agent) == (7, "from-env")

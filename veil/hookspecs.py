@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.permissions import PermissionRequest
     from veil.core.session import Session
     from veil.core.session_api import PluginSession
-    from veil.core.settings import Config
+    from veil.core.settings import Config, SettingsSection
     from veil.core.types import (
         Attempt,
         CaptureEvent,
@@ -122,6 +122,32 @@ def register_routes(veil: Veil) -> list[Route] | None:
 @hookspec
 def register_slash_commands(veil: Veil) -> list[SlashCommand] | None:
     """Return ``/commands`` for interactive front ends (collected), e.g. ``/memory``."""
+
+
+@hookspec
+def register_settings() -> dict[str, type[SettingsSection]] | None:
+    """Declare the sections of ``settings.json`` this plugin owns (collected; pytest's
+    ``pytest_addoption``, simonw/llm's ``register_*`` hooks).
+
+    Asked when a project's configuration loads (:func:`veil.core.settings.load_config`), of
+    every installed plugin, also one that is blocked or left out by ``plugins.load``: its
+    section is still checked, so a typo is caught before the plugin is turned on. Each section
+    is validated with the model given here, with the same errors (file and dotted field;
+    ``VEIL_*`` variable name) and ``VEIL_<SECTION>__<FIELD>`` overrides as the core's own, and
+    read as ``session.config.settings.<section>``. A section that no installed plugin
+    registers is an unknown key, refused. Must not import heavy libraries or read files: it
+    runs at every start.
+
+    :returns: ``{section_name: model class}``: a snake_case name (settings.json spells it in
+        camelCase, ``rate_limits`` -> ``rateLimits``) and a subclass of
+        :class:`veil.core.settings.SettingsSection` (camelCase aliases, unknown keys refused)
+        whose fields all have defaults. Two plugins registering one section is a
+        :class:`~veil.core.errors.ConfigError` naming both (block one with
+        ``plugins.disable``). Naming a section the core owns (``context``, ``compaction``,
+        ``memory``, ``http``) adds the model's fields to the core's, in the same JSON object;
+        a field the core or another plugin already has there is refused the same way. None
+        registers nothing.
+    """
 
 
 @hookspec(firstresult=True)

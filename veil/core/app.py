@@ -24,6 +24,7 @@ from veil.core.errors import (
     VeilError,
 )
 from veil.core.paths import append_bytes_nofollow, create_exclusive, read_bytes_nofollow, veil_file
+from veil.core.plugin_settings import check_loaded_with
 from veil.core.session_locks import SessionLocks
 from veil.core.settings import Config, load_config, validate_agent_name
 from veil.core.store import Store
@@ -479,7 +480,10 @@ def open_veil(
     Raises:
         ConfigError: naming the file and field.
     """
-    config = config or load_config(project_dir)
+    if config is None:
+        config = load_config(project_dir, plugins=extra_plugins)
+    else:
+        check_loaded_with(config.settings, extra_plugins)
     selection = plugin_mod.plugin_selection(
         config.settings.plugins.disable,
         load if load is not None else config.settings.plugins.load,

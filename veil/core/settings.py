@@ -5,6 +5,10 @@ Field names and defaults follow seed 000 (``memory``, ``compaction``, ``models``
 ``routing``, ``defaultCompaction``) and DESIGN.md's reference defaults (``context``,
 ``convergence``). JSON keys are the seed's camelCase names; Python attributes are snake_case.
 
+The core's :class:`Settings` holds the sections and fields the core reads itself; plugins add
+theirs with the ``register_settings`` hook (:mod:`veil.core.plugin_settings`), and
+:func:`load_config` validates every section, the core's and the plugins', the same way.
+
 Each file is validated on its own so that an error names the file and the field, e.g.
 ``.veil/settings.json: compaction.threshold: Input should be less than or equal to 1``.
 Environment variables override settings.json: ``VEIL_COMPACTION__THRESHOLD=0.9`` (nested fields
@@ -18,9 +22,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -29,11 +34,15 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
-    create_model,
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from veil.core.errors import ConfigError, UnsafePath
 from veil.core.paths import veil_file
@@ -47,6 +56,9 @@ from veil.core.trust import (
     providers_in_use,
     refuse_project_consent,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.plugin_settings import PluginSections
 
 DEFAULT_AGENT = "default"
 MIN_HTTP_TOKEN_CHARS = 16
@@ -62,10 +74,14 @@ def _camel(name: str) -> str:
     return head + "".join(p.title() for p in rest)
 
 
-class _Model(BaseModel):
-    """Base for every config section: camelCase JSON keys, snake_case attributes, no unknown keys."""
+class SettingsSection(BaseModel):
+    """Base of every settings section, the core's and the plugins' (``register_settings``):
+    camelCase JSON keys, snake_case attributes, no unknown keys."""
 
     model_config = ConfigDict(alias_generator=_camel, populate_by_name=True, extra="forbid")
+
+
+_Model = SettingsSection
 
 
 class ModelRole(_Model):
@@ -138,9 +154,10 @@ with lines of 500 characters; the injected section is capped separately (``injec
 class MemorySettings(_Model):
     """``memory`` (seed 000 "Configuring memory"): ``enabled`` true, ``maxLines`` 500.
 
-    ``instruction_files``: project files read (never written) into the memory section, so users
-    of other agents keep their context. ``injection_share``: the cap of the injected section, as a
-    share of the model's context window (default 10%). ``max_entry_bytes``: UTF-8 bytes of one
+    The core owns the fields an agent's agent.json may override (:meth:`Config.memory_for`:
+    the core reads them to merge the two files, and ``enabled`` to decide whether compaction
+    extracts memories); veil_memoryfiles adds ``instructionFiles`` and ``injectionShare``
+    (``veil_memoryfiles.settings``). ``max_entry_bytes``: UTF-8 bytes of one
     written entry (16 KiB; a larger write is refused, nothing written). ``max_file_bytes``: bytes
     of a MEMORY.md after a write (256 KiB); like ``maxLines``, crossing it moves the oldest
     whole entries to ``archive-YYYY-MM.md``.
@@ -150,8 +167,6 @@ class MemorySettings(_Model):
     max_lines: int = Field(default=500, ge=1)
     max_entry_bytes: int = Field(default=MAX_ENTRY_BYTES, ge=1)
     max_file_bytes: int = Field(default=MAX_FILE_BYTES, ge=1)
-    instruction_files: list[str] = Field(default_factory=lambda: ["AGENTS.md", "CLAUDE.md"])
-    injection_share: float = Field(default=0.10, gt=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _entry_fits_a_file(self) -> MemorySettings:
@@ -173,7 +188,6 @@ class AgentMemory(_Model):
 
 
 SEED_COMPACTION_THRESHOLD = 0.85
-SEED_MASKING_TURNS = 10
 CONTEXT_LAYER_COMPACTION_THRESHOLD = 1.0
 """``compaction.threshold`` when it is not set and the context layer is on (a scorer and an
 eviction policy loaded): eviction keeps the prompt under it, so it is also the share of the
@@ -183,38 +197,21 @@ issue 18; 22 of the 84 mini-swe-agent files, masking off, the low-water mark's c
 1.0 gave 0.828 x full history's effective tokens and 378 misses, 0.85 gave 0.747 and 514 (the
 masking baseline: 1.72 and 319): long sessions need the whole budget to hold their references.
 Without the context layer an unset threshold is seed 000's 0.85."""
-CONTEXT_LAYER_MASKING_TURNS = 0
-"""``observationMaskingTurns`` when it is not set and the context layer is on: 0, masking off,
-so eviction alone decides what leaves the prompt. Replay (bench/RESULTS.md, issue 18; 20 of the
-84 mini-swe-agent files, every folder): at the same low-water mark, masking in blocks of 10 on
-top of eviction missed 118 references against 75 without it (the masking baseline: 98) for the
-same effective tokens (0.834 vs 0.805 of full history's). Without the context layer an unset
-value is seed 000's 10."""
-CONTEXT_LAYER_MASKING_BLOCK = 10
-"""``observationMaskingBlock`` when it is not set and the context layer is on: chosen by
-replaying the recorded sessions (bench/RESULTS.md, issue 18). Without the context layer an
-unset block is 1, seed 000's rule."""
 
 
 class CompactionSettings(_Model):
     """``compaction`` (seed 000): ``threshold`` 0.85 in [0.1, 1.0] x the context window triggers
-    full compaction; tool results older than ``observationMaskingTurns`` (10; 0 = off) steps are
-    masked.
+    full compaction, which keeps the newest ``keepRecentTurns`` steps.
 
-    ``observation_masking_block`` (G, issue 18): masking waits until G results are due and then
-    masks them all, so the prompt's prefix changes once per G results instead of at every step
-    (provider prompt caches and llama.cpp's KV cache are reused in between). 1 is seed 000's
-    rule.
+    The core owns the fields it reads (the full-compaction trigger, the kept steps, the circuit
+    breaker); veil_compaction adds observation masking (``observationMaskingTurns``,
+    ``observationMaskingBlock``: ``veil_compaction.settings``).
 
-    Unset values (None) resolve by whether the context layer is on: without it, seed 000's
-    defaults hold exactly (threshold 0.85, masking 10 turns, block 1); with it, the values
-    chosen by replay (:data:`CONTEXT_LAYER_COMPACTION_THRESHOLD`,
-    :data:`CONTEXT_LAYER_MASKING_TURNS`, :data:`CONTEXT_LAYER_MASKING_BLOCK`). Read them with
-    :meth:`trigger`, :meth:`masking_turns` and :meth:`masking_block`."""
+    An unset ``threshold`` (None) resolves by whether the context layer is on: without it,
+    seed 000's 0.85; with it, the value chosen by replay
+    (:data:`CONTEXT_LAYER_COMPACTION_THRESHOLD`). Read it with :meth:`trigger`."""
 
     threshold: float | None = Field(default=None, ge=0.1, le=1.0)
-    observation_masking_turns: int | None = Field(default=None, ge=0)
-    observation_masking_block: int | None = Field(default=None, ge=1)
     keep_recent_turns: int = Field(default=4, ge=1)
     max_consecutive_failures: int = Field(default=3, ge=1)
     """``maxConsecutiveFailures`` (issue 19): automatic compaction (full, and defaultCompaction's
@@ -231,19 +228,6 @@ class CompactionSettings(_Model):
         if self.threshold is not None:
             return self.threshold
         return CONTEXT_LAYER_COMPACTION_THRESHOLD if context_layer_on else SEED_COMPACTION_THRESHOLD
-
-    def masking_turns(self, context_layer_on: bool) -> int:
-        """``observationMaskingTurns`` in effect (0: masking off)."""
-        if self.observation_masking_turns is not None:
-            return self.observation_masking_turns
-        return CONTEXT_LAYER_MASKING_TURNS if context_layer_on else SEED_MASKING_TURNS
-
-    def masking_block(self, context_layer_on: bool) -> int:
-        """G in effect: the configured block, else 1 (seed 000) without the context layer and
-        :data:`CONTEXT_LAYER_MASKING_BLOCK` with it."""
-        if self.observation_masking_block is not None:
-            return self.observation_masking_block
-        return CONTEXT_LAYER_MASKING_BLOCK if context_layer_on else 1
 
 
 class DefaultCompaction(_Model):
@@ -280,16 +264,6 @@ class LoopSettings(_Model):
     system_prompt: str | None = None
 
 
-class ScoreWeights(_Model):
-    """Weights of the five signals (DESIGN.md reference defaults; they sum to 1)."""
-
-    recency: float = Field(default=0.25, ge=0)
-    frequency: float = Field(default=0.15, ge=0)
-    relevance: float = Field(default=0.30, ge=0)
-    structure: float = Field(default=0.15, ge=0)
-    cognitive: float = Field(default=0.15, ge=0)
-
-
 class InitialStability(_Model):
     """Initial FSRS stability per item kind, in days (DESIGN.md reference defaults)."""
 
@@ -299,164 +273,35 @@ class InitialStability(_Model):
     decision: float = Field(default=0.5, gt=0)
 
 
-class ControllerSettings(_Model):
-    """Pressure-threshold controller: start 1.0 within [0.98, 1.0], step 0.01; down on >= 3
-    evictions within 60 s; up after 300 s without eviction or when an evicted item is asked for
-    again within 1,800 s.
-
-    The low-water mark (issue 18): a pass that starts because the prompt passed ``threshold`` x
-    the budget frees room down to ``low_water`` x the budget, so the next steps only append and
-    the prompt's prefix (what provider prompt caches and llama.cpp's KV cache reuse) stays put
-    until the next pass. ``low_water`` (0.6) moves by ``low_water_step`` (0.05) within
-    [``low_water_min``, ``low_water_max``] ([0.6, 0.9]) on the same signals as the threshold:
-    down on a burst of passes (each pass re-sends the whole prompt uncached, so passes that come
-    often should free more), up on a calm period and when an evicted item is asked for again
-    (it freed too much). It never exceeds the threshold in effect. With ``cache_price`` (what
-    the provider bills cached input, 0.1 of the uncached price; None: off) a pass also caps the
-    mark where the session would cost more per step than sending its whole history
-    (``veil_fsrs.controller.cache_cap``): a session just over the budget frees more per pass, a
-    long one keeps more. Defaults chosen by replay
-    (bench/RESULTS.md, issue 18; 20 of the 84 mini-swe-agent files, masking off, effective
-    tokens at a cache price of 0.1 / misses): 0.9 gave 1.218 x full history's / 54, 0.75
-    1.011 / 55, 0.6 0.805 / 75, 0.5 (down to 0.4) 0.717 / 131; the masking baseline 1.863 / 98. DESIGN.md's reference defaults are 0.7 within [0.6, 0.85]; replaying
-    the recorded sessions (bench/RESULTS.md) showed that misses follow how full the prompt is
-    kept (at an 8k budget, each 5% of the budget left empty costs ~10% more misses; [0.95, 1.0]
-    in steps of 0.05 gave 462 misses, [0.98, 1.0] in steps of 0.01 433), so veil evicts at the
-    budget and lowers the threshold a little when evictions come in bursts. Eviction stays
-    under the full-compaction trigger either way (:func:`veil.core.context.build_prompt`).
-    """
-
-    threshold: float = Field(default=1.0, gt=0, le=1)
-    min: float = Field(default=0.98, gt=0, le=1)
-    max: float = Field(default=1.0, gt=0, le=1)
-    step: float = Field(default=0.01, gt=0, le=0.5)
-    burst_count: int = Field(default=3, ge=1)
-    burst_window: float = Field(default=60.0, gt=0)
-    calm_period: float = Field(default=300.0, gt=0)
-    rerequest_window: float = Field(default=1800.0, gt=0)
-    low_water: float = Field(default=0.9, gt=0, le=1)
-    low_water_min: float = Field(default=0.6, gt=0, le=1)
-    low_water_max: float = Field(default=0.9, gt=0, le=1)
-    low_water_step: float = Field(default=0.05, gt=0, le=0.5)
-    cache_price: float | None = Field(default=0.1, ge=0, le=1)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> ControllerSettings:
-        if not self.min <= self.threshold <= self.max:
-            raise ValueError(
-                f"need min <= threshold <= max, got min {self.min}, threshold {self.threshold}, "
-                f"max {self.max} (defaults: 0.98, 1.0, 1.0; set min and max with threshold)"
-            )
-        if not self.low_water_min <= self.low_water <= self.low_water_max:
-            raise ValueError(
-                f"need lowWaterMin <= lowWater <= lowWaterMax, got {self.low_water_min}, "
-                f"{self.low_water}, {self.low_water_max} (defaults: 0.6, 0.9, 0.9)"
-            )
-        return self
-
-
-class TurnWeights(_Model):
-    """Eviction weight per turn kind (DESIGN.md); 0 = never an eviction candidate."""
-
-    intent: float = Field(default=0.0, ge=0)
-    correction: float = Field(default=0.0, ge=0)
-    decision: float = Field(default=0.1, ge=0)
-    action: float = Field(default=0.6, ge=0)
-    status: float = Field(default=0.7, ge=0)
-    exploration: float = Field(default=0.8, ge=0)
-
-
 class ContextSettings(_Model):
-    """``context``: scoring and eviction (seed 002; DESIGN.md reference defaults).
+    """``context``: the fields of scoring and eviction the core reads (seed 002; DESIGN.md
+    reference defaults). veil_fsrs adds its scorer's and eviction policy's fields (weights,
+    decay, controller, turn weights, protected window...: ``veil_fsrs.settings``).
 
     ``budget_tokens``: tokens the kept messages may take (None: the model's window minus the
-    completion reserve and the system prompt). ``decay`` is FSRS-6's w20 (0.1542).
-    ``protected_turns``: the last N turns are never picked by stages 1-3 (DESIGN.md: 12);
-    ``protected_results``: the same for tool results of steps after ``current - N`` (2: the
-    newest step's results; replay tuning, bench/RESULTS.md: protecting more left less room
-    for the results that bring new names).
-    ``coverage``: stages 2-3 keep the groups that bring the most new identifiers per token
-    (:mod:`veil_fsrs.coverage`) instead of ranking by eviction score alone.
-    ``mention_power``: in that choice a new identifier counts ``m ** mention_power``, where
-    ``m`` is how many of the session's items mention it (its messages, tool results and
-    memory items): the names a session keeps coming back to are the ones its next action
-    uses. 0 counts every new identifier once (replay tuning, bench/RESULTS.md: 2).
-    ``elide_repeats``: over budget, first replace runs of lines that a newer message repeats
-    by a marker (lossless; :mod:`veil.core.elision`).
+    completion reserve and the system prompt). ``initial_stability``: the FSRS stability an
+    item gets when captured, by kind (days). ``elide_repeats``: over budget, first replace runs
+    of lines that a newer message repeats by a marker (lossless; :mod:`veil.core.elision`).
     ``rescue_embeddings``: how turns get the embeddings the rescue of old turns compares
     (``background`` on a worker thread, ``sync`` at capture, ``off``; see
     :mod:`veil_fsrs.turn_embeddings`).
-    ``stale_recency``: eviction stage 1 takes single-use items whose retrievability fell below
-    it (0.9 = older than their own stability). ``pointer_tokens``: what the stub left for an
-    evicted item costs, in tokens (7-9 for veil's warm stubs), so eviction counts what it frees.
     ``page_in``: an eviction pass may bring back items it evicted earlier when they now add more
     names than what they would replace (veil_fsrs' re-selection; ``EvictionPlan.to_live``).
     """
 
-    weights: ScoreWeights = Field(default_factory=ScoreWeights)
-    pinned_boost: float = Field(default=0.5, ge=0)
-    procedural_factor: float = Field(default=1.2, ge=0)
-    by_hand_factor: float = Field(default=1.5, ge=0)
-    decay: float = Field(default=0.1542, gt=0, le=1)
     initial_stability: InitialStability = Field(default_factory=InitialStability)
-    live_cap_days: float = Field(default=7.0, gt=0)
-    durable_cap_days: float = Field(default=365.0, gt=0)
-    controller: ControllerSettings = Field(default_factory=ControllerSettings)
-    turn_weights: TurnWeights = Field(default_factory=TurnWeights)
-    protected_turns: int = Field(default=12, ge=0)
-    protected_results: int = Field(default=2, ge=0)
-    coverage: bool = True
-    mention_power: float = Field(default=2.0, ge=0, le=8, allow_inf_nan=False)
     page_in: bool = True
-    rescue_cosine: float = Field(default=0.7, ge=0, le=1)
-    stale_recency: float = Field(default=0.9, gt=0, le=1)
-    pointer_tokens: int = Field(default=9, ge=0)
     rescue_embeddings: Literal["background", "sync", "off"] = "background"
     elide_repeats: bool = True
     budget_tokens: int | None = Field(default=None, gt=0)
 
 
-DESIGN_REFERENCE_CONTEXT: dict[str, Any] = {
-    "controller": {"threshold": 0.7, "min": 0.6, "max": 0.85, "step": 0.05},
-    "protectedResults": 12,
-}
-"""``context`` settings where DESIGN.md's reference defaults differ from veil's own (veil's were
-retuned with ``veil replay``; see :class:`ControllerSettings` and bench/RESULTS.md)."""
-
-
-def design_reference_context(extra: dict[str, Any] | None = None) -> ContextSettings:
-    """:class:`ContextSettings` with DESIGN.md's reference values
-    (:data:`DESIGN_REFERENCE_CONTEXT`), then ``extra`` (camelCase keys; a dict value is merged
-    into the reference one)."""
-    base: dict[str, Any] = {
-        k: dict(v) if isinstance(v, dict) else v for k, v in DESIGN_REFERENCE_CONTEXT.items()
-    }
-    for key, value in (extra or {}).items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            base[key] = {**base[key], **value}
-        else:
-            base[key] = value
-    return ContextSettings.model_validate(base)
-
-
-class ConvergenceSettings(_Model):
-    """``convergence`` thresholds (DESIGN.md): soft warning when one fingerprint repeats 3 times,
-    stronger at 5 consecutive failures, halt at 15 attempts without progress."""
-
-    soft_repeats: int = Field(default=3, ge=1)
-    strong_failures: int = Field(default=5, ge=1)
-    halt_without_progress: int = Field(default=15, ge=1)
-
-
 class HttpSettings(_Model):
-    """``http``: ``veil serve`` binds ``host``:``port`` (127.0.0.1:5051); any other address needs
-    ``token`` (or ``VEIL_HTTP_TOKEN``), at least :data:`MIN_HTTP_TOKEN_CHARS` characters; bodies
-    over ``max_body_bytes`` (1 MiB) get 413."""
+    """``http``: the core owns ``token`` (it reads it to redact it, and ``VEIL_HTTP_TOKEN``
+    overrides it), at least :data:`MIN_HTTP_TOKEN_CHARS` characters; veil_http adds where
+    ``veil serve`` listens (``host``, ``port``, ``maxBodyBytes``: ``veil_http.settings``)."""
 
-    host: str = "127.0.0.1"
-    port: int = Field(default=5051, ge=1, le=65535)
     token: SecretStr | None = None
-    max_body_bytes: int = Field(default=1_048_576, ge=1)
 
     @field_validator("token")
     @classmethod
@@ -554,7 +399,15 @@ class EmbeddingSettings(_Model):
 
 
 class Settings(BaseSettings):
-    """Everything in ``.veil/settings.json`` (all sections optional), with ``VEIL_*`` overrides."""
+    """The core's sections of ``.veil/settings.json`` (all optional), with ``VEIL_*`` overrides.
+
+    The core owns the sections and fields it reads itself: ``models``, ``plugins``, ``loop``,
+    ``security``, ``permissions``, ``embeddings``, ``defaultAgent``, and the core's fields of
+    ``memory``, ``compaction``, ``context`` and ``http``. Plugins register their own sections,
+    or fields added to one of these, with ``register_settings``
+    (:mod:`veil.core.plugin_settings`); :func:`veil.core.plugin_settings.settings_models` builds the class that holds
+    both, which :func:`load_config` validates.
+    """
 
     model_config = SettingsConfigDict(
         env_prefix="VEIL_",
@@ -571,7 +424,6 @@ class Settings(BaseSettings):
     plugins: PluginSettings = Field(default_factory=PluginSettings)
     loop: LoopSettings = Field(default_factory=LoopSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
-    convergence: ConvergenceSettings = Field(default_factory=ConvergenceSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
@@ -590,16 +442,33 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Environment first: VEIL_* variables override what settings.json says.
-        return (env_settings, init_settings)
+        return (_EnvByAlias(settings_cls), init_settings)
 
 
-# The same fields as a plain model: validating settings.json alone (no environment) lets an error
-# name the file; pydantic-settings would otherwise mix VEIL_* variables into the same validation.
-SettingsFile = create_model(
-    "SettingsFile",
-    __base__=_Model,
-    **{name: (f.annotation, f) for name, f in Settings.model_fields.items()},
-)
+class _EnvByAlias(EnvSettingsSource):
+    """``VEIL_*`` variables keyed as settings.json's values are.
+
+    pydantic-settings keys what the file gives (init values) by a field's alias
+    (``defaultAgent``, ``rateLimits``) and what variables give by its name (``default_agent``);
+    both keys then stand side by side and validation takes the alias, so the file won over
+    the variable for every field whose name has two words. Keyed by alias too, the two merge
+    and the variable wins. (Nested values: :func:`_by_field_name`.)
+    """
+
+    def __call__(self) -> dict[str, Any]:
+        fields = self.settings_cls.model_fields
+        return {
+            (fields[key].alias or key) if key in fields else key: value
+            for key, value in super().__call__().items()
+        }
+
+
+CORE_SECTIONS: dict[str, type[SettingsSection]] = {
+    name: f.annotation
+    for name, f in Settings.model_fields.items()
+    if isinstance(f.annotation, type) and issubclass(f.annotation, SettingsSection)
+}
+"""The core's sections by attribute name; a plugin registering one adds fields to it."""
 
 
 class AgentConfig(_Model):
@@ -630,11 +499,24 @@ class AuthConfig(_Model):
         return self
 
 
-def _format_errors(source: str, err: ValidationError, *, env: bool = False) -> str:
+def _format_errors(
+    source: str,
+    err: ValidationError,
+    *,
+    env: bool = False,
+    unimportable: Iterable[tuple[str, str]] = (),
+) -> str:
+    """``source: dotted.field: message; ...`` (``source: VEIL_X__Y (x.y): message`` with
+    ``env``). An unknown top-level key says which plugins could not be imported to register
+    their sections (``unimportable``: ``(name, error)``), since one of them may own it."""
     parts = []
+    unimportable = list(unimportable)
     for e in err.errors(include_url=False, include_input=False):
         loc = ".".join(str(p) for p in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")  # pydantic's wording for validator errors
+        if unimportable and e["type"] == "extra_forbidden" and len(e["loc"]) == 1:
+            broken = ", ".join(f"{name} ({why})" for name, why in unimportable)
+            msg += f" (no installed plugin registers it; these could not be imported: {broken})"
         if env and loc:
             variable = "VEIL_" + "__".join(_snake(str(p)) for p in e["loc"]).upper()
             parts.append(f"{source}: {variable} ({loc}): {msg}")
@@ -693,7 +575,9 @@ class Config:
 
     Attributes:
         project_dir: the project root (where ``.veil/`` lives).
-        settings: the merged :class:`Settings` (settings.json + ``VEIL_*``).
+        settings: the merged settings (settings.json + ``VEIL_*``): an instance of the
+            :class:`Settings` subclass :func:`veil.core.plugin_settings.settings_models` built with the plugins'
+            sections, read as ``settings.<section>``.
         auth: the merged :class:`AuthConfig`.
         settings_file: path of settings.json (may not exist).
         project_providers: names of the providers whose entry comes from the project's
@@ -701,6 +585,8 @@ class Config:
             only project-safe options and never a key from the environment.
         settings_from_project: dotted snake_case paths (``http.host``) that settings.json sets
             and no ``VEIL_*`` variable overrides.
+        section_owners: plugin section (or core section plugins add fields to) -> the
+            plugins that registered it (``register_settings``).
     """
 
     project_dir: Path
@@ -709,6 +595,7 @@ class Config:
     settings_file: Path
     project_providers: frozenset[str] = frozenset()
     settings_from_project: frozenset[str] = frozenset()
+    section_owners: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     _agents: dict[str, AgentConfig] = field(default_factory=dict, repr=False)
     _redactor: Any = field(default=None, repr=False, compare=False)
 
@@ -815,7 +702,9 @@ def user_settings_file() -> Path:
     return user_config_dir() / "settings.json"
 
 
-def _with_user_settings(project: dict[str, Any], project_path: Path) -> dict[str, Any]:
+def _with_user_settings(
+    project: dict[str, Any], project_path: Path, sections: PluginSections
+) -> dict[str, Any]:
     """The user's settings.json with the project's on top, section by section, except
     ``permissions``, where the project may only add deny rules and narrow the mode
     (:func:`veil.core.permissions.merge_permission_layers`).
@@ -828,10 +717,7 @@ def _with_user_settings(project: dict[str, Any], project_path: Path) -> dict[str
 
     path = user_settings_file()
     user = read_json_file(path)
-    try:
-        SettingsFile.model_validate(user)
-    except ValidationError as exc:
-        raise ConfigError(_format_errors(str(path), exc)) from exc
+    _validate_file(path, user, sections)
     merged = dict(user)
     for key, value in project.items():
         if key == "permissions":
@@ -848,33 +734,97 @@ def _with_user_settings(project: dict[str, Any], project_path: Path) -> dict[str
     return merged
 
 
-def load_config(project_dir: str | Path | None = None) -> Config:
+def _validate_file(path: Path, data: dict[str, Any], sections: PluginSections) -> None:
+    """Validate one settings file alone, with the plugins' sections.
+
+    Raises:
+        ConfigError: naming the file and each wrong field.
+    """
+    from veil.core.plugin_settings import settings_models
+
+    file_cls = settings_models(sections)[1]
+    try:
+        file_cls.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(
+            _format_errors(str(path), exc, unimportable=sections.unimportable)
+        ) from exc
+
+
+def _by_field_name(model: type[BaseModel], data: Any) -> Any:
+    """``data`` (validated settings.json content) with every key that is a field's alias
+    (``rateLimits``, ``keepRecentTurns``) written as the field's name, in nested sections too.
+
+    pydantic-settings keys what ``VEIL_*`` variables set inside a section by field name; a
+    file's camelCase key beside it clashed (``VEIL_COMPACTION__KEEP_RECENT_TURNS`` with the
+    file's ``compaction.keepRecentTurns`` was refused as an extra input). Written by name, the
+    two merge and the variable wins, as for one-word fields. (Top-level keys: the settings
+    source re-keys them by alias, and :class:`_EnvByAlias` does the same for variables.)
+    """
+    if not isinstance(data, dict):
+        return data
+    by_alias = {f.alias or name: name for name, f in model.model_fields.items()}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = by_alias.get(key, key)
+        field_info = model.model_fields.get(name)
+        sub = _model_in(field_info.annotation) if field_info is not None else None
+        out[name] = _by_field_name(sub, value) if sub is not None else value
+    return out
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model of a field's annotation (``ModelRole | None`` -> ``ModelRole``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    models = [
+        a
+        for a in getattr(annotation, "__args__", ())
+        if isinstance(a, type) and issubclass(a, BaseModel)
+    ]
+    return models[0] if len(models) == 1 else None
+
+
+def load_config(
+    project_dir: str | Path | None = None, *, plugins: Iterable[tuple[str, Any]] = ()
+) -> Config:
     """Load ``.veil/settings.json``, ``VEIL_*`` variables and the auth files of a project.
+
+    Every installed plugin is asked for its sections (``register_settings``, also a blocked
+    one: :mod:`veil.core.plugin_settings`), and each section is validated with its owner's
+    model.
 
     Args:
         project_dir: the project root; default the current directory.
+        plugins: ``(name, plugin object)`` pairs that are not installed entry points but will
+            be registered (``open_veil``'s ``extra_plugins``; tests), asked for sections too.
 
     Raises:
-        ConfigError: a file is unreadable or a field is wrong; the message names file and field.
+        ConfigError: a file is unreadable or a field is wrong (the message names file and
+            field); two plugins register one section (naming both).
     """
+    from veil.core.plugin_settings import collect_sections, installed_plugins, settings_models
+
+    found, unimportable = installed_plugins(plugins)
+    sections = collect_sections(found, CORE_SECTIONS, unimportable)
+    settings_cls = settings_models(sections)[0]
     root = Path(project_dir or os.getcwd()).resolve()
     settings_file = veil_file(root, "settings.json")  # no symlink inside .veil/ (issue 17)
     user_auth = user_config_dir() / "auth.json"
     # veil run in the home folder: the "project's" .veil is the user's own folder
     users_own = _same_file(user_config_dir(), root / ".veil")
     data = read_json_file(settings_file)
-    try:
-        SettingsFile.model_validate(data)  # the file alone, so errors name the file
-    except ValidationError as exc:
-        raise ConfigError(_format_errors(str(settings_file), exc)) from exc
+    _validate_file(settings_file, data, sections)  # the file alone, so errors name the file
     _refuse_weaker_security(settings_file, data)
     if not users_own:
         check_project_options(settings_file, data, user_auth)
-    merged = data if users_own else _with_user_settings(data, settings_file)
+    merged = data if users_own else _with_user_settings(data, settings_file, sections)
     try:
-        settings = Settings(**merged)
+        settings = settings_cls(**_by_field_name(settings_cls, merged))
     except ValidationError as exc:
-        raise ConfigError(_format_errors("environment", exc, env=True)) from exc
+        raise ConfigError(
+            _format_errors("environment", exc, env=True, unimportable=sections.unimportable)
+        ) from exc
     if not users_own:
         # a VEIL_PERMISSIONS__DENY variable replaces the files' lists; the project's deny
         # rules still hold (only the user can allow, anyone can refuse)
@@ -901,6 +851,7 @@ def load_config(project_dir: str | Path | None = None) -> Config:
         settings_file=settings_file,
         project_providers=project_providers,
         settings_from_project=frozenset(from_project),
+        section_owners=dict(sections.owners),
     )
 
 

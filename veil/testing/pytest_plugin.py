@@ -151,8 +151,10 @@ def make_veil(veil_isolated_env: Path, veil_project: Path) -> Iterator[MakeVeil]
       (see :class:`~veil.testing.scripted_model.ScriptedModel`).
     - ``plugins``: the plugins under test: modules or objects with ``@veil.hookimpl`` functions,
       or ``(name, plugin)`` pairs; a module is named after ``__name__``, an object after its
-      class. ``disable``: plugin names blocked, as ``veil --disable-plugin`` (default plugins
-      such as ``veil.coding_tools`` included).
+      class. Their settings sections (``register_settings``) are validated with the project's
+      settings, as an installed plugin's are, blocked or not. ``disable``: plugin names
+      blocked, as ``veil --disable-plugin`` (default plugins such as ``veil.coding_tools``
+      included).
     - ``use_entry_points``: False (default) registers only veil's core, its default plugins and
       ``plugins``, not the distributions installed in the environment; True loads them too.
     - ``settings``: written to ``<project>/.veil/settings.json`` (the dict as in that file).
@@ -234,7 +236,8 @@ def make_veil(veil_isolated_env: Path, veil_project: Path) -> Iterator[MakeVeil]
             if replies:
                 server.add(*replies)
             _configure_user(veil_isolated_env, server, context_window)
-        config = load_config(root)
+        named = _named_plugins(plugins)
+        config = load_config(root, plugins=named)
         if server is None and llm is None:
             if models is None:
                 chat_model = (
@@ -251,7 +254,7 @@ def make_veil(veil_isolated_env: Path, veil_project: Path) -> Iterator[MakeVeil]
             llm=llm,
             disable=tuple(disable),
             use_entry_points=use_entry_points,
-            extra_plugins=_named_plugins(plugins),
+            extra_plugins=named,
             **open_veil_kwargs,
         )
         veil.model = chat_model  # type: ignore[attr-defined]  # for the test to read

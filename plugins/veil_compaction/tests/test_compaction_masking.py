@@ -154,17 +154,17 @@ def test_the_hook_masks_in_blocks_and_remembers_its_boundary(open_project):
 
 
 def test_unset_masking_is_seed_000s_without_the_context_layer():
-    from veil.core.settings import (
+    from veil_compaction.settings import (
         CONTEXT_LAYER_MASKING_BLOCK,
         CONTEXT_LAYER_MASKING_TURNS,
-        CompactionSettings,
+        MaskingSettings,
     )
 
-    settings = CompactionSettings()
+    settings = MaskingSettings()
     assert (settings.masking_turns(False), settings.masking_block(False)) == (10, 1)
     assert settings.masking_turns(True) == CONTEXT_LAYER_MASKING_TURNS
     assert settings.masking_block(True) == CONTEXT_LAYER_MASKING_BLOCK
-    configured = CompactionSettings(observation_masking_block=4, observation_masking_turns=3)
+    configured = MaskingSettings(observation_masking_block=4, observation_masking_turns=3)
     assert (configured.masking_turns(True), configured.masking_block(False)) == (3, 4)
 
 

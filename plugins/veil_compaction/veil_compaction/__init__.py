@@ -23,11 +23,13 @@ from veil.core.types import Message, SlashCommand, Summary
 from veil.hookspecs import hookimpl
 from veil_compaction import auto, commands, summary
 from veil_compaction.masking import mask_in_blocks
+from veil_compaction.settings import MaskingSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session_api import PluginSession
 
 __all__ = [
+    "register_settings",
     "after_iteration",
     "fit_prompt",
     "register_commands",
@@ -95,3 +97,9 @@ def register_slash_commands(veil: Any) -> list[SlashCommand]:
 def register_commands(cli: Any) -> None:
     """``veil compact``."""
     commands.add_cli_commands(cli)
+
+
+@hookimpl
+def register_settings() -> dict[str, Any]:
+    """Observation masking's fields of ``compaction`` (:class:`~veil_compaction.settings.MaskingSettings`)."""
+    return {"compaction": MaskingSettings}

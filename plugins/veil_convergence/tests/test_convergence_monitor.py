@@ -11,9 +11,9 @@ import pluggy
 import pytest
 import veil_convergence
 from veil_convergence.monitor import ConvergenceMonitor
+from veil_convergence.settings import ConvergenceSettings
 
 import veil.hookspecs
-from veil.core.settings import ConvergenceSettings
 from veil.core.types import Attempt, CaptureEvent, PromptSection, ToolResult
 from veil.hookspecs import hookimpl
 

@@ -25,11 +25,13 @@ from veil_convergence.fingerprint import error_signature, fingerprint
 from veil_convergence.monitor import ConvergenceMonitor, LevelChange
 from veil_convergence.outcome import build_attempt
 from veil_convergence.replay import convergence_report, report_of
+from veil_convergence.settings import ConvergenceSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session_api import PluginSession
 
 __all__ = [
+    "register_settings",
     "ConvergenceMonitor",
     "capture",
     "convergence_report",
@@ -110,3 +112,9 @@ def replay_report(session: PluginSession) -> dict[str, Any]:
     """``{"convergence": {"fingerprints": int, "levels": [{"step", "level", "fingerprint"}]}}``
     for one replayed session (issue 7): distinct error fingerprints and every level rise."""
     return {"convergence": report_of(monitor_for(session))}
+
+
+@hookimpl
+def register_settings() -> dict[str, Any]:
+    """The ``convergence`` section (:class:`~veil_convergence.settings.ConvergenceSettings`)."""
+    return {"convergence": ConvergenceSettings}

@@ -3,7 +3,7 @@
 Seed 002: "A convergence monitor watches the record and escalates in levels. Progress counts as
 a pass, a partial, a different error pattern, or a different file touched." Thresholds are
 DESIGN.md's reference defaults, read from ``convergence`` in settings
-(:class:`veil.core.settings.ConvergenceSettings`).
+(:class:`veil_convergence.settings.ConvergenceSettings`).
 
 Levels:
 
@@ -108,7 +108,7 @@ class ConvergenceMonitor:
 
     @classmethod
     def from_settings(cls, settings: Any) -> ConvergenceMonitor:
-        """Build from a :class:`veil.core.settings.ConvergenceSettings` (or anything with its
+        """Build from a :class:`veil_convergence.settings.ConvergenceSettings` (or anything with its
         three attributes)."""
         return cls(settings.soft_repeats, settings.strong_failures, settings.halt_without_progress)
 

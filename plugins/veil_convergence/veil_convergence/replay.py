@@ -24,7 +24,7 @@ def convergence_report(
         observations: ``(step, action_text, observation_text)`` in order; ``action_text`` is the
             command that produced ``observation_text`` (mini-swe-agent's ``<returncode>`` tag in
             the observation gives the exit status).
-        settings: a :class:`veil.core.settings.ConvergenceSettings`; None uses the defaults
+        settings: a :class:`veil_convergence.settings.ConvergenceSettings`; None uses the defaults
             (3 / 5 / 15, DESIGN.md).
 
     Returns:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from veil_fsrs.coverage import eviction_order, item_identifiers, mention_weigher
 from veil_fsrs.eviction import plan_eviction
+from veil_fsrs.settings import FsrsContextSettings
 
 from veil.core.items import ItemBatch
-from veil.core.settings import ContextSettings
 from veil.core.types import ContextItem
 
 NOW = 1_750_000_000.0
@@ -86,8 +86,8 @@ def test_eviction_prefers_the_redundant_result_with_coverage_and_the_older_witho
         item("recent", "tests/test_x.py::test_env FAILED again", step=100),
     ]
     scores = [0.3, 0.3, 0.3]
-    on = ContextSettings()
-    off = ContextSettings.model_validate({"coverage": False})
+    on = FsrsContextSettings()
+    off = FsrsContextSettings.model_validate({"coverage": False})
     # 300 tokens used, soft target 0.95 x 280 = 266: one 100-token result must leave
     args = dict(threshold=0.95, current_step=100, now=NOW)
     with_cov = plan_eviction(ItemBatch(items), scores, 280, 300, settings=on, **args)
@@ -122,8 +122,8 @@ def test_the_name_the_session_keeps_mentioning_outweighs_two_new_ones():
     scores = [0.3, 0.3, 0.3]
     args = dict(threshold=0.95, current_step=100, now=NOW)
     mentions = {"src/core.py": 3, "alpha_x": 1, "beta_y": 1}
-    on = ContextSettings()  # mentionPower 2
-    flat = ContextSettings.model_validate({"mentionPower": 0})
+    on = FsrsContextSettings()  # mentionPower 2
+    flat = FsrsContextSettings.model_validate({"mentionPower": 0})
     counted = plan_eviction(
         ItemBatch(items), scores, 280, 300, settings=on, mentions=mentions, **args
     )

@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from veil_fsrs import evict_plugin
 from veil_fsrs.eviction import Controller, evict_pass, plan_eviction
+from veil_fsrs.settings import ControllerSettings, FsrsContextSettings, design_reference_context
 
 import veil.hookspecs
 from veil.core.items import ItemBatch
-from veil.core.settings import ContextSettings, ControllerSettings, design_reference_context
 from veil.core.types import ITEM_KINDS, ContextItem
 
 NOW = 1_750_000_000.0
@@ -520,7 +520,7 @@ def test_evict_hook_keeps_controller_state_in_the_session():
     )
     # A 300-token item frees 300 - 9 (its pointer stub): one leaves in stage 3, the lowest
     # score 0.8 (1250 - 291 = 959 <= 1000). With a 96-token stub two would (1046, then 842).
-    assert evict_plugin.DEFAULT_POINTER_TOKENS == 9 == ContextSettings().pointer_tokens
+    assert evict_plugin.DEFAULT_POINTER_TOKENS == 9 == FsrsContextSettings().pointer_tokens
     assert result.to_warm == ["s1"] and result.report == []
     state = session.state["veil_fsrs"]["controller"]
     assert state["evicted"] == {"s1": NOW}

@@ -14,10 +14,10 @@ import pluggy
 import pytest
 import veil_fsrs
 from veil_fsrs import evict_plugin
+from veil_fsrs.settings import FsrsContextSettings, design_reference_context
 
 import veil.hookspecs
 from veil.core.items import ItemBatch
-from veil.core.settings import ContextSettings, design_reference_context
 from veil.core.types import ContextItem
 
 oracle = pytest.importorskip(
@@ -32,7 +32,7 @@ T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 reference_settings = design_reference_context  # the values these tests were worked out on
 
 
-def _session(context: ContextSettings | None = None, **extra) -> SimpleNamespace:
+def _session(context: FsrsContextSettings | None = None, **extra) -> SimpleNamespace:
     config = SimpleNamespace(settings=SimpleNamespace(context=context or reference_settings()))
     return SimpleNamespace(config=config, state={}, **extra)
 

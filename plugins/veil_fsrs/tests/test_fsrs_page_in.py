@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 from veil_fsrs.eviction import PAGED_IN, plan_eviction
+from veil_fsrs.settings import FsrsContextSettings
 
 from veil.core.items import ItemBatch
-from veil.core.settings import ContextSettings
 from veil.core.types import ContextItem
 
 NOW = 1_750_000_000.0
@@ -31,7 +31,7 @@ def _item(name: str, content: str, tokens: int, step: int = 10, **fields) -> Con
 
 
 def test_a_paged_out_group_with_new_names_replaces_a_duplicate():
-    settings = ContextSettings.model_validate({"pointerTokens": 14})
+    settings = FsrsContextSettings.model_validate({"pointerTokens": 14})
     # w: in the protected window (step 100), no identifiers. a and b hold the same two names;
     # p (evicted earlier, its 14-token stub in the prompt) holds three names the prompt lacks.
     w = _item("w", "hello world", 400, step=STEP, source="memory", tool_call_id=None)
@@ -62,7 +62,7 @@ def test_a_paged_out_group_with_new_names_replaces_a_duplicate():
 
 
 def test_without_page_in_candidates_the_pass_only_evicts():
-    settings = ContextSettings.model_validate({"pointerTokens": 14})
+    settings = FsrsContextSettings.model_validate({"pointerTokens": 14})
     w = _item("w", "hello world", 400, step=STEP, source="memory", tool_call_id=None)
     a = _item("a", "src/a.py alpha_one", 100)
     b = _item("b", "src/a.py alpha_one", 100)

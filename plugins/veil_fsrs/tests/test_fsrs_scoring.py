@@ -11,9 +11,9 @@ import pytest
 import veil_fsrs
 from veil_fsrs.batch_index import index_for
 from veil_fsrs.scoring import score_items, signals
+from veil_fsrs.settings import FsrsContextSettings
 
 from veil.core.items import ItemBatch
-from veil.core.settings import ContextSettings
 from veil.core.types import ContextItem
 
 NOW = 1_750_000_000.0
@@ -32,7 +32,7 @@ def r_by_hand(elapsed_days: float, stability_days: float, decay: float = 0.1542)
 
 
 def test_hand_computed_scores():
-    settings = ContextSettings()
+    settings = FsrsContextSettings()
     items = ItemBatch(
         [
             # R = 0.9 (elapsed = stability), frequency log1p(9)/ln10 = 1, Jaccard {a,b}~{a,c} = 1/3,
@@ -82,19 +82,19 @@ def test_signals_by_hand():
             item(tags=["q"], targets=["Foo.bar"], last_access=NOW + 60),  # clock skew: R = 1
         ]
     )
-    parts = signals(items, frozenset({"y", "z", "w"}), NOW, ContextSettings())
+    parts = signals(items, frozenset({"y", "z", "w"}), NOW, FsrsContextSettings())
     np.testing.assert_allclose(parts["relevance"], [2 / 4, 0.0, 0.0])
     np.testing.assert_allclose(parts["frequency"], [1.0, 0.0, 0.0])  # capped at 1
     np.testing.assert_allclose(parts["structure"], [0.0, 0.0, 1.0])
     np.testing.assert_allclose(parts["cognitive"], [1.0, 0.0, 0.0])  # |w| clipped to 1
     np.testing.assert_allclose(parts["recency"], [1.0, 1.0, 1.0])
     # Both tag sets empty: relevance 0, not a division by zero.
-    empty = signals(items, frozenset(), NOW, ContextSettings())["relevance"]
+    empty = signals(items, frozenset(), NOW, FsrsContextSettings())["relevance"]
     np.testing.assert_array_equal(empty, [0.0, 0.0, 0.0])
 
 
 def test_weights_decay_and_modifiers_come_from_settings():
-    settings = ContextSettings.model_validate(
+    settings = FsrsContextSettings.model_validate(
         {
             "weights": {
                 "recency": 1.0,
@@ -123,11 +123,11 @@ def test_weights_decay_and_modifiers_come_from_settings():
 
 
 def test_clamp_to_unit_interval():
-    settings = ContextSettings.model_validate({"byHandFactor": 10.0, "pinnedBoost": 2.0})
+    settings = FsrsContextSettings.model_validate({"byHandFactor": 10.0, "pinnedBoost": 2.0})
     items = ItemBatch([item(loaded_by_hand=True, access_count=50), item(pinned=True)])
     got = score_items(items, frozenset(), NOW, settings)
     np.testing.assert_array_equal(got, [1.0, 1.0])
-    zero = ContextSettings.model_validate(
+    zero = FsrsContextSettings.model_validate(
         {"weights": {"recency": 0, "frequency": 0, "relevance": 0, "structure": 0, "cognitive": 0}}
     )
     np.testing.assert_array_equal(score_items(items, frozenset(), NOW, zero), [0.0, 0.5])
@@ -155,7 +155,7 @@ def _random_items(count: int, seed: int) -> list[ContextItem]:
 
 
 def test_deterministic_same_inputs_same_array():
-    settings = ContextSettings()
+    settings = FsrsContextSettings()
     items = _random_items(500, seed=7)
     task = frozenset({"w1", "w2", "w3"})
     first = score_items(ItemBatch(items), task, NOW, settings)
@@ -173,7 +173,7 @@ def test_deterministic_same_inputs_same_array():
 
 def test_vectorised_matches_per_item_formula():
     """The numpy path equals a plain per-item computation of the documented formula."""
-    settings = ContextSettings()
+    settings = FsrsContextSettings()
     items = _random_items(300, seed=11)
     task = {"w4", "w9"}
     got = score_items(ItemBatch(items), task, NOW, settings)
@@ -196,26 +196,26 @@ def test_vectorised_matches_per_item_formula():
 
 def test_index_is_rebuilt_after_the_batch_changes():
     items = ItemBatch([item(tags=["a"])])
-    assert score_items(items, {"a"}, NOW, ContextSettings())[0] == pytest.approx(0.25 + 0.30)
+    assert score_items(items, {"a"}, NOW, FsrsContextSettings())[0] == pytest.approx(0.25 + 0.30)
     first_index = index_for(items)
     items.append(item(tags=["b"]))  # mutation drops the cached columns, hence the index
     assert index_for(items) is not first_index
-    got = score_items(items, {"b"}, NOW, ContextSettings())
+    got = score_items(items, {"b"}, NOW, FsrsContextSettings())
     np.testing.assert_allclose(got, [0.25, 0.25 + 0.30])
 
 
 def test_non_finite_input_names_the_item_and_field():
     bad = item(id="item_bad", last_access=float("nan"))
     with pytest.raises(ValueError, match=r"item_bad.*last_access"):
-        score_items(ItemBatch([item(), bad]), set(), NOW, ContextSettings())
+        score_items(ItemBatch([item(), bad]), set(), NOW, FsrsContextSettings())
 
 
 def test_empty_batch():
-    assert score_items(ItemBatch(), {"a"}, NOW, ContextSettings()).shape == (0,)
+    assert score_items(ItemBatch(), {"a"}, NOW, FsrsContextSettings()).shape == (0,)
 
 
 def test_score_hook_reads_session_settings():
-    settings = ContextSettings.model_validate({"pinnedBoost": 0.1})
+    settings = FsrsContextSettings.model_validate({"pinnedBoost": 0.1})
     session = SimpleNamespace(config=SimpleNamespace(settings=SimpleNamespace(context=settings)))
     got = veil_fsrs.score(
         session=session, items=[item(pinned=True)], task_tags=frozenset(), now=NOW

@@ -16,6 +16,7 @@ from veil_fsrs import scoring as _scoring
 from veil_fsrs.batch_index import as_batch as _as_batch
 from veil_fsrs.fsrs import DEFAULT_PARAMETERS as _W
 from veil_fsrs.fsrs import review as _review
+from veil_fsrs.settings import FsrsContextSettings as _FsrsContextSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session_api import PluginSession
@@ -56,3 +57,11 @@ def item_accessed(
     cap = settings.live_cap_days if previous_tier == "live" else settings.durable_cap_days
     stability, difficulty = _review(item.stability, item.difficulty, elapsed, grade, w, cap)
     item.stability, item.difficulty = float(stability), float(difficulty)
+
+
+@hookimpl
+def register_settings() -> dict[str, Any]:
+    """The fields of ``context`` that both veil_fsrs plugins read (the scorer's and the eviction
+    policy's: :class:`~veil_fsrs.settings.FsrsContextSettings`); registered here only, since one
+    section has one owner."""
+    return {"context": _FsrsContextSettings}

@@ -32,7 +32,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from veil.core.settings import ControllerSettings
+from veil_fsrs.settings import ControllerSettings
 
 
 def cache_cap(

@@ -72,7 +72,6 @@ from typing import Any
 import numpy as np
 
 from veil.core.items import ItemBatch
-from veil.core.settings import ContextSettings
 from veil.core.types import ITEM_KINDS, EvictionPlan
 from veil_fsrs.batch_index import BatchIndex, index_for
 from veil_fsrs.controller import Controller, cache_cap
@@ -87,6 +86,7 @@ from veil_fsrs.coverage import (
 from veil_fsrs.fsrs import retrievability
 from veil_fsrs.rescue import max_cosine
 from veil_fsrs.scoring import SECONDS_PER_DAY
+from veil_fsrs.settings import FsrsContextSettings as ContextSettings
 
 __all__ = ["Controller", "evict_pass", "plan_eviction", "STALE_RECENCY", "REASONS"]
 

@@ -26,9 +26,9 @@ from collections.abc import Iterable
 import numpy as np
 
 from veil.core.items import ItemBatch
-from veil.core.settings import ContextSettings
 from veil_fsrs.batch_index import index_for
 from veil_fsrs.fsrs import retrievability
+from veil_fsrs.settings import FsrsContextSettings as ContextSettings
 
 SECONDS_PER_DAY = 86_400.0
 SIGNALS = ("recency", "frequency", "relevance", "structure", "cognitive")

@@ -12,8 +12,9 @@ from typing import Any
 
 from veil.hookspecs import hookimpl
 from veil_http.events import HUB
+from veil_http.settings import ServeSettings
 
-__all__ = ["create_app", "register_commands", "render"]
+__all__ = ["register_settings", "create_app", "register_commands", "render"]
 
 
 def create_app(
@@ -41,3 +42,10 @@ def register_commands(cli: Any) -> None:
     from veil_http.serve import add_serve_command
 
     add_serve_command(cli)
+
+
+@hookimpl
+def register_settings() -> dict[str, Any]:
+    """Where ``veil serve`` listens: ``http.host``, ``port``, ``maxBodyBytes``
+    (:class:`~veil_http.settings.ServeSettings`)."""
+    return {"http": ServeSettings}

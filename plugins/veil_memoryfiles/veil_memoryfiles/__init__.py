@@ -18,6 +18,7 @@ from veil.hookspecs import hookimpl
 from veil_memoryfiles.injection import build_memory_section
 from veil_memoryfiles.routes import memory_routes
 from veil_memoryfiles.service import MemoryService
+from veil_memoryfiles.settings import InjectionSettings
 from veil_memoryfiles.tools import memory_tools, slash_commands
 from veil_memoryfiles.trust import REPOSITORY_LABEL, quote
 
@@ -134,3 +135,10 @@ def recall(session: PluginSession | None, query: str, limit: int) -> list[Recall
             )
         )
     return out
+
+
+@hookimpl
+def register_settings() -> dict[str, Any]:
+    """``memory.instructionFiles`` and ``memory.injectionShare``
+    (:class:`~veil_memoryfiles.settings.InjectionSettings`)."""
+    return {"memory": InjectionSettings}

@@ -1,0 +1,162 @@
+"""The fields veil_fsrs adds to the ``context`` section of settings.json (registered with
+``register_settings``, :mod:`veil.core.plugin_settings`): the scorer's weights and modifiers,
+FSRS decay and caps, and the eviction policy's controller, turn weights and protected window.
+
+The core owns the ``context`` fields it reads itself (``budgetTokens``, ``initialStability``,
+``pageIn``, ``elideRepeats``, ``rescueEmbeddings``: :class:`veil.core.settings.ContextSettings`);
+the validated ``config.settings.context`` holds both. Both plugins of this distribution
+(``veil_fsrs``, the scorer, and ``veil_fsrs_evict``, the eviction policy) read these fields; the
+scorer's module registers them, and it is asked even when blocked, so blocking the scorer keeps
+the eviction policy's settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from veil.core.settings import SettingsSection
+
+
+class ScoreWeights(SettingsSection):
+    """Weights of the five signals (DESIGN.md reference defaults; they sum to 1)."""
+
+    recency: float = Field(default=0.25, ge=0)
+    frequency: float = Field(default=0.15, ge=0)
+    relevance: float = Field(default=0.30, ge=0)
+    structure: float = Field(default=0.15, ge=0)
+    cognitive: float = Field(default=0.15, ge=0)
+
+
+class ControllerSettings(SettingsSection):
+    """Pressure-threshold controller: start 1.0 within [0.98, 1.0], step 0.01; down on >= 3
+    evictions within 60 s; up after 300 s without eviction or when an evicted item is asked for
+    again within 1,800 s.
+
+    The low-water mark (issue 18): a pass that starts because the prompt passed ``threshold`` x
+    the budget frees room down to ``low_water`` x the budget, so the next steps only append and
+    the prompt's prefix (what provider prompt caches and llama.cpp's KV cache reuse) stays put
+    until the next pass. ``low_water`` (0.6) moves by ``low_water_step`` (0.05) within
+    [``low_water_min``, ``low_water_max``] ([0.6, 0.9]) on the same signals as the threshold:
+    down on a burst of passes (each pass re-sends the whole prompt uncached, so passes that come
+    often should free more), up on a calm period and when an evicted item is asked for again
+    (it freed too much). It never exceeds the threshold in effect. With ``cache_price`` (what
+    the provider bills cached input, 0.1 of the uncached price; None: off) a pass also caps the
+    mark where the session would cost more per step than sending its whole history
+    (``veil_fsrs.controller.cache_cap``): a session just over the budget frees more per pass, a
+    long one keeps more. Defaults chosen by replay
+    (bench/RESULTS.md, issue 18; 20 of the 84 mini-swe-agent files, masking off, effective
+    tokens at a cache price of 0.1 / misses): 0.9 gave 1.218 x full history's / 54, 0.75
+    1.011 / 55, 0.6 0.805 / 75, 0.5 (down to 0.4) 0.717 / 131; the masking baseline 1.863 / 98. DESIGN.md's reference defaults are 0.7 within [0.6, 0.85]; replaying
+    the recorded sessions (bench/RESULTS.md) showed that misses follow how full the prompt is
+    kept (at an 8k budget, each 5% of the budget left empty costs ~10% more misses; [0.95, 1.0]
+    in steps of 0.05 gave 462 misses, [0.98, 1.0] in steps of 0.01 433), so veil evicts at the
+    budget and lowers the threshold a little when evictions come in bursts. Eviction stays
+    under the full-compaction trigger either way (:func:`veil.core.context.build_prompt`).
+    """
+
+    threshold: float = Field(default=1.0, gt=0, le=1)
+    min: float = Field(default=0.98, gt=0, le=1)
+    max: float = Field(default=1.0, gt=0, le=1)
+    step: float = Field(default=0.01, gt=0, le=0.5)
+    burst_count: int = Field(default=3, ge=1)
+    burst_window: float = Field(default=60.0, gt=0)
+    calm_period: float = Field(default=300.0, gt=0)
+    rerequest_window: float = Field(default=1800.0, gt=0)
+    low_water: float = Field(default=0.9, gt=0, le=1)
+    low_water_min: float = Field(default=0.6, gt=0, le=1)
+    low_water_max: float = Field(default=0.9, gt=0, le=1)
+    low_water_step: float = Field(default=0.05, gt=0, le=0.5)
+    cache_price: float | None = Field(default=0.1, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ControllerSettings:
+        if not self.min <= self.threshold <= self.max:
+            raise ValueError(
+                f"need min <= threshold <= max, got min {self.min}, threshold {self.threshold}, "
+                f"max {self.max} (defaults: 0.98, 1.0, 1.0; set min and max with threshold)"
+            )
+        if not self.low_water_min <= self.low_water <= self.low_water_max:
+            raise ValueError(
+                f"need lowWaterMin <= lowWater <= lowWaterMax, got {self.low_water_min}, "
+                f"{self.low_water}, {self.low_water_max} (defaults: 0.6, 0.9, 0.9)"
+            )
+        return self
+
+
+class TurnWeights(SettingsSection):
+    """Eviction weight per turn kind (DESIGN.md); 0 = never an eviction candidate."""
+
+    intent: float = Field(default=0.0, ge=0)
+    correction: float = Field(default=0.0, ge=0)
+    decision: float = Field(default=0.1, ge=0)
+    action: float = Field(default=0.6, ge=0)
+    status: float = Field(default=0.7, ge=0)
+    exploration: float = Field(default=0.8, ge=0)
+
+
+class FsrsContextSettings(SettingsSection):
+    """The ``context`` fields of veil_fsrs (seed 002; DESIGN.md reference defaults).
+
+    ``decay`` is FSRS-6's w20 (0.1542).
+    ``protected_turns``: the last N turns are never picked by stages 1-3 (DESIGN.md: 12);
+    ``protected_results``: the same for tool results of steps after ``current - N`` (2: the
+    newest step's results; replay tuning, bench/RESULTS.md: protecting more left less room
+    for the results that bring new names).
+    ``coverage``: stages 2-3 keep the groups that bring the most new identifiers per token
+    (:mod:`veil_fsrs.coverage`) instead of ranking by eviction score alone.
+    ``mention_power``: in that choice a new identifier counts ``m ** mention_power``, where
+    ``m`` is how many of the session's items mention it (its messages, tool results and
+    memory items): the names a session keeps coming back to are the ones its next action
+    uses. 0 counts every new identifier once (replay tuning, bench/RESULTS.md: 2).
+    ``stale_recency``: eviction stage 1 takes single-use items whose retrievability fell below
+    it (0.9 = older than their own stability). ``pointer_tokens``: what the stub left for an
+    evicted item costs, in tokens (7-9 for veil's warm stubs), so eviction counts what it frees.
+    ``rescue_cosine``: how similar (cosine of turn embeddings) an old turn must be to the
+    current request for the rescue to keep it.
+    """
+
+    weights: ScoreWeights = Field(default_factory=ScoreWeights)
+    pinned_boost: float = Field(default=0.5, ge=0)
+    procedural_factor: float = Field(default=1.2, ge=0)
+    by_hand_factor: float = Field(default=1.5, ge=0)
+    decay: float = Field(default=0.1542, gt=0, le=1)
+    live_cap_days: float = Field(default=7.0, gt=0)
+    durable_cap_days: float = Field(default=365.0, gt=0)
+    controller: ControllerSettings = Field(default_factory=ControllerSettings)
+    turn_weights: TurnWeights = Field(default_factory=TurnWeights)
+    protected_turns: int = Field(default=12, ge=0)
+    protected_results: int = Field(default=2, ge=0)
+    coverage: bool = True
+    mention_power: float = Field(default=2.0, ge=0, le=8, allow_inf_nan=False)
+    rescue_cosine: float = Field(default=0.7, ge=0, le=1)
+    stale_recency: float = Field(default=0.9, gt=0, le=1)
+    pointer_tokens: int = Field(default=9, ge=0)
+
+
+DESIGN_REFERENCE_CONTEXT: dict[str, Any] = {
+    "controller": {"threshold": 0.7, "min": 0.6, "max": 0.85, "step": 0.05},
+    "protectedResults": 12,
+}
+"""``context`` settings where DESIGN.md's reference defaults differ from veil's own (veil's were
+retuned with ``veil replay``; see :class:`ControllerSettings` and bench/RESULTS.md)."""
+
+
+def design_reference_context(extra: dict[str, Any] | None = None) -> FsrsContextSettings:
+    """:class:`FsrsContextSettings` with DESIGN.md's reference values
+    (:data:`DESIGN_REFERENCE_CONTEXT`), then ``extra`` (camelCase keys; a dict value is merged
+    into the reference one).
+
+    Raises:
+        pydantic.ValidationError: a value out of range or a key veil_fsrs does not have.
+    """
+    base: dict[str, Any] = {
+        k: dict(v) if isinstance(v, dict) else v for k, v in DESIGN_REFERENCE_CONTEXT.items()
+    }
+    for key, value in (extra or {}).items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            base[key] = {**base[key], **value}
+        else:
+            base[key] = value
+    return FsrsContextSettings.model_validate(base)
