@@ -910,6 +910,20 @@ def test_the_cache_cap_keeps_a_step_no_dearer_than_the_whole_history():
     assert cache_cap(0, 0, 6800, price=0.1, low=0.6, high=0.9) == 0.9  # nothing known yet
 
 
+def test_the_cache_allowance_scales_what_a_step_may_cost():
+    """By hand, as above with allowance 2: 20,000 tokens of history allow 4,000 a step; at 0.89
+    passes cost 400 x 0.89 / 0.11 = 3,236 and the cached prompt 0.1 x 6,800 x 1.89 / 2 = 643
+    (3,879), at 0.90 3,600 + 646 = 4,246: 0.89 instead of 0.77. Settings carry it to the pass."""
+    from veil_fsrs.controller import cache_cap
+
+    assert cache_cap(20_000, 50, 6800, price=0.1, low=0.6, high=0.9, allowance=2.0) == 0.89
+    assert cache_cap(20_000, 50, 6800, price=0.1, low=0.6, high=0.9, allowance=1.0) == 0.77
+    assert ControllerSettings().cache_allowance == 1.0
+    assert ControllerSettings.model_validate({"cacheAllowance": 2.5}).cache_allowance == 2.5
+    with pytest.raises(ValueError):
+        ControllerSettings.model_validate({"cacheAllowance": 0})
+
+
 def test_a_pass_frees_down_to_the_cache_cap_when_the_history_is_short():
     settings = ControllerSettings(threshold=1.0, min=0.98, max=1.0, low_water=0.9)
     items = [item(f"s{k}", tokens=100) for k in range(10)]
@@ -933,3 +947,9 @@ def test_a_pass_frees_down_to_the_cache_cap_when_the_history_is_short():
     assert len(run(None).to_warm) == 2
     # 2,000 tokens of history over 20 steps for a budget of 1,000: the cap is the floor, 0.6
     assert len(run(lambda: (2000.0, 20)).to_warm) == 5  # 1050 - 500 = 550 <= 600
+    # the same history with cacheAllowance 10: a step may cost 10 x 0.1 x 2,000 = 2,000; at 0.9
+    # passes cost 100 x 0.9 / 0.1 = 900 and the cached prompt 0.1 x 1,000 x 1.9 / 2 = 95: 0.9
+    settings = ControllerSettings(
+        threshold=1.0, min=0.98, max=1.0, low_water=0.9, cache_allowance=10
+    )
+    assert len(run(lambda: (2000.0, 20)).to_warm) == 2

@@ -43,6 +43,7 @@ def cache_cap(
     price: float,
     low: float,
     high: float,
+    allowance: float = 1.0,
 ) -> float:
     """The highest low-water mark in ``[low, high]`` (steps of 0.01) at which a session is
     expected to cost no more per step than sending its whole history would, with cached input
@@ -58,13 +59,17 @@ def cache_cap(
     A long session (history many budgets long) affords a high mark, so the prompt keeps more;
     a session just over the budget gets a low one, so passes are rare.
 
+    ``allowance`` (``context.controller.cacheAllowance``, default 1) scales what a step may
+    cost: ``allowance x price x history_tokens``. Above 1 a session may cost more per step than
+    its whole history would, in exchange for a fuller prompt.
+
     Example: B 6,800, 400 tokens a step, price 0.1: 10,000 tokens of history -> ``low``,
-    20,000 -> 0.77, 40,000 -> 0.88.
+    20,000 -> 0.77 (0.89 with ``allowance`` 2), 40,000 -> 0.89.
     """
     if steps <= 0 or history_tokens <= 0 or budget_tokens <= 0:
         return high
     g = history_tokens / steps
-    allowed = price * history_tokens
+    allowed = allowance * price * history_tokens
     w = round(high, 2)
     while w > low:
         if g * w / (1.0 - w) + price * budget_tokens * (1.0 + w) / 2.0 <= allowed:

@@ -597,6 +597,7 @@ def evict_pass(
                     price=price,
                     low=controller.settings.low_water_min,
                     high=controller.settings.low_water_max,
+                    allowance=controller.settings.cache_allowance,
                 ),
             )
     plan = plan_eviction(

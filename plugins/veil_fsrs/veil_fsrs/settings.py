@@ -45,7 +45,11 @@ class ControllerSettings(SettingsSection):
     the provider bills cached input, 0.1 of the uncached price; None: off) a pass also caps the
     mark where the session would cost more per step than sending its whole history
     (``veil_fsrs.controller.cache_cap``): a session just over the budget frees more per pass, a
-    long one keeps more. Defaults chosen by replay
+    long one keeps more. ``cache_allowance`` (1) scales what the cap lets a step cost against
+    the whole history's: replay (bench/RESULTS.md, session 12; 22 of the 84 files, subsets A+B)
+    gave 1 -> 0.81 x full history's effective tokens / 382 misses, 1.5 -> 0.91 / 343, 2.5 ->
+    1.05 / 317 (the masking baseline: 1.72 / 319): a knob for a user who pays for fewer misses
+    with more cost; the default keeps a session no dearer than its whole history. Defaults chosen by replay
     (bench/RESULTS.md, issue 18; 20 of the 84 mini-swe-agent files, masking off, effective
     tokens at a cache price of 0.1 / misses): 0.9 gave 1.218 x full history's / 54, 0.75
     1.011 / 55, 0.6 0.805 / 75, 0.5 (down to 0.4) 0.717 / 131; the masking baseline 1.863 / 98. DESIGN.md's reference defaults are 0.7 within [0.6, 0.85]; replaying
@@ -69,6 +73,7 @@ class ControllerSettings(SettingsSection):
     low_water_max: float = Field(default=0.9, gt=0, le=1)
     low_water_step: float = Field(default=0.05, gt=0, le=0.5)
     cache_price: float | None = Field(default=0.1, ge=0, le=1)
+    cache_allowance: float = Field(default=1.0, gt=0, le=10)
 
     @model_validator(mode="after")
     def _ordered(self) -> ControllerSettings:
