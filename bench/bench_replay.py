@@ -1,5 +1,5 @@
 """Replay benchmark (issues 3 and 18): the mini-swe-agent sessions in ../shared/data, veil
-against the five baselines, prompt tokens, prompt-cache reuse and misses counted with
+against the six baselines, prompt tokens, prompt-cache reuse and misses counted with
 cl100k_base in the same run.
 
 Usage:
@@ -100,7 +100,7 @@ def main() -> int:
         help="veil's compaction mode(s); 'all' runs every mode",
     )
     parser.add_argument(
-        "--policies", default=None, help="comma-separated policies (default: all six)"
+        "--policies", default=None, help="comma-separated policies (default: all seven)"
     )
     parser.add_argument(
         "--folders", default=",".join(FOLDERS), help="comma-separated folders under the data"
@@ -188,7 +188,14 @@ def main() -> int:
         for folder_rows in rows.values():
             acc.add(PolicyResult.from_json(folder_rows[label]))
         total[label] = acc.to_json(args.cache_price)
-    order = ["full", "masking", "masking-blocks", "recency", "recency-hysteresis"]
+    order = [
+        "full",
+        "masking",
+        "masking-budget",
+        "masking-blocks",
+        "recency",
+        "recency-hysteresis",
+    ]
 
     def ordered(r: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         return {k: r[k] for k in order if k in r} | {k: v for k, v in r.items() if k not in order}

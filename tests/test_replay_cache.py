@@ -390,17 +390,27 @@ def test_cli_plot_writes_a_png_and_per_step_prints_json(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert png.stat().st_size > 10_000  # panels drawn, not an empty canvas
     assert "recency-hysteresis" in proc.stdout and f"plot written to {png}" in proc.stdout
+    assert "masking-budget" in proc.stdout
 
     proc = _veil(
-        str(path), "--budget", "600", "--per-step", "--policies", "full,veil", cwd=tmp_path
+        str(path),
+        "--budget",
+        "600",
+        "--per-step",
+        "--policies",
+        "masking-budget,full,veil",
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
     entry = result["files"][0]
-    assert list(entry)[3:5] == ["veil", "full"]
+    assert list(entry)[3:6] == ["veil", "full", "masking-budget"]
     assert len(entry["veil"]["per_step"]) == len(entry["full"]["per_step"]) == 14
-    assert entry["veil"]["over_budget_steps"] == 0
-    assert entry["veil"]["peak_prompt_tokens"] <= 600
+    assert len(entry["masking-budget"]["per_step"]) == 14
+    for name in ("veil", "masking-budget"):
+        assert entry[name]["over_budget_steps"] == 0
+        assert entry[name]["peak_prompt_tokens"] <= 600
+    assert entry["full"]["peak_prompt_tokens"] > 600  # the budget does bind here
 
 
 def test_cli_bad_policy_and_price_are_clean_errors(tmp_path):

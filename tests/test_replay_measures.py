@@ -17,6 +17,7 @@ from veil.core.offline import prepare_offline_env
 from veil.default_plugins.replay.baselines import (
     MASKED_OBSERVATION,
     full_prompt,
+    masking_budget_prompt,
     masking_prompt,
     recency_prompt,
 )
@@ -27,11 +28,13 @@ from veil.default_plugins.replay.runner import (
     BASELINES,
     FullHistory,
     MaskingBlocks,
+    MaskingBudget,
     ObservationMasking,
     RecencyHysteresis,
     RecencyTruncation,
     replay,
     run_baselines,
+    run_policies,
 )
 
 TRAJ = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "trajectories"
@@ -204,6 +207,79 @@ def test_recency_stops_at_the_first_message_that_does_not_fit(enc):
     assert len(recency_prompt(traj, 3, 1, TokenCounter())) == 2
 
 
+# --- masking held to the budget (masking-budget) -----------------------------------------------
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _masked_words() -> Trajectory:
+    # Word counts (the injected counter): system "sys" and task "task" 1 each; step i's action
+    # "a{i}" 1 and observation 5. "[observation masked]" is 2 words. Step 0's observation holds
+    # mod_zeta.py, which step 1's action repeats and step 13's action refers to again.
+    steps = [ReplayStep(i, f"a{i}", "", " ".join([f"o{i}"] * 5), None) for i in range(13)]
+    steps[0].observation = "mod_zeta.py o0 o0 o0 o0"
+    steps[1].assistant = "mod_zeta.py"
+    steps.append(ReplayStep(13, "open mod_zeta.py", "", None, None))
+    return Trajectory("masked-words", "mini-swe-agent", "sys", "task", steps)
+
+
+def _contents(prompt: list[dict]) -> list[str]:
+    return [m["content"] for m in prompt]
+
+
+def test_masking_budget_within_the_budget_is_the_masking_prompt():
+    traj = _masked_words()
+    # Masking at step t: 2 + t actions + 5 x min(t, 10) + 2 x max(0, t - 10) words.
+    # t=12: 2 + 12 + 50 + 4 = 68 <= 70, with observations 0 and 1 masked (full would be 74).
+    prompt = masking_budget_prompt(traj, 12, 70, _words)
+    assert prompt == masking_prompt(traj, 12)
+    assert _contents(prompt)[2:6] == ["a0", MASKED_OBSERVATION, "mod_zeta.py", MASKED_OBSERVATION]
+    assert sum(_words(c) for c in _contents(prompt)) == 68
+    assert prompt != full_prompt(traj, 12)
+    for t in range(13):  # 68 is the largest prompt before step 13: every one is masking's
+        assert masking_budget_prompt(traj, t, 70, _words) == masking_prompt(traj, t)
+
+
+def test_masking_budget_over_the_budget_cuts_the_oldest_first():
+    traj = _masked_words()
+    masked = _contents(masking_prompt(traj, 13))  # 2 + 13 + 50 + 6 = 71 words
+    # Budget 70: walking back, steps 3-12 verbatim take 10 x 6 = 60 (62 with system + task),
+    # then M2 64, a2 65, M1 67, a1 68, M0 70; a0 would make 71 > 70: only a0 is cut.
+    prompt = _contents(masking_budget_prompt(traj, 13, 70, _words))
+    assert prompt == ["sys", "task", *masked[3:]]
+    assert sum(_words(c) for c in prompt) == 70
+    # Budget 66: 62, M2 64, a2 65; M1 would make 67 > 66, so the walk stops there and a1
+    # ("mod_zeta.py", 1 word, would fit in the word left) is not taken.
+    prompt = _contents(masking_budget_prompt(traj, 13, 66, _words))
+    assert prompt == ["sys", "task", "a2", MASKED_OBSERVATION, *masked[8:]]
+    assert masked[8:10] == ["a3", traj.steps[3].observation]
+    assert prompt[-1] == traj.steps[12].observation
+    assert sum(_words(c) for c in prompt) == 65
+    # A budget below system + task leaves just those two.
+    assert _contents(masking_budget_prompt(traj, 13, 1, _words)) == ["sys", "task"]
+
+
+def test_masking_budget_misses_a_reference_only_the_cut_message_held():
+    traj = _masked_words()
+    # References: step 1 and step 13 both name mod_zeta.py (seen in observation 0): 2 in all.
+    # Masking masks observation 0 from step 11 on but keeps action 1 ("mod_zeta.py"): no miss.
+    # At budget 66 masking-budget cuts action 1 at step 13 (see the test above): one miss;
+    # at budget 70 it cuts only a0 and misses nothing.
+    for budget, missed in ((66, 1), (70, 0)):
+        policies = [ObservationMasking(), MaskingBudget(budget, _words)]
+        results = run_policies(traj, policies, budget, _words)
+        masking, held = results["masking"], results["masking-budget"]
+        assert masking.references == held.references == 2
+        assert masking.misses == 0
+        assert held.misses == missed
+        assert [s.misses for s in held.steps] == [0] * 13 + [missed]
+        # masking: step 12 is 68 words, step 13 71; masking-budget never exceeds the budget
+        assert masking.over_budget_steps == (2 if budget == 66 else 1)
+        assert held.over_budget_steps == 0
+
+
 def _real_file(name: str) -> Path:
     path = TRAJ / "mini-swe-agent" / name
     if not path.is_file():
@@ -224,6 +300,25 @@ def test_recency_never_exceeds_the_budget_on_a_real_session(enc):
     assert results["recency"].over_budget_steps == 0
     assert results["recency"].peak_prompt_tokens <= 8000
     assert results["full"].prompt_tokens > results["masking"].prompt_tokens
+
+
+def test_masking_budget_is_masking_until_it_must_cut_on_a_real_session(enc):
+    traj = load_trajectory(_real_file("sqlfluff__sqlfluff-2419.traj.json"))
+    counter = TokenCounter()
+    budget, cut = 3000, 0
+    for t in range(len(traj.steps)):
+        masked = masking_prompt(traj, t)
+        held = masking_budget_prompt(traj, t, budget, counter)
+        assert sum(ntok(enc, m["content"]) for m in held) <= budget
+        if sum(ntok(enc, m["content"]) for m in masked) <= budget:
+            assert held == masked
+        else:  # system + task, then a tail of the masking prompt
+            cut += 1
+            assert held[:2] == masked[:2] and held[2:] == masked[len(masked) - len(held) + 2 :]
+    assert cut > 0  # the session does exceed the budget under masking
+    results = run_baselines(traj, budget, ["masking", "masking-budget"])
+    assert results["masking"].over_budget_steps == cut
+    assert results["masking-budget"].over_budget_steps == 0
 
 
 def _naive_references(traj: Trajectory, t: int) -> set[str]:
@@ -277,6 +372,7 @@ def test_prompt_for_step_does_not_change_when_later_messages_do():
         RecencyTruncation(60, counter),
         MaskingBlocks(),
         RecencyHysteresis(60, counter),
+        MaskingBudget(60, counter),
     ]
     for policy in policies:
         for step in range(t + 1):

@@ -1,5 +1,5 @@
 """Default plugin ``veil.replay``: the ``veil replay`` command, a benchmark harness that feeds
-recorded agent sessions through a real veil session and five baselines and measures the prompts
+recorded agent sessions through a real veil session and six baselines and measures the prompts
 (:mod:`veil.default_plugins.replay.command`). Blocked, ``veil replay`` is gone; nothing else in a
 turn depends on it. Plugins add keys to each file's result through the ``replay_report`` hook.
 
@@ -9,8 +9,8 @@ Modules (each imported only when ``veil replay`` runs, so loading the plugin cos
   mini-swe-agent, SWE-agent and OpenHands recordings.
 * :mod:`~veil.default_plugins.replay.measures`: identifier tokens, references and misses
   (DESIGN.md "Measures").
-* :mod:`~veil.default_plugins.replay.baselines`: the full, masking, recency, masking-blocks and
-  recency-hysteresis prompts.
+* :mod:`~veil.default_plugins.replay.baselines`: the full, masking, recency, masking-blocks,
+  recency-hysteresis and masking-budget prompts.
 * :mod:`~veil.default_plugins.replay.cache`: the prompt-cache measure (cached and effective
   tokens, prefix breaks).
 * :mod:`~veil.default_plugins.replay.runner`: the ``Policy`` protocol, ``run_baselines`` and

@@ -46,7 +46,8 @@ def add_replay_command(cli: click.Group) -> None:
         default=None,
         metavar="NAMES",
         help="Comma-separated policies to run (default all: veil, full, masking, recency, "
-        "masking-blocks, recency-hysteresis). Without veil the replay takes seconds.",
+        "masking-blocks, recency-hysteresis, masking-budget). Without veil the replay takes "
+        "seconds.",
     )
     @click.option(
         "--per-step",
@@ -84,7 +85,7 @@ def add_replay_command(cli: click.Group) -> None:
         as_json: bool,
     ) -> None:
         """Replay recorded agent sessions (mini-swe-agent, SWE-agent, OpenHands) through veil and
-        five baselines; report prompt tokens, cached and effective tokens, peaks, references,
+        six baselines; report prompt tokens, cached and effective tokens, peaks, references,
         misses, prefix breaks and evictions."""
         from veil.default_plugins.replay.report import parse_policies, run_replay
 

@@ -16,9 +16,17 @@ from veil.default_plugins.replay.veil_policy import CompactionMode, VeilReplayPo
 POLICIES = ("veil", *BASELINES)
 """Every policy ``veil replay`` can run, in the JSON's order."""
 
-DISPLAY_ORDER = ("veil", "full", "masking", "masking-blocks", "recency", "recency-hysteresis")
-"""The order of the terminal table and the plot: each cache-aware baseline after the one it
-refines."""
+DISPLAY_ORDER = (
+    "veil",
+    "full",
+    "masking",
+    "masking-budget",
+    "masking-blocks",
+    "recency",
+    "recency-hysteresis",
+)
+"""The order of the terminal table and the plot: each baseline after the one it refines
+(``masking-budget`` and ``masking-blocks`` after ``masking``)."""
 
 
 def parse_policies(text: str | None) -> tuple[str, ...]:

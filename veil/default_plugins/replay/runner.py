@@ -7,9 +7,10 @@ references, the policy's misses and what a prompt cache reuses of its previous p
 ("`veil replay`"), extended by issue 18::
 
     {"files": [{"file", "format", "steps", "veil": {...}, "full": {...}, "masking": {...},
-                "recency": {...}, "masking-blocks": {...}, "recency-hysteresis": {...}}],
+                "recency": {...}, "masking-blocks": {...}, "recency-hysteresis": {...},
+                "masking-budget": {...}}],
      "total": {"steps", "veil": {...}, "full": {...}, "masking": {...}, "recency": {...},
-               "masking-blocks": {...}, "recency-hysteresis": {...}}}
+               "masking-blocks": {...}, "recency-hysteresis": {...}, "masking-budget": {...}}}
 
 Each policy object holds, in this order:
 
@@ -23,13 +24,14 @@ Each policy object holds, in this order:
   float (cache price 0.1 by default: what current providers bill cached input);
 * ``prefix_breaks``: steps t >= 1 whose message 0 (the system message) differs from the
   previous prompt's, so nothing is reused;
-* ``over_budget_steps``: steps whose prompt exceeded the budget (expected for ``full`` and the
-  masking policies, never for veil nor the recency ones);
+* ``over_budget_steps``: steps whose prompt exceeded the budget (expected for ``full``,
+  ``masking`` and ``masking-blocks``; never for veil, the recency ones nor ``masking-budget``,
+  unless system + task alone exceed the budget);
 * ``per_step`` (per file, only when asked for): ``[{"prompt_tokens", "cached_tokens",
   "misses"}]``, one entry per step.
 
 The keys of issue 3 come first and keep their meaning. ``veil`` is present only when a veil
-policy is passed; the baselines present are the ones asked for (all five by default, in the
+policy is passed; the baselines present are the ones asked for (all six by default, in the
 order of :data:`BASELINES`). See :mod:`veil.default_plugins.replay.cache` for the cache measure.
 """
 
@@ -44,6 +46,7 @@ from veil.default_plugins.replay.baselines import (
     MASKING_BLOCK,
     Message,
     full_prompt,
+    masking_budget_prompt,
     masking_prompt,
     recency_hysteresis_prompt,
     recency_prompt,
@@ -58,9 +61,17 @@ from veil.default_plugins.replay.counting import TokenCounter, message_text
 from veil.default_plugins.replay.formats import Trajectory
 from veil.default_plugins.replay.measures import SEPARATOR, misses, references_in
 
-BASELINES = ("full", "masking", "recency", "masking-blocks", "recency-hysteresis")
+BASELINES = (
+    "full",
+    "masking",
+    "recency",
+    "masking-blocks",
+    "recency-hysteresis",
+    "masking-budget",
+)
 """Names of the baseline policies, in the order they appear in the JSON: issue 3's three,
-then issue 18's two cache-aware ones."""
+then issue 18's two cache-aware ones, then ``masking-budget`` (masking held to the budget,
+added last so the earlier keys keep their places)."""
 
 
 @runtime_checkable
@@ -113,6 +124,22 @@ class ObservationMasking:
 
     def prompt_for_step(self, traj: Trajectory, t: int) -> tuple[list[Message], str]:
         messages = masking_prompt(traj, t)
+        return messages, _joined(messages)
+
+
+class MaskingBudget:
+    """Baseline ``masking-budget``: the ``masking`` prompt, cut as ``recency`` cuts (oldest
+    messages first, system + task kept) when it exceeds ``budget`` tokens (see
+    :func:`~veil.default_plugins.replay.baselines.masking_budget_prompt`)."""
+
+    name = "masking-budget"
+
+    def __init__(self, budget: int, count: Callable[[str], int]) -> None:
+        self.budget = budget
+        self.count = count
+
+    def prompt_for_step(self, traj: Trajectory, t: int) -> tuple[list[Message], str]:
+        messages = masking_budget_prompt(traj, t, self.budget, self.count)
         return messages, _joined(messages)
 
 
@@ -201,8 +228,9 @@ class PolicyResult:
         references: references summed over steps (the same for every policy of a file).
         misses: references absent from the policy's prompt, summed over steps.
         evictions: evictions reported by the policy (veil); None for the baselines.
-        over_budget_steps: steps whose prompt exceeded the budget (expected for ``full`` and
-            the masking policies, never for veil nor the recency ones).
+        over_budget_steps: steps whose prompt exceeded the budget (expected for ``full``,
+            ``masking`` and ``masking-blocks``; never for veil, the recency ones nor
+            ``masking-budget``, unless system + task alone exceed the budget).
         cached_tokens: tokens of each step's prompt shared with the previous step's prompt
             (leading identical messages, :class:`~veil.default_plugins.replay.cache.CacheTracker`),
             summed over steps.
@@ -315,7 +343,10 @@ def _check_budget(budget: int) -> None:
 
 
 def run_policies(
-    traj: Trajectory, policies: Sequence[Policy], budget: int, counter: TokenCounter | None = None
+    traj: Trajectory,
+    policies: Sequence[Policy],
+    budget: int,
+    counter: Callable[[str], int] | None = None,
 ) -> dict[str, PolicyResult]:
     """Replay ``traj`` through ``policies`` (fresh ones, called in step order) and measure them.
 
@@ -324,7 +355,8 @@ def run_policies(
         policies: policies with distinct names.
         budget: the token budget (only counted here: steps over it are tallied in
             ``over_budget_steps``; the policies enforce it themselves).
-        counter: a token counter to share (and whose cache to reuse); a new one by default.
+        counter: tokens of a text, shared with the policies (a :class:`TokenCounter`, whose
+            cache is reused); a new :class:`TokenCounter` by default.
 
     Returns:
         ``{policy name: PolicyResult}`` in the order of ``policies``, with per-step measures.
@@ -387,8 +419,8 @@ def check_baselines(names: Sequence[str]) -> tuple[str, ...]:
 def baseline_policies(
     budget: int, counter: Callable[[str], int], names: Sequence[str] = BASELINES
 ) -> list[Policy]:
-    """Fresh baseline policies, in :data:`BASELINES` order: those in ``names`` (all five by
-    default; the recency ones under ``budget`` tokens).
+    """Fresh baseline policies, in :data:`BASELINES` order: those in ``names`` (all six by
+    default; the recency ones and ``masking-budget`` under ``budget`` tokens).
 
     Raises:
         BadRequest: a name is not a baseline.
@@ -399,6 +431,7 @@ def baseline_policies(
         "recency": lambda: RecencyTruncation(budget, counter),
         "masking-blocks": MaskingBlocks,
         "recency-hysteresis": lambda: RecencyHysteresis(budget, counter),
+        "masking-budget": lambda: MaskingBudget(budget, counter),
     }
     return [makers[n]() for n in check_baselines(names)]
 
@@ -406,10 +439,11 @@ def baseline_policies(
 def run_baselines(
     traj: Trajectory, budget: int, names: Sequence[str] = BASELINES
 ) -> dict[str, PolicyResult]:
-    """Measure the baselines in ``names`` (default: all five) on ``traj`` at ``budget`` tokens.
+    """Measure the baselines in ``names`` (default: all six) on ``traj`` at ``budget`` tokens.
 
     Returns ``{"full": ..., "masking": ..., "recency": ..., "masking-blocks": ...,
-    "recency-hysteresis": ...}`` (the names asked for, in :data:`BASELINES` order).
+    "recency-hysteresis": ..., "masking-budget": ...}`` (the names asked for, in
+    :data:`BASELINES` order).
 
     Raises:
         BadRequest: ``budget`` is not a positive integer, or a name is not a baseline.
