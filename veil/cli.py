@@ -4,7 +4,8 @@
 prints the final answer; subcommands come from the core (``plugins``, ``sessions``) and from
 plugins through ``register_commands``. Plugins load before the command line is parsed, so
 ``--disable-plugin`` and ``VEIL_DISABLE_PLUGINS`` also remove the commands of blocked plugins;
-calling one that a blocked default plugin provides (``veil replay`` of ``veil.replay``) says so.
+calling one that a blocked default plugin provides (``veil replay`` of ``veil.replay``, ``veil
+doctor`` of ``veil.doctor``) says so.
 """
 
 from __future__ import annotations
@@ -459,73 +460,6 @@ def sessions_cmd(state: VeilContext, as_json: bool, limit: int) -> None:
             f"{r['id']}  {when}  {r['agent']:<10} {r['message_count']:>4} msgs  "
             f"{(r['title'] or '')[:60]}{closed}"
         )
-
-
-@cli.command("doctor")
-@click.option(
-    "--repair",
-    is_flag=True,
-    help="Move damaged rows to the quarantine table and rebuild derived views.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.pass_obj
-def doctor_cmd(state: VeilContext, repair: bool, as_json: bool) -> None:
-    """Check the project's store (.veil/context.db): SQLite's integrity check, and every row
-    veil reads. With --repair, damaged rows are moved aside (kept in a quarantine table, never
-    deleted). Exits 1 when problems remain."""
-    from veil.core import doctor
-    from veil.core.settings import load_config
-
-    try:
-        path = load_config(state.project).veil_dir / "context.db"
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
-    if not path.exists():
-        raise click.ClickException(f"no store to check: {path} does not exist")
-    try:
-        if repair:
-            veil = state.open()
-            report = doctor.repair_store(veil.store, veil.agent_snapshot)
-        else:
-            report = doctor.check_store(str(path))
-    except doctor.connection.sqlite3.DatabaseError as exc:
-        raise click.ClickException(f"{path}: not a usable SQLite database ({exc})") from exc
-    except VeilError as exc:
-        raise click.ClickException(exc.message) from exc
-    if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
-    else:
-        _print_doctor(report, repair)
-    sys.exit(1 if report.problems_left else 0)
-
-
-def _print_doctor(report: Any, repair: bool) -> None:
-    click.echo(f"store: {report.path}")
-    click.echo(
-        "integrity check: ok"
-        if not report.integrity
-        else "integrity check: FAILED (SQLite's .recover can salvage the file)\n  "
-        + "\n  ".join(report.integrity)
-    )
-    for line in report.foreign_keys:
-        click.echo(f"foreign key: {line}")
-    for f in report.findings:
-        moved = f.table in ("messages", "events")
-        state = "damaged"
-        if f.repaired:
-            state = "moved to quarantine" if moved else "reset (the row as it was is in quarantine)"
-        if not f.repairable:
-            state = "damaged (cannot be repaired here)"
-        click.echo(f"{f.table} {f.key}: {state}: {'; '.join(f.problems)}")
-    for note in report.notes:
-        click.echo(f"note: {note}")
-    if report.rebuilt:
-        click.echo(f"rebuilt: {', '.join(report.rebuilt)}")
-    if report.problems_left:
-        hint = "" if repair else "; `veil doctor --repair` moves damaged rows aside"
-        click.echo(f"{report.problems_left} problem(s) left{hint}")
-    else:
-        click.echo("no problems left")
 
 
 def build_cli(argv: list[str] | None = None) -> click.Group:

@@ -96,7 +96,6 @@ class Veil:
         self.session_locks = SessionLocks(db_path)
         self.tools: dict[str, Tool] = self._collect_tools()
         self._turn_queues: dict[str, threading.Lock] = {}
-        self._beliefs: Any = None
         # sessions front ends hold open, so core operations (compact) act on the same object
         self._live: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
 
@@ -134,17 +133,6 @@ class Veil:
 
                     self._llm = LLM(self.config, local_models=local_models_of(self.pm, self.config))
         return self._llm
-
-    @property
-    def beliefs(self) -> Any:
-        """The :class:`~veil.default_plugins.beliefs.store.BeliefStore` over this project's event
-        log (the store lives with the ``veil.beliefs`` default plugin; the memory tools and
-        ``veil doctor`` reach it here, so it opens whether or not that plugin is blocked)."""
-        if self._beliefs is None:
-            from veil.default_plugins.beliefs.store import BeliefStore
-
-            self._beliefs = BeliefStore(self.store)
-        return self._beliefs
 
     @property
     def tiers(self) -> Any:

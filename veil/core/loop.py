@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from veil.core import turn
 from veil.core.context import build_prompt
-from veil.core.errors import BadRequest
+from veil.core.errors import BadRequest, NotAvailable
 from veil.core.llm import ContextWindowExceededError
 from veil.core.permissions import authorize
 from veil.core.processes import shutting_down
@@ -320,7 +320,7 @@ def _run_tool_call(
             try:
                 out = tool.handler(ToolContext(session=session, tool_call_id=call_id), arguments)
                 outcome = out if isinstance(out, ToolResult) else ToolResult(str(out))
-            except BadRequest as exc:
+            except (BadRequest, NotAvailable) as exc:  # the caller's input, or a capability off
                 outcome = ToolResult(f"{name}: {exc.message}", is_error=True)
             except KeyboardInterrupt:
                 raise

@@ -8,8 +8,8 @@ Which plugins load, in order of precedence:
 
 The default plugins (:data:`veil.default_plugins.DEFAULT_PLUGINS`: ``veil.coding_tools``,
 ``veil.memory_tools``, ``veil.capture``, ``veil.manifest``, ``veil.recall``, ``veil.beliefs``,
-``veil.replay``) are registered first, unless blocked; ``load`` selects among installed entry
-points only, so it never drops a default plugin (block one by name to remove it).
+``veil.replay``, ``veil.doctor``) are registered first, unless blocked; ``load`` selects among
+installed entry points only, so it never drops a default plugin (block one by name to remove it).
 """
 
 from __future__ import annotations

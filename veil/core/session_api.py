@@ -181,5 +181,5 @@ class PluginSession(Protocol):
     @property
     def veil(self) -> Veil:
         """The application (:class:`~veil.core.app.Veil`): its model access (``llm``),
-        ``recall``, ``beliefs``, ``tiers``, ``score_items``, ``compact``... Its ``store`` and
+        ``recall``, ``tiers``, ``score_items``, ``compact``... Its ``store`` and
         plugin manager ``pm`` are the core's, not plugin API (read-only)."""
