@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from veil import __version__
-from veil.core.errors import ConfigError, VeilError
+from veil.core.errors import ConfigError, PluginHookFailed, VeilError
 
 EXIT_HALTED = 3
 EXIT_INTERRUPTED = 130
@@ -190,6 +190,8 @@ def cli(
     _warn_unknown_disabled(veil, state.disabled)
     try:
         session = _pick_session(veil, cont, resume_id, agent, model)
+    except PluginHookFailed:
+        raise  # session_start failed: reported by main() as veil: error: ...
     except VeilError as exc:
         raise click.ClickException(exc.message) from exc
     for warning in session.load_warnings:
@@ -303,6 +305,12 @@ def _print_mode(veil: Any, session: Any, task: str, as_json: bool) -> int:
         _warn_context_layer(veil)
     try:
         result = veil.run_turn(session, task, stream=False)
+    except PluginHookFailed as exc:
+        if as_json:
+            error = {"code": exc.code, "message": exc.message, "plugin": exc.plugin}
+            click.echo(json.dumps({"error": {**error, "hook": exc.hook}}))
+        report_plugin_failure(exc, quiet=as_json)
+        return 1
     except VeilError as exc:
         if as_json:
             click.echo(json.dumps({"error": {"code": exc.code, "message": exc.message}}))
@@ -332,6 +340,23 @@ def _print_mode(veil: Any, session: Any, task: str, as_json: bool) -> int:
         if result.status != "done":
             click.echo(f"veil: {result.status}: {result.reason}", err=True)
     return {"done": 0, "halted": EXIT_HALTED, "interrupted": EXIT_INTERRUPTED}.get(result.status, 2)
+
+
+def debugging() -> bool:
+    """Whether ``VEIL_DEBUG`` asks for tracebacks (set, and not ``0`` / ``false`` / ``no``)."""
+    return os.environ.get("VEIL_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def report_plugin_failure(exc: PluginHookFailed, *, quiet: bool = False) -> None:
+    """Say on stderr which plugin failed in which hook, in one line (``veil: error: plugin NAME
+    failed in hook HOOK: ExcType: text``; not with ``quiet``, where the JSON on stdout says
+    it); with ``VEIL_DEBUG=1``, the plugin's traceback too."""
+    if not quiet:
+        click.echo(f"veil: error: {exc.message}", err=True)
+    if debugging():
+        import traceback
+
+        click.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
 
 
 def _warn_unapproved_prompt(session: Any) -> None:
@@ -405,6 +430,11 @@ def plugins_cmd(state: VeilContext, as_json: bool) -> None:
         click.echo(f"{p['name']} {p['version']}{marker}".rstrip())
         for hook in p["hooks"]:
             click.echo(f"  {hook}")
+        for warning in p.get("warnings", ()):
+            click.echo(
+                f"  warning: {warning} (veil never calls it; mark its functions with "
+                "@veil.hookimpl and name them after hooks in veil/hookspecs.py)"
+            )
     click.echo(
         "\nhooks, in call order: pluggy asks tryfirst implementations first, then the plugin\n"
         "registered last; entry points register in name order, so the name that sorts last\n"
@@ -498,12 +528,16 @@ def main(argv: list[str] | None = None) -> None:
     install_signal_handlers()  # SIGTERM / SIGHUP also end the commands tools started
     utf8_stdio()  # UTF-8 in and out whatever the locale (LANG=C...)
     argv = [argument_text(a) for a in (sys.argv[1:] if argv is None else argv)]
-    group = build_cli(argv)
-    group.main(
-        args=argv,
-        prog_name="veil",
-        obj=VeilContext(_prescan_project(argv), _prescan_disabled(argv)),
-    )
+    try:
+        group = build_cli(argv)
+        group.main(
+            args=argv,
+            prog_name="veil",
+            obj=VeilContext(_prescan_project(argv), _prescan_disabled(argv)),
+        )
+    except PluginHookFailed as exc:  # at start (session_start, register_*) or in a command
+        report_plugin_failure(exc)
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -105,7 +105,7 @@ class Veil:
         tools: dict[str, Tool] = {}
         for impl in reversed(self.pm.hook.register_tools.get_hookimpls()):
             plugin_name = self.pm.get_name(impl.plugin)
-            result = impl.function(**{a: self for a in impl.argnames if a == "veil"})
+            result = plugin_mod.call_impl(impl, "register_tools", veil=self)
             for tool in result or []:
                 if tool.name in tools:
                     raise ConfigError(
@@ -187,7 +187,7 @@ class Veil:
         out.scores = [float(v) for v in raw]
         for impl in self.pm.hook.score_signals.get_hookimpls():
             if impl.plugin is scorer:
-                explained = impl.function(**{a: args[a] for a in impl.argnames}) or {}
+                explained = plugin_mod.call_impl(impl, "score_signals", **args) or {}
                 out.signals = {
                     name: [float(v) for v in values] for name, values in explained.items()
                 }
@@ -407,7 +407,7 @@ class Veil:
         """``{name: SlashCommand}`` from every plugin's ``register_slash_commands``."""
         out = {}
         for impl in reversed(self.pm.hook.register_slash_commands.get_hookimpls()):
-            for cmd in impl.function(**{a: self for a in impl.argnames if a == "veil"}) or []:
+            for cmd in plugin_mod.call_impl(impl, "register_slash_commands", veil=self) or []:
                 cmd.plugin = self.pm.get_name(impl.plugin)
                 out.setdefault(cmd.name, cmd)
         return out

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from veil.core.errors import ConfigError, VeilError
+from veil.core.errors import ConfigError, PluginHookFailed, VeilError
 
 
 def add_doctor_command(cli: click.Group) -> None:
@@ -52,6 +52,8 @@ def add_doctor_command(cli: click.Group) -> None:
                 report = store_check.check_store(str(path))
         except store_check.connection.sqlite3.DatabaseError as exc:
             raise click.ClickException(f"{path}: not a usable SQLite database ({exc})") from exc
+        except PluginHookFailed:
+            raise  # a plugin's hook failed: veil.cli.main reports it as veil: error: ...
         except VeilError as exc:
             raise click.ClickException(exc.message) from exc
         if as_json:
