@@ -54,3 +54,18 @@ def test_a_failing_hook_ends_the_stream_with_the_same_error(make_client, make_ve
         if line.startswith("data: ")
     ]
     assert errors == [{"code": "PLUGIN_FAILED", "message": MESSAGE}]
+
+
+class _Idle:
+    """A plugin still being written: nothing marked ``@hookimpl`` yet."""
+
+    def capture(self, session, event):
+        return None
+
+
+def test_plugins_lists_a_plugin_with_no_hook_with_a_warning(make_client, make_veil):
+    client, _ = make_client(make_veil(plugins=[("idle", _Idle())]))
+    listed = {p["name"]: p for p in client.get("/plugins").json()["plugins"]}
+    assert listed["idle"]["hooks"] == []
+    assert listed["idle"]["warnings"] == ["implements no veil hook"]
+    assert listed["veil.beliefs"]["warnings"] == []
