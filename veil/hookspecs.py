@@ -417,7 +417,8 @@ def rebuild_derived(store: Store) -> list[str] | None:
     plugin derives from the store's rows (collected), so none still reflects what left.
 
     Fired once after a repair that changed rows (by the ``veil.doctor`` plugin). A plugin
-    blocked at that moment is not called: its view is rebuilt only by a later repair.
+    blocked at that moment is not called, so its view may still show what the moved rows held
+    until a later repair that changes rows runs with it loaded.
 
     :param store: the project's repaired :class:`~veil.core.store.Store`.
 
