@@ -418,7 +418,8 @@ def rebuild_derived(store: Store) -> list[str] | None:
 
     Fired once after a repair that changed rows (by the ``veil.doctor`` plugin). A plugin
     blocked at that moment is not called, so its view may still show what the moved rows held
-    until a later repair that changes rows runs with it loaded.
+    until a later repair that changes rows runs with it loaded (the doctor's report notes a
+    blocked default plugin that implements this hook).
 
     :param store: the project's repaired :class:`~veil.core.store.Store`.
 

@@ -48,6 +48,8 @@ def add_doctor_command(cli: click.Group) -> None:
                     veil.agent_snapshot,
                     rebuild_derived=lambda store: veil.pm.hook.rebuild_derived(store=store),
                 )
+                if any(f.repaired for f in report.findings):
+                    report.notes.extend(_not_rebuilt_notes(veil.pm))
             else:
                 report = store_check.check_store(str(path))
         except store_check.connection.sqlite3.DatabaseError as exc:
@@ -61,6 +63,24 @@ def add_doctor_command(cli: click.Group) -> None:
         else:
             print_report(report, repair)
         sys.exit(1 if report.problems_left else 0)
+
+
+def _not_rebuilt_notes(pm: Any) -> list[str]:
+    """A note for each blocked default plugin that keeps a view derived from the store (it
+    implements ``rebuild_derived``): blocked, it was not asked to rebuild it after the repair.
+    Entry-point plugins are not imported to find out (a blocked one may be broken)."""
+    import importlib
+
+    from veil.default_plugins import DEFAULT_PLUGINS
+
+    notes = []
+    for name, module in DEFAULT_PLUGINS:
+        if pm.is_blocked(name) and hasattr(importlib.import_module(module), "rebuild_derived"):
+            notes.append(
+                f"the {name} plugin is blocked here, so its view derived from the store was not "
+                "rebuilt; it may still show what the moved rows held"
+            )
+    return notes
 
 
 def print_report(report: Any, repair: bool) -> None:
