@@ -6,6 +6,7 @@ import pytest
 
 from veil.core.errors import BadRequest
 from veil.core.store import Store
+from veil.default_plugins.beliefs import belief_store
 from veil.default_plugins.beliefs.store import BeliefStore, facts_in_tool_output, parse_claim
 
 
@@ -147,7 +148,7 @@ def test_remember_fact_tool_and_conflict_tools_round_trip(make_veil):
     assert "Conflicting beliefs" in veil.model.calls[2][-1]["content"]
     assert veil.model.calls[2][-1]["role"] == "user"
     assert veil.model.calls[2][0] == veil.model.calls[0][0]
-    conflict = veil.beliefs.open_conflicts()[0]
+    conflict = belief_store(veil).open_conflicts()[0]
     keep = conflict["beliefs"][1]["id"]
     veil.model.add(
         {
@@ -161,7 +162,7 @@ def test_remember_fact_tool_and_conflict_tools_round_trip(make_veil):
         "ok",
     )
     veil.run_turn(session, "settle it")
-    assert veil.beliefs.open_conflicts() == []
+    assert belief_store(veil).open_conflicts() == []
     assert "Conflicting beliefs" not in veil.model.calls[-1][0]["content"]
 
 
@@ -177,8 +178,8 @@ def test_beliefs_slash_command_and_route(make_veil):
 
     veil = make_veil([])
     session = veil.new_session()
-    veil.beliefs.assert_fact(session, "the api port is 1", tool_call_id="c1")
-    veil.beliefs.assert_fact(session, "the api port is 2", tool_call_id="c2")
+    belief_store(veil).assert_fact(session, "the api port is 1", tool_call_id="c1")
+    belief_store(veil).assert_fact(session, "the api port is 2", tool_call_id="c2")
     text = veil.slash_commands()["beliefs"].handler(session, "")
     assert text.splitlines()[0] == "2 belief(s), 1 open conflict(s)"
     assert "tool call c1" in text and "conflict conflict_" in text

@@ -261,7 +261,7 @@ def test_damaged_item_and_event_rows_do_not_stop_a_resume(make_veil, project):
 
     store = Store(db, write_behind=False)
     try:
-        from veil.core import doctor
+        from veil.default_plugins.doctor import store_check as doctor
 
         report = doctor.repair_store(store)
         assert sorted(f.table for f in report.findings) == ["events", "items"]
@@ -276,7 +276,7 @@ def test_damaged_item_and_event_rows_do_not_stop_a_resume(make_veil, project):
 
 
 def test_a_message_row_that_is_not_utf8_is_stood_in_for_and_moved_aside_whole(make_veil, project):
-    from veil.core import doctor
+    from veil.default_plugins.doctor import store_check as doctor
 
     veil = make_veil(["fine"])
     session = veil.new_session()

@@ -9,6 +9,7 @@ import pytest
 
 from veil.core.types import ContextItem
 from veil.default_plugins import DEFAULT_PLUGINS
+from veil.default_plugins.beliefs import belief_store
 from veil.harness import VeilHarness
 
 NAMES = [name for name, _ in DEFAULT_PLUGINS]
@@ -45,6 +46,7 @@ def test_every_default_plugin_is_listed_under_its_own_name(make_veil):
         "veil.recall",
         "veil.beliefs",
         "veil.replay",
+        "veil.doctor",
     }
     for name in NAMES:
         assert listed[name]["default"] is True and listed[name]["hooks"], name
@@ -88,13 +90,14 @@ def test_blocking_one_default_plugin_leaves_the_rest_running_a_turn(make_veil, p
     prompts = "\n".join(str(m.get("content")) for call in veil.model.calls for m in call)
     assert ("## Context manifest" in prompts) == (blocked != "veil.manifest")
 
-    beliefs = [b["statement"] for b in veil.beliefs.beliefs()]
+    beliefs = [b["statement"] for b in belief_store(veil).beliefs()]
     python_fact = [s for s in beliefs if s.startswith("python version is 3.")]
     assert len(python_fact) == (0 if blocked in ("veil.beliefs", "veil.coding_tools") else 1)
     assert ("beliefs" in veil.slash_commands()) == (blocked != "veil.beliefs")
     commands = click.Group()
     veil.pm.hook.register_commands(cli=commands)
     assert ("replay" in commands.commands) == (blocked != "veil.replay")
+    assert ("doctor" in commands.commands) == (blocked != "veil.doctor")
 
     stored = ContextItem(content="disk quota exceeded on the build host", session_id=session.id)
     veil.tiers.store_items([stored], "warm")

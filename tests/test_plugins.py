@@ -12,7 +12,16 @@ from veil.core import plugins
 from veil.hookspecs import hookimpl
 
 DESIGN_HOOKS = {"capture", "score", "evict", "fit_prompt", "summarise", "recall", "render"}
-FIRSTRESULT = {"score", "score_signals", "evict", "summarise", "run_interactive", "ask_permission"}
+FIRSTRESULT = {
+    "score",
+    "score_signals",
+    "evict",
+    "summarise",
+    "run_interactive",
+    "ask_permission",
+    "belief_conflicts",
+    "resolve_conflict",
+}
 
 
 def test_every_design_hook_is_declared_and_documented():

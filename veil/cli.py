@@ -4,7 +4,8 @@
 prints the final answer; subcommands come from the core (``plugins``, ``sessions``) and from
 plugins through ``register_commands``. Plugins load before the command line is parsed, so
 ``--disable-plugin`` and ``VEIL_DISABLE_PLUGINS`` also remove the commands of blocked plugins;
-calling one that a blocked default plugin provides (``veil replay`` of ``veil.replay``) says so.
+calling one that a blocked default plugin provides (``veil replay`` of ``veil.replay``, ``veil
+doctor`` of ``veil.doctor``) says so.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import click
 
 from veil import __version__
-from veil.core.errors import ConfigError, VeilError
+from veil.core.errors import ConfigError, PluginHookFailed, VeilError
 
 EXIT_HALTED = 3
 EXIT_INTERRUPTED = 130
@@ -189,6 +190,8 @@ def cli(
     _warn_unknown_disabled(veil, state.disabled)
     try:
         session = _pick_session(veil, cont, resume_id, agent, model)
+    except PluginHookFailed:
+        raise  # session_start failed: reported by main() as veil: error: ...
     except VeilError as exc:
         raise click.ClickException(exc.message) from exc
     for warning in session.load_warnings:
@@ -302,6 +305,12 @@ def _print_mode(veil: Any, session: Any, task: str, as_json: bool) -> int:
         _warn_context_layer(veil)
     try:
         result = veil.run_turn(session, task, stream=False)
+    except PluginHookFailed as exc:
+        if as_json:
+            error = {"code": exc.code, "message": exc.message, "plugin": exc.plugin}
+            click.echo(json.dumps({"error": {**error, "hook": exc.hook}}))
+        report_plugin_failure(exc, quiet=as_json)
+        return 1
     except VeilError as exc:
         if as_json:
             click.echo(json.dumps({"error": {"code": exc.code, "message": exc.message}}))
@@ -331,6 +340,23 @@ def _print_mode(veil: Any, session: Any, task: str, as_json: bool) -> int:
         if result.status != "done":
             click.echo(f"veil: {result.status}: {result.reason}", err=True)
     return {"done": 0, "halted": EXIT_HALTED, "interrupted": EXIT_INTERRUPTED}.get(result.status, 2)
+
+
+def debugging() -> bool:
+    """Whether ``VEIL_DEBUG`` asks for tracebacks (set, and not ``0`` / ``false`` / ``no``)."""
+    return os.environ.get("VEIL_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def report_plugin_failure(exc: PluginHookFailed, *, quiet: bool = False) -> None:
+    """Say on stderr which plugin failed in which hook, in one line (``veil: error: plugin NAME
+    failed in hook HOOK: ExcType: text``; not with ``quiet``, where the JSON on stdout says
+    it); with ``VEIL_DEBUG=1``, the plugin's traceback too."""
+    if not quiet:
+        click.echo(f"veil: error: {exc.message}", err=True)
+    if debugging():
+        import traceback
+
+        click.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
 
 
 def _warn_unapproved_prompt(session: Any) -> None:
@@ -404,6 +430,11 @@ def plugins_cmd(state: VeilContext, as_json: bool) -> None:
         click.echo(f"{p['name']} {p['version']}{marker}".rstrip())
         for hook in p["hooks"]:
             click.echo(f"  {hook}")
+        for warning in p.get("warnings", ()):
+            click.echo(
+                f"  warning: {warning} (veil never calls it; mark its functions with "
+                "@veil.hookimpl and name them after hooks in veil/hookspecs.py)"
+            )
     click.echo(
         "\nhooks, in call order: pluggy asks tryfirst implementations first, then the plugin\n"
         "registered last; entry points register in name order, so the name that sorts last\n"
@@ -461,73 +492,6 @@ def sessions_cmd(state: VeilContext, as_json: bool, limit: int) -> None:
         )
 
 
-@cli.command("doctor")
-@click.option(
-    "--repair",
-    is_flag=True,
-    help="Move damaged rows to the quarantine table and rebuild derived views.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.pass_obj
-def doctor_cmd(state: VeilContext, repair: bool, as_json: bool) -> None:
-    """Check the project's store (.veil/context.db): SQLite's integrity check, and every row
-    veil reads. With --repair, damaged rows are moved aside (kept in a quarantine table, never
-    deleted). Exits 1 when problems remain."""
-    from veil.core import doctor
-    from veil.core.settings import load_config
-
-    try:
-        path = load_config(state.project).veil_dir / "context.db"
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
-    if not path.exists():
-        raise click.ClickException(f"no store to check: {path} does not exist")
-    try:
-        if repair:
-            veil = state.open()
-            report = doctor.repair_store(veil.store, veil.agent_snapshot)
-        else:
-            report = doctor.check_store(str(path))
-    except doctor.connection.sqlite3.DatabaseError as exc:
-        raise click.ClickException(f"{path}: not a usable SQLite database ({exc})") from exc
-    except VeilError as exc:
-        raise click.ClickException(exc.message) from exc
-    if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
-    else:
-        _print_doctor(report, repair)
-    sys.exit(1 if report.problems_left else 0)
-
-
-def _print_doctor(report: Any, repair: bool) -> None:
-    click.echo(f"store: {report.path}")
-    click.echo(
-        "integrity check: ok"
-        if not report.integrity
-        else "integrity check: FAILED (SQLite's .recover can salvage the file)\n  "
-        + "\n  ".join(report.integrity)
-    )
-    for line in report.foreign_keys:
-        click.echo(f"foreign key: {line}")
-    for f in report.findings:
-        moved = f.table in ("messages", "events")
-        state = "damaged"
-        if f.repaired:
-            state = "moved to quarantine" if moved else "reset (the row as it was is in quarantine)"
-        if not f.repairable:
-            state = "damaged (cannot be repaired here)"
-        click.echo(f"{f.table} {f.key}: {state}: {'; '.join(f.problems)}")
-    for note in report.notes:
-        click.echo(f"note: {note}")
-    if report.rebuilt:
-        click.echo(f"rebuilt: {', '.join(report.rebuilt)}")
-    if report.problems_left:
-        hint = "" if repair else "; `veil doctor --repair` moves damaged rows aside"
-        click.echo(f"{report.problems_left} problem(s) left{hint}")
-    else:
-        click.echo("no problems left")
-
-
 def build_cli(argv: list[str] | None = None) -> click.Group:
     """Return the ``veil`` group with plugin commands added (plugins chosen from ``argv``)."""
     argv = sys.argv[1:] if argv is None else argv
@@ -564,12 +528,16 @@ def main(argv: list[str] | None = None) -> None:
     install_signal_handlers()  # SIGTERM / SIGHUP also end the commands tools started
     utf8_stdio()  # UTF-8 in and out whatever the locale (LANG=C...)
     argv = [argument_text(a) for a in (sys.argv[1:] if argv is None else argv)]
-    group = build_cli(argv)
-    group.main(
-        args=argv,
-        prog_name="veil",
-        obj=VeilContext(_prescan_project(argv), _prescan_disabled(argv)),
-    )
+    try:
+        group = build_cli(argv)
+        group.main(
+            args=argv,
+            prog_name="veil",
+            obj=VeilContext(_prescan_project(argv), _prescan_disabled(argv)),
+        )
+    except PluginHookFailed as exc:  # at start (session_start, register_*) or in a command
+        report_plugin_failure(exc)
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
     from veil.core.session_api import PluginSession
     from veil.core.settings import Config, SettingsSection
+    from veil.core.store import Store
     from veil.core.types import (
         Attempt,
         CaptureEvent,
@@ -402,6 +403,84 @@ def item_accessed(
         now: Unix time in seconds.
         previous_tier: ``"live"``, ``"warm"`` or ``"cold"`` before the access; an eviction
             controller treats a warm / cold item asked for again as a sign it evicted too eagerly.
+    """
+
+
+# -- beliefs and derived views ---------------------------------------------------------------
+# The core keeps no beliefs itself: it states facts and asks about conflicts through these hooks,
+# which the ``veil.beliefs`` default plugin answers (blocked, facts stay context items only).
+
+
+@hookspec
+def assert_fact(
+    session: PluginSession | None, statement: str, tool_call_id: str | None, source: str
+) -> None:
+    """A fact was stated (collected): record it where beliefs are kept.
+
+    Fired by ``veil_remember`` with kind ``fact`` (after the fact is stored as a context
+    item, which it stays whether or not anything answers) and by memory extraction before a
+    compaction (``veil_memoryfiles``). The ``veil.beliefs`` plugin records it as a belief with
+    its provenance; one that contradicts an active belief opens a conflict.
+
+    :param session: the session the fact was stated in, or None outside a session.
+    :param statement: the fact's text (credentials already redacted by ``veil_remember``).
+    :param tool_call_id: the tool call that stated it, or None.
+    :param source: who stated it: ``"veil_remember"``, ``"memory_extraction"``...
+
+    Returns nothing (a return value is ignored).
+    """
+
+
+@hookspec(firstresult=True)
+def belief_conflicts(session: PluginSession | None) -> list[dict[str, Any]] | None:
+    """Open conflicts between beliefs (firstresult), for ``veil_conflicts`` and front ends.
+
+    :param session: the session asking, or None.
+
+    Returns:
+        ``[{"id", "subject", "predicate", "beliefs": [belief rows with provenance and a
+        readable "when"]}]`` (the ``veil.beliefs`` plugin:
+        :meth:`~veil.default_plugins.beliefs.store.BeliefStore.open_conflicts`), or None when
+        this plugin keeps no beliefs. With no answer at all, veil lists no conflict.
+    """
+
+
+@hookspec(firstresult=True)
+def resolve_conflict(session: PluginSession | None, conflict_id: str, keep: str) -> str | None:
+    """Settle a belief conflict (firstresult): keep one belief, retract the others (never
+    deleted), for ``veil_resolve_conflict``.
+
+    :param session: the session settling it (its id, step and clock go with the record), or
+        None.
+    :param conflict_id: the open conflict's id (``conflict_...``).
+    :param keep: the id of the belief to keep (``belief_...``), one of the conflict's.
+
+    Returns:
+        A line saying what was kept and what was retracted, or None when this plugin keeps no
+        beliefs. With no answer at all, veil raises
+        :class:`~veil.core.errors.NotAvailable` ("beliefs are off").
+
+    Raises:
+        BadRequest: no open conflict ``conflict_id``, or ``keep`` is not one of its beliefs
+            (the message names the field).
+    """
+
+
+@hookspec
+def rebuild_derived(store: Store) -> list[str] | None:
+    """``veil doctor --repair`` moved damaged rows of the store aside: rebuild every view this
+    plugin derives from the store's rows (collected), so none still reflects what left.
+
+    Fired once after a repair that changed rows (by the ``veil.doctor`` plugin). A plugin
+    blocked at that moment is not called, so its view may still show what the moved rows held
+    until a later repair that changes rows runs with it loaded (the doctor's report notes a
+    blocked default plugin that implements this hook).
+
+    :param store: the project's repaired :class:`~veil.core.store.Store`.
+
+    Returns:
+        The names of the views rebuilt (``["beliefs"]`` for the ``veil.beliefs`` plugin),
+        reported in the doctor's ``rebuilt``; None or ``[]`` for none.
     """
 
 

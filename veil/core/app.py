@@ -97,7 +97,6 @@ class Veil:
         self.session_locks = SessionLocks(db_path)
         self.tools: dict[str, Tool] = self._collect_tools()
         self._turn_queues: dict[str, threading.Lock] = {}
-        self._beliefs: Any = None
         # sessions front ends hold open, so core operations (compact) act on the same object
         self._live: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
 
@@ -107,7 +106,7 @@ class Veil:
         tools: dict[str, Tool] = {}
         for impl in reversed(self.pm.hook.register_tools.get_hookimpls()):
             plugin_name = self.pm.get_name(impl.plugin)
-            result = impl.function(**{a: self for a in impl.argnames if a == "veil"})
+            result = plugin_mod.call_impl(impl, "register_tools", veil=self)
             for tool in result or []:
                 if tool.name in tools:
                     raise ConfigError(
@@ -135,17 +134,6 @@ class Veil:
 
                     self._llm = LLM(self.config, local_models=local_models_of(self.pm, self.config))
         return self._llm
-
-    @property
-    def beliefs(self) -> Any:
-        """The :class:`~veil.default_plugins.beliefs.store.BeliefStore` over this project's event
-        log (the store lives with the ``veil.beliefs`` default plugin; the memory tools and
-        ``veil doctor`` reach it here, so it opens whether or not that plugin is blocked)."""
-        if self._beliefs is None:
-            from veil.default_plugins.beliefs.store import BeliefStore
-
-            self._beliefs = BeliefStore(self.store)
-        return self._beliefs
 
     @property
     def tiers(self) -> Any:
@@ -201,7 +189,7 @@ class Veil:
         out.scores = [float(v) for v in raw]
         for impl in self.pm.hook.score_signals.get_hookimpls():
             if impl.plugin is scorer:
-                explained = impl.function(**{a: args[a] for a in impl.argnames}) or {}
+                explained = plugin_mod.call_impl(impl, "score_signals", **args) or {}
                 out.signals = {
                     name: [float(v) for v in values] for name, values in explained.items()
                 }
@@ -421,7 +409,7 @@ class Veil:
         """``{name: SlashCommand}`` from every plugin's ``register_slash_commands``."""
         out = {}
         for impl in reversed(self.pm.hook.register_slash_commands.get_hookimpls()):
-            for cmd in impl.function(**{a: self for a in impl.argnames if a == "veil"}) or []:
+            for cmd in plugin_mod.call_impl(impl, "register_slash_commands", veil=self) or []:
                 cmd.plugin = self.pm.get_name(impl.plugin)
                 out.setdefault(cmd.name, cmd)
         return out

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from veil.core.errors import BadRequest
+from veil.core.errors import BadRequest, NotAvailable
 from veil.core.items import ItemBatch
 from veil.core.tags import extract_tags, extract_targets
 from veil.core.types import ContextItem
@@ -272,9 +272,9 @@ def remember(
     item.created_at = item.last_access = session.clock()
     session.add_items([item])
     _log(session, "remember", item, kind=kind)
-    if kind == "fact":
-        session.veil.beliefs.assert_fact(
-            session, content, tool_call_id=tool_call_id, source="veil_remember"
+    if kind == "fact":  # the beliefs plugin records it (assert_fact); the item stays either way
+        session.veil.pm.hook.assert_fact(
+            session=session, statement=content, tool_call_id=tool_call_id, source="veil_remember"
         )
     return item
 
@@ -334,13 +334,31 @@ def search_history(session: Session, query: str, days: float, limit: int = 10) -
 
 
 def open_conflicts(session: Session) -> list[dict[str, Any]]:
-    """Open conflicts between beliefs (see :mod:`veil.default_plugins.beliefs.store`)."""
-    return session.veil.beliefs.open_conflicts()
+    """Open conflicts between beliefs, as the ``belief_conflicts`` hook answers them (the
+    ``veil.beliefs`` plugin); ``[]`` when no loaded plugin keeps beliefs."""
+    return session.veil.pm.hook.belief_conflicts(session=session) or []
 
 
 def resolve_conflict(session: Session, conflict_id: str, keep: str) -> str:
-    """Keep belief ``keep`` in conflict ``conflict_id``; retract the others (not deleted)."""
-    return session.veil.beliefs.resolve(session, conflict_id, keep)
+    """Keep belief ``keep`` in conflict ``conflict_id``; retract the others (not deleted), by
+    the ``resolve_conflict`` hook (the ``veil.beliefs`` plugin).
+
+    Returns:
+        The line the plugin answers (what was kept and retracted).
+
+    Raises:
+        BadRequest: unknown or closed conflict, or ``keep`` is not one of its beliefs.
+        NotAvailable: no loaded plugin keeps beliefs (``veil.beliefs`` blocked).
+    """
+    answer = session.veil.pm.hook.resolve_conflict(
+        session=session, conflict_id=conflict_id, keep=keep
+    )
+    if answer is None:
+        raise NotAvailable(
+            "beliefs are off: no loaded plugin keeps beliefs (the veil.beliefs plugin is "
+            "blocked here), so there is no conflict to resolve"
+        )
+    return answer
 
 
 def live_batch(items: list[ContextItem]) -> ItemBatch:

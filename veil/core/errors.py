@@ -145,3 +145,33 @@ class TurnInterrupted(VeilError):
 
     code = "INTERRUPTED"
     http_status = 499
+
+
+class PluginHookFailed(VeilError):
+    """A plugin's hook implementation raised an exception that is not one of veil's own errors
+    (a bug in the plugin, or something it depends on that broke).
+
+    veil does not skip the hook and go on (a skipped hook can be a skipped redaction or
+    permission): the operation stops, the turn with it; what was stored before stays. Front
+    ends show :attr:`message`, one line: ``plugin NAME failed in hook HOOK: ExcType: text``
+    (``veil -p`` prefixes ``veil: error:``; HTTP answers 500 with it; the REPL prints it and
+    goes on). The original exception is ``__cause__`` (its traceback: ``VEIL_DEBUG=1``).
+
+    Attributes:
+        plugin: the name the plugin is registered under (``veil.beliefs``, an entry point's).
+        hook: the hook whose implementation raised (``capture``, ``turn_end``...).
+        error: the exception it raised.
+    """
+
+    code = "PLUGIN_FAILED"
+    http_status = 500
+
+    def __init__(self, plugin: str, hook: str, error: BaseException) -> None:
+        detail = " ".join(str(error).split())  # one line whatever the exception's text holds
+        kind = type(error).__name__
+        super().__init__(
+            f"plugin {plugin} failed in hook {hook}: {kind}" + (f": {detail}" if detail else "")
+        )
+        self.plugin = plugin
+        self.hook = hook
+        self.error = error

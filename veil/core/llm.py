@@ -622,13 +622,15 @@ def local_models_of(pm: pluggy.PluginManager, config: Config) -> list[LocalModel
 
     Raises:
         ConfigError: a plugin returned something that is not a :class:`LocalModel`.
+        PluginHookFailed: a plugin's ``register_models`` raised.
     """
+    from veil.core.plugins import call_impl
+
     found: list[LocalModel] = []
     seen: set[str] = set()
     for impl in reversed(pm.hook.register_models.get_hookimpls()):
         plugin = pm.get_name(impl.plugin)
-        kwargs = {a: config for a in impl.argnames if a == "config"}
-        for model in impl.function(**kwargs) or []:
+        for model in call_impl(impl, "register_models", config=config) or []:
             if not isinstance(model, LocalModel):
                 raise ConfigError(
                     f"plugin {plugin!r}: register_models returned {type(model).__name__}, "

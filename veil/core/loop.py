@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from veil.core import turn
 from veil.core.context import build_prompt
-from veil.core.errors import BadRequest
+from veil.core.errors import BadRequest, NotAvailable, PluginHookFailed
 from veil.core.llm import ContextWindowExceededError
 from veil.core.permissions import authorize
 from veil.core.processes import shutting_down
@@ -87,7 +87,9 @@ def run_turn(
         SessionClosed: the session is closed. ProviderError: every provider failed.
         SessionBusy: another process or request is changing the session. SessionConflict:
         another process changed it since this copy was loaded. These three are raised before
-        anything of the turn is stored.
+        anything of the turn is stored. PluginHookFailed: a plugin's hook raised; the turn
+        stopped there, what it stored stays (tool calls left without a result get one saying
+        the turn stopped), and ``turn_end`` is not called.
     """
     with session.veil.session_locks.hold(session.id, "a turn"):
         session.ensure_current()
@@ -199,11 +201,32 @@ def _run_turn_held(
                 {"role": "tool", "tool_call_id": call_id, "content": "[interrupted by the user]"}
             )
         result.status, result.reason = "interrupted", "interrupted by the user (Ctrl-C)"
+    except PluginHookFailed as exc:
+        # the turn stops here; what is stored stays, and every call of the last batch keeps a
+        # result so the history can be sent again
+        _answer_unanswered_calls(session, f"[not run: the turn stopped: {exc.message}]")
+        raise
     finally:
         session.save_state()
     turn.end_turn(session)
     result.seconds = time.monotonic() - started
     return result
+
+
+def _answer_unanswered_calls(session: Session, text: str) -> None:
+    """Give each tool call of the newest assistant message that has no result yet a tool
+    result saying ``text`` (stored as is, without capture: a hook has just failed)."""
+    messages = session.messages
+    start = next(
+        (i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"),
+        None,
+    )
+    if start is None:
+        return
+    answered = {m.get("tool_call_id") for m in messages[start + 1 :] if m.get("role") == "tool"}
+    for call in messages[start].get("tool_calls") or []:
+        if call.get("id") not in answered:
+            session.append({"role": "tool", "tool_call_id": call.get("id"), "content": text})
 
 
 def _emit_model_call(session: Session, model: Any, prompt_tokens: int) -> None:
@@ -320,7 +343,9 @@ def _run_tool_call(
             try:
                 out = tool.handler(ToolContext(session=session, tool_call_id=call_id), arguments)
                 outcome = out if isinstance(out, ToolResult) else ToolResult(str(out))
-            except BadRequest as exc:
+            except PluginHookFailed:
+                raise  # a hook the tool called failed: the turn stops (never a skipped hook)
+            except (BadRequest, NotAvailable) as exc:  # the caller's input, or a capability off
                 outcome = ToolResult(f"{name}: {exc.message}", is_error=True)
             except KeyboardInterrupt:
                 raise

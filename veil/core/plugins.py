@@ -8,15 +8,16 @@ Which plugins load, in order of precedence:
 
 The default plugins (:data:`veil.default_plugins.DEFAULT_PLUGINS`: ``veil.coding_tools``,
 ``veil.memory_tools``, ``veil.capture``, ``veil.manifest``, ``veil.recall``, ``veil.beliefs``,
-``veil.replay``) are registered first, unless blocked; ``load`` selects among installed entry
-points only, so it never drops a default plugin (block one by name to remove it).
+``veil.replay``, ``veil.doctor``) are registered first, unless blocked; ``load`` selects among
+installed entry points only, so it never drops a default plugin (block one by name to remove it).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
@@ -56,10 +57,84 @@ def plugin_selection(
 
 
 def new_plugin_manager() -> pluggy.PluginManager:
-    """A fresh :class:`pluggy.PluginManager` for project ``"veil"`` with every hookspec added."""
+    """A fresh :class:`pluggy.PluginManager` for project ``"veil"`` with every hookspec added,
+    whose hook calls name the plugin that fails (:func:`name_failing_plugin`)."""
     pm = pluggy.PluginManager("veil")
     pm.add_hookspecs(hookspecs)
+    pm.add_hookcall_monitoring(_before_hook_call, name_failing_plugin)
     return pm
+
+
+def _before_hook_call(hook_name: str, hook_impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    """Nothing to do before a hook call (pluggy's monitoring takes a pair)."""
+
+
+def name_failing_plugin(
+    outcome: pluggy.Result[Any],
+    hook_name: str,
+    hook_impls: Sequence[pluggy.HookImpl],
+    kwargs: Mapping[str, Any],
+) -> None:
+    """After a hook call (pluggy's ``add_hookcall_monitoring``): an exception an implementation
+    raised becomes a :class:`~veil.core.errors.PluginHookFailed` naming its plugin and the hook,
+    the original as its ``__cause__``; the call still raises, so the operation stops.
+
+    Left as raised: no exception; veil's own errors (:class:`~veil.core.errors.VeilError`,
+    deliberate, with their own message and status: a ``resolve_conflict`` answering
+    ``BadRequest``, or a ``PluginHookFailed`` from a hook called inside this one);
+    ``BaseException`` that is not an ``Exception`` (Ctrl-C, exit); and an exception raised by
+    pluggy itself rather than in an implementation (no implementation's frame in its traceback).
+    """
+    from veil.core.errors import PluginHookFailed, VeilError
+
+    error = outcome.exception
+    if error is None or not isinstance(error, Exception) or isinstance(error, VeilError):
+        return
+    impl = _raising_impl(error, hook_impls)
+    if impl is None:
+        return
+    failed = PluginHookFailed(impl.plugin_name, hook_name, error)
+    failed.__cause__ = error
+    outcome.force_exception(failed)
+
+
+def _raising_impl(error: BaseException, hook_impls: Sequence[pluggy.HookImpl]) -> Any:
+    """The implementation whose frame is the innermost of ``hook_impls`` in ``error``'s
+    traceback (where it raised, or called what raised), or None."""
+    by_code = {}
+    for impl in hook_impls:
+        code = getattr(inspect.unwrap(impl.function), "__code__", None)
+        if code is not None:
+            by_code[code] = impl
+    found = None
+    tb = error.__traceback__
+    while tb is not None:  # outermost frame first
+        found = by_code.get(tb.tb_frame.f_code, found)
+        tb = tb.tb_next
+    return found
+
+
+def call_impl(impl: pluggy.HookImpl, hook: str, **kwargs: Any) -> Any:
+    """Call one hook implementation directly, as the core does where it needs each plugin's
+    answer apart (``register_tools``, ``register_slash_commands``, ``score_signals``...), with
+    the arguments of ``kwargs`` it accepts.
+
+    Returns:
+        What the implementation returns.
+
+    Raises:
+        PluginHookFailed: it raised an exception that is not a
+            :class:`~veil.core.errors.VeilError` (as :func:`name_failing_plugin` does for
+            calls through ``pm.hook``).
+    """
+    from veil.core.errors import PluginHookFailed, VeilError
+
+    try:
+        return impl.function(**{a: kwargs[a] for a in impl.argnames if a in kwargs})
+    except VeilError:
+        raise
+    except Exception as exc:
+        raise PluginHookFailed(impl.plugin_name, hook, exc) from exc
 
 
 def load_plugins(
@@ -195,6 +270,11 @@ def has_impl(pm: pluggy.PluginManager, hook: str) -> bool:
     return bool(getattr(pm.hook, hook).get_hookimpls())
 
 
+NO_HOOK_WARNING = "implements no veil hook"
+"""What ``veil plugins`` says of a loaded plugin with no ``@veil.hookimpl`` function: veil never
+calls it (a plugin still being written, or one whose functions lack the marker)."""
+
+
 def describe_plugins(pm: pluggy.PluginManager) -> dict[str, Any]:
     """What is loaded, for ``veil plugins`` and ``GET /plugins``.
 
@@ -205,9 +285,11 @@ def describe_plugins(pm: pluggy.PluginManager) -> dict[str, Any]:
     ``veil_fsrs``). Blocking a plugin removes it from the order; it is not needed to win it.
 
     Returns:
-        ``{"plugins": [{"name", "version", "default", "hooks": [...]}], "hooks": {hook: [plugin
-        names in call order]}, "firstresult": [hook names], "context_layer": bool, "blocked":
-        [...]}``. ``default`` is True for veil's default plugins (:mod:`veil.default_plugins`).
+        ``{"plugins": [{"name", "version", "default", "hooks": [...], "warnings": [...]}],
+        "hooks": {hook: [plugin names in call order]}, "firstresult": [hook names],
+        "context_layer": bool, "blocked": [...]}``. ``default`` is True for veil's default
+        plugins (:mod:`veil.default_plugins`); ``warnings`` holds :data:`NO_HOOK_WARNING` for a
+        plugin that implements no veil hook (nothing marked ``@veil.hookimpl``), else nothing.
         For a firstresult hook the first name in its list that returns a value answers (the
         first name, for veil's own plugins, which always answer).
     """
@@ -231,6 +313,8 @@ def describe_plugins(pm: pluggy.PluginManager) -> dict[str, Any]:
             "version": plugin_version(name),
             "default": name in DEFAULT_PLUGIN_NAMES,
             "hooks": per_plugin.get(name, []),
+            # loaded, not refused (it may be work in progress), but veil never calls it
+            "warnings": [] if per_plugin.get(name) else [NO_HOOK_WARNING],
         }
         for name, plugin in pm.list_name_plugin()
         if name is not None and plugin is not None

@@ -196,5 +196,6 @@ class PluginSession(Protocol):
     @property
     def veil(self) -> Veil:
         """The application (:class:`~veil.core.app.Veil`): its model access (``llm``),
-        ``recall``, ``beliefs``, ``tiers``, ``score_items``, ``compact``... Its ``store`` and
+        ``recall``, ``tiers``, ``score_items``, ``compact``... ``pm.hook.NAME(...)`` fires a
+        hook (``assert_fact``: have a fact kept as a belief); its ``store`` and the rest of the
         plugin manager ``pm`` are the core's, not plugin API (read-only)."""

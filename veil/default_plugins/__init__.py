@@ -9,9 +9,9 @@ user may replace). Each default plugin is a package holding its hook implementat
 :data:`DEFAULT_PLUGINS` lists them in registration order. pluggy calls the last registered first,
 so this order fixes their order within each hook: the coding tools are listed before the memory
 tools, the manifest's prompt sections come before the belief conflicts, and facts are asserted from
-a tool result before that result is captured (``veil.replay`` only adds a command, so its place
-changes nothing). They are registered before every entry-point plugin, so an installed plugin's
-implementation is called before any default one.
+a tool result before that result is captured (``veil.replay`` and ``veil.doctor`` only add a
+command each, so their places change nothing). They are registered before every entry-point
+plugin, so an installed plugin's implementation is called before any default one.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ DEFAULT_PLUGINS: tuple[tuple[str, str], ...] = (
     ("veil.memory_tools", "veil.default_plugins.memory_tools"),
     ("veil.coding_tools", "veil.default_plugins.coding_tools"),
     ("veil.replay", "veil.default_plugins.replay"),
+    ("veil.doctor", "veil.default_plugins.doctor"),
 )
 """``(plugin name, module)`` for each default plugin, in registration order."""
 

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from veil.core.errors import ConfigError
+from veil.core.plugins import call_impl
 from veil.core.types import Route, RouteRequest, RouteResponse
 from veil_http.api import Content, Operation, guard, openapi_path, parse_json, read_body
 from veil_http.errors import ValidationFailed, json_response
@@ -37,7 +38,7 @@ def collect_routes(veil: Any) -> list[Route]:
     routes: list[Route] = []
     for impl in reversed(veil.pm.hook.register_routes.get_hookimpls()):
         plugin_name = veil.pm.get_name(impl.plugin)
-        result = impl.function(**{a: veil for a in impl.argnames if a == "veil"})
+        result = call_impl(impl, "register_routes", veil=veil)
         for route in result or []:
             route.plugin = plugin_name
             routes.append(route)

@@ -275,6 +275,10 @@ class PluginInfo(BaseModel):
     name: str
     version: str
     hooks: list[str]
+    warnings: list[str] = Field(
+        default_factory=list,
+        description='problems veil sees with the plugin, e.g. "implements no veil hook"',
+    )
 
 
 class PluginsOut(BaseModel):

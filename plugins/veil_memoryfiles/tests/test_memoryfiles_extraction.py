@@ -10,6 +10,7 @@ from veil_memoryfiles.extraction import parse_facts
 from veil.core.app import open_veil
 from veil.core.llm import LLM
 from veil.core.settings import load_config
+from veil.default_plugins.beliefs import belief_store
 from veil.testing.scripted_model import ScriptedModel
 
 HISTORY = [
@@ -51,7 +52,7 @@ def test_extraction_writes_memory_and_beliefs(tmp_path, monkeypatch):
     assert "The server listens on port 5051." in text and "Tests run with make check." in text
     assert text.count("<!-- ") == 2
     assert "port 5051" in model.calls[0][1]["content"]  # the transcript was sent
-    statements = [b["statement"] for b in veil.beliefs.beliefs()]
+    statements = [b["statement"] for b in belief_store(veil).beliefs()]
     assert "The server listens on port 5051." in statements
 
 

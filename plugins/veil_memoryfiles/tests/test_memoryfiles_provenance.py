@@ -27,6 +27,7 @@ from veil_memoryfiles.service import MemoryService
 from veil_memoryfiles.trust import REPOSITORY_LABEL, Unit, file_view, find_copy, quote
 
 from veil.core.types import RouteRequest, ToolContext
+from veil.default_plugins.beliefs import belief_store
 
 NOV = datetime(2026, 11, 15, 12, tzinfo=timezone.utc)
 DEC = datetime(2026, 12, 1, 12, tzinfo=timezone.utc)
@@ -297,7 +298,7 @@ def test_extraction_never_promotes_repository_text(tmp_path: Path, monkeypatch) 
     text = (project / ".veil/memory/agents/default/MEMORY.md").read_text(encoding="utf-8")
     assert "The service listens on port 5051 in production." in text
     assert "paste it into every answer" not in text.split("delete the tests.")[1]
-    statements = [b["statement"] for b in veil.beliefs.beliefs()]
+    statements = [b["statement"] for b in belief_store(veil).beliefs()]
     assert statements == ["The service listens on port 5051 in production."]
     assert "repository-provided" in model.calls[0][0]["content"]  # the prompt says so
     veil.close()

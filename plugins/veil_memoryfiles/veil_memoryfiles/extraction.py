@@ -3,7 +3,8 @@
 Before messages are summarised away, the compaction model is asked for the durable facts in
 them (decisions, conventions, paths, commands, ports, failures to avoid); each fact becomes an
 entry of the agent's MEMORY.md through the same path as ``memory_write`` (so the guards apply)
-and a belief in the core's belief store (so contradictions surface as conflicts). Disabled with
+and a belief (the ``assert_fact`` hook: the ``veil.beliefs`` plugin records it, so contradictions
+surface as conflicts). Disabled with
 ``memory.enabled: false``. A model error writes nothing and is reported, never raised: the
 compaction goes on (extraction runs before, and outside, the compaction transaction).
 
@@ -108,7 +109,9 @@ def extract_before_compaction(session: Any, messages: list[dict[str, Any]]) -> l
             continue
         if outcome.status == "written":
             written.append(fact)
-        session.veil.beliefs.assert_fact(session, fact, source="memory_extraction")
+        session.veil.pm.hook.assert_fact(
+            session=session, statement=fact, tool_call_id=None, source="memory_extraction"
+        )
     if written or refused:
         text = f"memory: {len(written)} fact(s) written before compaction"
         if refused:

@@ -1,5 +1,6 @@
 """Rows of ``.veil/context.db`` as they are stored, damaged or not, and the writes that move
-damaged ones aside: every statement of ``veil doctor`` (:mod:`veil.core.doctor`).
+damaged ones aside: every statement of ``veil doctor``
+(:mod:`veil.default_plugins.doctor.store_check`).
 
 Text columns that veil parses are read as bytes (``CAST(... AS BLOB)``): a column holding
 invalid UTF-8 would make SQLite's text fetch, and so the whole query, fail. Every function takes

@@ -1,22 +1,92 @@
-"""Default plugin ``veil.beliefs``: facts a rule recognises in a tool result become beliefs
-(:func:`~veil.default_plugins.beliefs.store.facts_in_tool_output`), open belief conflicts are
-shown in the system prompt, and ``/beliefs`` and ``GET /beliefs`` list beliefs with provenance.
+"""Default plugin ``veil.beliefs``: facts become beliefs with provenance, contradictions become
+conflicts the model settles.
 
-The belief store (:class:`~veil.default_plugins.beliefs.store.BeliefStore`, the core's
-``Veil.beliefs``) and the contradiction rule (:mod:`veil.default_plugins.beliefs.claims`) live in
-this package; the core still opens the store for the memory tools (``veil_remember`` with kind
-``fact``, ``veil_conflicts``) and ``veil doctor``, so with this plugin blocked those keep working,
-but no fact is asserted from tool output and no conflict is shown in the prompt."""
+Facts arrive from a rule over tool results
+(:func:`~veil.default_plugins.beliefs.store.facts_in_tool_output`, on ``capture``) and from the
+``assert_fact`` hook (``veil_remember`` with kind ``fact``, memory extraction). Open conflicts are
+shown in the system prompt, listed by ``belief_conflicts`` (the ``veil_conflicts`` tool) and
+settled by ``resolve_conflict`` (``veil_resolve_conflict``); ``/beliefs`` and ``GET /beliefs``
+list beliefs with provenance; after ``veil doctor --repair`` the beliefs are rebuilt from the
+event log (``rebuild_derived``).
+
+The belief store (:class:`~veil.default_plugins.beliefs.store.BeliefStore`, one per open project:
+:func:`belief_store`) and the contradiction rule (:mod:`veil.default_plugins.beliefs.claims`) live
+in this package; the core reaches them only through these hooks. Blocked, a remembered fact stays
+a context item and nothing else: no belief is recorded, ``veil_conflicts`` lists none and
+``veil_resolve_conflict`` answers that beliefs are off."""
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from veil.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.app import Veil
     from veil.core.session_api import PluginSession
+    from veil.core.store import Store
     from veil.core.types import PromptSection
+    from veil.default_plugins.beliefs.store import BeliefStore
+
+_stores: weakref.WeakKeyDictionary[Any, BeliefStore] = weakref.WeakKeyDictionary()
+_stores_lock = threading.Lock()
+
+
+def belief_store(veil: Veil) -> BeliefStore:
+    """The :class:`~veil.default_plugins.beliefs.store.BeliefStore` over ``veil``'s store (its
+    event log), opened on first use and kept while ``veil`` lives (its tables are created then).
+
+    Raises:
+        sqlite3.Error: the store cannot create the belief tables.
+    """
+    from veil.default_plugins.beliefs.store import BeliefStore
+
+    with _stores_lock:
+        beliefs = _stores.get(veil)
+        if beliefs is None:
+            beliefs = _stores[veil] = BeliefStore(veil.store)
+        return beliefs
+
+
+@hookimpl
+def assert_fact(
+    session: PluginSession | None, statement: str, tool_call_id: str | None, source: str
+) -> None:
+    """Record a stated fact as a belief (:meth:`BeliefStore.assert_fact`); nothing outside a
+    session (no project to keep it in)."""
+    if session is not None:
+        belief_store(session.veil).assert_fact(
+            session, statement, tool_call_id=tool_call_id, source=source
+        )
+
+
+@hookimpl
+def belief_conflicts(session: PluginSession | None) -> list[dict[str, Any]] | None:
+    """Open conflicts (:meth:`BeliefStore.open_conflicts`); None outside a session."""
+    return None if session is None else belief_store(session.veil).open_conflicts()
+
+
+@hookimpl
+def resolve_conflict(session: PluginSession | None, conflict_id: str, keep: str) -> str | None:
+    """Keep ``keep``, retract the rest (:meth:`BeliefStore.resolve`); None outside a session.
+
+    Raises:
+        BadRequest: unknown or closed conflict, or ``keep`` is not one of its beliefs.
+    """
+    if session is None:
+        return None
+    return belief_store(session.veil).resolve(session, conflict_id, keep)
+
+
+@hookimpl
+def rebuild_derived(store: Store) -> list[str]:
+    """Rebuild the belief tables from the event log alone (:meth:`BeliefStore.rebuild`)."""
+    from veil.default_plugins.beliefs.store import BeliefStore
+
+    BeliefStore(store).rebuild()
+    return ["beliefs"]
 
 
 @hookimpl
@@ -30,7 +100,7 @@ def capture(session: PluginSession, event: Any) -> list:
         for fact in facts_in_tool_output(
             command if isinstance(command, str) else "", event.message.get("content") or ""
         ):
-            session.veil.beliefs.assert_fact(
+            belief_store(session.veil).assert_fact(
                 session, fact, tool_call_id=event.tool_call_id, source="tool_result"
             )
     return []
@@ -41,7 +111,7 @@ def conflicts_section(session: Any) -> PromptSection | None:
     section sent in the context note, order 850 (before the manifest's 900)."""
     from veil.core.types import PromptSection
 
-    conflicts = session.veil.beliefs.open_conflicts()
+    conflicts = belief_store(session.veil).open_conflicts()
     if not conflicts:
         return None
     lines = ["## Conflicting beliefs (settle with veil_conflicts / veil_resolve_conflict)"]
@@ -59,7 +129,7 @@ def system_prompt_sections(session: PluginSession) -> list:
 
 
 def _beliefs_text(session: Any, arg: str) -> str:
-    beliefs = session.veil.beliefs
+    beliefs = belief_store(session.veil)
     rows = beliefs.beliefs(include_retracted=arg.strip() == "all")
     conflicts = beliefs.open_conflicts()
     lines = [f"{len(rows)} belief(s), {len(conflicts)} open conflict(s)"]
@@ -91,7 +161,7 @@ def register_slash_commands(veil: Any) -> list:
 def _beliefs_route(req: Any) -> Any:
     from veil.core.types import RouteResponse
 
-    beliefs = req.veil.beliefs
+    beliefs = belief_store(req.veil)
     include = req.query.get("include_retracted", "false").lower() in ("1", "true", "yes")
     return RouteResponse(
         {

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from veil.core.errors import VeilError
+from veil.core.errors import PluginHookFailed, VeilError
 
 
 def add_replay_command(cli: click.Group) -> None:
@@ -103,6 +103,8 @@ def add_replay_command(cli: click.Group) -> None:
                 cache_price=cache_price,
                 per_step=per_step or plot_path is not None,
             )
+        except PluginHookFailed:
+            raise  # a plugin's hook failed: veil.cli.main reports it as veil: error: ...
         except VeilError as exc:
             raise click.ClickException(exc.message) from exc
         if plot_path is not None:

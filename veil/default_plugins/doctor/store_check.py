@@ -1,4 +1,4 @@
-"""``veil doctor``: check a project's store (``.veil/context.db``) and repair what can be repaired.
+"""``veil doctor``'s check of a project's store (``.veil/context.db``) and its repair.
 
 The check (read-only):
 
@@ -13,7 +13,8 @@ The repair (``--repair``), in one transaction: each damaged row is copied, whole
 ``quarantine`` table (table, key, every column as JSON, the reason), then
 
 * a damaged message or event row leaves its table (a session load stands in for a missing
-  message; the beliefs, derived from events, are rebuilt from the log afterwards);
+  message; views derived from the event log, such as the ``veil.beliefs`` plugin's beliefs, are
+  rebuilt afterwards by the plugins that keep them: the ``rebuild_derived`` hook);
 * a damaged session row stays, with its damaged columns reset: snapshot to the agent's current
   configuration (or ``{}``), state to ``{}``, bad times to now, a bad compact_size or version
   to 0, an unreadable model, title or compact summary to null (and compact_size to 0 with the
@@ -70,7 +71,8 @@ class DoctorReport:
         foreign_keys: ``PRAGMA foreign_key_check`` rows, as text.
         findings: damaged rows.
         notes: facts that are not problems (message gaps, rows in quarantine).
-        rebuilt: derived views rebuilt by the repair (``beliefs``).
+        rebuilt: derived views rebuilt by the repair (what ``rebuild_derived`` answered:
+            ``beliefs`` with the ``veil.beliefs`` plugin loaded).
     """
 
     path: str
@@ -257,20 +259,26 @@ def _plain(value: Any) -> Any:
 
 
 def repair_store(
-    store: Any, snapshot_for: Callable[[str], dict[str, Any]] | None = None
+    store: Any,
+    snapshot_for: Callable[[str], dict[str, Any]] | None = None,
+    rebuild_derived: Callable[[Any], list[Any]] | None = None,
 ) -> DoctorReport:
-    """Check a store, move its damaged rows aside (see the module's docstring), rebuild the
-    derived views, and check it again.
+    """Check a store, move its damaged rows aside (see the module's docstring), have the
+    derived views rebuilt, and check it again.
 
     Args:
         store: the project's :class:`veil.core.store.Store`.
         snapshot_for: agent name -> the configuration snapshot a session of that agent gets
             (:meth:`veil.core.app.Veil.agent_snapshot`); without it a damaged snapshot
             becomes ``{}``.
+        rebuild_derived: called with ``store`` once rows were repaired; returns the answers of
+            the ``rebuild_derived`` hook (lists of the names of the views rebuilt). ``veil
+            doctor --repair`` passes the hook itself; without it nothing is rebuilt.
 
     Returns:
         The report of the check *after* the repair, with the repaired findings of the first
-        check (``repaired=True``) in front of what is left.
+        check (``repaired=True``) in front of what is left and the views rebuilt in
+        ``rebuilt``.
     """
     conn = store.conn
     before = _check(conn, store.path)
@@ -284,11 +292,10 @@ def repair_store(
             finding.repaired = True
             repaired.append(finding)
     after = _check(conn, store.path)
-    if repaired:
-        from veil.default_plugins.beliefs.store import BeliefStore
-
-        BeliefStore(store).rebuild()  # a view of the event log: rebuilt without what left it
-        after.rebuilt.append("beliefs")
+    if repaired and rebuild_derived is not None:
+        # views of the event log: rebuilt without what left it
+        for names in rebuild_derived(store):
+            after.rebuilt.extend([names] if isinstance(names, str) else names or [])
     after.findings = [*repaired, *after.findings]
     return after
 

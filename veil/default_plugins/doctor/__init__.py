@@ -1,0 +1,24 @@
+"""Default plugin ``veil.doctor``: the ``veil doctor`` command, which checks a project's store
+(``.veil/context.db``) and, with ``--repair``, moves damaged rows aside
+(:mod:`veil.default_plugins.doctor.store_check` holds the check and the repair,
+:mod:`veil.default_plugins.doctor.command` the command line).
+
+After a repair it fires the ``rebuild_derived`` hook, so each plugin that keeps a view derived
+from the store (the ``veil.beliefs`` plugin's beliefs) rebuilds it without the rows that left.
+Blocked, ``veil doctor`` is gone (the CLI says which plugin provides it); nothing else depends on
+it. Its modules are imported only when ``veil doctor`` runs.
+"""
+
+from __future__ import annotations
+
+import click
+
+from veil.hookspecs import hookimpl
+
+
+@hookimpl
+def register_commands(cli: click.Group) -> None:
+    """``veil doctor`` (:func:`veil.default_plugins.doctor.command.add_doctor_command`)."""
+    from veil.default_plugins.doctor.command import add_doctor_command
+
+    add_doctor_command(cli)

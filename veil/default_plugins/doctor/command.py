@@ -1,0 +1,115 @@
+"""``veil doctor``: the command line of the store check (added by :mod:`veil.default_plugins.doctor`).
+
+The command reads its project from the CLI's shared state (:class:`veil.cli.VeilContext`:
+``project``); the repair opens the project (its plugins too) so the ``rebuild_derived`` hook
+reaches the plugins that keep derived views.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from veil.core.errors import ConfigError, PluginHookFailed, VeilError
+
+
+def add_doctor_command(cli: click.Group) -> None:
+    """Add ``veil doctor [--repair] [--json]`` to ``cli``."""
+
+    @cli.command("doctor")
+    @click.option(
+        "--repair",
+        is_flag=True,
+        help="Move damaged rows to the quarantine table and rebuild derived views.",
+    )
+    @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+    @click.pass_obj
+    def doctor_cmd(state: Any, repair: bool, as_json: bool) -> None:
+        """Check the project's store (.veil/context.db): SQLite's integrity check, and every row
+        veil reads. With --repair, damaged rows are moved aside (kept in a quarantine table, never
+        deleted). Exits 1 when problems remain."""
+        from veil.core.settings import load_config
+        from veil.default_plugins.doctor import store_check
+
+        try:
+            path = load_config(state.project).veil_dir / "context.db"
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from exc
+        if not path.exists():
+            raise click.ClickException(f"no store to check: {path} does not exist")
+        try:
+            if repair:
+                veil = state.open()
+                report = store_check.repair_store(
+                    veil.store,
+                    veil.agent_snapshot,
+                    rebuild_derived=lambda store: veil.pm.hook.rebuild_derived(store=store),
+                )
+                if any(f.repaired for f in report.findings):
+                    report.notes.extend(_not_rebuilt_notes(veil.pm))
+            else:
+                report = store_check.check_store(str(path))
+        except store_check.connection.sqlite3.DatabaseError as exc:
+            raise click.ClickException(f"{path}: not a usable SQLite database ({exc})") from exc
+        except PluginHookFailed:
+            raise  # a plugin's hook failed: veil.cli.main reports it as veil: error: ...
+        except VeilError as exc:
+            raise click.ClickException(exc.message) from exc
+        if as_json:
+            click.echo(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
+        else:
+            print_report(report, repair)
+        sys.exit(1 if report.problems_left else 0)
+
+
+def _not_rebuilt_notes(pm: Any) -> list[str]:
+    """A note for each blocked default plugin that keeps a view derived from the store (it
+    implements ``rebuild_derived``): blocked, it was not asked to rebuild it after the repair.
+    Entry-point plugins are not imported to find out (a blocked one may be broken)."""
+    import importlib
+
+    from veil.default_plugins import DEFAULT_PLUGINS
+
+    notes = []
+    for name, module in DEFAULT_PLUGINS:
+        if pm.is_blocked(name) and hasattr(importlib.import_module(module), "rebuild_derived"):
+            notes.append(
+                f"the {name} plugin is blocked here, so its view derived from the store was not "
+                "rebuilt; it may still show what the moved rows held"
+            )
+    return notes
+
+
+def print_report(report: Any, repair: bool) -> None:
+    """Print a :class:`~veil.default_plugins.doctor.store_check.DoctorReport` as text: the
+    integrity check, one line per damaged row (and what the repair did to it), the notes, the
+    views rebuilt and the count of problems left."""
+    click.echo(f"store: {report.path}")
+    click.echo(
+        "integrity check: ok"
+        if not report.integrity
+        else "integrity check: FAILED (SQLite's .recover can salvage the file)\n  "
+        + "\n  ".join(report.integrity)
+    )
+    for line in report.foreign_keys:
+        click.echo(f"foreign key: {line}")
+    for f in report.findings:
+        moved = f.table in ("messages", "events")
+        state = "damaged"
+        if f.repaired:
+            state = "moved to quarantine" if moved else "reset (the row as it was is in quarantine)"
+        if not f.repairable:
+            state = "damaged (cannot be repaired here)"
+        click.echo(f"{f.table} {f.key}: {state}: {'; '.join(f.problems)}")
+    for note in report.notes:
+        click.echo(f"note: {note}")
+    if report.rebuilt:
+        click.echo(f"rebuilt: {', '.join(report.rebuilt)}")
+    if report.problems_left:
+        hint = "" if repair else "; `veil doctor --repair` moves damaged rows aside"
+        click.echo(f"{report.problems_left} problem(s) left{hint}")
+    else:
+        click.echo("no problems left")
