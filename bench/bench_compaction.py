@@ -8,7 +8,7 @@ Offline and deterministic: the summariser is veil_compaction.testing.ScriptedSum
 weights, no network), so the times are veil's own cost (transcript rendering, token counting,
 chunking, merging, the SQLite write), not a model's. Histories are seeded
 (veil_compaction.testing.synthetic_history: 0-3 parallel tool calls per step, results of 50-1,500
-characters). Token figures use veil's estimate (veil.core.tokens). Replay figures over the recorded
+characters). Token figures use veil's estimate (veil.core.models.tokens). Replay figures over the recorded
 trajectories (summed prompt tokens and misses, issue 5) come with ``veil replay --compaction``.
 
 Prints a Markdown table; times are wall-clock milliseconds (median over the repetitions).
@@ -32,11 +32,11 @@ from veil_compaction.summarise import Summariser
 from veil_compaction.testing import ScriptedSummariser, synthetic_history
 
 from veil.core.app import open_veil
-from veil.core.compaction import run_default
-from veil.core.compaction_cut import choose_cut
-from veil.core.llm import LLM
+from veil.core.models.llm import LLM
+from veil.core.models.tokens import count_message_tokens
+from veil.core.prompt.compaction import run_default
+from veil.core.prompt.compaction_cut import choose_cut
 from veil.core.settings import load_config
-from veil.core.tokens import count_message_tokens
 
 RESULT_CHARS = (50, 1500)
 

@@ -2,7 +2,7 @@
 
 For each conversation of ``../shared/data/locomo/locomo10_dev.json``: a fresh project whose store
 holds every turn as a warm item ``"speaker: text"`` (one veil session per LoCoMo session, the
-session's date as the item's time, tags by :func:`veil.core.tags.extract_tags` as capture gives
+session's date as the item's time, tags by :func:`veil.core.prompt.tags.extract_tags` as capture gives
 them), embedded by veil's configured model (all-MiniLM-L6-v2). For each question of categories
 1-4, gold = its evidence ids split on ``;``, ``,`` and spaces, deduplicated, ids absent from the
 conversation dropped (the question is skipped when none remain); recall@10 = |gold ∩ top 10| /
@@ -44,7 +44,7 @@ except ImportError:  # pragma: no cover - a bare checkout
     sys.path.insert(0, str(ROOT))
 
 from veil.core.app import Veil, open_veil  # noqa: E402
-from veil.core.tags import extract_tags  # noqa: E402
+from veil.core.prompt.tags import extract_tags  # noqa: E402
 from veil.core.types import ContextItem  # noqa: E402
 from veil.default_plugins.recall import fusion  # noqa: E402
 from veil.default_plugins.recall.registry import recall_for  # noqa: E402

@@ -1,4 +1,4 @@
-"""Benchmark: what secret redaction (veil.core.redaction) costs on real tool output.
+"""Benchmark: what secret redaction (veil.core.safety.redaction) costs on real tool output.
 
 Every observation of the shared mini-swe-agent trajectories (the tool results a coding agent
 sees: test runs, file reads, greps) is redacted as :meth:`veil.core.session.Session.append`
@@ -6,7 +6,7 @@ redacts a tool result. Reported, per gate (``aho``: one Aho-Corasick pass with a
 ``plain``: one ``in`` per anchor, the fallback without it):
 
 * µs per KB of text and µs per observation (median of the repetitions);
-* the same texts through :func:`veil.core.tags.distinct_runs` (the scan capture makes of every
+* the same texts through :func:`veil.core.prompt.tags.distinct_runs` (the scan capture makes of every
   tool result), timed interleaved with it: the ratio says what redaction adds to capture's
   own text work whatever the machine's speed at the moment;
 * how many observations redaction changed (real trajectories hold no credential: each change
@@ -31,8 +31,8 @@ try:
 except ImportError:  # pragma: no cover - a bare checkout
     sys.path.insert(0, str(ROOT))
 
-from veil.core.redaction import Redactor, _aho  # noqa: E402
-from veil.core.tags import distinct_runs  # noqa: E402
+from veil.core.prompt.tags import distinct_runs  # noqa: E402
+from veil.core.safety.redaction import Redactor, _aho  # noqa: E402
 
 TRAJ = ROOT.parent / "shared" / "data" / "trajectories"
 

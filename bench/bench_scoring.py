@@ -45,7 +45,7 @@ from veil_fsrs.scoring import score_items  # noqa: E402
 from veil_fsrs.session_state import PLUGIN_NAME  # noqa: E402
 from veil_fsrs.settings import FsrsContextSettings  # noqa: E402
 
-from veil.core.items import ItemBatch  # noqa: E402
+from veil.core.prompt.items import ItemBatch  # noqa: E402
 from veil.core.types import ContextItem  # noqa: E402
 
 NOW = 1_750_000_000.0

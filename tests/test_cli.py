@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from veil import cli as cli_mod
 from veil.core import app as app_mod
-from veil.core.llm import LLM
+from veil.core.models.llm import LLM
 from veil.testing.scripted_model import ScriptedModel
 
 

@@ -20,10 +20,10 @@ import veil_compaction
 from veil_compaction import ledger
 
 from veil.core.app import open_veil
-from veil.core.context import SUMMARY_PREFIX
 from veil.core.context_ops import hydrate
 from veil.core.errors import PromptTooLarge
-from veil.core.llm import LLM
+from veil.core.models.llm import LLM
+from veil.core.prompt.context import SUMMARY_PREFIX
 from veil.core.settings import load_config
 from veil.hookspecs import hookimpl
 from veil.testing.scripted_server import ScriptedOpenAIServer
@@ -213,7 +213,7 @@ def test_the_full_compaction_cut_advances_past_the_steps_that_left_the_prompt(op
     """Before: the cut was chosen in what is sent (collapsed steps left out) and counted again
     in the stored history, where it landed among the collapsed steps: compact_size barely
     moved and the next compaction summarised the same early turn again."""
-    from veil.core.context import build_prompt
+    from veil.core.prompt.context import build_prompt
 
     window = 20_000
     with ScriptedOpenAIServer(lambda body: "SUMMARY", context_window=window) as server:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from veil.core import compaction
 from veil.core.errors import CompactionRejected, NotAvailable
+from veil.core.prompt import compaction
 from veil.core.types import Summary
 from veil.hookspecs import hookimpl
 

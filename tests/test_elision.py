@@ -1,4 +1,4 @@
-"""Repeated-line elision (veil.core.elision) and its place in the prompt builder."""
+"""Repeated-line elision (veil.core.prompt.elision) and its place in the prompt builder."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from veil.core.context import build_prompt
-from veil.core.elision import MARKER, elide_repeats
+from veil.core.prompt.context import build_prompt
+from veil.core.prompt.elision import MARKER, elide_repeats
 
 TEST_OUTPUT = "\n".join(
     [

@@ -22,7 +22,7 @@ PROBE = textwrap.dedent(
     """
     import json, sys
     from veil.core.app import open_veil
-    from veil.core.llm import LLM
+    from veil.core.models.llm import LLM
     from veil.core.settings import load_config
     from veil.testing.scripted_model import ScriptedModel
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from veil_fsrs.settings import FsrsContextSettings
 
-from veil.core.items import LOG_LIMIT, ItemBatch
+from veil.core.prompt.items import LOG_LIMIT, ItemBatch
 from veil.core.types import ContextItem
 
 veil_fsrs = pytest.importorskip("veil_fsrs")

@@ -1,4 +1,4 @@
-"""LLM access (veil.core.llm), provider names (veil.core.providers), ScriptedModel.
+"""LLM access (veil.core.models.llm), provider names (veil.core.models.providers), ScriptedModel.
 
 Provider calls go through litellm's own offline mock (``mock_response``) behind a stand-in
 ``litellm.completion`` that raises litellm's real exception classes for chosen providers.
@@ -12,7 +12,7 @@ import pytest
 
 from veil.core.app import open_veil
 from veil.core.errors import ConfigError, ProviderError
-from veil.core.llm import (
+from veil.core.models.llm import (
     DEFAULT_CONTEXT_WINDOW,
     LLM,
     NO_MODEL_MESSAGE,
@@ -24,12 +24,12 @@ from veil.core.llm import (
     local_models_of,
     redact,
 )
-from veil.core.offline import import_litellm
+from veil.core.models.offline import import_litellm
+from veil.core.models.providers import KNOWN_PROVIDER_TYPES
+from veil.core.models.tokens import count_message_tokens, count_text_tokens
 from veil.core.plugins import load_plugins, new_plugin_manager
-from veil.core.providers import KNOWN_PROVIDER_TYPES
+from veil.core.safety.trust import KEYLESS_API_KEY
 from veil.core.settings import load_config
-from veil.core.tokens import count_message_tokens, count_text_tokens
-from veil.core.trust import KEYLESS_API_KEY
 from veil.hookspecs import hookimpl
 from veil.testing.scripted_model import ScriptedModel, ScriptExhaustedError
 

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from veil.core.llm import LLM, LiteLLMModel, Route
+from veil.core.models.llm import LLM, LiteLLMModel, Route
+from veil.core.models.tokens import count_message_tokens, count_text_tokens
 from veil.core.settings import load_config
-from veil.core.tokens import count_message_tokens, count_text_tokens
 from veil.testing.scripted_server import ScriptedOpenAIServer, openai_prompt_tokens
 
 

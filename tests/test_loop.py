@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from veil.core.context import pairing_problems, repair_pairing
-from veil.core.tokens import estimate_tokens
+from veil.core.models.tokens import estimate_tokens
+from veil.core.prompt.context import pairing_problems, repair_pairing
 from veil.core.types import EvictionPlan, PromptSection, Tool, ToolResult
 from veil.hookspecs import hookimpl
 
@@ -300,7 +300,7 @@ def test_tool_handler_result_outcome_reaches_capture(make_veil):
 
 
 def test_a_prompt_the_provider_refuses_as_too_long_is_compacted_and_retried(make_veil):
-    from veil.core.llm import ContextWindowExceededError
+    from veil.core.models.llm import ContextWindowExceededError
     from veil.core.types import Summary
 
     folded = []
@@ -335,7 +335,7 @@ def test_a_prompt_the_provider_refuses_as_too_long_is_compacted_and_retried(make
 def test_without_a_compaction_plugin_the_refusal_reaches_the_caller(make_veil):
     import pytest
 
-    from veil.core.llm import ContextWindowExceededError
+    from veil.core.models.llm import ContextWindowExceededError
 
     def too_long(messages, tools):
         raise ContextWindowExceededError("too long")
@@ -346,7 +346,7 @@ def test_without_a_compaction_plugin_the_refusal_reaches_the_caller(make_veil):
 
 
 def test_an_evicted_turn_takes_its_tool_call_arguments_with_it(make_veil):
-    from veil.core.context import kept_messages
+    from veil.core.prompt.context import kept_messages
     from veil.core.turn import capture
     from veil.core.types import CaptureEvent
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from veil.core import paths
 from veil.core.app import VEIL_GITIGNORE, ensure_gitignore, open_veil
 from veil.core.errors import ConfigError, UnsafePath, UnsafeVeilPath
+from veil.core.safety import paths
 from veil.core.settings import load_config
 from veil.core.store import Store
 

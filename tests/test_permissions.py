@@ -1,6 +1,6 @@
 """Permission rules for tool calls (issue 21): parsing, matching, order, settings layers, the loop.
 
-Expected verdicts are written out by hand from the rules in :mod:`veil.core.permissions`'s
+Expected verdicts are written out by hand from the rules in :mod:`veil.core.safety.permissions`'s
 docstring; the end-to-end ``veil -p`` runs are in test_permissions_cli.py.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from veil.core.errors import ConfigError
-from veil.core.permissions import (
+from veil.core.safety.permissions import (
     evaluate,
     parse_answer,
     parse_rule,

@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from veil.core import processes
 from veil.core.app import open_veil
-from veil.core.llm import LLM
+from veil.core.models.llm import LLM
+from veil.core.safety import processes
 from veil.core.settings import load_config
 from veil.default_plugins.coding_tools.tools import run_command
 from veil.testing.scripted_model import ScriptedModel

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from veil.core.context import BASE_PROMPT
-from veil.core.prompt_trust import (
+from veil.core.prompt.context import BASE_PROMPT
+from veil.core.safety.prompt_trust import (
     TRUST_PROJECT_PROMPT_ENV,
     prompt_digest,
     quoted_project_prompt,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from veil.core.context import NOTE_PREFIX, pairing_problems
+from veil.core.prompt.context import NOTE_PREFIX, pairing_problems
 
 
 def _layer_plugins() -> list[tuple[str, object]]:
@@ -269,8 +269,8 @@ def test_the_request_fits_the_window_with_tool_schemas_and_max_tokens(
     litellm), fits the window. Before issue 18 the schemas were not counted and requests ran
     ~4,000 tokens over."""
     from veil.core.app import open_veil
+    from veil.core.models.tokens import count_message_tokens
     from veil.core.settings import load_config
-    from veil.core.tokens import count_message_tokens
 
     port = openai_server.server_address[1]
     (project / ".veil").mkdir()

@@ -1,4 +1,4 @@
-"""The secret redactor (veil.core.redaction, veil.core.secret_formats): its precision and recall
+"""The secret redactor (veil.core.safety.redaction, veil.core.safety.secret_formats): its precision and recall
 over a corpus of credential shapes and look-alikes, the two gates agreeing, idempotence, names
 and values of assignments, the secrets veil knows, the setting, and the guard that keeps a
 placeholder out of files."""
@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from veil.core import redaction
 from veil.core.errors import ConfigError
-from veil.core.redaction import Redactor, environment_secrets, placeholders
-from veil.core.secret_formats import RULES, secret_name, secret_value
+from veil.core.safety import redaction
+from veil.core.safety.redaction import Redactor, environment_secrets, placeholders
+from veil.core.safety.secret_formats import RULES, secret_name, secret_value
 from veil.core.settings import load_config
 from veil.core.types import ToolResult
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from veil.core.app import open_veil
-from veil.core.compaction import run_full
-from veil.core.context import kept_messages
-from veil.core.llm import LLM
+from veil.core.models.llm import LLM
+from veil.core.prompt.compaction import run_full
+from veil.core.prompt.context import kept_messages
 from veil.core.settings import load_config
 from veil.hookspecs import hookimpl
 from veil.testing.scripted_model import ScriptedModel

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from veil.core.errors import BadRequest
-from veil.core.offline import prepare_offline_env
+from veil.core.models.offline import prepare_offline_env
 from veil.default_plugins.replay.baselines import (
     MASKED_OBSERVATION,
     masked_count,

@@ -1,4 +1,4 @@
-"""veil.core.tags: the ASCII fast routes give exactly what their regular expressions give.
+"""veil.core.prompt.tags: the ASCII fast routes give exactly what their regular expressions give.
 
 The reference for each is the pattern itself, applied with ``re.findall`` to the same text.
 """
@@ -10,7 +10,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from veil.core import tags
+from veil.core.prompt import tags
 
 # Characters that matter to the patterns (word characters, run punctuation, separators,
 # whitespace of every kind, digits) and some non-ASCII letters and punctuation.

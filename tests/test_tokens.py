@@ -1,4 +1,4 @@
-"""Token counting (veil.core.tokens) and the offline environment (veil.core.offline).
+"""Token counting (veil.core.models.tokens) and the offline environment (veil.core.models.offline).
 
 Exact counts are checked against tiktoken called directly; the estimate's bound is checked
 against every tokenizer installed here, on the shared real data and on hostile strings.
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from veil.core import offline, tokens
-from veil.core.offline import litellm_tokenizer_dir, prepare_offline_env
+from veil.core.models import offline, tokens
+from veil.core.models.offline import litellm_tokenizer_dir, prepare_offline_env
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("VEIL_SHARED_DATA") or REPO / ".." / "shared" / "data")
@@ -68,8 +68,8 @@ def test_prepare_offline_env_sets_only_unset_and_is_idempotent(monkeypatch):
 
 def test_importing_veil_llm_modules_does_not_import_litellm_or_llama_cpp():
     code = (
-        "import sys, veil.core.llm, veil.testing.scripted_model, veil.core.tokens, "
-        "veil.core.providers, veil.core.settings\n"
+        "import sys, veil.core.models.llm, veil.testing.scripted_model, veil.core.models.tokens, "
+        "veil.core.models.providers, veil.core.settings\n"
         "print(sorted(m for m in ('litellm', 'llama_cpp', 'tiktoken') if m in sys.modules))"
     )
     out = subprocess.run(
@@ -188,7 +188,7 @@ def test_fast_path_refused_when_it_disagrees_on_a_probe(monkeypatch, caplog):
             return [0] * (len(text) + 1)
 
     monkeypatch.setattr(bpe_openai, "get_encoding", lambda name: OffByOne())
-    with caplog.at_level("WARNING", logger="veil.core.tokens"):
+    with caplog.at_level("WARNING", logger="veil.core.models.tokens"):
         assert tokens.checked_fast_encoding() is None
     assert "disagrees with tiktoken" in caplog.text
 

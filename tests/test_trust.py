@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from veil.core.errors import ConfigError
-from veil.core.llm import LLM, Route
-from veil.core.providers import AMBIENT_CREDENTIAL_TYPES, KNOWN_PROVIDER_TYPES
+from veil.core.models.llm import LLM, Route
+from veil.core.models.providers import AMBIENT_CREDENTIAL_TYPES, KNOWN_PROVIDER_TYPES
+from veil.core.safety.trust import KEYLESS_API_KEY, PROJECT_MODEL_OPTIONS
 from veil.core.settings import load_config
-from veil.core.trust import KEYLESS_API_KEY, PROJECT_MODEL_OPTIONS
 from veil.testing.scripted_server import ScriptedOpenAIServer
 
 USER_KEY = "sk-user-7Qm2Lx9Vb4Nc8Rt1Zp5Wd3Hy"

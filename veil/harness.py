@@ -36,7 +36,7 @@ result of the newest assistant message's calls arrives (once per tool batch), ``
 an assistant message without tool calls arrives (the final answer), so ``autoThreshold``
 compaction runs here as in the loop.
 
-Permissions (:mod:`veil.core.permissions`): the host runs its own tools, so checking veil's
+Permissions (:mod:`veil.core.safety.permissions`): the host runs its own tools, so checking veil's
 rules is its choice: :meth:`VeilHarness.check_permission` applies ``permissions`` from the
 settings (the user's ``~/.veil/settings.json``, the project's deny rules) to a call, and asks
 the host's ``ask_permission`` callback where the rules say "ask" (refused without one);
@@ -53,8 +53,8 @@ from pathlib import Path
 from typing import Any
 
 from veil.core import turn
-from veil.core.context import build_prompt
-from veil.core.permissions import PermissionDecision, PermissionRequest, authorize
+from veil.core.prompt.context import build_prompt
+from veil.core.safety.permissions import PermissionDecision, PermissionRequest, authorize
 from veil.core.types import Message, ToolContext, ToolResult
 
 
@@ -71,7 +71,7 @@ class VeilHarness:
         use_entry_points: load installed plugins (scorer, eviction, compaction, memory files...).
         ask_permission: ``request -> "once" | "session" | "deny" | None``, the host's prompt
             for calls the permission rules leave to the user
-            (:class:`~veil.core.permissions.PermissionRequest`); None (default): such calls are
+            (:class:`~veil.core.safety.permissions.PermissionRequest`); None (default): such calls are
             refused, as with ``veil -p`` without a terminal.
 
     Raises:
@@ -90,7 +90,7 @@ class VeilHarness:
         ask_permission: Callable[[PermissionRequest], str | None] | None = None,
     ) -> None:
         from veil.core.app import open_veil
-        from veil.core.llm import LLM
+        from veil.core.models.llm import LLM
         from veil.core.settings import load_config
 
         if project_dir is None and str(db_path) != ":memory:":
@@ -133,7 +133,7 @@ class VeilHarness:
     def on_user_message(self, text: str) -> None:
         """A user message starts an exchange (task tags are taken from it). Credentials in it
         are redacted before it is stored (as everything the harness is told:
-        :mod:`veil.core.redaction`)."""
+        :mod:`veil.core.safety.redaction`)."""
         turn.record_user(self.session, text)
 
     def on_assistant_message(self, message: Message) -> None:
@@ -194,7 +194,7 @@ class VeilHarness:
             tool_call_id: the call's id (copied into the request the callback sees).
 
         Returns:
-            A :class:`~veil.core.permissions.PermissionDecision`, ``allowed`` or not; a refusal's
+            A :class:`~veil.core.safety.permissions.PermissionDecision`, ``allowed`` or not; a refusal's
             ``tool_result_text()`` says why and what would allow it.
         """
         if isinstance(arguments, str):
@@ -312,7 +312,7 @@ class _HostModel:
     provider = "host"
 
     def __init__(self, context_window: int, count: Callable[[str], int] | None) -> None:
-        from veil.core.tokens import cl100k_count
+        from veil.core.models.tokens import cl100k_count
 
         self.context_window = context_window
         self._count = count or cl100k_count

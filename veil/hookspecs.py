@@ -38,9 +38,9 @@ if TYPE_CHECKING:  # pragma: no cover
     import click
 
     from veil.core.app import Veil
-    from veil.core.items import ItemBatch
-    from veil.core.llm import LocalModel
-    from veil.core.permissions import PermissionRequest
+    from veil.core.models.llm import LocalModel
+    from veil.core.prompt.items import ItemBatch
+    from veil.core.safety.permissions import PermissionRequest
     from veil.core.session import Session
     from veil.core.session_api import PluginSession
     from veil.core.settings import Config, SettingsSection
@@ -93,7 +93,7 @@ def register_tools(veil: Veil) -> list[Tool] | None:
 @hookspec
 def register_models(config: Config) -> list[LocalModel] | None:
     """Return chat models that run on this machine without a provider (collected; simonw/llm's
-    ``register_models``), as :class:`~veil.core.llm.LocalModel` entries.
+    ``register_models``), as :class:`~veil.core.models.llm.LocalModel` entries.
 
     With no provider and no model configured, the first available one answers (call order:
     last registered first); naming one (or an alias) in ``models.main.model`` or a session
@@ -163,7 +163,7 @@ def run_interactive(veil: Veil, session: Session) -> bool | None:
 def ask_permission(session: Session, request: PermissionRequest) -> str | None:
     """Ask the user whether a tool call may run (firstresult); front ends that can ask
     implement it (the REPL does). Called only when the rules leave the call to the user
-    (:func:`veil.core.permissions.authorize`); it may block until the user answers.
+    (:func:`veil.core.safety.permissions.authorize`); it may block until the user answers.
 
     :param session: the session whose agent loop wants to run the call.
     :param request: the call: ``tool``, ``arguments`` (credentials redacted), ``subject``
@@ -342,7 +342,7 @@ def summarise(
     compaction, when memory is enabled), then calls this; it checks the answer (a summary with
     no visible character, or one that would not make the prompt smaller, is refused with
     ``CompactionRejected``), stores it as ``compact_summary`` with the new ``compact_size``,
-    and emits the ``compaction`` event (:mod:`veil.core.compaction`). An implementation
+    and emits the ``compaction`` event (:mod:`veil.core.prompt.compaction`). An implementation
     writes nothing to the session; what it raises leaves the session unchanged (automatic
     compaction reports it as a ``warning``, a manual ``/compact`` returns it to the caller).
     ``veil_compaction`` answers it with a structured summary followed by the section veil

@@ -23,16 +23,21 @@ from veil.core.errors import (
     NotAvailable,
     VeilError,
 )
-from veil.core.paths import append_bytes_nofollow, create_exclusive, read_bytes_nofollow, veil_file
 from veil.core.plugin_settings import check_loaded_with
+from veil.core.safety.paths import (
+    append_bytes_nofollow,
+    create_exclusive,
+    read_bytes_nofollow,
+    veil_file,
+)
 from veil.core.session_locks import SessionLocks
 from veil.core.settings import Config, load_config, validate_agent_name
 from veil.core.store import Store
 from veil.core.types import ContextItem, ItemScores, RecallHit, RenderEvent, Tool, new_id
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.llm import LLM
     from veil.core.loop import TurnResult
+    from veil.core.models.llm import LLM
     from veil.core.session import Session
 
 VEIL_GITIGNORE = "context.db\ncontext.db-*\nauth.json\n*.lock\nmemory-provenance\nhistory\n"
@@ -69,7 +74,7 @@ class Veil:
     Args:
         config: the validated configuration.
         pm: a plugin manager with plugins loaded (see :func:`open_veil`).
-        llm: model access; default :class:`veil.core.llm.LLM` over ``config`` (created lazily).
+        llm: model access; default :class:`veil.core.models.llm.LLM` over ``config`` (created lazily).
         db_path: the store; default ``<project>/.veil/context.db``.
 
     Raises:
@@ -119,7 +124,7 @@ class Veil:
 
     @property
     def redactor(self) -> Any:
-        """The :class:`veil.core.redaction.Redactor` every message, capture event, memory
+        """The :class:`veil.core.safety.redaction.Redactor` every message, capture event, memory
         write and summary passes through before it is stored (``security.redactSecrets``)."""
         return self.config.redactor
 
@@ -130,7 +135,7 @@ class Veil:
         if self._llm is None:
             with self._llm_lock:
                 if self._llm is None:
-                    from veil.core.llm import LLM, local_models_of
+                    from veil.core.models.llm import LLM, local_models_of
 
                     self._llm = LLM(self.config, local_models=local_models_of(self.pm, self.config))
         return self._llm
@@ -169,7 +174,9 @@ class Veil:
             just loaded) at ``session.clock()``. None when no plugin implements ``score``.
             The scorer is not called for an empty list.
         """
-        from veil.core.items import ItemBatch  # numpy: not loaded for commands that never score
+        from veil.core.prompt.items import (
+            ItemBatch,  # numpy: not loaded for commands that never score
+        )
 
         scorer = _answering_plugin(self.pm, "score")
         if scorer is None:
@@ -241,7 +248,7 @@ class Veil:
         Raises:
             BadRequest: naming ``field``, without the value.
         """
-        from veil.core.redaction import pattern_redactor
+        from veil.core.safety.redaction import pattern_redactor
 
         if pattern_redactor().changes(model) or self.redactor.known_only(model) != model:
             raise BadRequest(
@@ -345,7 +352,7 @@ class Veil:
         return run_turn(session, text, **kwargs)
 
     def compact(self, session_id: str, instructions: str | None = None) -> dict[str, Any]:
-        """Run seed 000's defaultCompaction on a session (:func:`veil.core.compaction.run_default`:
+        """Run seed 000's defaultCompaction on a session (:func:`veil.core.prompt.compaction.run_default`:
         the core folds, the ``summarise`` hook writes the summary, the core stores it).
 
         Returns:
@@ -359,7 +366,7 @@ class Veil:
             changing the session; SessionConflict: the held copy of the session is older than
             the store's (another process changed it since it was loaded).
         """
-        from veil.core import compaction
+        from veil.core.prompt import compaction
 
         session = self.live_session(session_id)
         with self.session_locks.hold(session_id, "a compaction"):
@@ -436,7 +443,7 @@ def _answering_plugin(pm: pluggy.PluginManager, hook: str) -> Any | None:
 
 def _latest_request_tags(session: Session) -> frozenset[str]:
     """Tags of the latest user message (what the loop sets as the task's tags)."""
-    from veil.core.tags import extract_tags
+    from veil.core.prompt.tags import extract_tags
 
     for message in reversed(session.messages):
         if message.get("role") == "user" and isinstance(message.get("content"), str):

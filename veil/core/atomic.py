@@ -1,7 +1,7 @@
 """Atomic file replacement: readers see the old file or the new one, never half of it.
 
 Mechanism shared by the coding tools (``write`` / ``edit``) and plugins that keep files (the
-memory-files plugin); :mod:`veil.core.paths` removes the temporary files an interrupted write
+memory-files plugin); :mod:`veil.core.safety.paths` removes the temporary files an interrupted write
 leaves (``.<name>.<8 random characters>.tmp`` beside the target).
 """
 

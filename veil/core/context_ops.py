@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from veil.core.errors import BadRequest, NotAvailable
-from veil.core.items import ItemBatch
-from veil.core.tags import extract_tags, extract_targets
+from veil.core.prompt.items import ItemBatch
+from veil.core.prompt.tags import extract_tags, extract_targets
 from veil.core.types import ContextItem
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,7 +33,7 @@ GRADE_EASY = 4
 def find_item(session: Session, item_id: str, field: str = "id") -> ContextItem:
     """The item with ``item_id`` (a pointer may be given with brackets or quotes around it), or
     the item a stub's message handle ``#N`` names: the evicted item of message N of this
-    session (:func:`veil.core.context.stub_handle`).
+    session (:func:`veil.core.prompt.context.stub_handle`).
 
     Args:
         session: the session asking.
@@ -253,7 +253,7 @@ def remember(
     session: Session, content: str, kind: str, tags: list[str], tool_call_id: str | None = None
 ) -> ContextItem:
     """Store a new item made by the model (loaded by hand; facts also become beliefs).
-    Credentials in ``content`` are redacted first (:mod:`veil.core.redaction`)."""
+    Credentials in ``content`` are redacted first (:mod:`veil.core.safety.redaction`)."""
     content = session.veil.redactor.text(content)
     stab = session.config.settings.context.initial_stability
     item = ContextItem(

@@ -50,7 +50,7 @@ class UnsafePath(BadRequest):
 
 class UnsafeVeilPath(UnsafePath, ConfigError):
     """A path veil opens under ``.veil/`` is a symbolic link, not a regular file, or resolves
-    outside ``.veil/`` (:mod:`veil.core.paths`). The message names the path and the link.
+    outside ``.veil/`` (:mod:`veil.core.safety.paths`). The message names the path and the link.
 
     It is both an :class:`UnsafePath` (tool and HTTP callers see a refused path) and a
     :class:`ConfigError` (front ends that open a project report it cleanly at start). HTTP

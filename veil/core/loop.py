@@ -4,7 +4,7 @@ What happens (DESIGN.md "One turn, as data flows"); every message is recorded th
 driver, :mod:`veil.core.turn`, the only caller of ``capture``, ``after_iteration`` and
 ``turn_end``:
 1. user message -> :func:`~veil.core.turn.record_user` (``capture`` phase ``user``; task tags).
-2. before every model call -> :func:`veil.core.context.build_prompt` (``score``, ``evict``,
+2. before every model call -> :func:`veil.core.prompt.context.build_prompt` (``score``, ``evict``,
    ``compact`` masking / full, ``system_prompt_sections``), fitted into the window less the
    tool schemas offered and the completion reserve.
 3. the reply -> :func:`~veil.core.turn.record_assistant` (``capture`` ``assistant``); each tool
@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from veil.core import turn
-from veil.core.context import build_prompt
 from veil.core.errors import BadRequest, NotAvailable, PluginHookFailed
-from veil.core.llm import ContextWindowExceededError
-from veil.core.permissions import authorize
-from veil.core.processes import shutting_down
+from veil.core.models.llm import ContextWindowExceededError
+from veil.core.prompt.context import build_prompt
+from veil.core.safety.permissions import authorize
+from veil.core.safety.processes import shutting_down
 from veil.core.text import clean_message, clean_text
 from veil.core.types import Message, ToolContext, ToolResult
 
@@ -49,7 +49,7 @@ class TurnResult:
         iterations: model calls made.
         usage: summed ``prompt_tokens`` / ``completion_tokens`` reported for this turn.
         usage_estimated: True when veil counted some of ``usage`` because the provider
-            reported none (:func:`veil.core.llm.counted_usage`).
+            reported none (:func:`veil.core.models.llm.counted_usage`).
         seconds: wall time.
     """
 
@@ -254,11 +254,11 @@ def offered_tools(veil: Any, model: Any) -> list[dict[str, Any]]:
 def _force_compaction(session: Session) -> bool:
     """Run full compaction now (the provider refused the prompt as too long); True if it ran.
 
-    It summarises what the prompt holds (:func:`veil.core.context.prompt_view`: stubs stay
+    It summarises what the prompt holds (:func:`veil.core.prompt.context.prompt_view`: stubs stay
     stubs, collapsed steps stay out), with the stored index of each message so the cut lands
     where it was chosen in the history."""
-    from veil.core.compaction import run_full, set_just_compacted
-    from veil.core.context import prompt_view
+    from veil.core.prompt.compaction import run_full, set_just_compacted
+    from veil.core.prompt.context import prompt_view
 
     set_just_compacted(session, False)
     indices, messages = prompt_view(session)
@@ -309,7 +309,7 @@ def _run_tool_call(
 ) -> None:
     """Run one tool call with capture on the way in and out; append its result message.
 
-    The call runs only when :func:`veil.core.permissions.authorize` allows it (asking the
+    The call runs only when :func:`veil.core.safety.permissions.authorize` allows it (asking the
     front end where the rules say so); a refused call gets a tool result saying why.
 
     ``call`` is the call as the model sent it (the tool runs with its arguments); ``shown``

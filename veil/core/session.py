@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import numpy as np
 
 from veil.core.errors import SessionClosed, SessionConflict
-from veil.core.items import ItemBatch
+from veil.core.prompt.items import ItemBatch
 from veil.core.store.context_db import insert_event, set_items_tier
 from veil.core.tiers import moved_row
 from veil.core.types import ContextItem, Message, RenderEvent
@@ -50,7 +50,7 @@ class Session:
         load_warnings: the damaged rows the load left out or stood in for, one line each
             (front ends show them; :mod:`veil.core.store.row_codec`).
         permission_grants: rules allowed "for this session" at a permission prompt
-            (:func:`veil.core.permissions.authorize`), in this process only.
+            (:func:`veil.core.safety.permissions.authorize`), in this process only.
     """
 
     def __init__(
@@ -77,7 +77,7 @@ class Session:
         self.resumed = resumed
         self.version: int = int(row.get("version") or 0)
         self.load_warnings: list[str] = list(load_warnings or [])
-        # rules the user allowed "for this session" (veil.core.permissions.authorize): kept in
+        # rules the user allowed "for this session" (veil.core.safety.permissions.authorize): kept in
         # this process only, so a resumed session asks again
         self.permission_grants: list[str] = []
         if history is None:
@@ -104,11 +104,11 @@ class Session:
         # eviction round only
         self.paged_out: dict[str, ContextItem] = {}
         self.page_in_open = False
-        # what the last change moment sent of the kept messages (veil.core.context._view):
+        # what the last change moment sent of the kept messages (veil.core.prompt.context._view):
         # reused unchanged until a message already sent reads differently
         self._frozen_view: Any = None
         # where the anchored context note (the manifest's counts) sits since the last change
-        # moment (veil.core.context._place_anchored)
+        # moment (veil.core.prompt.context._place_anchored)
         self._note_anchor: Any = None
         # plugin name -> the object that plugin keeps for this session (plugin_state)
         self._plugin_state: dict[str, Any] = {}
@@ -186,7 +186,7 @@ class Session:
 
         This is where everything enters a session (user messages, replies with their tool
         calls, tool results): the message is stored and kept with credentials replaced by
-        ``[redacted:NAME]`` (:mod:`veil.core.redaction`; off with ``security.redactSecrets``),
+        ``[redacted:NAME]`` (:mod:`veil.core.safety.redaction`; off with ``security.redactSecrets``),
         so the store, the prompts and whatever is captured from ``messages[idx]`` never hold
         them. ``message`` itself is not changed.
 
@@ -204,7 +204,7 @@ class Session:
 
     def add_items(self, items: list[ContextItem]) -> None:
         """Store items and make them live (appended to ``live_items``: O(len(items)) for its
-        columns, see :class:`~veil.core.items.ItemBatch`), then tell plugins (``items_added``
+        columns, see :class:`~veil.core.prompt.items.ItemBatch`), then tell plugins (``items_added``
         hook: veil_fsrs counts their identifiers and embeds the turns among them)."""
         for item in items:
             item.session_id = self.id
@@ -216,7 +216,7 @@ class Session:
         """Persist ``compact_summary``, ``compact_size`` and the JSON-safe part of ``state``
         (compare-and-swap on the session's version).
 
-        The summary is a model's text: it is redacted (:mod:`veil.core.redaction`) before it
+        The summary is a model's text: it is redacted (:mod:`veil.core.safety.redaction`) before it
         is stored, and the session keeps the redacted text for its prompts.
 
         Raises:
@@ -300,7 +300,7 @@ class Session:
         return self._token_cache[key]
 
     def _stub_items(self, items: list[ContextItem]) -> None:
-        from veil.core.context import pointer_stub
+        from veil.core.prompt.context import pointer_stub
 
         stubs = self.stubs
         for item in items:
@@ -311,7 +311,7 @@ class Session:
 
     def set_task(self, text: str) -> None:
         """A user message sets the task: its tags become the base of ``task_tags``."""
-        from veil.core.tags import extract_tags
+        from veil.core.prompt.tags import extract_tags
 
         self._task_base = frozenset(extract_tags(text))
         self._recent_turn_tags = []

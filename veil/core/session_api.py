@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.app import Veil
-    from veil.core.items import ItemBatch
+    from veil.core.prompt.items import ItemBatch
     from veil.core.settings import Config
     from veil.core.types import Message
 

@@ -10,7 +10,7 @@ so a killed process never leaves a session locked.
 
 The ``locks`` folder and its files lie in the store's folder (``.veil/``), which a cloned
 repository can ship with symbolic links in it: before each lock is taken the path goes through
-:func:`veil.core.paths.checked` (no link from the store folder down, nothing outside it), so a
+:func:`veil.core.safety.paths.checked` (no link from the store folder down, nothing outside it), so a
 ``locks`` link to an outside folder, or a lock file that is a link, gives
 :class:`~veil.core.errors.UnsafeVeilPath` instead of a file created or truncated outside.
 
@@ -34,7 +34,7 @@ from pathlib import Path
 import filelock
 
 from veil.core.errors import SessionBusy, UnsafeVeilPath
-from veil.core.paths import checked
+from veil.core.safety.paths import checked
 
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]")
 

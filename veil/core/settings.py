@@ -14,7 +14,7 @@ Each file is validated on its own so that an error names the file and the field,
 Environment variables override settings.json: ``VEIL_COMPACTION__THRESHOLD=0.9`` (nested fields
 joined by ``__``, snake_case names). ``auth.json`` is read from ``~/.veil/auth.json`` (or
 ``$VEIL_HOME/auth.json``) and then ``.veil/auth.json``; what the project's files may change is
-decided by :mod:`veil.core.trust` (a key only ever goes to the endpoint named beside it).
+decided by :mod:`veil.core.safety.trust` (a key only ever goes to the endpoint named beside it).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from pydantic_settings import (
 )
 
 from veil.core.errors import ConfigError, UnsafePath
-from veil.core.paths import veil_file
-from veil.core.trust import (
+from veil.core.safety.paths import veil_file
+from veil.core.safety.trust import (
     check_project_options,
     check_project_provider_consent,
     env_setting_paths,
@@ -118,7 +118,7 @@ class Provider(_Model):
     @field_validator("type")
     @classmethod
     def _known_type(cls, value: str) -> str:
-        from veil.core.providers import KNOWN_PROVIDER_TYPES
+        from veil.core.models.providers import KNOWN_PROVIDER_TYPES
 
         if value not in KNOWN_PROVIDER_TYPES:
             raise ValueError(
@@ -281,7 +281,7 @@ class ContextSettings(_Model):
     ``budget_tokens``: tokens the kept messages may take (None: the model's window minus the
     completion reserve and the system prompt). ``initial_stability``: the FSRS stability an
     item gets when captured, by kind (days). ``elide_repeats``: over budget, first replace runs
-    of lines that a newer message repeats by a marker (lossless; :mod:`veil.core.elision`).
+    of lines that a newer message repeats by a marker (lossless; :mod:`veil.core.prompt.elision`).
     ``rescue_embeddings``: how turns get the embeddings the rescue of old turns compares
     (``background`` on a worker thread, ``sync`` at capture, ``off``; see
     :mod:`veil_fsrs.turn_embeddings`).
@@ -335,7 +335,7 @@ def is_loopback(host: str) -> bool:
 
 class SecuritySettings(_Model):
     """``security``: ``redact_secrets`` (true) replaces credentials with ``[redacted:NAME]``
-    before anything is stored, captured or sent back (:mod:`veil.core.redaction`). Only the
+    before anything is stored, captured or sent back (:mod:`veil.core.safety.redaction`). Only the
     user may turn it off (``VEIL_SECURITY__REDACT_SECRETS=false``): a project's settings.json
     that says ``false`` is refused, since a cloned repository could ship one."""
 
@@ -344,7 +344,7 @@ class SecuritySettings(_Model):
 
 class PermissionSettings(_Model):
     """``permissions``: which tool calls run, which are refused, which ask first
-    (:mod:`veil.core.permissions` has the rules and their order).
+    (:mod:`veil.core.safety.permissions` has the rules and their order).
 
     ``mode``: ``ask`` (default: ``bash``, ``write``, ``edit`` and plugin tools ask; reads never
     do), ``acceptEdits`` (file edits inside the project run, except under ``.git/`` and
@@ -353,7 +353,7 @@ class PermissionSettings(_Model):
     only do what ``allow`` lists). ``allow`` / ``deny``: rules ``tool`` or ``tool(pattern)``
     (``bash(pytest*)``, ``bash(npm run test:*)``, ``edit(src/*)``, ``read(.env*)``); a deny rule
     wins over everything. A project's settings.json may add deny rules and narrow the mode, but
-    neither allow rules nor a wider mode (:func:`veil.core.permissions.merge_permission_layers`).
+    neither allow rules nor a wider mode (:func:`veil.core.safety.permissions.merge_permission_layers`).
     """
 
     mode: Literal["ask", "acceptEdits", "allow", "deny"] = "ask"
@@ -363,7 +363,7 @@ class PermissionSettings(_Model):
     @field_validator("allow", "deny")
     @classmethod
     def _rules_parse(cls, value: list[str]) -> list[str]:
-        from veil.core.permissions import check_rules
+        from veil.core.safety.permissions import check_rules
 
         return check_rules(value)
 
@@ -581,7 +581,7 @@ class Config:
         auth: the merged :class:`AuthConfig`.
         settings_file: path of settings.json (may not exist).
         project_providers: names of the providers whose entry comes from the project's
-            ``.veil/auth.json`` (:func:`veil.core.trust.merge_auth_layers`); their requests get
+            ``.veil/auth.json`` (:func:`veil.core.safety.trust.merge_auth_layers`); their requests get
             only project-safe options and never a key from the environment.
         settings_from_project: dotted snake_case paths (``http.host``) that settings.json sets
             and no ``VEIL_*`` variable overrides.
@@ -619,10 +619,10 @@ class Config:
 
     @property
     def redactor(self) -> Any:
-        """The project's :class:`veil.core.redaction.Redactor` (``security.redactSecrets``,
+        """The project's :class:`veil.core.safety.redaction.Redactor` (``security.redactSecrets``,
         the secrets of the auth files, settings and environment), built on first use."""
         if self._redactor is None:
-            from veil.core.redaction import redactor_for
+            from veil.core.safety.redaction import redactor_for
 
             self._redactor = redactor_for(self)
         return self._redactor
@@ -707,13 +707,13 @@ def _with_user_settings(
 ) -> dict[str, Any]:
     """The user's settings.json with the project's on top, section by section, except
     ``permissions``, where the project may only add deny rules and narrow the mode
-    (:func:`veil.core.permissions.merge_permission_layers`).
+    (:func:`veil.core.safety.permissions.merge_permission_layers`).
 
     Raises:
         ConfigError: the user's file is invalid, or the project's widens permissions (each
             message names its file).
     """
-    from veil.core.permissions import merge_permission_layers
+    from veil.core.safety.permissions import merge_permission_layers
 
     path = user_settings_file()
     user = read_json_file(path)
@@ -858,7 +858,7 @@ def load_config(
 def _load_auth(
     user_file: Path, project_file: Path, root: Path
 ) -> tuple[AuthConfig, frozenset[str]]:
-    """The user's auth.json, then the project's under :mod:`veil.core.trust`'s rules; each
+    """The user's auth.json, then the project's under :mod:`veil.core.safety.trust`'s rules; each
     validation error names the file that brought the value. A provider of the project's file
     that would receive requests needs the user's consent (issue 17)."""
     user = read_json_file(user_file)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from veil.core.tags import item_identifiers
+from veil.core.prompt.tags import item_identifiers
 from veil.core.types import CaptureEvent, ContextItem, Message, ToolResult
 
 if TYPE_CHECKING:  # pragma: no cover

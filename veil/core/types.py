@@ -217,7 +217,7 @@ class PromptSection:
             volatile section is not put in the system message, which must stay byte-identical
             so that provider prompt caches and llama.cpp's KV cache are reused (DESIGN.md "The
             prompt's prefix stays put"): it goes into the short context note sent after the
-            conversation (:func:`veil.core.context.build_prompt`). A stable section (the
+            conversation (:func:`veil.core.prompt.context.build_prompt`). A stable section (the
             default) must keep its text for the whole session.
         anchored: a volatile section whose text may stay as it was at the last change moment
             (an eviction pass, a masking block, a compaction): the manifest's counts. It is
@@ -362,7 +362,7 @@ class Summary:
 
 @dataclass
 class CompactResult:
-    """What a compaction did (:mod:`veil.core.compaction`).
+    """What a compaction did (:mod:`veil.core.prompt.compaction`).
 
     ``messages``: for automatic full compaction, the kept messages sent after the summary
     (None for defaultCompaction). The other fields follow seed 000's response:

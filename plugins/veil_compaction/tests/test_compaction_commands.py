@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from veil_compaction.commands import add_cli_commands, context_tokens
 
 from veil.core import app as app_mod
-from veil.core.llm import LLM
+from veil.core.models.llm import LLM
 from veil.core.settings import load_config
 from veil.testing.scripted_model import ScriptedModel
 

@@ -10,16 +10,16 @@ from veil_compaction import ledger, prompts
 from veil_compaction.summary import model_name
 from veil_compaction.testing import step
 
-from veil.core import compaction
-from veil.core.compaction_cut import batch_end
-from veil.core.context import SUMMARY_PREFIX
 from veil.core.errors import (
     CompactionDisabled,
     ProviderError,
     SessionClosed,
     SessionNotFound,
 )
-from veil.core.llm import LLM
+from veil.core.models.llm import LLM
+from veil.core.prompt import compaction
+from veil.core.prompt.compaction_cut import batch_end
+from veil.core.prompt.context import SUMMARY_PREFIX
 from veil.core.settings import load_config
 from veil.testing.scripted_model import ScriptedModel
 

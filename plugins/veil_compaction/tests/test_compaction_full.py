@@ -9,10 +9,10 @@ from veil_compaction.masking import mask_observations
 from veil_compaction.summary import compaction_model
 from veil_compaction.testing import ScriptedSummariser, step
 
-from veil.core import compaction
-from veil.core.compaction_cut import choose_cut, session_index
-from veil.core.context import SUMMARY_PREFIX, pairing_problems, repair_pairing
 from veil.core.errors import ProviderError
+from veil.core.prompt import compaction
+from veil.core.prompt.compaction_cut import choose_cut, session_index
+from veil.core.prompt.context import SUMMARY_PREFIX, pairing_problems, repair_pairing
 from veil.testing.scripted_model import ScriptedModel
 
 

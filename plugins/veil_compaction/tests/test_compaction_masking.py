@@ -10,7 +10,7 @@ import pytest
 from veil_compaction.masking import MASK, mask_observations
 from veil_compaction.testing import step
 
-from veil.core.context import fitted_messages, pairing_problems
+from veil.core.prompt.context import fitted_messages, pairing_problems
 from veil.testing.scripted_model import ScriptedModel
 
 

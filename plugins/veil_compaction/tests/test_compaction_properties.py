@@ -16,16 +16,16 @@ from hypothesis import strategies as st
 from veil_compaction.masking import MASK, mask_observations
 from veil_compaction.testing import ScriptedSummariser
 
-from veil.core import compaction
-from veil.core.compaction_cut import (
+from veil.core.errors import CompactionRejected
+from veil.core.prompt import compaction
+from veil.core.prompt.compaction_cut import (
     batch_end,
     choose_cut,
     is_boundary,
     message_chars,
     session_index,
 )
-from veil.core.context import pairing_problems, repair_pairing
-from veil.core.errors import CompactionRejected
+from veil.core.prompt.context import pairing_problems, repair_pairing
 
 MANY = settings(max_examples=2000, deadline=None)
 SOME = settings(

@@ -6,7 +6,7 @@ Hooks implemented:
 - ``summarise``: the structured summary and veil's recorded section
   (:mod:`veil_compaction.summary`), for automatic full compaction (mode ``full``) and
   defaultCompaction (mode ``default``). The core chooses what is folded, checks the summary and
-  stores it (:mod:`veil.core.compaction`).
+  stores it (:mod:`veil.core.prompt.compaction`).
 - ``after_iteration`` and ``turn_end``: defaultCompaction's ``autoThreshold``
   (:mod:`veil_compaction.auto`).
 - ``register_slash_commands``: ``/compact [instructions]``.

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from veil.core import compaction
-from veil.core.compaction import conversation_tokens, default_compaction_settings
+from veil.core.prompt import compaction
+from veil.core.prompt.compaction import conversation_tokens, default_compaction_settings
 from veil.core.types import CompactResult
 
 STATE_KEY = "veil_compaction"
@@ -45,12 +45,12 @@ def usage_percent(session: Any) -> float:
 
 
 def check(session: Any) -> CompactResult | None:
-    """Run defaultCompaction (the core's :func:`veil.core.compaction.run_default`) when
+    """Run defaultCompaction (the core's :func:`veil.core.prompt.compaction.run_default`) when
     ``autoThreshold`` is reached; return its result, else None.
 
     Never raises: a failed or rejected compaction is reported as a ``warning`` event and the
     session is left as it was; after ``compaction.maxConsecutiveFailures`` in a row it is not
-    tried again (:func:`veil.core.compaction.auto_stopped`).
+    tried again (:func:`veil.core.prompt.compaction.auto_stopped`).
     """
     if getattr(session, "closed", False):
         return None
@@ -83,7 +83,7 @@ def check(session: Any) -> CompactResult | None:
     if compaction.just_compacted(session) or not over:
         return None  # a full compaction built this iteration's prompt: not twice in a row
     if compaction.auto_stopped(session):
-        return None  # said once when it stopped (veil.core.compaction.record_failure)
+        return None  # said once when it stopped (veil.core.prompt.compaction.record_failure)
     try:
         result = compaction.run_default(session, trigger="auto")
     except Exception as exc:  # noqa: BLE001 - the turn goes on without compaction

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from veil.core.compaction import conversation_tokens
 from veil.core.errors import VeilError
+from veil.core.prompt.compaction import conversation_tokens
 from veil.core.types import SlashCommand
 
 

@@ -27,8 +27,8 @@ import json
 import re
 from typing import Any
 
-from veil.core.compaction_cut import content_text
-from veil.core.tags import paths_in
+from veil.core.prompt.compaction_cut import content_text
+from veil.core.prompt.tags import paths_in
 from veil.core.types import Message
 
 HEADING = "## Recorded by veil from the tool calls"

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from veil.core.compaction import visible
-from veil.core.compaction_cut import content_text
 from veil.core.errors import ConfigError, ProviderError
+from veil.core.prompt.compaction import visible
+from veil.core.prompt.compaction_cut import content_text
 from veil.core.types import Message
 from veil_compaction import prompts
 
@@ -66,7 +66,7 @@ class Summariser:
     """Summarise messages with ``model`` so that every request fits its window.
 
     Args:
-        model: a :class:`veil.core.llm.ChatModel` (``context_window`` in tokens, ``count_tokens``,
+        model: a :class:`veil.core.models.llm.ChatModel` (``context_window`` in tokens, ``count_tokens``,
             ``complete``).
         instructions: extra instructions appended to the system prompts (``customInstructions``,
             ``/compact TEXT``).

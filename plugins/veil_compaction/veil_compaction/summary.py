@@ -1,7 +1,7 @@
 """The ``summarise`` hook's answer: which model summarises, and the text it gives.
 
 The core chooses what a compaction folds, checks the summary and stores it
-(:mod:`veil.core.compaction`); this module writes the text: the structured summary of
+(:mod:`veil.core.prompt.compaction`); this module writes the text: the structured summary of
 :class:`~veil_compaction.summarise.Summariser` (every request fits the summarising model's
 window), followed by the section veil records itself from the tool calls
 (:mod:`veil_compaction.ledger`), on every path (automatic full compaction, manual ``/compact``,
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from veil.core.compaction import default_compaction_settings
+from veil.core.prompt.compaction import default_compaction_settings
 from veil.core.types import Message, Summary
 from veil_compaction.ledger import with_ledger
 from veil_compaction.summarise import Summariser

@@ -1,7 +1,7 @@
 """Offline helpers for tests and benchmarks: a deterministic summariser model and synthetic
 histories.
 
-:class:`ScriptedSummariser` is a :class:`veil.core.llm.ChatModel` that answers any summary or merge
+:class:`ScriptedSummariser` is a :class:`veil.core.models.llm.ChatModel` that answers any summary or merge
 request without a language model: it returns the structured headings of
 :data:`veil_compaction.prompts.SECTIONS` with, under "Files read and modified", the distinct
 identifier-shaped tokens of the request (DESIGN.md "Measures": file paths, dotted names, names with
@@ -19,8 +19,8 @@ import re
 import threading
 from typing import Any
 
-from veil.core.llm import Completion
-from veil.core.tokens import count_message_tokens, count_text_tokens
+from veil.core.models.llm import Completion
+from veil.core.models.tokens import count_message_tokens, count_text_tokens
 from veil_compaction.prompts import SECTIONS
 
 _CANDIDATE = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{3,}|\b\d{4,}\b")
@@ -43,7 +43,7 @@ class ScriptedSummariser:
 
     Args:
         context_window: tokens (default 8192, the bundled model's window).
-        reply_tokens: at most this many tokens per reply (estimated, :mod:`veil.core.tokens`).
+        reply_tokens: at most this many tokens per reply (estimated, :mod:`veil.core.models.tokens`).
         name: model name reported.
 
     Attributes:

@@ -12,7 +12,7 @@ import pytest
 import veil_convergence
 
 from veil.core.app import open_veil
-from veil.core.llm import LLM
+from veil.core.models.llm import LLM
 from veil.core.settings import load_config
 from veil.core.types import RenderEvent
 from veil.hookspecs import hookimpl

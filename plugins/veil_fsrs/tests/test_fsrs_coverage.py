@@ -7,7 +7,7 @@ from veil_fsrs.coverage import eviction_order, item_identifiers, mention_weigher
 from veil_fsrs.eviction import plan_eviction
 from veil_fsrs.settings import FsrsContextSettings
 
-from veil.core.items import ItemBatch
+from veil.core.prompt.items import ItemBatch
 from veil.core.types import ContextItem
 
 NOW = 1_750_000_000.0

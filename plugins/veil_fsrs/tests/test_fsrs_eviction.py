@@ -19,7 +19,7 @@ from veil_fsrs.eviction import Controller, evict_pass, plan_eviction
 from veil_fsrs.settings import ControllerSettings, FsrsContextSettings, design_reference_context
 
 import veil.hookspecs
-from veil.core.items import ItemBatch
+from veil.core.prompt.items import ItemBatch
 from veil.core.types import ITEM_KINDS, ContextItem
 
 NOW = 1_750_000_000.0

@@ -17,7 +17,7 @@ from veil_fsrs import evict_plugin
 from veil_fsrs.settings import FsrsContextSettings, design_reference_context
 
 import veil.hookspecs
-from veil.core.items import ItemBatch
+from veil.core.prompt.items import ItemBatch
 from veil.core.types import ContextItem
 
 oracle = pytest.importorskip(

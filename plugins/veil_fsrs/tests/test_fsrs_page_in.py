@@ -7,7 +7,7 @@ import numpy as np
 from veil_fsrs.eviction import PAGED_IN, plan_eviction
 from veil_fsrs.settings import FsrsContextSettings
 
-from veil.core.items import ItemBatch
+from veil.core.prompt.items import ItemBatch
 from veil.core.types import ContextItem
 
 NOW = 1_750_000_000.0

@@ -13,7 +13,7 @@ from veil_fsrs.batch_index import index_for
 from veil_fsrs.scoring import score_items, signals
 from veil_fsrs.settings import FsrsContextSettings
 
-from veil.core.items import ItemBatch
+from veil.core.prompt.items import ItemBatch
 from veil.core.types import ContextItem
 
 NOW = 1_750_000_000.0

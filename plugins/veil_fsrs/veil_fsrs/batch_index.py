@@ -5,7 +5,7 @@ Jaccard relevance is a few numpy operations) are kept per batch and updated incr
 live set changes by one or two items per tool call, and rebuilding these in Python cost tens of
 milliseconds at 10k items.
 
-How: an :class:`~veil.core.items.ItemBatch` counts its changes (``version``) and keeps a short
+How: an :class:`~veil.core.prompt.items.ItemBatch` counts its changes (``version``) and keeps a short
 log of them (``changes_since``: appends, removals with their keep mask, rows refreshed in
 place). The state of this module lives in the batch's ``derived`` dict and replays that log on
 the next :func:`index_for`; when the log cannot be replayed (another kind of mutation,
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from veil.core.items import BatchChange, ItemBatch
+from veil.core.prompt.items import BatchChange, ItemBatch
 from veil.core.types import ITEM_KINDS, ContextItem
 
 KIND_CODES: dict[str, int] = {kind: code for code, kind in enumerate(ITEM_KINDS)}

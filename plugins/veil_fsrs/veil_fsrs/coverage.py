@@ -1,7 +1,7 @@
 """Coverage-aware eviction order: keep the items that bring names the prompt does not hold yet.
 
 A coding agent's next action mostly reuses names it has seen: file paths, symbols, line and
-issue numbers (the identifier shape of DESIGN.md "Measures", :func:`veil.core.tags.
+issue numbers (the identifier shape of DESIGN.md "Measures", :func:`veil.core.prompt.tags.
 identifier_tokens`). Two items that hold the same names are worth one; an old turn that restates
 what a recent result shows adds nothing. So among the groups eviction may pick, veil keeps
 greedily by *new identifiers per token*, the classic greedy for budgeted maximum coverage
@@ -27,7 +27,7 @@ retention first among them), then the least valuable of the rest.
 
 Identifiers of an item are computed once from its content: by the core at capture
 (``ContextItem.identifiers``), or on first use for an item read back from the store
-(:func:`veil.core.tags.item_identifiers`, re-exported here).
+(:func:`veil.core.prompt.tags.item_identifiers`, re-exported here).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from collections.abc import Callable, Mapping, Set
 
 import numpy as np
 
-from veil.core.items import ItemBatch
-from veil.core.tags import item_identifiers
+from veil.core.prompt.items import ItemBatch
+from veil.core.prompt.tags import item_identifiers
 
 __all__ = [
     "POINTER_ALLOWANCE",

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from veil.core.items import ItemBatch
+from veil.core.prompt.items import ItemBatch
 from veil.core.types import EvictionPlan
 from veil.hookspecs import hookimpl
 from veil_fsrs.batch_index import as_batch as _as_batch

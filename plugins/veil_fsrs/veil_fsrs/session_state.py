@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from veil.core.tags import content_identifiers, item_identifiers
+from veil.core.prompt.tags import content_identifiers, item_identifiers
 from veil_fsrs.turn_embeddings import TurnEmbeddings
 
 if TYPE_CHECKING:  # pragma: no cover

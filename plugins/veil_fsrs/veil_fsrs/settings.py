@@ -57,7 +57,7 @@ class ControllerSettings(SettingsSection):
     kept (at an 8k budget, each 5% of the budget left empty costs ~10% more misses; [0.95, 1.0]
     in steps of 0.05 gave 462 misses, [0.98, 1.0] in steps of 0.01 433), so veil evicts at the
     budget and lowers the threshold a little when evictions come in bursts. Eviction stays
-    under the full-compaction trigger either way (:func:`veil.core.context.build_prompt`).
+    under the full-compaction trigger either way (:func:`veil.core.prompt.context.build_prompt`).
     """
 
     threshold: float = Field(default=1.0, gt=0, le=1)

@@ -4,7 +4,7 @@ Core errors (:class:`veil.core.errors.VeilError`) carry their own ``code`` and `
 (seed 000's ``SESSION_NOT_FOUND`` 404, ``SESSION_CLOSED`` / ``COMPACTION_DISABLED`` 400...);
 Starlette's own 404 / 405 and anything unexpected are mapped here too. Every body
 :func:`json_response` renders and every message passes through :class:`Redactor`: credentials
-become ``[redacted:NAME]`` (the core's :mod:`veil.core.redaction`), and veil's own secrets
+become ``[redacted:NAME]`` (the core's :mod:`veil.core.safety.redaction`), and veil's own secrets
 (provider API keys, the bearer token, secret-looking environment variables) are removed even
 when ``security.redactSecrets`` is off.
 """
@@ -65,21 +65,21 @@ class BodyTooLarge(VeilError):  # noqa: N818 - an HTTP status, like BadRequest
 
 class Redactor:
     """What the HTTP API sends back passes through here: the core's redactor
-    (:class:`veil.core.redaction.Redactor`) with the server's own secrets added.
+    (:class:`veil.core.safety.redaction.Redactor`) with the server's own secrets added.
 
     Args:
         secrets: secrets of this server (the bearer token, provider API keys); values under
             8 characters are ignored.
         core: the project's redactor (``veil.redactor``); default one that knows the
-            secret-looking environment variables (:func:`veil.core.redaction.environment_secrets`).
+            secret-looking environment variables (:func:`veil.core.safety.redaction.environment_secrets`).
 
     With ``security.redactSecrets`` off only the known secrets are removed (as veil did before
     it redacted anything else).
     """
 
     def __init__(self, secrets: list[str] | tuple[str, ...] = (), core: Any = None) -> None:
-        from veil.core.redaction import Redactor as CoreRedactor
-        from veil.core.redaction import environment_secrets
+        from veil.core.safety.redaction import Redactor as CoreRedactor
+        from veil.core.safety.redaction import environment_secrets
 
         base = core if core is not None else CoreRedactor(environment_secrets())
         self.core = base.with_known([s for s in secrets if s])
@@ -97,7 +97,7 @@ class Redactor:
 
     def value(self, data: Any) -> Any:
         """JSON-like ``data`` with credentials replaced in its strings
-        (:meth:`veil.core.redaction.Redactor.value`); unchanged when redaction is off."""
+        (:meth:`veil.core.safety.redaction.Redactor.value`); unchanged when redaction is off."""
         return self.core.value(data)
 
     def known_only(self, text: str) -> str:
@@ -106,8 +106,8 @@ class Redactor:
 
     def message(self, text: str) -> str:
         """An error message with known secrets (also in part: 8+ characters of one) and
-        key-shaped strings removed (:func:`veil.core.llm.redact`)."""
-        from veil.core.llm import redact
+        key-shaped strings removed (:func:`veil.core.models.llm.redact`)."""
+        from veil.core.models.llm import redact
 
         return redact(self.core.known_only(text), list(self.core.known))
 

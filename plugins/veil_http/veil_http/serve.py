@@ -9,7 +9,7 @@ its token) do not open the server to the network; ``--host`` / ``VEIL_HTTP__HOST
 ``VEIL_HTTP_TOKEN`` do.
 
 When the server is asked to stop (SIGTERM, Ctrl-C), the commands tools are running are killed at
-once (:func:`veil.core.processes.shutdown`), so the turns in progress end and the server exits
+once (:func:`veil.core.safety.processes.shutdown`), so the turns in progress end and the server exits
 instead of waiting for them.
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 
 import click
 
-from veil.core import processes
 from veil.core.errors import ConfigError
+from veil.core.safety import processes
 from veil.core.settings import LOOPBACK_HOSTS, is_loopback
 
 LOOPBACK = LOOPBACK_HOSTS

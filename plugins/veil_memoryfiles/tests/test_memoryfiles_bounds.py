@@ -96,7 +96,7 @@ def test_entry_limit_through_the_turn_loop(project: Path, helpers: SimpleNamespa
     import veil_memoryfiles
 
     from veil.core.app import open_veil
-    from veil.core.llm import LLM
+    from veil.core.models.llm import LLM
     from veil.testing.scripted_model import ScriptedModel
 
     config = helpers.load_config(project)

@@ -10,7 +10,7 @@ from veil_memoryfiles.dedupe import fact_key, present_keys
 from veil_memoryfiles.service import MemoryService
 
 from veil.core.app import open_veil
-from veil.core.llm import LLM
+from veil.core.models.llm import LLM
 from veil.core.settings import load_config
 from veil.testing.scripted_model import ScriptedModel
 

@@ -8,7 +8,7 @@ import veil_memoryfiles
 from veil_memoryfiles.extraction import parse_facts
 
 from veil.core.app import open_veil
-from veil.core.llm import LLM
+from veil.core.models.llm import LLM
 from veil.core.settings import load_config
 from veil.default_plugins.beliefs import belief_store
 from veil.testing.scripted_model import ScriptedModel

@@ -268,7 +268,7 @@ def test_extraction_never_promotes_repository_text(tmp_path: Path, monkeypatch) 
     import veil_memoryfiles
 
     from veil.core.app import open_veil
-    from veil.core.llm import LLM
+    from veil.core.models.llm import LLM
     from veil.core.settings import load_config
     from veil.testing.scripted_model import ScriptedModel
 

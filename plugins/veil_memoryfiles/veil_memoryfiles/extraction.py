@@ -14,7 +14,7 @@ through ``memory_write``'s copy guard (``origin="agent"``, :func:`veil_memoryfil
 a fact that repeats text veil did not write is neither written nor asserted as a belief.
 A fact that holds a credential, or the placeholder of one already redacted
 (``[redacted:NAME]``), is refused too: neither written nor believed, and the session is told how
-many were (``security.redactSecrets``; :mod:`veil.core.redaction`).
+many were (``security.redactSecrets``; :mod:`veil.core.safety.redaction`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from veil.core.redaction import has_placeholder
+from veil.core.safety.redaction import has_placeholder
 from veil_memoryfiles.service import MemoryService
 
 MAX_FACTS = 12

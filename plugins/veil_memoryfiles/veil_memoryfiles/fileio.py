@@ -8,11 +8,11 @@
 * Writers hold ``<file>.lock`` (:mod:`filelock`, ``flock`` on POSIX) around their whole
   read-modify-write, so concurrent writers in any number of processes lose nothing.
 * Nothing here follows a symbolic link (issue 17): the file, its lock and its folders up to
-  ``.veil`` are checked (:func:`veil.core.paths.checked`) before every open, files are read
+  ``.veil`` are checked (:func:`veil.core.safety.paths.checked`) before every open, files are read
   with ``O_NOFOLLOW``, and a write replaces a regular file only. A cloned repository's
   ``.veil/memory/MEMORY.md -> ~/.bashrc`` is refused with an error naming the link.
 * Temporary files an interrupted write left beside the file (``.MEMORY.md.<random>.tmp``) are
-  removed by the next write, under the file's lock (:func:`veil.core.paths.remove_interrupted_temps`).
+  removed by the next write, under the file's lock (:func:`veil.core.safety.paths.remove_interrupted_temps`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 import filelock
 
 from veil.core.atomic import atomic_write_bytes as core_atomic_write
-from veil.core.paths import (
+from veil.core.safety.paths import (
     VEIL_DIR_NAME,
     checked,
     read_bytes_nofollow,
@@ -87,7 +87,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     rename, folder fsync: :func:`veil.core.atomic.atomic_write_bytes`), creating the folder first.
     An existing file's permission bits are kept; a new file gets the umask's. The caller holds
     the file's lock: temporaries of interrupted writes of this file are removed first, those of
-    other files in the folder when older than :data:`veil.core.paths.STALE_TEMP_AGE_S`.
+    other files in the folder when older than :data:`veil.core.safety.paths.STALE_TEMP_AGE_S`.
 
     Raises:
         UnsafeVeilPath: the file or a folder on the way is a symbolic link.

@@ -10,7 +10,7 @@ Layout under the project root::
 Every path handed out here is checked to stay inside ``.veil/memory/``: agent names go through
 the core's :func:`~veil.core.settings.validate_agent_name`, file names through
 :func:`validate_file_name`, and the path goes through the core's containment check
-(:func:`veil.core.paths.checked`): no symbolic link from ``.veil`` down to the file (the
+(:func:`veil.core.safety.paths.checked`): no symbolic link from ``.veil`` down to the file (the
 ``memory`` and ``agents/<name>`` folders included), and the resolved path under ``.veil/``.
 :mod:`.fileio` checks again, with ``O_NOFOLLOW``, when it opens a file, its lock or its archive.
 """
@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Literal
 
 from veil.core.errors import UnsafePath
-from veil.core.paths import checked, veil_dir_of
+from veil.core.safety.paths import checked, veil_dir_of
 from veil.core.settings import validate_agent_name
 
 Scope = Literal["agent", "global"]
@@ -94,7 +94,7 @@ def scope_dir(project_dir: Path, scope: Scope, agent: str) -> Path:
 
 def contained(project_dir: Path, path: Path) -> Path:
     """Return ``path`` after checking that it lies under ``.veil/memory/`` with no symbolic link
-    on the way (:func:`veil.core.paths.checked`).
+    on the way (:func:`veil.core.safety.paths.checked`).
 
     Raises:
         UnsafePath: the path is not under ``.veil/memory/``. UnsafeVeilPath (an UnsafePath): a

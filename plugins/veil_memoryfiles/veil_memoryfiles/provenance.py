@@ -56,7 +56,7 @@ import filelock
 
 from veil.core.app import ensure_gitignore
 from veil.core.atomic import atomic_write_bytes as core_atomic_write
-from veil.core.paths import (
+from veil.core.safety.paths import (
     append_bytes_nofollow,
     checked,
     read_bytes_nofollow,

@@ -64,7 +64,7 @@ class MemoryWriteOutcome:
         result: the store's detailed result (None when disabled or skipped_untrusted).
         copied_from: for ``skipped_untrusted``, where the repeated text stands.
         redacted: credentials in the content were replaced by ``[redacted:NAME]`` before the
-            write (:mod:`veil.core.redaction`).
+            write (:mod:`veil.core.safety.redaction`).
     """
 
     status: Status
@@ -180,7 +180,7 @@ class MemoryService:
 
         Every write of an entry comes here (the tool, ``/remember``, ``veil memory write``,
         pre-compaction extraction): credentials in ``content`` are replaced by
-        ``[redacted:NAME]`` first (:mod:`veil.core.redaction`, ``security.redactSecrets``), so
+        ``[redacted:NAME]`` first (:mod:`veil.core.safety.redaction`, ``security.redactSecrets``), so
         a memory file, which teams commit, never receives one from veil. The guards then see
         the redacted text.
 

@@ -15,13 +15,13 @@ def _fallback(text: str) -> int:
 @lru_cache(maxsize=1)
 def _resolve() -> Callable[[str], int]:
     try:
-        from veil.core.tokens import count_text_tokens  # written by another part of veil
+        from veil.core.models.tokens import count_text_tokens  # written by another part of veil
     except ImportError:
         return _fallback
     return count_text_tokens
 
 
 def count_tokens(text: str) -> int:
-    """Tokens of ``text``: :func:`veil.core.tokens.count_text_tokens` (cl100k_base, DESIGN.md
+    """Tokens of ``text``: :func:`veil.core.models.tokens.count_text_tokens` (cl100k_base, DESIGN.md
     "Measures") when the core provides it, else ``len(text) // 3 + 1``."""
     return _resolve()(text)

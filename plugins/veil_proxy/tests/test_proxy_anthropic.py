@@ -5,7 +5,7 @@ from __future__ import annotations
 import anthropic
 import pytest
 
-from veil.core.context import NOTE_PREFIX
+from veil.core.prompt.context import NOTE_PREFIX
 
 TOOLS = [
     {
@@ -122,7 +122,7 @@ def test_a_bug_is_a_500_in_the_route_shape_without_traceback(run_proxy, monkeypa
 
 
 def test_count_tokens_counts_the_clients_messages(run_proxy):
-    from veil.core.tokens import count_message_tokens
+    from veil.core.models.tokens import count_message_tokens
 
     run = run_proxy()
     client = client_for(run)

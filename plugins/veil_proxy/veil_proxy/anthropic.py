@@ -56,7 +56,7 @@ def anthropic_error(status: int, message: str, headers: dict[str, str] | None = 
 
 
 def _adapter() -> Any:
-    from veil.core.offline import import_litellm
+    from veil.core.models.offline import import_litellm
 
     import_litellm()  # the offline environment first
     from litellm.llms.anthropic.messages.adapters.transformation import AnthropicAdapter
@@ -142,10 +142,10 @@ async def messages(request: Request) -> Response:
 
 async def count_tokens(request: Request) -> Response:
     """``POST /v1/messages/count_tokens``: ``{"input_tokens": n}``, the request's messages, system
-    prompt and tools as the upstream model counts them (:func:`veil.core.tokens.
+    prompt and tools as the upstream model counts them (:func:`veil.core.models.tokens.
     count_message_tokens`: exact for OpenAI models, estimated otherwise). This is the size of
     the client's history, not of the fitted prompt veil would send."""
-    from veil.core.tokens import count_message_tokens
+    from veil.core.models.tokens import count_message_tokens
     from veil_proxy.app import ProxyError, read_json
 
     state = request.app.state.proxy

@@ -38,7 +38,7 @@ from veil_http.auth import BearerAuth
 from veil_http.hosts import HostCheck, loopback_names
 
 from veil.core.errors import VeilError
-from veil.core.llm import message_from_response
+from veil.core.models.llm import message_from_response
 from veil.core.settings import is_loopback
 from veil_proxy.conversations import (
     SESSION_HEADER,

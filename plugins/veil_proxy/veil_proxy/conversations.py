@@ -33,8 +33,8 @@ from typing import Any
 
 from filelock import FileLock
 
-from veil.core.prompt_trust import CLIENT_PROMPT_SOURCE
-from veil.core.tokens import content_text
+from veil.core.models.tokens import content_text
+from veil.core.safety.prompt_trust import CLIENT_PROMPT_SOURCE
 from veil.harness import VeilHarness
 
 SESSION_HEADER = "x-veil-session"

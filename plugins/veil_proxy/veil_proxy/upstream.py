@@ -1,7 +1,7 @@
 """Forwarding a fitted request to the upstream model through litellm, as veil's own calls go
-(:mod:`veil.core.llm`): the providers of ``auth.json``'s ``routing`` in order (``default``, then
+(:mod:`veil.core.models.llm`): the providers of ``auth.json``'s ``routing`` in order (``default``, then
 ``fallback``), the next one tried on connection errors, timeouts, rate limits and 5xx answers and
-only before anything was streamed; keys never appear in an error (:func:`veil.core.llm.redact`).
+only before anything was streamed; keys never appear in an error (:func:`veil.core.models.llm.redact`).
 
 The client's own request parameters (temperature, tool_choice, stop...) travel with the fitted
 messages; :data:`PASSED_PARAMS` lists them.
@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from veil.core.llm import Route, _is_retryable, redact
-from veil.core.offline import import_litellm
-from veil.core.trust import filter_project_options
+from veil.core.models.llm import Route, _is_retryable, redact
+from veil.core.models.offline import import_litellm
+from veil.core.safety.trust import filter_project_options
 
 PASSED_PARAMS = (
     "temperature",
@@ -83,7 +83,7 @@ class Upstream:
 
     Args:
         model: the model name (``gpt-4o``, ``anthropic/claude-sonnet-4-5``...).
-        routes: providers in order (:meth:`veil.core.llm.LLM.routes`).
+        routes: providers in order (:meth:`veil.core.models.llm.LLM.routes`).
         options: the model's configured ``options`` (settings ``models.main.options``), under
             the client's own parameters.
     """
@@ -105,7 +105,7 @@ class Upstream:
     def secrets(self) -> list[str]:
         """The providers' keys and the environment's credentials (to redact from error
         text)."""
-        from veil.core.redaction import environment_secrets
+        from veil.core.safety.redaction import environment_secrets
 
         return [r.api_key for r in self.routes if r.api_key] + environment_secrets()
 

@@ -22,7 +22,7 @@ from veil_repl.repl import Repl, last_exchanges
 from veil_repl.status import ContextStatus
 
 from veil.core.app import open_veil
-from veil.core.llm import LLM
+from veil.core.models.llm import LLM
 from veil.core.settings import load_config
 from veil.testing.scripted_model import ScriptedModel
 from veil.testing.scripted_server import Reply, ScriptedOpenAIServer, configure_project
@@ -183,7 +183,7 @@ def test_resuming_shows_the_last_exchanges(home):
 
 
 def test_last_exchanges_skips_context_notes():
-    from veil.core.context import NOTE_PREFIX
+    from veil.core.prompt.context import NOTE_PREFIX
 
     history = [
         {"role": "user", "content": "hi"},
@@ -242,7 +242,7 @@ def test_context_summary_comes_before_the_table(home):
 
 
 def model_prompt_tokens(model):
-    from veil.core.tokens import count_message_tokens
+    from veil.core.models.tokens import count_message_tokens
 
     return count_message_tokens(model.calls[-1], tools=model.tools_seen[-1])
 

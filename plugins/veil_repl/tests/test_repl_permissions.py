@@ -13,7 +13,7 @@ from veil_repl import permission
 from veil_repl.repl import Repl
 
 from veil.core.app import open_veil
-from veil.core.llm import LLM
+from veil.core.models.llm import LLM
 from veil.core.settings import load_config
 from veil.testing.scripted_model import ScriptedModel
 

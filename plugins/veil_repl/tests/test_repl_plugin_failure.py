@@ -12,7 +12,7 @@ from rich.console import Console
 from veil_repl.repl import Repl
 
 from veil.core.app import open_veil
-from veil.core.llm import LLM
+from veil.core.models.llm import LLM
 from veil.core.settings import load_config
 from veil.testing.scripted_model import ScriptedModel
 

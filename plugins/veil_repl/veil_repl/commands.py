@@ -13,7 +13,7 @@ from veil_repl import display
 
 def _model(session: Any, arg: str) -> str:
     """``/model``: show the session's model; ``/model NAME`` switches to NAME when a configured
-    provider can serve it (:meth:`veil.core.llm.LLM.unservable_reason`), else says why and keeps
+    provider can serve it (:meth:`veil.core.models.llm.LLM.unservable_reason`), else says why and keeps
     the model in use."""
     llm = session.veil.llm
     model = llm.model_for("main", session.model)
@@ -105,7 +105,7 @@ def _summary(session: Any, report: dict[str, Any], status: Any) -> list[str]:
 def _context(session: Any, arg: str) -> str:
     """``/context``: a summary (context use, cache, tiers, what changed since the last request),
     then the live items by score with the answering scorer's own signals."""
-    from veil.core.context import context_report
+    from veil.core.prompt.context import context_report
 
     report = context_report(session)
     status = display.active.status if display.active is not None else None

@@ -1,5 +1,5 @@
 """The REPL's permission prompt: allow a tool call once, for this session, or deny it
-(:func:`veil.core.permissions.authorize` calls it through the ``ask_permission`` hook)."""
+(:func:`veil.core.safety.permissions.authorize` calls it through the ``ask_permission`` hook)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from prompt_toolkit import PromptSession
 from rich.markup import escape
 
-from veil.core.permissions import PROMPT_CHOICES, PermissionRequest, parse_answer
+from veil.core.safety.permissions import PROMPT_CHOICES, PermissionRequest, parse_answer
 
 active: PermissionPrompt | None = None
 """The prompt of the running REPL, or None (``ask_permission`` then leaves the call to the

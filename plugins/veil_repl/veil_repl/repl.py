@@ -11,7 +11,7 @@ from prompt_toolkit.key_binding import KeyBindings
 from rich.markup import escape
 
 from veil.core.errors import SessionConflict, UnsafeVeilPath, VeilError
-from veil.core.paths import veil_file
+from veil.core.safety.paths import veil_file
 from veil_repl import display, permission
 from veil_repl.status import ContextStatus
 
@@ -30,8 +30,8 @@ def last_exchanges(
 ) -> list[tuple[str, str, int]]:
     """The last ``count`` exchanges of a history: ``(user text, final answer text, tool calls
     made)`` in order, an exchange being a user message and the messages up to the next one.
-    veil's own context notes (:data:`veil.core.context.NOTE_PREFIX`) are not user messages."""
-    from veil.core.context import NOTE_PREFIX
+    veil's own context notes (:data:`veil.core.prompt.context.NOTE_PREFIX`) are not user messages."""
+    from veil.core.prompt.context import NOTE_PREFIX
 
     exchanges: list[tuple[str, str, int]] = []
     for message in messages:
@@ -53,7 +53,7 @@ def warm_up(veil: Any) -> None:
     Runs in a daemon thread; a failure here is left for the turn itself to report."""
     try:
         if not veil.llm.is_offline_default:
-            from veil.core.offline import import_litellm
+            from veil.core.models.offline import import_litellm
 
             import_litellm()
         if veil.context_layer_on:
@@ -132,7 +132,7 @@ class Repl:
     def refresh_status(self) -> str:
         """Recompute the status line (model and window after a /model, tier counts) and return
         it; called before each prompt, not at each redraw (tier counts are a query)."""
-        from veil.core.context import context_report
+        from veil.core.prompt.context import context_report
 
         try:
             model = self.veil.llm.model_for("main", self.session.model)

@@ -3,7 +3,7 @@
 Kept apart from the rendering (display.py) so the figures can be computed and tested without a
 terminal. The numbers come from the ``usage`` render event of the last model call (the
 provider's own ``prompt_tokens`` and ``prompt_tokens_details.cached_tokens``, see
-:func:`veil.core.llm.counted_usage`) and from the store's tier counts.
+:func:`veil.core.models.llm.counted_usage`) and from the store's tier counts.
 """
 
 from __future__ import annotations

@@ -5,6 +5,6 @@ decides what to do with its answers.
   127.0.0.1) behind a durable cache by content hash; used by recall (``veil.recall``) and by
   the eviction policy's rescue of old turns.
 
-Chat models (``veil.core.llm``) and token counting (``veil.core.tokens``) are model access too
+Chat models (``veil.core.models.llm``) and token counting (``veil.core.models.tokens``) are model access too
 and are to move here in a later step of issue 20.
 """

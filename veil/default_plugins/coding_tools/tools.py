@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from veil.core.atomic import atomic_write_bytes
-from veil.core.processes import KILL_GRACE_SECONDS as KILL_GRACE_SECONDS  # re-exported
-from veil.core.processes import finished, kill_group, signal_group, start_group
+from veil.core.safety.processes import KILL_GRACE_SECONDS as KILL_GRACE_SECONDS  # re-exported
+from veil.core.safety.processes import finished, kill_group, signal_group, start_group
 from veil.core.types import Tool, ToolContext, ToolResult
 
 NOISE_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__", ".veil"})
@@ -392,7 +392,7 @@ def _refuse_new_placeholders(ctx: ToolContext, field: str, before: str, after: s
     """Refuse a write that adds redaction placeholders to a file.
 
     The model sees ``[redacted:NAME]`` where a tool output held a credential
-    (:mod:`veil.core.redaction`); a file written back from what it saw would get the
+    (:mod:`veil.core.safety.redaction`); a file written back from what it saw would get the
     placeholder instead of the real value, and the secret would be lost. A write may keep the
     placeholders a file already holds, not add any (with ``security.redactSecrets`` off there
     are none to copy, and nothing is checked).
@@ -402,7 +402,7 @@ def _refuse_new_placeholders(ctx: ToolContext, field: str, before: str, after: s
     """
     if "[redacted:" not in after or not ctx.session.veil.redactor.enabled:
         return
-    from veil.core.redaction import placeholders
+    from veil.core.safety.redaction import placeholders
 
     added = placeholders(after) - placeholders(before)
     if added:
@@ -603,11 +603,11 @@ def run_command(command: str, cwd: Path, timeout: float, max_chars: int) -> Comm
 
     Processes the command left running in its group (``cmd &``) are killed when it returns;
     ``setsid``/``nohup setsid`` detaches one for good. While it runs the group is registered
-    in :mod:`veil.core.processes`, which kills it if veil ends first (exit, SIGTERM, the HTTP
+    in :mod:`veil.core.safety.processes`, which kills it if veil ends first (exit, SIGTERM, the HTTP
     server stopping).
 
     Raises:
-        OSError: bash could not be started (:class:`~veil.core.processes.ShuttingDownError`
+        OSError: bash could not be started (:class:`~veil.core.safety.processes.ShuttingDownError`
             when veil is shutting down).
         KeyboardInterrupt: after killing the process group.
     """

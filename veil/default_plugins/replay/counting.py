@@ -1,7 +1,7 @@
 """cl100k_base token counts of prompt messages, each distinct text encoded once.
 
 DESIGN.md "Measures": replay counts tokens with cl100k_base (tiktoken, loaded offline from
-litellm's wheel by :func:`veil.core.tokens.cl100k_count`) over message contents only: no
+litellm's wheel by :func:`veil.core.models.tokens.cl100k_count`) over message contents only: no
 per-message overhead, tool schemas excluded, the same tokenizer for every policy.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from veil.core.tokens import cl100k_count, content_text
+from veil.core.models.tokens import cl100k_count, content_text
 
 
 class TokenCounter:

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from veil.core import turn
-from veil.core.context import build_prompt
-from veil.core.llm import LLM, Completion
-from veil.core.tokens import cl100k_count
+from veil.core.models.llm import LLM, Completion
+from veil.core.models.tokens import cl100k_count
+from veil.core.prompt.context import build_prompt
 from veil.core.types import ToolResult, seeded_ids
 from veil.default_plugins.capture.rules import assistant_text
 from veil.default_plugins.replay.formats import Trajectory

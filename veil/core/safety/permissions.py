@@ -104,8 +104,8 @@ can run code at the next git command, one under ``.veil/`` changes veil's own co
 def user_settings_hint() -> str:
     """Where the user's own settings file is, as messages name it: ``~/.veil/settings.json``, or
     under ``$VEIL_HOME`` when that is set (home written ``~``)."""
+    from veil.core.safety.trust import display_path
     from veil.core.settings import user_config_dir
-    from veil.core.trust import display_path
 
     return display_path(user_config_dir() / "settings.json")
 

@@ -1,7 +1,7 @@
 """Token counting: exact where the model's tokenizer is installed, a close estimate otherwise.
 
 Three functions, all offline (tiktoken's files ship inside litellm's wheel; see
-:mod:`veil.core.offline`):
+:mod:`veil.core.models.offline`):
 
 - :func:`cl100k_count`: tiktoken's ``cl100k_base``, ordinary text (special-token strings count as
   plain text). This exact tokenizer is the one ``veil replay`` measures with (DESIGN.md
@@ -63,7 +63,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from veil.core.offline import import_litellm, prepare_offline_env
+from veil.core.models.offline import import_litellm, prepare_offline_env
 
 log = logging.getLogger(__name__)
 

@@ -4,11 +4,11 @@ A compaction replaces the older part of a session's history by a summary: the se
 ``compact_summary`` stands for ``messages[:compact_size]`` in every later prompt (seed 000). The
 core owns everything but the summary text itself:
 
-1. what is folded: :func:`veil.core.compaction_cut.choose_cut` for automatic full compaction
-   (:func:`run_full`, ``compaction.keepRecentTurns``), :func:`~veil.core.compaction_cut.batch_end`
+1. what is folded: :func:`veil.core.prompt.compaction_cut.choose_cut` for automatic full compaction
+   (:func:`run_full`, ``compaction.keepRecentTurns``), :func:`~veil.core.prompt.compaction_cut.batch_end`
    for seed 000's defaultCompaction (:func:`run_default`: manual ``/compact`` and
    ``autoThreshold``); both read what the prompt holds of the history
-   (:func:`veil.core.context.prompt_view`: stubs stay stubs, collapsed steps stay out);
+   (:func:`veil.core.prompt.context.prompt_view`: stubs stay stubs, collapsed steps stay out);
 2. ``before_compaction`` with exactly those messages (full compaction, when memory is enabled
    for the agent; seed 000 "Memory extraction during compaction"), before anything is written;
 3. the ``summarise`` hook (firstresult; ``veil_compaction`` by default) for the text;
@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import ValidationError
 
-from veil.core.compaction_cut import KEPT_SHARE, batch_end, choose_cut, stored_cut
 from veil.core.errors import CompactionDisabled, CompactionRejected, ConfigError, NotAvailable
+from veil.core.prompt.compaction_cut import KEPT_SHARE, batch_end, choose_cut, stored_cut
 from veil.core.settings import DefaultCompaction
 from veil.core.types import CompactResult, Message, Summary
 
@@ -89,7 +89,7 @@ def default_compaction_settings(session: Session) -> DefaultCompaction:
 
 def summary_messages(summary: str | None) -> list[Message]:
     """The system message the core sends for a summary (none when there is no summary)."""
-    from veil.core.context import SUMMARY_PREFIX
+    from veil.core.prompt.context import SUMMARY_PREFIX
 
     if not summary:
         return []
@@ -104,8 +104,8 @@ def conversation_tokens(session: Session, summary: str | None, messages: list[Me
 
 def pinned_before(session: Session, size: int) -> list[Message]:
     """The current request's user messages before ``size``: what the core sends verbatim after
-    the summary when ``compact_size`` is ``size`` (:func:`veil.core.context.pinned_requests`)."""
-    from veil.core.context import current_request
+    the summary when ``compact_size`` is ``size`` (:func:`veil.core.prompt.context.pinned_requests`)."""
+    from veil.core.prompt.context import current_request
 
     history = session.messages
     return [history[i] for i in current_request(history) if i < size]
@@ -272,7 +272,7 @@ def run_full(
 ) -> CompactResult | None:
     """Automatic full compaction (seed 000 "Context Compaction", step 2): fold the older part
     of what would be sent into the summary; keep the newest ``compaction.keepRecentTurns``
-    steps (fewer when they alone take over :data:`~veil.core.compaction_cut.KEPT_SHARE` of
+    steps (fewer when they alone take over :data:`~veil.core.prompt.compaction_cut.KEPT_SHARE` of
     ``threshold`` x the window).
 
     The build of a prompt over the threshold and a provider's "prompt too long" call it. It
@@ -368,7 +368,7 @@ def run_default(
 
     It collects what the prompt holds of the messages from ``compactSize`` on until their
     characters reach ``compactionCount``% of the uncompacted context
-    (:func:`~veil.core.compaction_cut.batch_end`), asks ``summarise`` (mode ``"default"``) for
+    (:func:`~veil.core.prompt.compaction_cut.batch_end`), asks ``summarise`` (mode ``"default"``) for
     the summary of them merged with the existing one, and stores it with the new
     ``compactSize``. A successful run resets the count of consecutive failures (a manual
     ``/compact`` that works starts automatic compaction again); the caller counts failures.
@@ -390,7 +390,7 @@ def run_default(
         not shrink the prompt or holds no visible character (issue 19). Whatever the
         summariser raises (ProviderError...). In every case the session is unchanged.
     """
-    from veil.core.context import prompt_view
+    from veil.core.prompt.context import prompt_view
 
     session.ensure_open()
     settings = default_compaction_settings(session)

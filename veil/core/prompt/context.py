@@ -40,10 +40,10 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from veil.core import compaction
-from veil.core.elision import elide_repeats
 from veil.core.errors import PromptTooLarge
-from veil.core.items import ItemBatch
+from veil.core.prompt import compaction
+from veil.core.prompt.elision import elide_repeats
+from veil.core.prompt.items import ItemBatch
 from veil.core.types import ContextItem, LazyScores, Message, PromptSection
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -125,7 +125,7 @@ def session_date(session: Session) -> str:
 
 def base_prompt(session: Session) -> tuple[str, PromptSection | None]:
     """The system message's first text and, when the project's own prompt is not approved by
-    the user, the section quoting it (:mod:`veil.core.prompt_trust`).
+    the user, the section quoting it (:mod:`veil.core.safety.prompt_trust`).
 
     Returns:
         ``(text, None)`` with the project's prompt when approved (or the prompt the user's
@@ -134,7 +134,7 @@ def base_prompt(session: Session) -> tuple[str, PromptSection | None]:
         ``(BASE_PROMPT, section)`` when a project's prompt is not approved: the section (order
         1, stable) holds it quoted under a heading naming its file.
     """
-    from veil.core.prompt_trust import (
+    from veil.core.safety.prompt_trust import (
         project_prompt,
         project_prompt_approved,
         quoted_project_prompt,
@@ -511,7 +511,7 @@ MAX_EVICTION_ROUNDS = 5
 
 
 def _elided(session: Session, messages: list[Message], budget: int) -> tuple[list[Message], int]:
-    """``messages`` with repeated lines elided (:mod:`veil.core.elision`) when they exceed
+    """``messages`` with repeated lines elided (:mod:`veil.core.prompt.elision`) when they exceed
     ``budget`` and ``context.elideRepeats`` is on, and the tokens that saved (else 0)."""
     if not session.config.settings.context.elide_repeats:
         return messages, 0
@@ -969,11 +969,11 @@ def completion_reserve(session: Session) -> int:
 
 def tool_schema_tokens(session: Session, tools: list[dict[str, Any]] | None) -> int:
     """Tokens the provider counts for the tool schemas ``tools`` (OpenAI ``tools`` entries),
-    with the main model's tokenizer (:func:`veil.core.tokens.count_message_tokens`: exact
+    with the main model's tokenizer (:func:`veil.core.models.tokens.count_message_tokens`: exact
     for OpenAI models, an over-estimate otherwise); 0 for none."""
     if not tools:
         return 0
-    from veil.core.tokens import count_message_tokens
+    from veil.core.models.tokens import count_message_tokens
 
     model = session.veil.llm.model_for("main", session.model)
     name = getattr(model, "litellm_model", None) or getattr(model, "name", None)
@@ -1052,7 +1052,7 @@ def build_prompt(
     """Run the per-iteration context management and return the prompt to send.
 
     Order (DESIGN.md): observation masking; when the kept messages exceed the budget, the
-    lossless elision of repeated lines (:mod:`veil.core.elision`); then eviction under pressure
+    lossless elision of repeated lines (:mod:`veil.core.prompt.elision`); then eviction under pressure
     (repeated, at most :data:`MAX_EVICTION_ROUNDS` times, while the messages still exceed the
     budget and the policy still finds something to move), then full compaction if the prompt
     exceeds ``compaction.threshold`` x the window.

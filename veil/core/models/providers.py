@@ -78,6 +78,6 @@ AMBIENT_CREDENTIAL_TYPES: frozenset[str] = frozenset(
 )
 """Provider types whose requests litellm may authenticate with credentials found in the
 environment or a cloud SDK's configuration, not only with the provider's ``api_key``. A project
-file may not give such a provider its own ``base_url`` (:mod:`veil.core.trust`): a placeholder key
+file may not give such a provider its own ``base_url`` (:mod:`veil.core.safety.trust`): a placeholder key
 would not stop those credentials from going there. Every other known type authenticates with its
 api key alone."""

@@ -6,7 +6,7 @@ What it replaces, in this order:
    ``.veil/auth.json`` (both files read as they are, so a key the project file overrides is
    still known), keys in model options, the HTTP token, and the values of environment variables
    whose names say they hold a credential (:func:`environment_secrets`);
-2. the credential formats of :mod:`veil.core.secret_formats`: private-key blocks, provider and
+2. the credential formats of :mod:`veil.core.safety.secret_formats`: private-key blocks, provider and
    code-host keys, JWTs, ``Authorization`` / ``Bearer`` / ``Basic`` values, passwords in URLs,
    and values assigned to secret names (``API_TOKEN=...``, ``"password": "..."``).
 
@@ -36,7 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veil.core.secret_formats import (
+from veil.core.safety.secret_formats import (
     PLACEHOLDER_PATTERN,
     RULES,
     Rule,
@@ -67,9 +67,9 @@ MIN_SECRET_TEXT = 6
 
 def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     """Values of environment variables that hold credentials: the name passes
-    :func:`~veil.core.secret_formats.secret_name` (``OPENAI_API_KEY``, ``GITHUB_TOKEN``,
+    :func:`~veil.core.safety.secret_formats.secret_name` (``OPENAI_API_KEY``, ``GITHUB_TOKEN``,
     ``PGPASSWORD``; not ``MAX_TOKENS`` or ``PWD``) and the value
-    :func:`~veil.core.secret_formats.secret_value` (no paths, numbers, words or placeholders).
+    :func:`~veil.core.safety.secret_formats.secret_value` (no paths, numbers, words or placeholders).
 
     Args:
         environ: the variables (default ``os.environ``).
@@ -134,7 +134,7 @@ class Redactor:
         enabled: False makes :meth:`text`, :meth:`value`, :meth:`message` and
             :meth:`arguments` return their input (``security.redactSecrets: false``);
             :meth:`known_only` still works.
-        rules: the rules, applied in order (default :data:`veil.core.secret_formats.RULES`).
+        rules: the rules, applied in order (default :data:`veil.core.safety.secret_formats.RULES`).
         gate: ``"auto"`` (Aho-Corasick when ``ahocorasick-rs`` is installed), ``"aho"`` or
             ``"plain"`` (``in`` per anchor); the same rules run either way.
 

@@ -1,6 +1,6 @@
 """Where a compaction cuts a history, and how its parts are measured (seed 000).
 
-The core chooses what a compaction folds into the summary (:mod:`veil.core.compaction`), so that
+The core chooses what a compaction folds into the summary (:mod:`veil.core.prompt.compaction`), so that
 memory extraction (``before_compaction``) and the summariser (``summarise``) see exactly the same
 messages: :func:`choose_cut` for automatic full compaction (``compaction.keepRecentTurns``),
 :func:`batch_end` for seed 000's defaultCompaction (``compactionCount``), and :func:`stored_cut`

@@ -14,7 +14,7 @@ user's travel anywhere new. Concretely:
 * A project entry without its own key for a provider the user defined may only repeat the
   user's ``type`` and ``base_url``; changing either is refused (:func:`merge_auth_layers`).
 * A project file may not point a provider whose requests carry ambient credentials (cloud SDK
-  credentials, not a key: :data:`~veil.core.providers.AMBIENT_CREDENTIAL_TYPES`) at its own
+  credentials, not a key: :data:`~veil.core.models.providers.AMBIENT_CREDENTIAL_TYPES`) at its own
   ``base_url``, even with a key of its own.
 * ``models.<role>.options`` in a project file may hold only options that shape the answer
   (:data:`PROJECT_MODEL_OPTIONS`); ``api_base``, ``api_key``, ``extra_headers`` and the like are
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from veil.core.errors import ConfigError
-from veil.core.providers import AMBIENT_CREDENTIAL_TYPES
+from veil.core.models.providers import AMBIENT_CREDENTIAL_TYPES
 
 ALLOW_PROJECT_PROVIDERS_ENV = "VEIL_ALLOW_PROJECT_PROVIDERS"
 """Environment variable by which the user allows providers defined by project files (``1``,
@@ -231,7 +231,7 @@ def providers_in_use(
     default: str | None, fallback: Iterable[str], names: Iterable[str]
 ) -> list[tuple[str, str]]:
     """The providers veil would send requests to, each with the field that selects it, in the
-    order :meth:`veil.core.llm.LLM.routes` tries them.
+    order :meth:`veil.core.models.llm.LLM.routes` tries them.
 
     Args:
         default: ``routing.default`` (None when unset).

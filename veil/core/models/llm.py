@@ -9,7 +9,7 @@
   ``register_models`` hook; the ``veil_bundled`` distribution registers SmolLM2-135M) when
   nothing is configured. The core itself needs no local model and no llama-cpp-python.
 
-litellm is imported lazily (through :func:`veil.core.offline.import_litellm`) so that importing
+litellm is imported lazily (through :func:`veil.core.models.offline.import_litellm`) so that importing
 this module, and ``veil --help``, stay fast.
 """
 
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from veil.core.errors import ConfigError, ProviderError
-from veil.core.offline import import_litellm
-from veil.core.tokens import count_message_tokens, count_text_tokens
-from veil.core.trust import KEYLESS_API_KEY, filter_project_options
+from veil.core.models.offline import import_litellm
+from veil.core.models.tokens import count_message_tokens, count_text_tokens
+from veil.core.safety.trust import KEYLESS_API_KEY, filter_project_options
 
 if TYPE_CHECKING:
     import pluggy
@@ -127,12 +127,12 @@ class ContextWindowExceededError(ProviderError):
 
 
 # --------------------------------------------------------------------------------------------
-# Redaction of error messages (the rules and the known secrets: veil.core.redaction)
+# Redaction of error messages (the rules and the known secrets: veil.core.safety.redaction)
 
 
 _REDACTED = "[redacted]"
 # Loose shapes for provider error text, where removing too much costs nothing; the credential
-# formats of veil.core.secret_formats run after them.
+# formats of veil.core.safety.secret_formats run after them.
 _KEY_PATTERNS = [
     re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"),  # OpenAI, Anthropic, OpenRouter, DeepSeek keys
     re.compile(r"\bAIza[0-9A-Za-z_\-]{20,}"),  # Google API keys
@@ -168,9 +168,9 @@ def redact(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
     Removes every fragment of 8+ characters of each known secret (so a key the provider echoes
     in part is caught too), anything shaped like a key (``sk-...``, ``AIza...``,
     ``Bearer ...``, ``api_key=...``), then every credential format of
-    :mod:`veil.core.secret_formats` (:class:`veil.core.redaction.Redactor`).
+    :mod:`veil.core.safety.secret_formats` (:class:`veil.core.safety.redaction.Redactor`).
     """
-    from veil.core.redaction import pattern_redactor
+    from veil.core.safety.redaction import pattern_redactor
 
     for secret in secrets:
         if secret:
@@ -185,8 +185,8 @@ def redact(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
 
 def _environment_secrets() -> list[str]:
     """Values of the environment's credential variables
-    (:func:`veil.core.redaction.environment_secrets`)."""
-    from veil.core.redaction import environment_secrets
+    (:func:`veil.core.safety.redaction.environment_secrets`)."""
+    from veil.core.safety.redaction import environment_secrets
 
     return environment_secrets()
 
@@ -209,7 +209,7 @@ class Route:
     to litellm as is, with the user's own environment keys), endpoint and key.
 
     ``from_project``: the provider is defined by the project's ``.veil/auth.json``; its requests
-    carry only :data:`veil.core.trust.PROJECT_MODEL_OPTIONS` of the role's options.
+    carry only :data:`veil.core.safety.trust.PROJECT_MODEL_OPTIONS` of the role's options.
     """
 
     name: str
@@ -360,7 +360,7 @@ class LiteLLMModel:
 
     def count_tokens(self, messages: list[dict] | str) -> int:
         """Tokens for this model (exact for OpenAI models, estimated otherwise;
-        :mod:`veil.core.tokens`)."""
+        :mod:`veil.core.models.tokens`)."""
         if isinstance(messages, str):
             return count_text_tokens(messages, self.litellm_model)
         return count_message_tokens(messages, self.litellm_model)
@@ -488,9 +488,9 @@ def counted_usage(
     A figure is taken as missing when absent, not an int, or 0 where it cannot be 0 (prompt
     tokens of any request; completion tokens of an answer with text or tool calls): litellm
     puts zeros in place of a ``usage`` a provider left out. Counted, prompt tokens are the
-    model's count of ``messages`` and ``tools`` (:func:`veil.core.tokens.count_message_tokens`,
+    model's count of ``messages`` and ``tools`` (:func:`veil.core.models.tokens.count_message_tokens`,
     exact or estimated for ``model``), completion tokens the count of the answer's text and of
-    its tool calls' names and arguments (:func:`veil.core.tokens.count_text_tokens`).
+    its tool calls' names and arguments (:func:`veil.core.models.tokens.count_text_tokens`).
 
     ``cached_tokens`` is added when the provider reported the prompt's size and
     ``prompt_tokens_details.cached_tokens`` (OpenAI's name, which litellm also fills from
@@ -634,7 +634,7 @@ def local_models_of(pm: pluggy.PluginManager, config: Config) -> list[LocalModel
             if not isinstance(model, LocalModel):
                 raise ConfigError(
                     f"plugin {plugin!r}: register_models returned {type(model).__name__}, "
-                    "not a veil.core.llm.LocalModel"
+                    "not a veil.core.models.llm.LocalModel"
                 )
             if model.name not in seen:
                 seen.add(model.name)
@@ -725,8 +725,8 @@ class LLM:
         the model name to litellm as is (the user's own environment keys, a local Ollama...).
 
         A provider from the project's auth.json that names a ``base_url`` but no key gets
-        :data:`~veil.core.trust.KEYLESS_API_KEY`, so litellm never sends it a key from the
-        environment (:mod:`veil.core.trust`).
+        :data:`~veil.core.safety.trust.KEYLESS_API_KEY`, so litellm never sends it a key from the
+        environment (:mod:`veil.core.safety.trust`).
 
         Raises:
             ConfigError: several providers exist but ``routing.default`` is not set.
@@ -880,7 +880,7 @@ class LLM:
         string (``litellm.get_llm_provider``) and the request would carry a key: the route's
         own ``api_key``, an endpoint of its own (``base_url``: a local or self-hosted server
         decides), a provider type that authenticates from the environment
-        (:data:`veil.core.providers.AMBIENT_CREDENTIAL_TYPES`), or the ``*_API_KEY`` variables
+        (:data:`veil.core.models.providers.AMBIENT_CREDENTIAL_TYPES`), or the ``*_API_KEY`` variables
         ``litellm.validate_environment`` asks for. Whether the provider knows this exact model
         is only known from its answer, so an unknown model name of a known provider passes.
 
@@ -918,7 +918,7 @@ class LLM:
 
 def _route_problem(litellm: Any, route: Route, name: str) -> str | None:
     """Why ``route`` cannot serve model ``name`` (see :meth:`LLM.unservable_reason`), or None."""
-    from veil.core.providers import AMBIENT_CREDENTIAL_TYPES
+    from veil.core.models.providers import AMBIENT_CREDENTIAL_TYPES
 
     model = route.model_string(name)
     try:

@@ -1,11 +1,11 @@
-"""What a credential looks like: the rules :mod:`veil.core.redaction` applies to text.
+"""What a credential looks like: the rules :mod:`veil.core.safety.redaction` applies to text.
 
 Each :class:`Rule` finds one kind of credential and replaces the secret part of each match with
 ``[redacted:NAME]`` (NAME names the kind: ``github_token``, ``private_key``,
 ``assignment:API_TOKEN``...). A rule also lists its *anchors*: literal strings at least one of
 which occurs in every text the rule can match. The redactor looks for all anchors of all rules in
 one pass and runs only the rules whose anchors it found, so the common case, a tool output that
-holds no credential, costs one scan (:mod:`veil.core.redaction`).
+holds no credential, costs one scan (:mod:`veil.core.safety.redaction`).
 
 Where the formats come from (each rule's ``source`` names its own):
 
@@ -18,7 +18,7 @@ Where the formats come from (each rule's ``source`` names its own):
 
 Values assigned to secret-looking names (``*_TOKEN``, ``*_KEY``, ``*_SECRET``, ``PASSWORD``...)
 are judged by :func:`secret_name` and :func:`secret_value`; the same two functions decide which
-environment variables hold secrets veil knows (:func:`veil.core.redaction.environment_secrets`).
+environment variables hold secrets veil knows (:func:`veil.core.safety.redaction.environment_secrets`).
 detect-secrets (Yelp) was measured as the library alternative and not used: its per-line
 plugins took 16 ms per KB of real tool output (this module: a few µs), and its entropy plugins
 flag git SHAs and identifiers such as ``TOKEN_LIMIT``.
