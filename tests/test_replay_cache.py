@@ -420,3 +420,24 @@ def test_cli_bad_policy_and_price_are_clean_errors(tmp_path):
     assert "Traceback" not in proc.stderr
     proc = _veil(str(path), "--cache-price", "2", cwd=tmp_path)
     assert proc.returncode == 2 and "--cache-price" in proc.stderr
+
+
+def test_cli_skips_a_recording_with_no_step_and_says_so(tmp_path):
+    """A folder of recordings often holds one whose agent stopped before its first message: the
+    run goes on over the others, names the skipped file on stderr and in the JSON; a run with
+    nothing left to replay is a clean error."""
+    good = _write_traj(tmp_path, steps=3)
+    empty = tmp_path / "stopped.traj.json"
+    empty.write_text(json.dumps({"messages": [{"role": "system", "content": "s"}]}))
+    proc = _veil(str(good), str(empty), "--json", "--policies", "full,masking", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert [entry["file"] for entry in result["files"]] == [str(good)]
+    assert result["files"][0]["steps"] == result["total"]["steps"] == 3
+    assert len(result["skipped"]) == 1 and result["skipped"][0]["file"] == str(empty)
+    assert "holds no recorded assistant message" in result["skipped"][0]["reason"]
+    assert f"veil replay: skipped {empty}" in proc.stderr
+
+    proc = _veil(str(empty), "--policies", "full", cwd=tmp_path)
+    assert proc.returncode == 1 and "no file to replay" in proc.stderr
+    assert "Traceback" not in proc.stderr

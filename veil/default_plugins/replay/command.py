@@ -116,6 +116,8 @@ def add_replay_command(cli: click.Group) -> None:
                 raise click.ClickException(exc.message) from exc
             except OSError as exc:
                 raise click.ClickException(f"--plot: cannot write {plot_path}: {exc}") from exc
+        for entry in result.get("skipped", []):
+            click.echo(f"veil replay: skipped {entry['reason']}", err=True)
         if not per_step:  # drawn, not printed
             for entry in result["files"]:
                 for name in policies:

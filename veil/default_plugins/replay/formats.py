@@ -83,6 +83,11 @@ class Trajectory:
     steps: list[ReplayStep] = field(default_factory=list)
 
 
+class EmptyTrajectory(BadRequest):
+    """A readable recording of a known format that holds no step to replay (the agent stopped
+    before its first message). ``veil replay`` skips it when other files remain."""
+
+
 def load_trajectory(path: str | Path) -> Trajectory:
     """Read a recorded session and return it as a :class:`Trajectory`.
 
@@ -126,7 +131,7 @@ def load_trajectory(path: str | Path) -> Trajectory:
     reader = {"mini-swe-agent": _MiniSweAgent, "swe-agent": _SweAgent, "openhands": _OpenHands}
     traj = reader[kind](name).read(data)
     if not traj.steps:
-        raise BadRequest(f"{name}: {kind} trajectory holds no recorded assistant message")
+        raise EmptyTrajectory(f"{name}: {kind} trajectory holds no recorded assistant message")
     return traj
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from veil.core.errors import BadRequest
 from veil.default_plugins.replay.cache import CACHE_PRICE
-from veil.default_plugins.replay.formats import Trajectory, load_trajectory
+from veil.default_plugins.replay.formats import EmptyTrajectory, Trajectory, load_trajectory
 from veil.default_plugins.replay.runner import BASELINES, check_baselines, pick_known, replay
 from veil.default_plugins.replay.veil_policy import CompactionMode, VeilReplayPolicy
 
@@ -60,7 +60,9 @@ def run_replay(
     extended per file with ``convergence`` (and whatever else ``replay_report``
     implementations add) and with ``over_budget`` in the veil object (the steps whose prompt
     exceeded the budget, with the reason: always none unless protected context alone exceeds
-    it), and at the top with ``budget``, ``compaction`` and ``cache_price``.
+    it), and at the top with ``budget``, ``compaction``, ``cache_price`` and ``skipped``
+    (``[{"file", "reason"}]``: recordings that hold no step, e.g. an agent stopped before its
+    first message, are left out of the figures instead of stopping a run over a folder).
 
     Args:
         files: recordings to replay.
@@ -77,7 +79,8 @@ def run_replay(
         per_step: include each file's per-step measures.
 
     Raises:
-        BadRequest: a file is unreadable or in no known format (the message names it), the
+        BadRequest: a file is unreadable or in no known format (the message names it), no file
+            holds a step to replay, the
             budget is not a positive integer, the cache price is not from 0 to 1, or a policy
             name is unknown.
     """
@@ -86,7 +89,15 @@ def run_replay(
         raise BadRequest(f"policies: unknown policy {unknown}; known: {', '.join(POLICIES)}")
     baselines = check_baselines([n for n in policies if n != "veil"])
     with_veil = "veil" in policies
-    trajectories: list[Trajectory] = [load_trajectory(f) for f in files]
+    trajectories: list[Trajectory] = []
+    skipped: list[dict[str, str]] = []
+    for f in files:
+        try:
+            trajectories.append(load_trajectory(f))
+        except EmptyTrajectory as exc:  # nothing to measure: skipped, said in the result
+            skipped.append({"file": str(f), "reason": exc.message})
+    if not trajectories:
+        raise BadRequest("no file to replay: " + "; ".join(s["reason"] for s in skipped))
     if max_steps is not None:
         for traj in trajectories:
             traj.steps = traj.steps[:max_steps]
@@ -129,6 +140,7 @@ def run_replay(
     result["budget"] = budget
     result["compaction"] = (compaction or "settings") if with_veil else None
     result["cache_price"] = cache_price
+    result["skipped"] = skipped
     return result
 
 
