@@ -24,6 +24,10 @@ what :class:`~veil.core.session_api.PluginSession` declares (``tests/test_sessio
 holds the plugins to it). The front-end hooks ``run_interactive`` and ``ask_permission`` are
 typed with ``Session`` itself: a front end drives the session (runs its turns, closes it).
 
+``veil``: the application object a hook is handed (or reaches as ``session.veil``); a plugin
+uses only what :class:`~veil.core.session_api.PluginVeil` declares, which leaves out the store
+(the same test holds the plugins to it).
+
 Retired hooks (:data:`RETIRED_HOOKS`): a plugin that still implements one is refused at load with
 an error naming it and what replaced the hook, rather than silently never called.
 """
@@ -42,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.prompt.items import ItemBatch
     from veil.core.safety.permissions import PermissionRequest
     from veil.core.session import Session
-    from veil.core.session_api import PluginSession
+    from veil.core.session_api import PluginSession, PluginVeil
     from veil.core.settings import Config, SettingsSection
     from veil.core.store import Store
     from veil.core.types import (
@@ -82,7 +86,7 @@ refuses a plugin that implements one)."""
 
 
 @hookspec
-def register_tools(veil: Veil) -> list[Tool] | None:
+def register_tools(veil: PluginVeil) -> list[Tool] | None:
     """Return the tools this plugin offers the model (collected).
 
     Called once when a :class:`~veil.core.app.Veil` is opened. Tool names must be unique across
@@ -112,7 +116,7 @@ def register_commands(cli: click.Group) -> None:
 
 
 @hookspec
-def register_routes(veil: Veil) -> list[Route] | None:
+def register_routes(veil: PluginVeil) -> list[Route] | None:
     """Return HTTP routes this plugin contributes (collected).
 
     The HTTP plugin mounts them and builds ``/openapi.json`` from their declared schemas; without
@@ -121,7 +125,7 @@ def register_routes(veil: Veil) -> list[Route] | None:
 
 
 @hookspec
-def register_slash_commands(veil: Veil) -> list[SlashCommand] | None:
+def register_slash_commands(veil: PluginVeil) -> list[SlashCommand] | None:
     """Return ``/commands`` for interactive front ends (collected), e.g. ``/memory``."""
 
 
@@ -517,7 +521,7 @@ def turn_end(session: PluginSession, final_message: Message | None) -> None:
 
 
 @hookspec
-def before_close(veil: Veil) -> None:
+def before_close(veil: PluginVeil) -> None:
     """``veil`` is closing (:meth:`Veil.close <veil.core.app.Veil.close>`; collected): finish
     or drop the background work that uses its store or tiers (veil_fsrs waits for the turn
     embedding in flight and skips its queued ones), before the store's connection is released.

@@ -5,6 +5,7 @@ Front ends (REPL, ``veil -p``, HTTP) call this object, never a plugin directly.
 
 from __future__ import annotations
 
+import enum
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
@@ -33,7 +34,15 @@ from veil.core.safety.paths import (
 from veil.core.session_locks import SessionLocks
 from veil.core.settings import Config, load_config, validate_agent_name
 from veil.core.store import Store
-from veil.core.types import ContextItem, ItemScores, RecallHit, RenderEvent, Tool, new_id
+from veil.core.types import (
+    TIERS,
+    ContextItem,
+    ItemScores,
+    RecallHit,
+    RenderEvent,
+    Tool,
+    new_id,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.loop import TurnResult
@@ -66,6 +75,13 @@ def ensure_gitignore(project_dir: Path) -> None:
     if missing:
         lead = b"" if not data or data.endswith(b"\n") else b"\n"
         append_bytes_nofollow(path, lead + "".join(f"{m}\n" for m in missing).encode(), 0o644)
+
+
+class Unchanged(enum.Enum):
+    """The default of :meth:`Veil.update_session`'s fields, ``Unchanged.KEEP``: leave the field
+    as it is (None is a value those fields take, so it cannot mean "not given")."""
+
+    KEEP = enum.auto()
 
 
 class Veil:
@@ -329,6 +345,109 @@ class Veil:
             with self.session_locks.hold(session.id, "closing it"):
                 session.closed_at = time.time()
                 self.store.update_session(session.id, closed_at=session.closed_at)
+
+    def update_session(
+        self,
+        session: Session,
+        *,
+        title: str | None | Unchanged = Unchanged.KEEP,
+        model: str | None | Unchanged = Unchanged.KEEP,
+    ) -> None:
+        """Set a session's ``title`` and/or ``model`` on the held object and in its stored row,
+        in one write (the REPL's ``/model``, the MCP server's session title). Neither is part of
+        the session's versioned content, so no other process's copy goes stale.
+
+        Args:
+            session: the session to change.
+            title: the new title (None: no title); left as it is when not given.
+            model: the new model name (None: the configured ``main`` model); left as it is
+                when not given.
+
+        Raises:
+            BadRequest: ``model`` looks like a credential (:meth:`check_model_name`; nothing is
+            changed); SessionNotFound: the session is not in the store.
+        """
+        fields: dict[str, str | None] = {}
+        if not isinstance(title, Unchanged):
+            fields["title"] = title
+        if not isinstance(model, Unchanged):
+            if model is not None:
+                self.check_model_name(model)
+            fields["model"] = model
+        if not fields:
+            return
+        self.store.update_session(session.id, **fields)
+        if "title" in fields:
+            session.title = fields["title"]
+        if "model" in fields:
+            session.model = fields["model"]
+
+    # -- what the store holds of a session, for plugins --------------------------------------
+
+    def stored_items(self, session_id: str, tiers: Sequence[str] = ("live",)) -> list[ContextItem]:
+        """A session's context items in the given tiers as the store holds them, in the order
+        they were added. A cold item's ``content`` is the store's preview (its whole text is
+        ``tiers.content(item.id)``); moves queued by the write-behind are not seen until they
+        commit.
+
+        Args:
+            session_id: the session; an unknown id has no items.
+            tiers: any of ``"live"``, ``"warm"``, ``"cold"`` (DESIGN.md "Tiers").
+
+        Raises:
+            ValueError: a tier name that is not one of those three (named).
+        """
+        unknown = [t for t in tiers if t not in TIERS]
+        if unknown:
+            raise ValueError(f"tiers: unknown tier {unknown[0]!r} (one of {', '.join(TIERS)})")
+        return self.store.items(session_id, tuple(tiers))
+
+    def tier_counts(self, session_id: str) -> dict[str, int]:
+        """``{"live": n, "warm": n, "cold": n}``: how many of a session's context items each
+        tier holds, moves still queued by the write-behind included (without waiting for them:
+        the manifest asks right after an eviction pass). An unknown id counts zeros."""
+        return self.store.tier_counts(session_id)
+
+    def record_usage(
+        self,
+        session_id: str | None,
+        *,
+        role: str,
+        model: str | None,
+        provider: str | None,
+        prompt_tokens: int,
+        completion_tokens: int,
+        seconds: float,
+    ) -> None:
+        """Record one model call's usage in the store's ``usage`` table (what ``veil usage``
+        sums), stamped with the wall clock.
+
+        Args:
+            session_id: the session the call served, or None (a call outside any session).
+            role: the model role or front end that made the call (``main``, ``compact``,
+                ``proxy``...).
+            model: the model name the call went to; provider: its provider.
+            prompt_tokens, completion_tokens: the call's tokens, as the provider reported them.
+            seconds: how long the call took, in seconds.
+        """
+        self.store.record_usage(
+            session_id,
+            {
+                "role": role,
+                "model": model,
+                "provider": provider,
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "seconds": seconds,
+            },
+        )
+
+    def last_usage(self, session_id: str) -> dict[str, Any] | None:
+        """The usage stored with the session's latest answer: ``prompt_tokens``,
+        ``completion_tokens`` (tokens), and ``cached_tokens`` / ``estimated`` when recorded; None
+        when no answer has usage or its stored row is damaged (a front end then shows no
+        figure)."""
+        return self.store.last_usage(session_id)
 
     @contextmanager
     def session_lock(self, session_id: str) -> Iterator[None]:

@@ -1,4 +1,5 @@
-"""What a plugin may read from the session it is handed: :class:`PluginSession`.
+"""What a plugin may read from the session it is handed (:class:`PluginSession`) and use of the
+application object (:class:`PluginVeil`).
 
 Hooks (:mod:`veil.hookspecs`), tool handlers (``ToolContext.session``) and slash commands
 receive veil's :class:`~veil.core.session.Session`; this Protocol is the part of it that plugins
@@ -7,7 +8,11 @@ bookkeeping, ``apply_eviction``...) is the core's and may change without notice.
 
 ``tests/test_session_api.py`` reads every plugin in ``plugins/*/`` and ``veil/default_plugins/``
 and fails when one uses a ``session.<name>`` this Protocol does not declare, and when
-``Session`` stops providing a declared member: a new need is added here first, on purpose.
+``Session`` stops providing a declared member: a new need is added here first, on purpose. The
+same holds for the application object (:class:`~veil.core.app.Veil`) reached as
+``session.veil``, ``<x>.veil`` or a hook's ``veil`` parameter: :class:`PluginVeil` declares what
+a plugin may use of it, and its store is not among it (the store's tables, transactions and
+write-behind are the core's; each read or write a plugin needs is a named ``Veil`` method).
 
 Members are declared as read-only properties: a plugin reads them, the core changes them. The
 exceptions are the containers a plugin writes into: ``state[<its own key>]`` (persisted by
@@ -27,10 +32,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.app import Veil
+    from collections.abc import Sequence
+    from contextlib import AbstractContextManager
+
+    import pluggy
+
+    from veil.core.app import Unchanged
+    from veil.core.loop import TurnResult
+    from veil.core.models.llm import LLM
     from veil.core.prompt.items import ItemBatch
+    from veil.core.safety.redaction import Redactor
+    from veil.core.session import Session
     from veil.core.settings import Config
-    from veil.core.types import Message
+    from veil.core.tiers import Tiers
+    from veil.core.types import ContextItem, ItemScores, Message, RecallHit
 
 _T = TypeVar("_T")
 
@@ -194,8 +209,132 @@ class PluginSession(Protocol):
         """Ask the agent loop to stop after the current tool batch; ``reason`` is shown."""
 
     @property
-    def veil(self) -> Veil:
-        """The application (:class:`~veil.core.app.Veil`): its model access (``llm``),
-        ``recall``, ``tiers``, ``score_items``, ``compact``... ``pm.hook.NAME(...)`` fires a
-        hook (``assert_fact``: have a fact kept as a belief); its ``store`` and the rest of the
-        plugin manager ``pm`` are the core's, not plugin API (read-only)."""
+    def veil(self) -> PluginVeil:
+        """The application (:class:`~veil.core.app.Veil`), as much of it as :class:`PluginVeil`
+        declares: model access (``llm``), ``recall``, ``tiers``, ``score_items``, ``compact``,
+        firing a hook (``pm.hook.NAME(...)``)... (read-only)."""
+
+
+class PluginVeil(Protocol):
+    """The application object as a plugin uses it (implemented by :class:`veil.core.app.Veil`).
+
+    A plugin reaches it as ``session.veil``, as the ``veil`` parameter of a hook
+    (``register_tools``, ``register_routes``, ``register_slash_commands``, ``run_interactive``,
+    ``before_close``) or through an object that holds it. Groups: the project, models and
+    tiers, hooks, sessions (front ends drive them), what the store holds of a session, and
+    the context layer. The store itself (``Veil.store``) and the session locks
+    (``Veil.session_locks``) are not declared: the core owns their transactions.
+    """
+
+    # -- the project ------------------------------------------------------------------------
+
+    @property
+    def config(self) -> Config:
+        """The project's :class:`~veil.core.settings.Config` (read-only)."""
+
+    @property
+    def redactor(self) -> Redactor:
+        """The redactor every stored message, memory write and summary passes through."""
+
+    def check_model_name(self, model: str, field: str = "model") -> None:
+        """Raise :class:`~veil.core.errors.BadRequest` naming ``field`` when ``model`` looks
+        like a credential rather than a model name."""
+
+    # -- models and tiers -------------------------------------------------------------------
+
+    @property
+    def llm(self) -> LLM:
+        """Model access (``model_for(role, name)``, ``complete``...), created on first use."""
+
+    @property
+    def tiers(self) -> Tiers:
+        """The warm and cold tiers and the project's embedder, created on first use."""
+
+    # -- hooks ------------------------------------------------------------------------------
+
+    @property
+    def pm(self) -> pluggy.PluginManager:
+        """The plugin manager, for two uses only: firing a hook (``pm.hook.NAME(...)``, as
+        pytest plugins call ``config.hook``: ``assert_fact``, ``attempt_recorded``...) and
+        finding a loaded plugin by name (``pm.get_plugin(name)``); registering is the core's."""
+
+    # -- sessions (front ends drive them) ---------------------------------------------------
+
+    def new_session(self, agent: str | None = None, model: str | None = None) -> Session:
+        """Create a session for ``agent`` (default agent unless told), ``model`` overriding."""
+
+    def load_session(self, session_id: str) -> Session:
+        """Resume a stored session (raises SessionNotFound)."""
+
+    def live_session(self, session_id: str) -> Session:
+        """The session object already held for ``session_id`` in this process, else a load."""
+
+    def list_sessions(
+        self, limit: int = 50, problems: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Stored sessions, most recent first (damaged rows named in ``problems``)."""
+
+    def update_session(
+        self,
+        session: Session,
+        *,
+        title: str | None | Unchanged = ...,
+        model: str | None | Unchanged = ...,
+    ) -> None:
+        """Set a session's ``title`` and/or ``model`` on the object and in the store at once."""
+
+    def close_session(self, session: Session) -> None:
+        """Close a session: kept in the store, read-only from then on."""
+
+    def session_lock(self, session_id: str) -> AbstractContextManager[None]:
+        """Hold a session for a change: in-process queue, then its cross-process lock."""
+
+    def run_turn(self, session: Session, text: str, **kwargs: Any) -> TurnResult:
+        """Answer one user message with the agent loop."""
+
+    def compact(self, session_id: str, instructions: str | None = None) -> dict[str, Any]:
+        """Run seed 000's defaultCompaction on a session (``compactedCount``, ``newSize``...)."""
+
+    # -- what the store holds of a session --------------------------------------------------
+
+    def stored_items(self, session_id: str, tiers: Sequence[str] = ("live",)) -> list[ContextItem]:
+        """A session's context items in the given tiers, as stored, in the order added."""
+
+    def tier_counts(self, session_id: str) -> dict[str, int]:
+        """``{"live", "warm", "cold"}`` -> items of the session in each, queued moves included."""
+
+    def record_usage(
+        self,
+        session_id: str | None,
+        *,
+        role: str,
+        model: str | None,
+        provider: str | None,
+        prompt_tokens: int,
+        completion_tokens: int,
+        seconds: float,
+    ) -> None:
+        """Record one model call's usage (tokens, seconds) against a session."""
+
+    def last_usage(self, session_id: str) -> dict[str, Any] | None:
+        """The usage stored with the session's latest answer, or None."""
+
+    # -- the context layer ------------------------------------------------------------------
+
+    @property
+    def context_layer_on(self) -> bool:
+        """Whether a scorer and an eviction policy are loaded (else nothing is evicted)."""
+
+    def score_items(
+        self, session: Session, items: Sequence[ContextItem] | None = None
+    ) -> ItemScores | None:
+        """Score a session's live items as the loop does, with each score's signals."""
+
+    def recall(
+        self,
+        query: str,
+        limit: int = 10,
+        tags: list[str] | None = None,
+        session: Session | None = None,
+    ) -> list[RecallHit]:
+        """Search warm and cold items (every ``recall`` implementation), best first."""

@@ -68,20 +68,15 @@ def usage_recorder(session: Any) -> Any:
     """A callback recording each summarising call's usage in the store with role ``compact``."""
 
     def record(completion: Any, seconds: float) -> None:
-        store = getattr(getattr(session, "veil", None), "store", None)
-        if store is None:
-            return
         usage = completion.usage or {}
-        store.record_usage(
+        session.veil.record_usage(
             session.id,
-            {
-                "role": "compact",
-                "model": completion.model,
-                "provider": completion.provider,
-                "prompt_tokens": int(usage.get("prompt_tokens") or 0),
-                "completion_tokens": int(usage.get("completion_tokens") or 0),
-                "seconds": seconds,
-            },
+            role="compact",
+            model=completion.model,
+            provider=completion.provider,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            seconds=seconds,
         )
 
     return record

@@ -44,8 +44,7 @@ from veil_fsrs.session_state import session_state as _session_state
 from veil_fsrs.turn_embeddings import drain as _drain
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.app import Veil
-    from veil.core.session_api import PluginSession
+    from veil.core.session_api import PluginSession, PluginVeil
     from veil.core.types import ContextItem
 
 STATE_KEY = "veil_fsrs"
@@ -181,7 +180,7 @@ def after_eviction(session: PluginSession) -> None:
 
 
 @hookimpl
-def before_close(veil: Veil) -> None:
+def before_close(veil: PluginVeil) -> None:
     """Wait for the turn embedding in flight of ``veil``'s sessions and skip the queued ones
     (:func:`veil_fsrs.turn_embeddings.drain`), while its store is still open."""
     _drain(veil)

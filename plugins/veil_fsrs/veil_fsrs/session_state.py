@@ -64,7 +64,7 @@ class FsrsSessionState:
             counts: Counter[str] = Counter()
             veil = self.session.veil
             tiers = veil.tiers
-            for item in veil.store.items(self.session.id, ("live", "warm", "cold")):
+            for item in veil.stored_items(self.session.id, ("live", "warm", "cold")):
                 if item.tier == "cold":  # the items table keeps a preview of a cold item
                     counts.update(content_identifiers(tiers.content(item.id) or item.content))
                 else:
@@ -85,7 +85,7 @@ class FsrsSessionState:
         """Whether the (resumed) session had items leave the prompt before: a turn or tool
         result in the warm or cold tier, which the core shows as a pointer stub. Reads the
         store once."""
-        stored = self.session.veil.store.items(self.session.id, ("warm", "cold"))
+        stored = self.session.veil.stored_items(self.session.id, ("warm", "cold"))
         return any(i.message_index is not None and i.source in STUBBED_SOURCES for i in stored)
 
 

@@ -146,8 +146,7 @@ class VeilMCPServer(MCPServer):
         with self._session_guard:
             if self._session is None:
                 session = self.veil.new_session(self.agent)
-                session.title = SESSION_TITLE
-                self.veil.store.update_session(session.id, title=SESSION_TITLE)
+                self.veil.update_session(session, title=SESSION_TITLE)
                 self._session = session
             return self._session
 

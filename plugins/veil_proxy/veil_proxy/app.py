@@ -235,16 +235,14 @@ class ProxyState:
         if usage is None:
             return
         get = usage.get if isinstance(usage, dict) else lambda k: getattr(usage, k, None)
-        self.veil.store.record_usage(
+        self.veil.record_usage(
             conversation.session.id,
-            {
-                "role": "proxy",
-                "model": model,
-                "provider": "upstream",
-                "prompt_tokens": int(get("prompt_tokens") or 0),
-                "completion_tokens": int(get("completion_tokens") or 0),
-                "seconds": time.monotonic() - started,
-            },
+            role="proxy",
+            model=model,
+            provider="upstream",
+            prompt_tokens=int(get("prompt_tokens") or 0),
+            completion_tokens=int(get("completion_tokens") or 0),
+            seconds=time.monotonic() - started,
         )
 
 

@@ -295,6 +295,7 @@ def test_model_switch_without_providers_names_the_problem(home, monkeypatch):
         switched = handler(session, "gpt-4o-mini")
         assert switched.startswith("model for this session: gpt-4o-mini (litellm)")
         assert session.model == "gpt-4o-mini"
+        assert veil.store.get_session(session.id)["model"] == "gpt-4o-mini"  # kept on resume
     finally:
         veil.close()
 

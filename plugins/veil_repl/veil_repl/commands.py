@@ -29,8 +29,7 @@ def _model(session: Any, arg: str) -> str:
         reason = exc.message
     if reason:
         return f"/model {name}: cannot be used: {reason}. Still using {model.name}."
-    session.model = name
-    session.veil.store.update_session(session.id, model=session.model)
+    session.veil.update_session(session, model=name)
     model = llm.model_for("main", session.model)
     return f"model for this session: {model.name} ({model.provider}), window {model.context_window} tokens"
 

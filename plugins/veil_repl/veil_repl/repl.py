@@ -124,7 +124,7 @@ class Repl:
         model = self.veil.llm.model_for("main", self.session.model)
         status = ContextStatus(model=model.name, context_window=model.context_window)
         if self.session.resumed:
-            usage = self.veil.store.last_usage(self.session.id)
+            usage = self.veil.last_usage(self.session.id)
             if usage:
                 status.take_usage(usage)
         return status

@@ -114,7 +114,7 @@ def manifest_section(session: PluginSession) -> PromptSection | None:
     if not session.veil.context_layer_on:
         return None
     model = session.veil.llm.model_for("main", session.model)
-    counts = session.veil.store.tier_counts(session.id)
+    counts = session.veil.tier_counts(session.id)
     budget = session.config.settings.context.budget_tokens or session.context_window
     text = build_manifest(session, list(session.live_items), counts, budget, model.count_tokens)
     return PromptSection("manifest", text, order=MANIFEST_ORDER, volatile=True)
@@ -128,7 +128,7 @@ def manifest_sections(session: PluginSession) -> list[PromptSection]:
     if not session.veil.context_layer_on:
         return []
     model = session.veil.llm.model_for("main", session.model)
-    counts = session.veil.store.tier_counts(session.id)
+    counts = session.veil.tier_counts(session.id)
     budget = session.config.settings.context.budget_tokens or session.context_window
     text = manifest_counts(session, list(session.live_items), counts, budget, model.count_tokens)
     return [
