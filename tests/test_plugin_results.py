@@ -316,3 +316,24 @@ def test_a_wrapper_keeps_pluggys_call_and_the_error_names_the_candidates():
         plugins.results_by_plugin(pm, "recall", session=None, query="q", limit=1, tags=None)
     )
     assert answers == [("bad or good", "hit"), ("bad or good", [])]
+
+
+def test_score_signals_of_the_wrong_type_name_the_scorer(make_veil):
+    class Scorer:
+        @hookimpl(tryfirst=True)
+        def score(self, items):
+            return [0.5] * len(items)
+
+        @hookimpl(tryfirst=True)
+        def score_signals(self, items):
+            return [0.5] * len(items)  # a list, not {signal: scores}
+
+    veil = make_veil(["ok"], plugins=[("scorer", Scorer())])
+    session = veil.new_session()
+    veil.run_turn(session, "hello")
+    with pytest.raises(PluginResultInvalid) as refused:
+        veil.score_items(session)
+    assert refused.value.message == (
+        "plugin scorer: hook score_signals returned list, expected a dict of signal name -> "
+        "scores, or None"
+    )

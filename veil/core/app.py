@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from veil.core.errors import (
     CompactionDisabled,
     ConfigError,
     NotAvailable,
+    PluginResultInvalid,
     VeilError,
 )
 from veil.core.plugin_settings import check_loaded_with
@@ -221,6 +222,10 @@ class Veil:
             task tags (those of the latest user message when the session has none yet, e.g.
             just loaded) at ``session.clock()``. None when no plugin implements ``score``.
             The scorer is not called for an empty list.
+
+        Raises:
+            PluginResultInvalid: the scorer's ``score_signals`` answered something other than a
+                dict (naming it). PluginHookFailed: the scorer raised.
         """
         from veil.core.prompt.items import (
             ItemBatch,  # numpy: not loaded for commands that never score
@@ -245,6 +250,13 @@ class Veil:
         for impl in self.pm.hook.score_signals.get_hookimpls():
             if impl.plugin is scorer:
                 explained = plugin_mod.call_impl(impl, "score_signals", **args) or {}
+                if not isinstance(explained, Mapping):
+                    raise PluginResultInvalid(
+                        self.pm.get_name(scorer),
+                        "score_signals",
+                        type(explained).__name__,
+                        "a dict of signal name -> scores, or None",
+                    )
                 out.signals = {
                     name: [float(v) for v in values] for name, values in explained.items()
                 }
