@@ -158,8 +158,16 @@ def results_by_plugin(
         for result in getattr(pm.hook, hook)(**kwargs):
             yield names, result
         return
+    from veil.core.errors import PluginHookFailed, VeilError
+
     for impl in reversed(impls):
-        result = call_impl(impl, hook, **kwargs)
+        args = [kwargs[a] for a in impl.argnames]  # as pluggy passes them: by position
+        try:
+            result = impl.function(*args)
+        except VeilError:
+            raise
+        except Exception as exc:  # as call_impl, inlined: this runs at every step
+            raise PluginHookFailed(impl.plugin_name, hook, exc) from exc
         if result is not None:
             yield impl.plugin_name, result
 
