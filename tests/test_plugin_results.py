@@ -337,3 +337,29 @@ def test_score_signals_of_the_wrong_type_name_the_scorer(make_veil):
         "plugin scorer: hook score_signals returned list, expected a dict of signal name -> "
         "scores, or None"
     )
+
+
+def test_belief_answers_of_the_wrong_type_name_the_plugin(make_veil):
+    from veil.core import context_ops
+
+    class Beliefs:
+        @hookimpl(tryfirst=True)
+        def belief_conflicts(self, session):
+            return "no conflicts"
+
+        @hookimpl(tryfirst=True)
+        def resolve_conflict(self, session, conflict_id, keep):
+            return {"kept": keep}
+
+    veil = make_veil(plugins=[("beliefs", Beliefs())])
+    session = veil.new_session()
+    with pytest.raises(PluginResultInvalid) as refused:
+        context_ops.open_conflicts(session)
+    assert refused.value.message == (
+        "plugin beliefs: hook belief_conflicts returned str, expected a list of conflict dicts"
+    )
+    with pytest.raises(PluginResultInvalid) as refused:
+        context_ops.resolve_conflict(session, "conflict_1", "belief_1")
+    assert refused.value.message == (
+        "plugin beliefs: hook resolve_conflict returned dict, expected a str"
+    )
