@@ -425,8 +425,9 @@ def trust_prompt_cmd(state: VeilContext, agent: str | None, yes: bool) -> None:
 def plugins_cmd(state: VeilContext, as_json: bool) -> None:
     """List loaded plugins, their versions and the hooks each implements (in call order).
 
-    A plugin whose registration hook fails (``register_tools`` or ``register_commands`` raises
-    or returns the wrong type) is listed with its one-line error; the command then exits 1.
+    A plugin whose registration hook fails (``register_tools`` raises or returns the wrong
+    type, ``register_commands`` raises) is listed with its one-line error; the command then
+    exits 1.
     """
     veil = state.open(keep_going=True)
     _warn_unknown_disabled(veil, state.disabled)  # a typo here would show under "blocked"
