@@ -250,11 +250,15 @@ def test_the_answer_of_the_first_plugin_that_answers_is_the_one_checked(make_vei
     pm = plugins.new_plugin_manager()
     pm.register(Answers(), name="answers")
     pm.register(Passes(), name="passes")  # registered last: asked first
-    assert plugins.first_answer(pm, "summarise", messages=[1, 2]) == (
-        "answers",
-        Summary(text="2 folded"),
-    )
-    assert pm.hook.summarise(messages=[1, 2]) == Summary(text="2 folded")  # as pluggy answers
+    call = {
+        "session": None,
+        "messages": [1, 2],
+        "previous": None,
+        "instructions": [],
+        "mode": "full",
+    }
+    assert plugins.first_answer(pm, "summarise", **call) == ("answers", Summary(text="2 folded"))
+    assert pm.hook.summarise(**call) == Summary(text="2 folded")  # as pluggy answers
 
 
 def test_a_plan_of_the_wrong_type_names_the_eviction_plugin():
