@@ -159,3 +159,12 @@ def test_a_variable_for_a_section_nobody_registers_is_refused(veil_cli, variable
 def test_settings_variables_of_known_sections_still_work(veil_cli):
     proc = veil_cli("sessions", VEIL_COMPACTION__THRESHOLD="0.5", VEIL_DISABLE_PLUGINS="")
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_variable_with_a_typo_in_the_field_suggests_the_variable(veil_cli):
+    assert _one_error(veil_cli("sessions", VEIL_COMPACTION__TRESHOLD="0.5")) == (
+        "Error: environment: VEIL_COMPACTION__TRESHOLD (compaction.treshold): no such field in "
+        "compaction (did you mean 'VEIL_COMPACTION__THRESHOLD'? fields: "
+        "observation_masking_turns, observation_masking_block, threshold, keep_recent_turns, "
+        "max_consecutive_failures)"
+    )

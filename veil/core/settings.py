@@ -521,7 +521,7 @@ def _format_errors(
         loc = ".".join(str(p) for p in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")  # pydantic's wording for validator errors
         if e["type"] == "extra_forbidden" and model is not None:
-            msg = unknown_key_message(model, e["loc"]) or msg
+            msg = unknown_key_message(model, e["loc"], env=env) or msg
         if unimportable and e["type"] == "extra_forbidden" and len(e["loc"]) == 1:
             broken = ", ".join(f"{name} ({why})" for name, why in unimportable)
             msg += f"; one of these plugins may, but could not be imported: {broken}"

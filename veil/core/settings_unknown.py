@@ -85,19 +85,27 @@ def _did_you_mean(close: Sequence[str]) -> str:
     return f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
 
 
-def unknown_key_message(model: type[BaseModel], loc: Sequence[Any]) -> str | None:
+def unknown_key_message(
+    model: type[BaseModel], loc: Sequence[Any], *, env: bool = False
+) -> str | None:
     """What to say of an unknown key at ``loc`` (pydantic's ``extra_forbidden`` error) in
     settings validated by ``model``: for a top-level key, ``no installed plugin registers this
-    section (known sections: ...)``; deeper, ``no such field in SECTION (did you mean ...?;
-    fields: ...)``. None when ``loc`` cannot be followed through the models."""
+    section (known sections: ...)``; deeper, ``no such field in SECTION (did you mean ...?
+    fields: ...)``, the fields by their settings.json names, or with ``env`` (the key came
+    from a ``VEIL_*`` variable) by their names, the suggestion as the variable to set
+    (``VEIL_COMPACTION__THRESHOLD``). None when ``loc`` cannot be followed through the
+    models."""
     if not loc:
         return None
     parent = model_at(model, loc[:-1])
     if parent is None:
         return None
-    known = field_keys(parent)
+    known = list(parent.model_fields) if env else field_keys(parent)
     key = str(loc[-1])
     close = _close(key, known)
+    if env and len(loc) > 1:
+        prefix = "VEIL_" + "__".join(str(p) for p in loc[:-1]).upper() + "__"
+        close = [prefix + c.upper() for c in close]
     if len(loc) == 1:
         sections = [
             f.alias or n for n, f in parent.model_fields.items() if _submodel(f.annotation)[0]
