@@ -11,7 +11,7 @@ import json
 import pytest
 
 from veil.core.app import open_veil
-from veil.core.errors import ConfigError, ProviderError
+from veil.core.errors import ConfigError, PluginResultInvalid, ProviderError
 from veil.core.models.llm import (
     DEFAULT_CONTEXT_WINDOW,
     LLM,
@@ -600,8 +600,12 @@ def test_veil_takes_its_local_models_from_its_plugins(project):
 def test_a_plugin_returning_something_else_is_named(project):
     pm = new_plugin_manager()
     load_plugins(pm, use_entry_points=False, extra=(("odd", _ModelsPlugin(["gpt-4o"])),))
-    with pytest.raises(ConfigError, match="plugin 'odd': register_models returned str"):
+    with pytest.raises(PluginResultInvalid) as refused:
         local_models_of(pm, load_config(project))
+    assert refused.value.message == (
+        "plugin odd: hook register_models returned a list holding str at [0], "
+        "expected a list of veil.core.models.llm.LocalModel"
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -55,13 +55,15 @@ class VeilContext:
         self.json = False
         self.yes = False
 
-    def open(self) -> Any:
-        """Open the project (config, plugins, store); config errors become clean CLI errors."""
+    def open(self, keep_going: bool = False) -> Any:
+        """Open the project (config, plugins, store); config errors become clean CLI errors.
+        ``keep_going``: a plugin whose ``register_tools`` fails is recorded, not raised
+        (:class:`veil.core.app.Veil`)."""
         if self._veil is None:
             from veil.core.app import open_veil
 
             try:
-                self._veil = open_veil(self.project, disable=self.disabled)
+                self._veil = open_veil(self.project, disable=self.disabled, keep_going=keep_going)
             except (ConfigError, ImportError) as exc:
                 raise click.ClickException(str(exc)) from exc
             if self.yes:  # the user's choice for this run: nothing asks; deny rules still hold
@@ -178,6 +180,9 @@ def cli(
     state.disabled = list(dict.fromkeys([*state.disabled, *disabled]))
     state.json = as_json
     state.yes = yes or state.yes
+    failures = getattr(ctx.command, "plugin_failures", {})
+    if failures and ctx.invoked_subcommand != "plugins":  # `veil plugins` lists them
+        raise next(iter(failures.values()))  # reported by main() as veil: error: ...
     if ctx.invoked_subcommand is not None:
         return
     if cont and resume_id:
@@ -418,16 +423,30 @@ def trust_prompt_cmd(state: VeilContext, agent: str | None, yes: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
 def plugins_cmd(state: VeilContext, as_json: bool) -> None:
-    """List loaded plugins, their versions and the hooks each implements (in call order)."""
-    veil = state.open()
+    """List loaded plugins, their versions and the hooks each implements (in call order).
+
+    A plugin whose registration hook fails (``register_tools`` raises or returns the wrong
+    type, ``register_commands`` raises) is listed with its one-line error; the command then
+    exits 1.
+    """
+    veil = state.open(keep_going=True)
     _warn_unknown_disabled(veil, state.disabled)  # a typo here would show under "blocked"
     info = veil.describe()
+    failures = getattr(click.get_current_context().find_root().command, "plugin_failures", {})
+    for p in info["plugins"]:
+        if p["name"] in failures and not p["errors"]:
+            p["errors"] = [failures[p["name"]].message]
+    broken = [p["name"] for p in info["plugins"] if p["errors"]]
     if as_json:
         click.echo(json.dumps(info, indent=2))
+        if broken:
+            sys.exit(1)
         return
     for p in info["plugins"]:
         marker = " (default)" if p.get("default") else ""
         click.echo(f"{p['name']} {p['version']}{marker}".rstrip())
+        for error in p["errors"]:
+            click.echo(f"  error: {error}")
         for hook in p["hooks"]:
             click.echo(f"  {hook}")
         for warning in p.get("warnings", ()):
@@ -453,6 +472,13 @@ def plugins_cmd(state: VeilContext, as_json: bool) -> None:
             else "off (no scorer or eviction plugin loaded; nothing is evicted)"
         )
     )
+    if broken:
+        click.echo(
+            f"\nbroken: {', '.join(broken)} (veil stops on them: fix or uninstall them, or "
+            "block them with --disable-plugin NAME / plugins.disable)",
+            err=True,
+        )
+        sys.exit(1)
 
 
 @cli.command("sessions")
@@ -492,6 +518,21 @@ def sessions_cmd(state: VeilContext, as_json: bool, limit: int) -> None:
         )
 
 
+def _register_commands(pm: Any, group: click.Group) -> dict[str, PluginHookFailed]:
+    """Ask each plugin's ``register_commands`` to add its subcommands to ``group``; a plugin
+    whose implementation raises is recorded (plugin name -> the error), not raised here: ``veil
+    plugins`` must still run to show it, every other command stops on it (:func:`cli`)."""
+    from veil.core.plugins import call_impl
+
+    failures: dict[str, PluginHookFailed] = {}
+    for impl in reversed(pm.hook.register_commands.get_hookimpls()):
+        try:
+            call_impl(impl, "register_commands", cli=group)
+        except PluginHookFailed as exc:
+            failures.setdefault(exc.plugin, exc)
+    return failures
+
+
 def build_cli(argv: list[str] | None = None) -> click.Group:
     """Return the ``veil`` group with plugin commands added (plugins chosen from ``argv``)."""
     argv = sys.argv[1:] if argv is None else argv
@@ -512,7 +553,7 @@ def build_cli(argv: list[str] | None = None) -> click.Group:
         # a broken plugin stops every command: one line that names it, never a traceback
         click.echo(f"veil: error: {exc}", err=True)
         sys.exit(1)
-    pm.hook.register_commands(cli=cli)
+    cli.plugin_failures = _register_commands(pm, cli)
     cli.blocked_plugins = selection.disabled
     return cli
 

@@ -147,8 +147,8 @@ def register_settings() -> dict[str, type[SettingsSection]] | None:
         camelCase, ``rate_limits`` -> ``rateLimits``) and a subclass of
         :class:`veil.core.settings.SettingsSection` (camelCase aliases, unknown keys refused)
         whose fields all have defaults. Two plugins registering one section is a
-        :class:`~veil.core.errors.ConfigError` naming both (block one with
-        ``plugins.disable``). Naming a section the core owns (``context``, ``compaction``,
+        :class:`~veil.core.errors.ConfigError` naming both (uninstall one, or fix one to use
+        another name: blocking a plugin does not skip its settings). Naming a section the core owns (``context``, ``compaction``,
         ``memory``, ``http``) adds the model's fields to the core's, in the same JSON object;
         a field the core or another plugin already has there is refused the same way. None
         registers nothing.

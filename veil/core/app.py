@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from veil.core.errors import (
     CompactionDisabled,
     ConfigError,
     NotAvailable,
+    PluginResultInvalid,
     VeilError,
 )
 from veil.core.plugin_settings import check_loaded_with
@@ -40,6 +41,7 @@ from veil.core.types import (
     ItemScores,
     RecallHit,
     RenderEvent,
+    SlashCommand,
     Tool,
     new_id,
 )
@@ -92,9 +94,14 @@ class Veil:
         pm: a plugin manager with plugins loaded (see :func:`open_veil`).
         llm: model access; default :class:`veil.core.models.llm.LLM` over ``config`` (created lazily).
         db_path: the store; default ``<project>/.veil/context.db``.
+        keep_going: a plugin whose registration hook (``register_tools``) fails is recorded
+            in :attr:`plugin_problems` and left without tools instead of stopping the open
+            (``veil plugins``, which must list the broken plugin); None there otherwise.
 
     Raises:
         ConfigError: an agent.json is invalid, or two plugins register the same tool name.
+        PluginHookFailed: a plugin's ``register_tools`` raised or (PluginResultInvalid)
+            returned the wrong type, unless ``keep_going``.
     """
 
     def __init__(
@@ -104,6 +111,7 @@ class Veil:
         *,
         llm: LLM | None = None,
         db_path: str | Path | None = None,
+        keep_going: bool = False,
     ) -> None:
         self.config = config
         self.pm = pm
@@ -116,19 +124,44 @@ class Veil:
             db_path = veil_file(config.project_dir, "context.db")
         self.store = Store(db_path)
         self.session_locks = SessionLocks(db_path)
-        self.tools: dict[str, Tool] = self._collect_tools()
+        self.plugin_problems: dict[str, str] | None = {} if keep_going else None
+        self.tools: dict[str, Tool] = self._collect_tools(self.plugin_problems)
         self._turn_queues: dict[str, threading.Lock] = {}
         # sessions front ends hold open, so core operations (compact) act on the same object
         self._live: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
 
     # -- set-up -----------------------------------------------------------------------------
 
-    def _collect_tools(self) -> dict[str, Tool]:
+    def _collect_tools(self, problems: dict[str, str] | None = None) -> dict[str, Tool]:
+        """Every plugin's ``register_tools``, by tool name (each tool's ``plugin`` set).
+
+        Args:
+            problems: when given, a plugin whose ``register_tools`` raises or returns
+                something other than a list of :class:`~veil.core.types.Tool` is recorded here
+                (plugin name -> the one-line error) and its tools left out, instead of raising
+                (``veil plugins`` lists every plugin, the broken one marked).
+
+        Raises:
+            PluginHookFailed: without ``problems``, a plugin's ``register_tools`` raised;
+                PluginResultInvalid: it returned the wrong type (both name the plugin).
+            ConfigError: two plugins register the same tool name.
+        """
+        from veil.core.errors import PluginHookFailed
+
         tools: dict[str, Tool] = {}
         for impl in reversed(self.pm.hook.register_tools.get_hookimpls()):
             plugin_name = self.pm.get_name(impl.plugin)
-            result = plugin_mod.call_impl(impl, "register_tools", veil=self)
-            for tool in result or []:
+            try:
+                result = plugin_mod.call_impl(impl, "register_tools", veil=self)
+                found = plugin_mod.checked_list(
+                    plugin_name, "register_tools", result, Tool, "a list of veil.core.types.Tool"
+                )
+            except PluginHookFailed as exc:
+                if problems is None:
+                    raise
+                problems[exc.plugin] = exc.message
+                continue
+            for tool in found:
                 if tool.name in tools:
                     raise ConfigError(
                         f"tool {tool.name!r} is registered by both {tools[tool.name].plugin!r} "
@@ -189,6 +222,10 @@ class Veil:
             task tags (those of the latest user message when the session has none yet, e.g.
             just loaded) at ``session.clock()``. None when no plugin implements ``score``.
             The scorer is not called for an empty list.
+
+        Raises:
+            PluginResultInvalid: the scorer's ``score_signals`` answered something other than a
+                dict (naming it). PluginHookFailed: the scorer raised.
         """
         from veil.core.prompt.items import (
             ItemBatch,  # numpy: not loaded for commands that never score
@@ -213,6 +250,13 @@ class Veil:
         for impl in self.pm.hook.score_signals.get_hookimpls():
             if impl.plugin is scorer:
                 explained = plugin_mod.call_impl(impl, "score_signals", **args) or {}
+                if not isinstance(explained, Mapping):
+                    raise PluginResultInvalid(
+                        self.pm.get_name(scorer),
+                        "score_signals",
+                        type(explained).__name__,
+                        "a dict of signal name -> scores, or None",
+                    )
                 out.signals = {
                     name: [float(v) for v in values] for name, values in explained.items()
                 }
@@ -220,7 +264,7 @@ class Veil:
 
     def describe(self) -> dict[str, Any]:
         """What is loaded: see :func:`veil.core.plugins.describe_plugins`, plus the tools."""
-        out = plugin_mod.describe_plugins(self.pm)
+        out = plugin_mod.describe_plugins(self.pm, self.plugin_problems or {})
         out["tools"] = {name: tool.plugin for name, tool in sorted(self.tools.items())}
         return out
 
@@ -516,10 +560,18 @@ class Veil:
         """Merge candidates from every ``recall`` implementation, best first (at most ``limit``).
 
         Duplicates (same id) keep their best score.
+
+        Raises:
+            PluginHookFailed: an implementation raised, or (PluginResultInvalid) returned
+                something other than a list of :class:`~veil.core.types.RecallHit`.
         """
         best: dict[str, RecallHit] = {}
-        for hits in self.pm.hook.recall(session=session, query=query, limit=limit, tags=tags):
-            for hit in hits or []:
+        answers = plugin_mod.results_by_plugin(
+            self.pm, "recall", session=session, query=query, limit=limit, tags=tags
+        )
+        for plugin, hits in answers:
+            expected = "a list of veil.core.types.RecallHit"
+            for hit in plugin_mod.checked_list(plugin, "recall", hits, RecallHit, expected):
                 if hit.id not in best or hit.score > best[hit.id].score:
                     best[hit.id] = hit
         return sorted(best.values(), key=lambda h: (-h.score, h.id))[:limit]
@@ -532,11 +584,20 @@ class Veil:
             pass
 
     def slash_commands(self) -> dict[str, Any]:
-        """``{name: SlashCommand}`` from every plugin's ``register_slash_commands``."""
+        """``{name: SlashCommand}`` from every plugin's ``register_slash_commands``.
+
+        Raises:
+            PluginHookFailed: an implementation raised, or (PluginResultInvalid) returned
+                something other than a list of :class:`~veil.core.types.SlashCommand`.
+        """
         out = {}
+        hook = "register_slash_commands"
         for impl in reversed(self.pm.hook.register_slash_commands.get_hookimpls()):
-            for cmd in plugin_mod.call_impl(impl, "register_slash_commands", veil=self) or []:
-                cmd.plugin = self.pm.get_name(impl.plugin)
+            name = self.pm.get_name(impl.plugin)
+            result = plugin_mod.call_impl(impl, hook, veil=self)
+            expected = "a list of veil.core.types.SlashCommand"
+            for cmd in plugin_mod.checked_list(name, hook, result, SlashCommand, expected):
+                cmd.plugin = name
                 out.setdefault(cmd.name, cmd)
         return out
 
@@ -580,6 +641,7 @@ def open_veil(
     extra_plugins: tuple[tuple[str, Any], ...] = (),
     db_path: str | Path | None = None,
     config: Config | None = None,
+    keep_going: bool = False,
 ) -> Veil:
     """Load config, plugins and the store of a project and return the :class:`Veil`.
 
@@ -590,6 +652,7 @@ def open_veil(
         llm: model access to use instead of the configured one (tests: a scripted model).
         use_entry_points: False gives an isolated manager (tests).
         extra_plugins: ``(name, plugin)`` pairs registered after the entry points.
+        keep_going: see :class:`Veil` (a failing ``register_tools`` is recorded, not raised).
 
     Raises:
         ConfigError: naming the file and field.
@@ -609,4 +672,4 @@ def open_veil(
         use_entry_points=use_entry_points,
         extra=extra_plugins,
     )
-    return Veil(config, pm, llm=llm, db_path=db_path)
+    return Veil(config, pm, llm=llm, db_path=db_path, keep_going=keep_going)

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from veil.core.errors import BadRequest, NotAvailable
+from veil.core.errors import BadRequest, NotAvailable, PluginResultInvalid
+from veil.core.plugins import checked_list, first_answer
 from veil.core.prompt.items import ItemBatch
 from veil.core.prompt.tags import extract_tags, extract_targets
 from veil.core.types import ContextItem
@@ -335,8 +336,13 @@ def search_history(session: Session, query: str, days: float, limit: int = 10) -
 
 def open_conflicts(session: Session) -> list[dict[str, Any]]:
     """Open conflicts between beliefs, as the ``belief_conflicts`` hook answers them (the
-    ``veil.beliefs`` plugin); ``[]`` when no loaded plugin keeps beliefs."""
-    return session.veil.pm.hook.belief_conflicts(session=session) or []
+    ``veil.beliefs`` plugin); ``[]`` when no loaded plugin keeps beliefs.
+
+    Raises:
+        PluginResultInvalid: the answer is not a list of dicts (naming the plugin).
+    """
+    plugin, answer = first_answer(session.veil.pm, "belief_conflicts", session=session)
+    return checked_list(plugin, "belief_conflicts", answer, dict, "a list of conflict dicts")
 
 
 def resolve_conflict(session: Session, conflict_id: str, keep: str) -> str:
@@ -349,15 +355,18 @@ def resolve_conflict(session: Session, conflict_id: str, keep: str) -> str:
     Raises:
         BadRequest: unknown or closed conflict, or ``keep`` is not one of its beliefs.
         NotAvailable: no loaded plugin keeps beliefs (``veil.beliefs`` blocked).
+        PluginResultInvalid: the answer is not a str (naming the plugin).
     """
-    answer = session.veil.pm.hook.resolve_conflict(
-        session=session, conflict_id=conflict_id, keep=keep
+    plugin, answer = first_answer(
+        session.veil.pm, "resolve_conflict", session=session, conflict_id=conflict_id, keep=keep
     )
     if answer is None:
         raise NotAvailable(
             "beliefs are off: no loaded plugin keeps beliefs (the veil.beliefs plugin is "
             "blocked here), so there is no conflict to resolve"
         )
+    if not isinstance(answer, str):
+        raise PluginResultInvalid(plugin, "resolve_conflict", type(answer).__name__, "a str")
     return answer
 
 

@@ -175,3 +175,30 @@ class PluginHookFailed(VeilError):
         self.plugin = plugin
         self.hook = hook
         self.error = error
+
+
+class PluginResultInvalid(PluginHookFailed):
+    """A plugin's hook implementation returned a value of the wrong type where the core reads
+    its fields (``register_tools`` returning dicts instead of :class:`~veil.core.types.Tool`,
+    ``system_prompt_sections`` a ``str`` instead of a
+    :class:`~veil.core.types.PromptSection`...). Checked where the core collects the answers,
+    one implementation at a time, so the plugin is known; the operation stops as for
+    :class:`PluginHookFailed`, whose front-end handling it shares (``veil: error:`` and exit 1,
+    HTTP 500, a REPL line). :attr:`message`: ``plugin NAME: hook HOOK returned GOT, expected
+    EXPECTED``.
+
+    Attributes:
+        plugin, hook: as :class:`PluginHookFailed`.
+        error: a :class:`TypeError` with the same text (there is no exception of the plugin's).
+        got: what was returned, described (``dict``, ``a list holding str at [0]``).
+        expected: what the hook's specification asks for (``a list of veil.core.types.Tool``).
+    """
+
+    def __init__(self, plugin: str, hook: str, got: str, expected: str) -> None:
+        text = f"hook {hook} returned {got}, expected {expected}"
+        VeilError.__init__(self, f"plugin {plugin}: {text}")
+        self.plugin = plugin
+        self.hook = hook
+        self.error = TypeError(text)
+        self.got = got
+        self.expected = expected

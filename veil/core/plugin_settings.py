@@ -53,6 +53,28 @@ SECTION_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 camelCase, ``rate_limits`` -> ``rateLimits``, and ``VEIL_RATE_LIMITS__...`` overrides it)."""
 
 
+NOT_SKIPPED = "blocking a plugin does not skip its settings: they are checked while it is off"
+"""Why the errors about a plugin's ``register_settings`` never advise ``plugins.disable``: a
+blocked plugin's sections are still registered (this module's docstring says why)."""
+
+
+def _uninstall(plugin: str) -> str:
+    """How to uninstall ``plugin``: ``pip uninstall DIST`` for an installed entry point, the
+    plain words otherwise (a plugin passed in by code, tests)."""
+    from veil.core.plugins import ENTRY_POINT_GROUP
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == plugin and ep.dist is not None:
+            return f"pip uninstall {ep.dist.name}"
+    return f"uninstall {plugin}"
+
+
+def fix_or_uninstall(plugin: str) -> str:
+    """The advice that works for a plugin whose settings registration is refused: fix it or
+    uninstall it (``pip uninstall DIST``), and why blocking it does not help."""
+    return f"Fix the plugin {plugin}, or {_uninstall(plugin)} ({NOT_SKIPPED})"
+
+
 @dataclass(frozen=True)
 class PluginSections:
     """What the installed plugins register.
@@ -188,23 +210,25 @@ def collect_sections(
             answer = impl.function()
         except Exception as exc:  # noqa: BLE001 - a plugin's bug, reported in one line
             raise ConfigError(
-                f"plugin {plugin_name}: register_settings failed: {type(exc).__name__}: {exc}; "
-                f"fix the plugin or uninstall it (blocking it does not skip its settings)"
+                f"plugin {plugin_name}: register_settings failed: {type(exc).__name__}: {exc}. "
+                f"{fix_or_uninstall(plugin_name)}"
             ) from exc
         if answer is None:
             continue
         if not isinstance(answer, Mapping):
             raise ConfigError(
                 f"plugin {plugin_name}: register_settings must return a dict of section name "
-                f"-> SettingsSection subclass, got {type(answer).__name__}"
+                f"-> SettingsSection subclass, got {type(answer).__name__}. "
+                f"{fix_or_uninstall(plugin_name)}"
             )
         for section, model in answer.items():
             _check_entry(plugin_name, section, model, SettingsSection)
             if section not in core_sections and section in owners:
                 raise ConfigError(
                     f"settings section {section!r} is registered by two plugins, "
-                    f"{owners[section][0]} and {plugin_name}; block one of them with "
-                    "plugins.disable"
+                    f"{owners[section][0]} and {plugin_name}; uninstall one of them "
+                    f"({_uninstall(owners[section][0])} or {_uninstall(plugin_name)}), or "
+                    f"fix one to use another section name ({NOT_SKIPPED})"
                 )
             if section in core_sections:
                 for name in model.model_fields:
@@ -213,7 +237,7 @@ def collect_sections(
                         raise ConfigError(
                             f"plugin {plugin_name}: field {name!r} of settings section "
                             f"{section!r} is already {holder}'s; a plugin may only add new "
-                            "fields to a core section"
+                            f"fields to a core section. {fix_or_uninstall(plugin_name)}"
                         )
             models[section] = (*models.get(section, ()), model)
             owners[section] = (*owners.get(section, ()), plugin_name)
@@ -221,22 +245,23 @@ def collect_sections(
 
 
 def _check_entry(plugin: str, section: Any, model: Any, base: type) -> None:
+    advice = fix_or_uninstall(plugin)
     if not isinstance(section, str) or not SECTION_NAME_RE.match(section):
         raise ConfigError(
             f"plugin {plugin}: settings section name {section!r} must be snake_case "
-            "(letters, digits, '_'; settings.json spells it in camelCase)"
+            f"(letters, digits, '_'; settings.json spells it in camelCase). {advice}"
         )
     if not (isinstance(model, type) and issubclass(model, base)):
         raise ConfigError(
             f"plugin {plugin}: settings section {section!r} must be a subclass of "
-            f"veil.core.settings.SettingsSection, got {model!r}"
+            f"veil.core.settings.SettingsSection, got {model!r}. {advice}"
         )
     required = sorted(name for name, f in model.model_fields.items() if f.is_required())
     if required:
         # the section is built from its defaults when the files leave it out
         raise ConfigError(
             f"plugin {plugin}: settings section {section!r} needs a default for every field; "
-            f"{', '.join(required)} has none"
+            f"{', '.join(required)} has none. {advice}"
         )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
@@ -135,6 +135,102 @@ def call_impl(impl: pluggy.HookImpl, hook: str, **kwargs: Any) -> Any:
         raise
     except Exception as exc:
         raise PluginHookFailed(impl.plugin_name, hook, exc) from exc
+
+
+def results_by_plugin(
+    pm: pluggy.PluginManager, hook: str, **kwargs: Any
+) -> Iterator[tuple[str, Any]]:
+    """Call a collected hook one implementation at a time, in pluggy's call order (the last
+    of ``get_hookimpls()`` first), yielding ``(plugin name, result)`` for each result that is
+    not None: what ``pm.hook.HOOK(**kwargs)`` returns, with the plugin that returned each, so
+    the core can name the plugin whose answer it cannot use (:func:`checked_list`).
+
+    A hook with a wrapper implementation (``wrapper`` / ``hookwrapper``, which must wrap the
+    whole call) is called through pluggy instead; each result then comes with the names of
+    every plugin that implements the hook (``a or b``), as the one that returned it is unknown.
+
+    Raises:
+        PluginHookFailed: an implementation raised (:func:`call_impl`).
+    """
+    impls = getattr(pm.hook, hook).get_hookimpls()
+    if any(i.wrapper or i.hookwrapper for i in impls):
+        names = answering_plugins(pm, hook)
+        for result in getattr(pm.hook, hook)(**kwargs):
+            yield names, result
+        return
+    from veil.core.errors import PluginHookFailed, VeilError
+
+    for impl in reversed(impls):
+        args = [kwargs[a] for a in impl.argnames]  # as pluggy passes them: by position
+        try:
+            result = impl.function(*args)
+        except VeilError:
+            raise
+        except Exception as exc:  # as call_impl, inlined: this runs at every step
+            raise PluginHookFailed(impl.plugin_name, hook, exc) from exc
+        if result is not None:
+            yield impl.plugin_name, result
+
+
+def answering_plugins(pm: pluggy.PluginManager, hook: str) -> str:
+    """The plugins that may have answered a call of ``hook`` through pluggy, in call order,
+    for an error about an answer whose plugin is not known: ``a`` when one implements it
+    (wrappers do not answer), ``a or b`` with several."""
+    impls = getattr(pm.hook, hook).get_hookimpls()
+    return " or ".join(i.plugin_name for i in reversed(impls) if not (i.wrapper or i.hookwrapper))
+
+
+def first_answer(pm: pluggy.PluginManager, hook: str, **kwargs: Any) -> tuple[str, Any]:
+    """Call a firstresult hook one implementation at a time, in pluggy's call order, until one
+    returns something other than None: ``(plugin name, answer)``, or ``("", None)`` when none
+    answers. As :func:`results_by_plugin`, a hook with a wrapper implementation is called
+    through pluggy (the name is then :func:`answering_plugins`').
+
+    Raises:
+        PluginHookFailed: an implementation raised (:func:`call_impl`).
+    """
+    impls = getattr(pm.hook, hook).get_hookimpls()
+    if any(i.wrapper or i.hookwrapper for i in impls):
+        return answering_plugins(pm, hook), getattr(pm.hook, hook)(**kwargs)
+    for impl in reversed(impls):
+        answer = call_impl(impl, hook, **kwargs)
+        if answer is not None:
+            return impl.plugin_name, answer
+    return "", None
+
+
+def checked_list(
+    plugin: str, hook: str, result: Any, kind: type, expected: str, *, single: bool = False
+) -> list[Any]:
+    """The items of one implementation's answer to ``hook``, checked: a list (or tuple) whose
+    items are all ``kind``; None is an empty list; with ``single``, one ``kind`` alone is a list
+    of it (``system_prompt_sections`` may return one section). One ``isinstance`` per item:
+    cheap enough for the hooks called at every step.
+
+    Args:
+        plugin: the plugin that returned ``result`` (named in the error).
+        hook: the hook it answered.
+        result: what the implementation returned.
+        kind: the class each item must be an instance of.
+        expected: how the error names what is expected (``"a list of veil.core.types.Tool"``).
+
+    Raises:
+        PluginResultInvalid: ``result`` is not a list or tuple (``returned dict``) or holds an
+            item that is not ``kind`` (``returned a list holding dict at [0]``).
+    """
+    from veil.core.errors import PluginResultInvalid
+
+    if result is None:
+        return []
+    if single and isinstance(result, kind):
+        return [result]
+    if not isinstance(result, (list, tuple)):
+        raise PluginResultInvalid(plugin, hook, type(result).__name__, expected)
+    for i, item in enumerate(result):
+        if not isinstance(item, kind):
+            got = f"a {type(result).__name__} holding {type(item).__name__} at [{i}]"
+            raise PluginResultInvalid(plugin, hook, got, expected)
+    return list(result)
 
 
 def load_plugins(
@@ -275,7 +371,9 @@ NO_HOOK_WARNING = "implements no veil hook"
 calls it (a plugin still being written, or one whose functions lack the marker)."""
 
 
-def describe_plugins(pm: pluggy.PluginManager) -> dict[str, Any]:
+def describe_plugins(
+    pm: pluggy.PluginManager, problems: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """What is loaded, for ``veil plugins`` and ``GET /plugins``.
 
     Call order is pluggy's: implementations marked ``tryfirst`` first, ``trylast`` last, and
@@ -284,12 +382,19 @@ def describe_plugins(pm: pluggy.PluginManager) -> dict[str, Any]:
     entry point whose name sorts last is asked first (``veil_shortest_scorer`` before
     ``veil_fsrs``). Blocking a plugin removes it from the order; it is not needed to win it.
 
+    Args:
+        pm: the loaded plugins.
+        problems: plugin name -> the one-line error of its failed registration hook
+            (:attr:`veil.core.app.Veil.plugin_problems`), listed as the plugin's ``errors``.
+
     Returns:
-        ``{"plugins": [{"name", "version", "default", "hooks": [...], "warnings": [...]}],
+        ``{"plugins": [{"name", "version", "default", "hooks": [...], "warnings": [...],
+        "errors": [...]}],
         "hooks": {hook: [plugin names in call order]}, "firstresult": [hook names],
         "context_layer": bool, "blocked": [...]}``. ``default`` is True for veil's default
         plugins (:mod:`veil.default_plugins`); ``warnings`` holds :data:`NO_HOOK_WARNING` for a
-        plugin that implements no veil hook (nothing marked ``@veil.hookimpl``), else nothing.
+        plugin that implements no veil hook (nothing marked ``@veil.hookimpl``), else nothing;
+        ``errors`` the plugin's entry of ``problems`` (veil cannot run with it as it is).
         For a firstresult hook the first name in its list that returns a value answers (the
         first name, for veil's own plugins, which always answer).
     """
@@ -315,6 +420,7 @@ def describe_plugins(pm: pluggy.PluginManager) -> dict[str, Any]:
             "hooks": per_plugin.get(name, []),
             # loaded, not refused (it may be work in progress), but veil never calls it
             "warnings": [] if per_plugin.get(name) else [NO_HOOK_WARNING],
+            "errors": [problems[name]] if problems and name in problems else [],
         }
         for name, plugin in pm.list_name_plugin()
         if name is not None and plugin is not None

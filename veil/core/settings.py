@@ -505,18 +505,26 @@ def _format_errors(
     *,
     env: bool = False,
     unimportable: Iterable[tuple[str, str]] = (),
+    model: type[BaseModel] | None = None,
 ) -> str:
     """``source: dotted.field: message; ...`` (``source: VEIL_X__Y (x.y): message`` with
-    ``env``). An unknown top-level key says which plugins could not be imported to register
-    their sections (``unimportable``: ``(name, error)``), since one of them may own it."""
+    ``env``). An unknown key is explained against ``model`` (the class that validated:
+    :func:`veil.core.settings_unknown.unknown_key_message`: a section no installed plugin
+    registers, or a field the section lacks, with did-you-mean); an unknown top-level key also
+    says which plugins could not be imported to register their sections (``unimportable``:
+    ``(name, error)``), since one of them may own it."""
+    from veil.core.settings_unknown import unknown_key_message
+
     parts = []
     unimportable = list(unimportable)
     for e in err.errors(include_url=False, include_input=False):
         loc = ".".join(str(p) for p in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")  # pydantic's wording for validator errors
+        if e["type"] == "extra_forbidden" and model is not None:
+            msg = unknown_key_message(model, e["loc"], env=env) or msg
         if unimportable and e["type"] == "extra_forbidden" and len(e["loc"]) == 1:
             broken = ", ".join(f"{name} ({why})" for name, why in unimportable)
-            msg += f" (no installed plugin registers it; these could not be imported: {broken})"
+            msg += f"; one of these plugins may, but could not be imported: {broken}"
         if env and loc:
             variable = "VEIL_" + "__".join(_snake(str(p)) for p in e["loc"]).upper()
             parts.append(f"{source}: {variable} ({loc}): {msg}")
@@ -747,7 +755,7 @@ def _validate_file(path: Path, data: dict[str, Any], sections: PluginSections) -
         file_cls.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(
-            _format_errors(str(path), exc, unimportable=sections.unimportable)
+            _format_errors(str(path), exc, unimportable=sections.unimportable, model=file_cls)
         ) from exc
 
 
@@ -801,9 +809,12 @@ def load_config(
 
     Raises:
         ConfigError: a file is unreadable or a field is wrong (the message names file and
-            field); two plugins register one section (naming both).
+            field; an unknown key says which section or field was meant); two plugins register
+            one section (naming both); a ``VEIL_<SECTION>__...`` variable names a section no
+            installed plugin registers.
     """
     from veil.core.plugin_settings import collect_sections, installed_plugins, settings_models
+    from veil.core.settings_unknown import check_env_sections
 
     found, unimportable = installed_plugins(plugins)
     sections = collect_sections(found, CORE_SECTIONS, unimportable)
@@ -819,11 +830,18 @@ def load_config(
     if not users_own:
         check_project_options(settings_file, data, user_auth)
     merged = data if users_own else _with_user_settings(data, settings_file, sections)
+    check_env_sections(os.environ, settings_cls)  # else ignored: pydantic-settings skips them
     try:
         settings = settings_cls(**_by_field_name(settings_cls, merged))
     except ValidationError as exc:
         raise ConfigError(
-            _format_errors("environment", exc, env=True, unimportable=sections.unimportable)
+            _format_errors(
+                "environment",
+                exc,
+                env=True,
+                unimportable=sections.unimportable,
+                model=settings_cls,
+            )
         ) from exc
     if not users_own:
         # a VEIL_PERMISSIONS__DENY variable replaces the files' lists; the project's deny

@@ -33,11 +33,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from veil.core.plugins import checked_list, results_by_plugin
 from veil.core.prompt.tags import item_identifiers
 from veil.core.types import CaptureEvent, ContextItem, Message, ToolResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
+
+_CAPTURE_EXPECTED = "a list of veil.core.types.ContextItem"
 
 
 def capture(session: Session, event: CaptureEvent) -> list[ContextItem]:
@@ -54,10 +57,16 @@ def capture(session: Session, event: CaptureEvent) -> list[ContextItem]:
 
     Returns:
         The stored items (now live), possibly none.
+
+    Raises:
+        PluginResultInvalid: an implementation returned something other than a list of
+            :class:`~veil.core.types.ContextItem` or None (naming it).
+        PluginHookFailed: an implementation raised.
     """
     items: list[ContextItem] = []
-    for result in session.veil.pm.hook.capture(session=session, event=event):
-        items.extend(result or [])
+    answers = results_by_plugin(session.veil.pm, "capture", session=session, event=event)
+    for plugin, result in answers:
+        items.extend(checked_list(plugin, "capture", result, ContextItem, _CAPTURE_EXPECTED))
     if not items:
         return []
     now = session.clock()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from veil_http.testing import assert_error
 
 from veil.hookspecs import hookimpl
@@ -69,3 +70,42 @@ def test_plugins_lists_a_plugin_with_no_hook_with_a_warning(make_client, make_ve
     assert listed["idle"]["hooks"] == []
     assert listed["idle"]["warnings"] == ["implements no veil hook"]
     assert listed["veil.beliefs"]["warnings"] == []
+
+
+class _StrSections:
+    @hookimpl
+    def system_prompt_sections(self, session):
+        return "Always answer in French."  # a str, not a PromptSection
+
+
+def test_a_hook_result_of_the_wrong_type_is_a_500_naming_plugin_and_hook(make_client, make_veil):
+    veil = make_veil(["never sent"], plugins=[("str_sections", _StrSections())])
+    client, _ = make_client(veil)
+    sid = client.post("/sessions").json()["id"]
+    r = client.post(f"/sessions/{sid}/messages", json={"content": "hi"})
+    err = assert_error(r, 500, "PLUGIN_FAILED")
+    assert err["message"] == (
+        "plugin str_sections: hook system_prompt_sections returned str, expected a "
+        "veil.core.types.PromptSection or a list of them"
+    )
+    assert veil.model.calls == []
+
+
+class _DictRoutes:
+    @hookimpl
+    def register_routes(self, veil):
+        return [{"method": "GET", "path": "/hello"}]
+
+
+def test_routes_of_the_wrong_type_name_the_plugin(make_veil):
+    from veil_http.plugin_routes import collect_routes
+
+    from veil.core.errors import PluginResultInvalid
+
+    veil = make_veil(plugins=[("dict_routes", _DictRoutes())])
+    with pytest.raises(PluginResultInvalid) as refused:
+        collect_routes(veil)
+    assert refused.value.message == (
+        "plugin dict_routes: hook register_routes returned a list holding dict at [0], "
+        "expected a list of veil.core.types.Route"
+    )

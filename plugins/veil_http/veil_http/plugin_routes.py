@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from veil.core.errors import ConfigError
-from veil.core.plugins import call_impl
+from veil.core.plugins import call_impl, checked_list
 from veil.core.types import Route, RouteRequest, RouteResponse
 from veil_http.api import Content, Operation, guard, openapi_path, parse_json, read_body
 from veil_http.errors import ValidationFailed, json_response
@@ -34,12 +34,18 @@ _PATH = re.compile(r"^(/[A-Za-z0-9._~\-]*|/\{[A-Za-z_][A-Za-z0-9_]*(:[a-z]+)?\})
 
 
 def collect_routes(veil: Any) -> list[Route]:
-    """Every plugin's ``register_routes`` answer, with ``Route.plugin`` filled in."""
+    """Every plugin's ``register_routes`` answer, with ``Route.plugin`` filled in.
+
+    Raises:
+        PluginHookFailed: a plugin's ``register_routes`` raised, or (PluginResultInvalid)
+            returned something other than a list of :class:`~veil.core.types.Route`.
+    """
     routes: list[Route] = []
     for impl in reversed(veil.pm.hook.register_routes.get_hookimpls()):
         plugin_name = veil.pm.get_name(impl.plugin)
         result = call_impl(impl, "register_routes", veil=veil)
-        for route in result or []:
+        expected = "a list of veil.core.types.Route"
+        for route in checked_list(plugin_name, "register_routes", result, Route, expected):
             route.plugin = plugin_name
             routes.append(route)
     return routes

@@ -621,21 +621,18 @@ def local_models_of(pm: pluggy.PluginManager, config: Config) -> list[LocalModel
     call order, each name kept once (the first registration wins).
 
     Raises:
-        ConfigError: a plugin returned something that is not a :class:`LocalModel`.
-        PluginHookFailed: a plugin's ``register_models`` raised.
+        PluginHookFailed: a plugin's ``register_models`` raised, or (PluginResultInvalid)
+            returned something other than a list of :class:`LocalModel`.
     """
-    from veil.core.plugins import call_impl
+    from veil.core.plugins import call_impl, checked_list
 
     found: list[LocalModel] = []
     seen: set[str] = set()
     for impl in reversed(pm.hook.register_models.get_hookimpls()):
         plugin = pm.get_name(impl.plugin)
-        for model in call_impl(impl, "register_models", config=config) or []:
-            if not isinstance(model, LocalModel):
-                raise ConfigError(
-                    f"plugin {plugin!r}: register_models returned {type(model).__name__}, "
-                    "not a veil.core.models.llm.LocalModel"
-                )
+        result = call_impl(impl, "register_models", config=config)
+        expected = "a list of veil.core.models.llm.LocalModel"
+        for model in checked_list(plugin, "register_models", result, LocalModel, expected):
             if model.name not in seen:
                 seen.add(model.name)
                 found.append(model)

@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import ValidationError
 
-from veil.core.errors import CompactionDisabled, CompactionRejected, ConfigError, NotAvailable
+from veil.core.errors import (
+    CompactionDisabled,
+    CompactionRejected,
+    ConfigError,
+    NotAvailable,
+    PluginResultInvalid,
+)
+from veil.core.plugins import first_answer
 from veil.core.prompt.compaction_cut import KEPT_SHARE, batch_end, choose_cut, stored_cut
 from veil.core.settings import DefaultCompaction
 from veil.core.types import CompactResult, Message, Summary
@@ -232,9 +239,12 @@ def _summarise(
 
     Raises:
         NotAvailable: no plugin answered. CompactionRejected: the summary holds no visible
-        character. Whatever the summariser raises.
+        character. PluginResultInvalid: the answer is not a :class:`Summary` with a ``str``
+        text (naming the plugin). PluginHookFailed: the summariser raised.
     """
-    answer = session.veil.pm.hook.summarise(
+    plugin, answer = first_answer(
+        session.veil.pm,
+        "summarise",
         session=session,
         messages=list(messages),
         previous=previous,
@@ -244,7 +254,10 @@ def _summarise(
     if answer is None:
         raise NotAvailable("no loaded plugin implements summarise (veil_compaction)")
     if not isinstance(answer, Summary) or not isinstance(answer.text, str):
-        raise TypeError(f"summarise must return a veil.core.types.Summary, got {answer!r}")
+        got = type(answer).__name__
+        if isinstance(answer, Summary):
+            got = f"a Summary whose text is {type(answer.text).__name__}"
+        raise PluginResultInvalid(plugin, "summarise", got, "a veil.core.types.Summary or None")
     if not visible(answer.text):
         raise CompactionRejected(
             "the summary holds no visible character; the conversation is left as it was"

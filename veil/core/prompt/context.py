@@ -40,11 +40,12 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from veil.core.errors import PromptTooLarge
+from veil.core.errors import PluginResultInvalid, PromptTooLarge
+from veil.core.plugins import answering_plugins, checked_list, results_by_plugin
 from veil.core.prompt import compaction
 from veil.core.prompt.elision import elide_repeats
 from veil.core.prompt.items import ItemBatch
-from veil.core.types import ContextItem, LazyScores, Message, PromptSection
+from veil.core.types import ContextItem, EvictionPlan, LazyScores, Message, PromptSection
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
@@ -154,7 +155,13 @@ def base_prompt(session: Session) -> tuple[str, PromptSection | None]:
 def system_sections(session: Session) -> list[PromptSection]:
     """The base prompt plus every plugin's ``system_prompt_sections``, sorted by ``order``
     (stable and volatile ones; :func:`build_prompt` puts the volatile ones in the context
-    note)."""
+    note).
+
+    Raises:
+        PluginResultInvalid: an implementation returned something other than a
+            :class:`~veil.core.types.PromptSection`, a list of them or None (naming it).
+        PluginHookFailed: an implementation raised.
+    """
     base, unapproved = base_prompt(session)
     date = session_date(session)
     # plain replacement, not str.format: a user's prompt may hold braces of its own
@@ -162,12 +169,17 @@ def system_sections(session: Session) -> list[PromptSection]:
     sections = [PromptSection("base", text, order=0)]
     if unapproved is not None:
         sections.append(unapproved)
-    for result in session.veil.pm.hook.system_prompt_sections(session=session):
-        if result is None:
-            continue
-        for section in result if isinstance(result, list) else [result]:
-            if section is not None and section.text.strip():
-                sections.append(section)
+    answers = results_by_plugin(session.veil.pm, "system_prompt_sections", session=session)
+    for plugin, result in answers:
+        found = checked_list(
+            plugin,
+            "system_prompt_sections",
+            [s for s in result if s is not None] if isinstance(result, list) else result,
+            PromptSection,
+            "a veil.core.types.PromptSection or a list of them",
+            single=True,
+        )
+        sections.extend(s for s in found if s.text.strip())
     sections.sort(key=lambda s: s.order)
     return sections
 
@@ -628,6 +640,12 @@ def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> l
 
     Does nothing when the context layer is off (no scorer or no eviction policy loaded).
     Returns notes for front ends.
+
+    Raises:
+        PluginResultInvalid: the ``evict`` answer is not an
+            :class:`~veil.core.types.EvictionPlan` (naming the plugin that implements it;
+            ``a or b`` when several could have answered).
+        PluginHookFailed: a ``score`` or ``evict`` implementation raised.
     """
     veil = session.veil
     if not veil.context_layer_on or not session.live_items:
@@ -664,6 +682,13 @@ def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> l
         paged_out=paged_out,
         paged_scores=paged_scores,
     )
+    if plan is not None and not isinstance(plan, EvictionPlan):
+        raise PluginResultInvalid(
+            answering_plugins(veil.pm, "evict"),
+            "evict",
+            type(plan).__name__,
+            "a veil.core.types.EvictionPlan or None",
+        )
     if plan is not None:
         _spare_protected(session, plan)
     if plan is None or not (plan.to_warm or plan.to_cold or plan.to_live):

@@ -1,0 +1,369 @@
+"""A plugin whose hook returns a value of the wrong type stops the operation with one line
+naming the plugin and the hook (``plugin NAME: hook HOOK returned GOT, expected WHAT``), the
+same class of error as a hook that raises (:class:`~veil.core.errors.PluginHookFailed`); and
+``veil plugins`` lists every plugin with the broken one marked, where before it crashed.
+
+The CLI checks install a fake distribution ``veil_nu12`` (a ``.dist-info`` with a ``veil``
+entry point) on ``PYTHONPATH`` and run the real command line against a scripted
+OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from veil.core.errors import PluginHookFailed, PluginResultInvalid
+from veil.hookspecs import hookimpl
+from veil.testing.scripted_server import ScriptedOpenAIServer, configure_project
+
+NU12 = """
+import os
+
+from veil.hookspecs import hookimpl
+
+BAD = os.environ.get("NU12_BAD", "")
+
+
+@hookimpl
+def register_tools(veil):
+    if BAD == "register_tools":
+        return [{"name": "nu12_echo", "description": "echo"}]
+    if BAD == "register_tools_raises":
+        raise RuntimeError("tool index unreadable")
+    return None
+
+
+@hookimpl
+def register_commands(cli):
+    if BAD == "register_commands":
+        raise RuntimeError("no commands today")
+
+
+@hookimpl
+def system_prompt_sections(session):
+    if BAD == "system_prompt_sections":
+        return "Always answer in French."
+    return None
+
+
+@hookimpl
+def capture(session, event):
+    if BAD == "capture" and event.phase == "user":
+        return {"content": "a dict, not items"}
+    return None
+"""
+
+TOOLS_LINE = (
+    "plugin veil_nu12: hook register_tools returned a list holding dict at [0], "
+    "expected a list of veil.core.types.Tool"
+)
+
+
+def _install(site: Path, name: str, source: str) -> None:
+    info = site / f"{name}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[veil]\n{name} = {name}\n")
+    (site / f"{name}.py").write_text(source)
+
+
+@pytest.fixture
+def cli(tmp_path, project):
+    """``cli(*args, **env)`` runs ``veil --project PROJECT ARGS`` with ``veil_nu12`` installed."""
+    site = tmp_path / "site"
+    _install(site, "veil_nu12", NU12)
+
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
+        clean.update(
+            PYTHONPATH=os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p),
+            VEIL_HOME=str(tmp_path / "home"),
+            VEIL_ALLOW_PROJECT_PROVIDERS="1",  # configure_project's provider is the project's
+            LITELLM_LOCAL_MODEL_COST_MAP="True",
+            HF_HUB_OFFLINE="1",
+            **env,
+        )
+        return subprocess.run(
+            [sys.executable, "-m", "veil.cli", "--project", str(project), *args],
+            env=clean,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+        )
+
+    return run
+
+
+@pytest.mark.parametrize(
+    ("bad", "line"),
+    [
+        ("register_tools", TOOLS_LINE),
+        (
+            "system_prompt_sections",
+            "plugin veil_nu12: hook system_prompt_sections returned str, expected a "
+            "veil.core.types.PromptSection or a list of them",
+        ),
+        (
+            "capture",
+            "plugin veil_nu12: hook capture returned dict, expected a list of "
+            "veil.core.types.ContextItem",
+        ),
+    ],
+)
+def test_veil_p_names_the_plugin_whose_hook_returned_the_wrong_type(cli, project, bad, line):
+    with ScriptedOpenAIServer(["never sent"]) as server:
+        configure_project(project, server)
+        proc = cli("-p", "hi", NU12_BAD=bad)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == f"veil: error: {line}"
+    assert server.requests == []  # every one of these stops before the model is asked
+
+
+def test_json_mode_names_plugin_and_hook(cli, project):
+    with ScriptedOpenAIServer(["never sent"]) as server:
+        configure_project(project, server)
+        proc = cli("-p", "hi", "--json", NU12_BAD="system_prompt_sections")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert (error["code"], error["plugin"], error["hook"]) == (
+        "PLUGIN_FAILED",
+        "veil_nu12",
+        "system_prompt_sections",
+    )
+
+
+@pytest.mark.parametrize(
+    ("bad", "line"),
+    [
+        ("register_tools", TOOLS_LINE),
+        (
+            "register_tools_raises",
+            "plugin veil_nu12 failed in hook register_tools: RuntimeError: tool index unreadable",
+        ),
+        (
+            "register_commands",
+            "plugin veil_nu12 failed in hook register_commands: RuntimeError: no commands today",
+        ),
+    ],
+)
+def test_veil_plugins_lists_every_plugin_and_marks_the_broken_one(cli, bad, line):
+    proc = cli("plugins", NU12_BAD=bad)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stdout.splitlines()
+    nu12 = lines.index("veil_nu12 0.1")
+    assert lines[nu12 + 1] == f"  error: {line}"
+    assert "veil.coding_tools 0.1.0 (default)" in lines  # the others are still listed
+    assert "broken: veil_nu12" in proc.stderr
+    listed = {
+        p["name"]: p for p in json.loads(cli("plugins", "--json", NU12_BAD=bad).stdout)["plugins"]
+    }
+    assert listed["veil_nu12"]["errors"] == [line]
+    assert listed["veil.coding_tools"]["errors"] == []
+    # every other command still stops on it, naming it in one line
+    other = cli("sessions", NU12_BAD=bad)
+    assert other.returncode == 1 and "Traceback" not in other.stderr
+    assert other.stderr.strip().splitlines()[-1] == f"veil: error: {line}"
+
+
+def test_veil_plugins_with_nothing_broken_is_unchanged(cli):
+    proc = cli("plugins")
+    assert proc.returncode == 0, proc.stderr
+    assert "error:" not in proc.stdout and "broken" not in proc.stderr
+
+
+# -- in process: the hooks the core reads fields from --------------------------------------------
+
+
+class _Junk:
+    """Answers every hook the core reads with something of the wrong type."""
+
+    @hookimpl
+    def recall(self, session, query, limit, tags):
+        return [{"id": "x", "score": 1.0}]
+
+    @hookimpl
+    def register_slash_commands(self, veil):
+        return {"name": "/junk"}
+
+    @hookimpl
+    def summarise(self, session, messages, previous, instructions, mode):
+        return "a summary as a bare str"
+
+
+def test_recall_results_of_the_wrong_type_name_the_plugin(make_veil):
+    veil = make_veil(plugins=[("junk", _Junk())])
+    with pytest.raises(PluginResultInvalid) as refused:
+        veil.recall("anything")
+    assert refused.value.message == (
+        "plugin junk: hook recall returned a list holding dict at [0], "
+        "expected a list of veil.core.types.RecallHit"
+    )
+    assert isinstance(refused.value, PluginHookFailed)
+    assert (refused.value.plugin, refused.value.hook, refused.value.code) == (
+        "junk",
+        "recall",
+        "PLUGIN_FAILED",
+    )
+
+
+def test_slash_commands_of_the_wrong_type_name_the_plugin(make_veil):
+    veil = make_veil(plugins=[("junk", _Junk())])
+    with pytest.raises(PluginResultInvalid, match=r"^plugin junk: hook register_slash_commands "):
+        veil.slash_commands()
+
+
+def test_a_summary_of_the_wrong_type_names_the_plugin(make_veil):
+    veil = make_veil(["ok"], plugins=[("junk", _Junk())], disable=["veil_compaction"])
+    session = veil.new_session()
+    veil.run_turn(session, "hello")
+    with pytest.raises(PluginResultInvalid) as refused:
+        veil.compact(session.id)
+    assert refused.value.message == (
+        "plugin junk: hook summarise returned str, expected a veil.core.types.Summary or None"
+    )
+
+
+def test_the_answer_of_the_first_plugin_that_answers_is_the_one_checked(make_veil):
+    """A plugin returning None passes the question on; the next one's answer is used."""
+    from veil.core import plugins
+    from veil.core.types import Summary
+
+    class Passes:
+        @hookimpl
+        def summarise(self, messages):
+            return None
+
+    class Answers:
+        @hookimpl
+        def summarise(self, messages):
+            return Summary(text=f"{len(messages)} folded")
+
+    pm = plugins.new_plugin_manager()
+    pm.register(Answers(), name="answers")
+    pm.register(Passes(), name="passes")  # registered last: asked first
+    call = {
+        "session": None,
+        "messages": [1, 2],
+        "previous": None,
+        "instructions": [],
+        "mode": "full",
+    }
+    assert plugins.first_answer(pm, "summarise", **call) == ("answers", Summary(text="2 folded"))
+    assert pm.hook.summarise(**call) == Summary(text="2 folded")  # as pluggy answers
+
+
+def test_a_plan_of_the_wrong_type_names_the_eviction_plugin():
+    from types import SimpleNamespace
+
+    from veil.core import plugins
+    from veil.core.prompt.context import manage_pressure
+
+    class Scorer:
+        @hookimpl
+        def score(self, items):
+            return [0.5] * len(items)
+
+    class Policy:
+        @hookimpl
+        def evict(self, items):
+            return {"to_warm": []}
+
+    pm = plugins.new_plugin_manager()
+    pm.register(Scorer(), name="scorer")
+    pm.register(Policy(), name="policy")
+    veil = SimpleNamespace(pm=pm, context_layer_on=True)
+    session = SimpleNamespace(
+        veil=veil,
+        live_items=["one"],
+        clock=lambda: 0.0,
+        task_tags=frozenset(),
+        page_in_candidates=list,
+    )
+    with pytest.raises(PluginResultInvalid) as refused:
+        manage_pressure(session, budget_tokens=10, used_tokens=20)
+    assert refused.value.message == (
+        "plugin policy: hook evict returned dict, expected a veil.core.types.EvictionPlan or None"
+    )
+
+
+def test_a_wrapper_keeps_pluggys_call_and_the_error_names_the_candidates():
+    from veil.core import plugins
+
+    class Wraps:
+        @hookimpl(wrapper=True)
+        def recall(self):
+            return (yield)
+
+    class Good:
+        @hookimpl
+        def recall(self):
+            return []
+
+    class Bad:
+        @hookimpl
+        def recall(self):
+            return "hit"
+
+    pm = plugins.new_plugin_manager()
+    for name, plugin in (("good", Good()), ("bad", Bad()), ("wraps", Wraps())):
+        pm.register(plugin, name=name)
+    answers = list(
+        plugins.results_by_plugin(pm, "recall", session=None, query="q", limit=1, tags=None)
+    )
+    assert answers == [("bad or good", "hit"), ("bad or good", [])]
+
+
+def test_score_signals_of_the_wrong_type_name_the_scorer(make_veil):
+    class Scorer:
+        @hookimpl(tryfirst=True)
+        def score(self, items):
+            return [0.5] * len(items)
+
+        @hookimpl(tryfirst=True)
+        def score_signals(self, items):
+            return [0.5] * len(items)  # a list, not {signal: scores}
+
+    veil = make_veil(["ok"], plugins=[("scorer", Scorer())])
+    session = veil.new_session()
+    veil.run_turn(session, "hello")
+    with pytest.raises(PluginResultInvalid) as refused:
+        veil.score_items(session)
+    assert refused.value.message == (
+        "plugin scorer: hook score_signals returned list, expected a dict of signal name -> "
+        "scores, or None"
+    )
+
+
+def test_belief_answers_of_the_wrong_type_name_the_plugin(make_veil):
+    from veil.core import context_ops
+
+    class Beliefs:
+        @hookimpl(tryfirst=True)
+        def belief_conflicts(self, session):
+            return "no conflicts"
+
+        @hookimpl(tryfirst=True)
+        def resolve_conflict(self, session, conflict_id, keep):
+            return {"kept": keep}
+
+    veil = make_veil(plugins=[("beliefs", Beliefs())])
+    session = veil.new_session()
+    with pytest.raises(PluginResultInvalid) as refused:
+        context_ops.open_conflicts(session)
+    assert refused.value.message == (
+        "plugin beliefs: hook belief_conflicts returned str, expected a list of conflict dicts"
+    )
+    with pytest.raises(PluginResultInvalid) as refused:
+        context_ops.resolve_conflict(session, "conflict_1", "belief_1")
+    assert refused.value.message == (
+        "plugin beliefs: hook resolve_conflict returned dict, expected a str"
+    )

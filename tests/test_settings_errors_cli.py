@@ -1,0 +1,170 @@
+"""Settings mistakes through the real command line, one line each, with advice that works:
+a plugin's settings registration refused (blocking it does not help: a blocked plugin's
+sections are still registered, so the advice is to fix or uninstall it), the section of a
+plugin that is gone, a typo in a field, and ``VEIL_<SECTION>__...`` variables naming a section
+nobody registers (ignored without a word before, while the same typo in the file was refused).
+
+A fake distribution ``veil_nu12`` (a ``.dist-info`` with a ``veil`` entry point) is put on
+``PYTHONPATH`` where a check needs an installed plugin."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+NOT_SKIPPED = "blocking a plugin does not skip its settings: they are checked while it is off"
+KNOWN = (
+    "compaction, context, convergence, embeddings, http, loop, memory, models, permissions, "
+    "plugins, security"
+)
+
+CLAIMS_CONVERGENCE = """
+from veil.core.settings import SettingsSection
+from veil.hookspecs import hookimpl
+
+
+class Mine(SettingsSection):
+    window: int = 3
+
+
+@hookimpl
+def register_settings():
+    return {"convergence": Mine}
+"""
+
+NO_DEFAULT = """
+from veil.core.settings import SettingsSection
+from veil.hookspecs import hookimpl
+
+
+class Remote(SettingsSection):
+    endpoint: str
+
+
+@hookimpl
+def register_settings():
+    return {"remote": Remote}
+"""
+
+
+def _install(site: Path, name: str, source: str) -> None:
+    info = site / f"{name}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[veil]\n{name} = {name}\n")
+    (site / f"{name}.py").write_text(source)
+
+
+@pytest.fixture
+def veil_cli(tmp_path, project):
+    """``veil_cli(*args, plugin=SOURCE, settings=DICT, **env)`` runs ``veil --project PROJECT
+    ARGS``, with ``veil_nu12`` installed from SOURCE when given and ``settings`` written to the
+    project's ``.veil/settings.json``."""
+
+    def run(
+        *args: str, plugin: str | None = None, settings: dict | None = None, **env: str
+    ) -> subprocess.CompletedProcess:
+        site = tmp_path / "site"
+        if plugin is not None and not site.exists():
+            _install(site, "veil_nu12", plugin)
+        if settings is not None:
+            (project / ".veil").mkdir(exist_ok=True)
+            (project / ".veil" / "settings.json").write_text(json.dumps(settings))
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
+        clean.update(
+            PYTHONPATH=os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p),
+            VEIL_HOME=str(tmp_path / "home"),
+            VEIL_DEBUG="0",  # a variable veil reads that is not a setting: left alone
+            LITELLM_LOCAL_MODEL_COST_MAP="True",
+            HF_HUB_OFFLINE="1",
+            **env,
+        )
+        return subprocess.run(
+            [sys.executable, "-m", "veil.cli", "--project", str(project), *args],
+            env=clean,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+        )
+
+    return run
+
+
+def _one_error(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_two_plugins_on_one_section_advise_uninstalling_not_blocking(veil_cli):
+    expected = (
+        "Error: settings section 'convergence' is registered by two plugins, veil_convergence "
+        "and veil_nu12; uninstall one of them (pip uninstall veil-convergence or pip uninstall "
+        f"veil_nu12), or fix one to use another section name ({NOT_SKIPPED})"
+    )
+    assert _one_error(veil_cli("sessions", plugin=CLAIMS_CONVERGENCE)) == expected
+    # what the old advice said to do does not help, and the message says so
+    blocked = veil_cli("--disable-plugin", "veil_nu12", "sessions", plugin=CLAIMS_CONVERGENCE)
+    assert _one_error(blocked) == expected
+
+
+def test_a_field_without_a_default_names_the_plugin_and_what_to_do(veil_cli):
+    assert _one_error(veil_cli("sessions", plugin=NO_DEFAULT)) == (
+        "Error: plugin veil_nu12: settings section 'remote' needs a default for every field; "
+        f"endpoint has none. Fix the plugin veil_nu12, or pip uninstall veil_nu12 ({NOT_SKIPPED})"
+    )
+
+
+def test_the_section_of_an_uninstalled_plugin_says_so(veil_cli, project):
+    line = _one_error(veil_cli("sessions", settings={"greeter": {"repeat": 2}}))
+    assert line == (
+        f"Error: {project / '.veil' / 'settings.json'}: greeter: no installed plugin registers "
+        f"this section (known sections: {KNOWN})"
+    )
+
+
+def test_a_typo_in_a_field_gets_a_did_you_mean(veil_cli, project):
+    line = _one_error(veil_cli("sessions", settings={"compaction": {"treshold": 0.5}}))
+    assert line == (
+        f"Error: {project / '.veil' / 'settings.json'}: compaction.treshold: no such field in "
+        "compaction (did you mean 'threshold'? fields: observationMaskingTurns, "
+        "observationMaskingBlock, threshold, keepRecentTurns, maxConsecutiveFailures)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "hint"),
+    [
+        ("VEIL_GREETER__REPEAT", ""),
+        ("VEIL_COMPACTOIN__THRESHOLD", "did you mean 'VEIL_COMPACTION__'? "),
+    ],
+)
+def test_a_variable_for_a_section_nobody_registers_is_refused(veil_cli, variable, hint):
+    section = variable.removeprefix("VEIL_").split("__")[0].lower()
+    assert _one_error(veil_cli("sessions", **{variable: "2"})) == (
+        f"Error: environment: {variable}: no installed plugin registers the settings section "
+        f"{section!r} ({hint}known sections: {KNOWN})"
+    )
+
+
+def test_settings_variables_of_known_sections_still_work(veil_cli):
+    proc = veil_cli("sessions", VEIL_COMPACTION__THRESHOLD="0.5", VEIL_DISABLE_PLUGINS="")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_variable_with_a_typo_in_the_field_suggests_the_variable(veil_cli):
+    assert _one_error(veil_cli("sessions", VEIL_COMPACTION__TRESHOLD="0.5")) == (
+        "Error: environment: VEIL_COMPACTION__TRESHOLD (compaction.treshold): no such field in "
+        "compaction (did you mean 'VEIL_COMPACTION__THRESHOLD'? fields: "
+        "observation_masking_turns, observation_masking_block, threshold, keep_recent_turns, "
+        "max_consecutive_failures)"
+    )
