@@ -816,13 +816,19 @@ class LLM:
         """
         if name is None:
             return None
+        from veil.core.settings import ModelRole
+
         merged = self.config.models
         auth = self.config.auth.models
         settings = self.config.settings.models
+        layers = [  # each layer's own role, where it names its model
+            ModelRole(model=c.model, context_window=c.context_window, options=c.options or {})
+            for c in (settings.main, settings.compact, auth.main, auth.compact)
+            if c is not None and c.model is not None
+        ]
         candidates = [
             c
-            for c in (preferred, merged.main, merged.compact, settings.main, settings.compact)
-            + (auth.main, auth.compact)
+            for c in (preferred, merged.main, merged.compact, *layers)
             if c is not None and c.model == name
         ]
         if not candidates:
