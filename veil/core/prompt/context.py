@@ -246,6 +246,21 @@ POINTER_NOTE = (
 )
 """The pointer put in place of the middle of an oversized protected message."""
 
+POINTER_NOTE_NO_TOOL = (
+    "[veil: {omitted} tokens of this message are not shown here (too large for the context window)]"
+)
+""":data:`POINTER_NOTE` for a model not offered ``veil_hydrate`` (``veil.memory_tools``
+blocked, the bundled model): the prompt never names a tool the model was not offered."""
+
+HYDRATE_TOOL = "veil_hydrate"
+"""The tool that follows a pointer (default plugin ``veil.memory_tools``)."""
+
+
+def _can_hydrate(session: Session) -> bool:
+    """Whether the session's model is offered :data:`HYDRATE_TOOL` (a pointer names it only
+    then)."""
+    return HYDRATE_TOOL in session.offered_tools
+
 
 def pointer_text(session: Session, text: str, index: int, limit: int) -> str:
     """``text`` cut to about ``limit`` tokens (the session's tokenizer): its head (two thirds)
@@ -266,7 +281,9 @@ def pointer_text(session: Session, text: str, index: int, limit: int) -> str:
         head = text[:head_chars]
         tail = text[len(text) - tail_chars :]
         shown = session.count_text(head) + session.count_text(tail)
-        note = POINTER_NOTE.format(omitted=max(0, tokens - shown), index=index)
+        note = (POINTER_NOTE if _can_hydrate(session) else POINTER_NOTE_NO_TOOL).format(
+            omitted=max(0, tokens - shown), index=index
+        )
         out = f"{head}\n{note}\n{tail}"
         if session.count_text(out) <= limit or keep <= 16:
             return out
@@ -330,7 +347,8 @@ def _stubbed(
                 continue
             if i in squeezed and squeezed[i] == 0:
                 tokens = session.count_text(str(msgs[pos].get("content") or ""))
-                bare = BARE_POINTER.format(index=i, tokens=tokens)
+                pointer = BARE_POINTER if _can_hydrate(session) else BARE_POINTER_NO_TOOL
+                bare = pointer.format(index=i, tokens=tokens)
                 msgs[pos] = {**msgs[pos], "content": bare}
             elif i in squeezed:
                 msgs[pos] = _pointered(session, i, msgs[pos], squeezed[i], report=False)
@@ -787,6 +805,11 @@ BARE_POINTER = (
     'budget); veil_hydrate("#{index}") returns it]'
 )
 """What stands for a message when even its head and tail do not fit (:func:`_squeeze`)."""
+
+BARE_POINTER_NO_TOOL = (
+    "[veil: message #{index} ({tokens} tokens) is not shown here (the prompt is over its budget)]"
+)
+""":data:`BARE_POINTER` for a model not offered ``veil_hydrate``."""
 
 BARE_POINTER_TOKENS = 40
 """About what :data:`BARE_POINTER` costs in the prompt, with the message's framing."""
