@@ -186,7 +186,7 @@ def merge_model_roles(
                 f"models.{role}.model: not set: models.{role} gives {given}"
                 + (f" (in {source})" if source else "")
                 + f' but no file names its model; add "model" to models.{role} in '
-                f"{display_path(user_config_dir() / 'auth.json')} or .veil/settings.json, "
+                f"{display_path(user_auth_file())} or .veil/settings.json, "
                 f"or set VEIL_MODELS__{role.upper()}__MODEL"
             )
         roles[role] = ModelRole(
@@ -788,6 +788,11 @@ def _refuse_weaker_security(path: Path, data: dict[str, Any]) -> None:
                 "(a cloned repository could ship it); set VEIL_SECURITY__REDACT_SECRETS=false "
                 "in your environment instead"
             )
+
+
+def user_auth_file() -> Path:
+    """``$VEIL_HOME/auth.json`` or ``~/.veil/auth.json``: the user's providers and keys."""
+    return user_config_dir() / "auth.json"
 
 
 def user_settings_file() -> Path:
