@@ -108,7 +108,10 @@ def test_veil_p_with_memory_tools_blocked_sends_no_memory_tool_name(project, tmp
         for name in MEMORY_TOOL_NAMES:
             assert name not in sent, name
         assert manifest_guide(tools) in system and MANIFEST_GUIDE not in system
+        # the user is told the model cannot follow the task's pointer, not to use veil_hydrate
+        assert "the model is not offered veil_hydrate, so it cannot load the rest" in proc.stderr
     else:
         assert set(MEMORY_TOOL_NAMES) <= tools
         assert GUIDE_WITH_TOOLS in system
         assert 'veil_hydrate("#' in sent  # the task's pointer says how to follow it
+        assert "returns it whole)" in proc.stderr

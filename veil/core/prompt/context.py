@@ -256,6 +256,10 @@ HYDRATE_TOOL = "veil_hydrate"
 """The tool that follows a pointer (default plugin ``veil.memory_tools``)."""
 
 
+NO_HYDRATE_NOTE = "(the model is not offered veil_hydrate, so it cannot load the rest)"
+"""What a warning to the user says of a pointer the model cannot follow."""
+
+
 def _can_hydrate(session: Session) -> bool:
     """Whether the session's model is offered :data:`HYDRATE_TOOL` (a pointer names it only
     then)."""
@@ -317,7 +321,11 @@ def _pointered(
             text=(
                 f"message #{idx} ({message.get('role')}, {whole} tokens) is larger than the "
                 f"context window allows; the model sees {tokens} tokens of it and a pointer "
-                f'(veil_hydrate("#{idx}") returns it whole)'
+                + (
+                    f'(veil_hydrate("#{idx}") returns it whole)'
+                    if _can_hydrate(session)
+                    else NO_HYDRATE_NOTE
+                )
             ),
         )
     done[idx] = (tokens, cut)
@@ -949,9 +957,14 @@ def _report_squeeze(session: Session, cut: list[int]) -> None:
         text=(
             f"the prompt was over its budget with nothing left to evict or compact: "
             f"{len(users)} answered request(s) and {len(cut) - len(users)} other message(s) "
-            f'({shown}) are sent as a head, a tail and a pointer (veil_hydrate("#N") returns '
-            f"one whole); later ones will be too when needed, without a new warning. A good "
-            f"/compact frees the room for good"
+            f"({shown}) are sent as a head, a tail and a pointer "
+            + (
+                '(veil_hydrate("#N") returns one whole)'
+                if _can_hydrate(session)
+                else NO_HYDRATE_NOTE
+            )
+            + "; later ones will be too when needed, without a new warning. A good /compact "
+            "frees the room for good"
         ),
     )
 
