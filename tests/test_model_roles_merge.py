@@ -90,6 +90,22 @@ def test_a_project_naming_another_model_takes_none_of_the_users_role(project, ho
     assert models.compact == ModelRole(model="cheap")
 
 
+def test_a_variable_naming_another_model_takes_nothing_of_the_files_role(
+    project, home, monkeypatch
+):
+    write(
+        project / ".veil/settings.json",
+        {"models": {"main": {"model": "a", "contextWindow": 8000, "options": {"seed": 1}}}},
+    )
+    monkeypatch.setenv("VEIL_MODELS__MAIN__MODEL", "b")
+    assert load_config(project).models.main == ModelRole(model="b")
+    monkeypatch.setenv("VEIL_MODELS__MAIN__MODEL", "a")  # the same model: field by field
+    monkeypatch.setenv("VEIL_MODELS__MAIN__OPTIONS", '{"top_p": 0.5}')
+    assert load_config(project).models.main == ModelRole(
+        model="a", context_window=8000, options={"seed": 1, "top_p": 0.5}
+    )
+
+
 def test_the_users_settings_json_role_merges_with_the_projects(project, home):
     write(home / "settings.json", {"models": {"main": {"model": "m", "options": {"top_p": 0.9}}}})
     write(project / ".veil/settings.json", {"models": {"main": {"contextWindow": 16000}}})

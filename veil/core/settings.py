@@ -943,6 +943,7 @@ def load_config(
         raise ConfigError(
             _format_errors("environment", exc, env=True, unimportable=sections.unimportable)
         ) from exc
+    _merge_env_model_roles(settings, settings_cls, merged)
     if not users_own:
         # a VEIL_PERMISSIONS__DENY variable replaces the files' lists; the project's deny
         # rules still hold (only the user can allow, anyone can refuse)
@@ -977,6 +978,28 @@ def load_config(
         settings_from_project=frozenset(from_project),
         section_owners=dict(sections.owners),
     )
+
+
+def _merge_env_model_roles(
+    settings: Settings, settings_cls: type[Settings], files: dict[str, Any]
+) -> None:
+    """Redo ``settings.models`` as the files' roles (``files``: the settings.json files, merged)
+    under the ``VEIL_MODELS__*`` variables' roles by :func:`merge_model_role`, as the layers
+    below merge. pydantic-settings merges a variable into the files' values key by key, so a
+    variable naming another model kept the file's window and options for it; with
+    :func:`merge_model_role` the variable's model gets only what the variables give it.
+    (Values were validated when ``settings`` was built.)"""
+    env_models = _EnvByAlias(settings_cls)().get("models")
+    file_models = files.get("models")
+    if not isinstance(env_models, dict) or not isinstance(file_models, dict):
+        return
+    for role in MODEL_ROLES:
+        env_role, file_role = env_models.get(role), file_models.get(role)
+        if isinstance(env_role, dict) and isinstance(file_role, dict):
+            layer = merge_model_role(
+                ModelRoleLayer.model_validate(file_role), ModelRoleLayer.model_validate(env_role)
+            )
+            setattr(settings.models, role, layer)
 
 
 def _role_sources(files: Iterable[Path]) -> dict[str, str]:
