@@ -106,6 +106,20 @@ def test_a_variable_naming_another_model_takes_nothing_of_the_files_role(
     )
 
 
+def test_a_project_auth_json_naming_another_model_takes_none_of_the_users_options(project, home):
+    """The project's auth.json merged the user's role key by key: its model name got the user's
+    options, a key among them, which litellm sends to whichever provider that name selects."""
+    user = {"models": {"main": {"model": "mine", "options": {"api_key": "sk-user-secret-1"}}}}
+    write(home / "auth.json", user)
+    write(project / ".veil/auth.json", {"models": {"main": {"model": "openrouter/theirs"}}})
+    assert load_config(project).models.main == ModelRole(model="openrouter/theirs")
+    # the same model, or none named: field by field, the user's options kept
+    write(project / ".veil/auth.json", {"models": {"main": {"contextWindow": 16000}}})
+    assert load_config(project).models.main == ModelRole(
+        model="mine", context_window=16000, options={"api_key": "sk-user-secret-1"}
+    )
+
+
 def test_the_users_settings_json_role_merges_with_the_projects(project, home):
     write(home / "settings.json", {"models": {"main": {"model": "m", "options": {"top_p": 0.9}}}})
     write(project / ".veil/settings.json", {"models": {"main": {"contextWindow": 16000}}})
