@@ -15,13 +15,13 @@ from veil.core.errors import ConfigError, PluginResultInvalid, ProviderError
 from veil.core.models.llm import (
     DEFAULT_CONTEXT_WINDOW,
     LLM,
-    NO_MODEL_MESSAGE,
     Completion,
     ContextWindowExceededError,
     LiteLLMModel,
     LocalModel,
     Route,
     local_models_of,
+    no_model_message,
     redact,
 )
 from veil.core.models.offline import import_litellm
@@ -558,9 +558,12 @@ def test_nothing_configured_and_no_local_model_says_what_to_do(tmp_path, monkeyp
     assert llm.is_offline_default is False and llm.notice is None
     with pytest.raises(ConfigError) as err:
         llm.model_for()
-    assert str(err.value) == NO_MODEL_MESSAGE
-    for hint in ("~/.veil/auth.json", "models.main", "pip install ./plugins/veil_bundled"):
-        assert hint in NO_MODEL_MESSAGE
+    assert str(err.value) == no_model_message()
+    # VEIL_HOME is set (make_config): the message names the auth.json veil really reads
+    auth = str(tmp_path / "home" / "auth.json")
+    for hint in (f"provider in {auth} ", "models.main", "pip install ./plugins/veil_bundled"):
+        assert hint in str(err.value)
+    assert "~/.veil" not in str(err.value)
 
 
 def test_a_local_model_that_cannot_load_names_what_is_missing(tmp_path, monkeypatch):

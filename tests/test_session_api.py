@@ -124,6 +124,7 @@ def test_declared_members_are_the_grouped_api() -> None:
         "last_prompt_tokens": False,
         "collapsed_steps": False,
         "context_window": False,
+        "offered_tools": False,
         "count_tokens": True,
         "live_items": False,
         "note_turn": True,

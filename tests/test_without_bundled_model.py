@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from veil.core.models.llm import NO_MODEL_MESSAGE
 from veil.testing.scripted_server import ScriptedOpenAIServer, configure_project
 
 BLOCKER = """
@@ -123,7 +122,10 @@ def test_no_provider_and_the_bundled_model_blocked_says_what_to_do(tmp_path, how
         )
     proc = _veil_p(root, _env(tmp_path / "home", **extra), *flags)
     assert proc.returncode == 1
-    assert f"Error: {NO_MODEL_MESSAGE}" in proc.stderr
+    assert "Error: models.main: no model is configured and no offline model is installed" in (
+        proc.stderr
+    )
+    assert f"configure a provider in {tmp_path / 'home' / 'auth.json'} (" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert proc.stdout == ""
 

@@ -180,6 +180,7 @@ def cli(
     state.disabled = list(dict.fromkeys([*state.disabled, *disabled]))
     state.json = as_json
     state.yes = yes or state.yes
+    _warn_unknown_plugin_names(state)  # every command, once: a typo blocks nothing
     failures = getattr(ctx.command, "plugin_failures", {})
     if failures and ctx.invoked_subcommand != "plugins":  # `veil plugins` lists them
         raise next(iter(failures.values()))  # reported by main() as veil: error: ...
@@ -192,7 +193,6 @@ def cli(
     if task is not None and not task.strip():
         raise click.UsageError("-p: the task is empty")
     veil = state.open()
-    _warn_unknown_disabled(veil, state.disabled)
     try:
         session = _pick_session(veil, cont, resume_id, agent, model)
     except PluginHookFailed:
@@ -232,32 +232,62 @@ def _pick_session(
     return veil.new_session(agent=agent, model=model)
 
 
-def _warn_unknown_disabled(veil: Any, names: list[str]) -> None:
-    from importlib.metadata import entry_points
+def _plugin_names_named(state: VeilContext) -> list[tuple[str, str]]:
+    """``(where, name)`` of every plugin name this run's selection mentions: the command line,
+    the variables and, when the project's settings load, ``plugins.disable`` / ``plugins.load``
+    (a settings error is reported when the command opens the project)."""
+    from veil.core.plugins import named_plugins
+    from veil.core.settings import load_config
 
+    try:
+        plugins = load_config(state.project).settings.plugins
+        disable, load = plugins.disable, plugins.load
+    except (ConfigError, OSError):
+        disable, load = [], None
+    return named_plugins(disable, load, state.disabled)
+
+
+def _warn_unknown_plugin_names(state: VeilContext) -> None:
+    """Warn on stderr, once per name, about a plugin name no installed plugin has, with the
+    closest installed name; ``veil.core`` names the default plugins that replaced it."""
+    from veil.core.plugins import RETIRED_PLUGIN_NAMES, unknown_plugin_names
     from veil.default_plugins import DEFAULT_PLUGIN_NAMES
 
-    known = {ep.name for ep in entry_points(group="veil")} | DEFAULT_PLUGIN_NAMES
-    for name in names:
-        if name == "veil.core":
-            # veil.core was one plugin holding every default feature; blocking the old name
-            # would block nothing, so say which names replaced it (issue 20)
-            click.echo(
-                "veil: --disable-plugin veil.core: that plugin no longer exists; its features "
-                f"are the default plugins {', '.join(sorted(DEFAULT_PLUGIN_NAMES))}: block "
-                "those by name",
-                err=True,
-            )
-        elif name not in known:
-            click.echo(
-                f"veil: --disable-plugin {name}: no installed plugin has that name", err=True
-            )
+    named = _plugin_names_named(state)
+    for where, name in dict.fromkeys((w, n) for w, n in named if n in RETIRED_PLUGIN_NAMES):
+        # veil.core was one plugin holding every default feature; blocking the old name
+        # would block nothing, so say which names replaced it (issue 20)
+        click.echo(
+            f"veil: {_where(where, name)}: that plugin no longer exists; its features "
+            f"are the default plugins {', '.join(sorted(DEFAULT_PLUGIN_NAMES))}: block "
+            "those by name",
+            err=True,
+        )
+    for where, name, suggestion in unknown_plugin_names(named):
+        click.echo(f"veil: {_where(where, name)}: {_unknown_plugin_text(suggestion)}", err=True)
+
+
+def _where(where: str, name: str) -> str:
+    """``--disable-plugin NAME`` for a flag, ``VEIL_DISABLE_PLUGINS: NAME`` otherwise."""
+    return f"{where} {name}" if where.startswith("--") else f"{where}: {name}"
+
+
+def _unknown_plugin_text(suggestion: str | None) -> str:
+    """What is said of a plugin name no installed plugin has."""
+    hint = f"; did you mean {suggestion}?" if suggestion else " (see veil plugins)"
+    return f"no installed plugin has that name{hint}"
 
 
 def _warn_context_layer(veil: Any) -> None:
     if not veil.context_layer_on:
         click.echo(
             "veil: context layer off (no scorer or eviction plugin loaded): nothing will be evicted",
+            err=True,
+        )
+    elif veil.pm.is_blocked(CAPTURE_PLUGIN):
+        click.echo(
+            f"veil: context layer on but nothing is captured ({CAPTURE_PLUGIN} is blocked): "
+            "nothing will be evicted",
             err=True,
         )
 
@@ -429,8 +459,9 @@ def plugins_cmd(state: VeilContext, as_json: bool) -> None:
     type, ``register_commands`` raises) is listed with its one-line error; the command then
     exits 1.
     """
+    from veil.core.plugins import unknown_plugin_names
+
     veil = state.open(keep_going=True)
-    _warn_unknown_disabled(veil, state.disabled)  # a typo here would show under "blocked"
     info = veil.describe()
     failures = getattr(click.get_current_context().find_root().command, "plugin_failures", {})
     for p in info["plugins"]:
@@ -463,15 +494,19 @@ def plugins_cmd(state: VeilContext, as_json: bool) -> None:
     for hook, names in info["hooks"].items():
         click.echo(f"  {hook}{' *' if hook in first else ''}: {', '.join(names)}")
     if info["blocked"]:
-        click.echo(f"\nblocked: {', '.join(info['blocked'])}")
-    click.echo(
-        "\ncontext layer: "
-        + (
-            "on"
-            if info["context_layer"]
-            else "off (no scorer or eviction plugin loaded; nothing is evicted)"
-        )
-    )
+        # a name no plugin has blocks nothing: say so where the user looks (the warning on
+        # stderr scrolls away above the listing)
+        unknown = {
+            name: hint
+            for _, name, hint in unknown_plugin_names(("blocked", n) for n in info["blocked"])
+        }
+        shown = [
+            f"{n} ({_unknown_plugin_text(unknown[n])})" if n in unknown else n
+            for n in info["blocked"]
+        ]
+        click.echo(f"\nblocked: {', '.join(shown)}")
+    click.echo(f"\ncontext layer: {_context_layer_text(info)}")
+
     if broken:
         click.echo(
             f"\nbroken: {', '.join(broken)} (veil stops on them: fix or uninstall them, or "
@@ -479,6 +514,22 @@ def plugins_cmd(state: VeilContext, as_json: bool) -> None:
             err=True,
         )
         sys.exit(1)
+
+
+CAPTURE_PLUGIN = "veil.capture"
+"""The default plugin that turns turns and tool results into context items."""
+
+
+def _context_layer_text(info: dict[str, Any]) -> str:
+    """``on`` / ``off (...)`` for ``veil plugins`` (``info``: :meth:`Veil.describe`). On means
+    what :attr:`veil.core.app.Veil.context_layer_on` means, a scorer and an eviction policy
+    loaded; with :data:`CAPTURE_PLUGIN` blocked they have nothing of the conversation to act
+    on, which is said beside it."""
+    if not info["context_layer"]:
+        return "off (no scorer or eviction plugin loaded; nothing is evicted)"
+    if CAPTURE_PLUGIN in info["blocked"]:
+        return f"on (nothing captured: {CAPTURE_PLUGIN} is blocked, so nothing is evicted)"
+    return "on"
 
 
 @cli.command("sessions")

@@ -242,13 +242,20 @@ def _emit_model_call(session: Session, model: Any, prompt_tokens: int) -> None:
 SMALL_MODEL_TOOLS = ("read", "write", "edit", "bash", "grep", "ls")
 
 
-def offered_tools(veil: Any, model: Any) -> list[dict[str, Any]]:
-    """The tool schemas sent to ``model``: all registered tools, except that the bundled 135M
-    model gets only the six coding tools (each schema costs it prompt time at ~50 tokens/s, and
-    it cannot use the memory tools sensibly)."""
+def offered_tool_names(veil: Any, model: Any) -> list[str]:
+    """Names of the tools offered to ``model``, in the order their schemas are sent: all
+    registered tools, except that the bundled 135M model gets only the six coding tools (each
+    schema costs it prompt time at ~50 tokens/s, and it cannot use the memory tools sensibly).
+    What the prompt tells the model to call is drawn from these (the manifest's guide, pointer
+    notes: a tool the model is not offered is never named)."""
     if getattr(model, "provider", None) == "bundled":
-        return [veil.tools[n].schema() for n in SMALL_MODEL_TOOLS if n in veil.tools]
-    return [t.schema() for t in veil.tools.values()]
+        return [n for n in SMALL_MODEL_TOOLS if n in veil.tools]
+    return list(veil.tools)
+
+
+def offered_tools(veil: Any, model: Any) -> list[dict[str, Any]]:
+    """The tool schemas sent to ``model`` (:func:`offered_tool_names`)."""
+    return [veil.tools[n].schema() for n in offered_tool_names(veil, model)]
 
 
 def _force_compaction(session: Session) -> bool:

@@ -56,6 +56,73 @@ def plugin_selection(
     return PluginSelection(frozenset(disabled), frozenset(load) if load is not None else None)
 
 
+RETIRED_PLUGIN_NAMES = frozenset({"veil.core"})
+"""Names of plugins that no longer exist (``veil.core`` held every default feature until issue
+20 split it into the default plugins); front ends say what replaced them."""
+
+
+def installed_plugin_names() -> frozenset[str]:
+    """Every name a plugin can be blocked or loaded by: the ``veil`` entry points installed and
+    the default plugins (:data:`veil.default_plugins.DEFAULT_PLUGIN_NAMES`)."""
+    return frozenset(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)) | DEFAULT_PLUGIN_NAMES
+
+
+def closest_plugin_name(name: str, known: Iterable[str]) -> str | None:
+    """The installed name ``name`` most likely misspells, or None when none is close.
+
+    ``difflib.get_close_matches`` with its default cutoff (0.6 of the Ratcliff/Obershelp
+    similarity, Python documentation of :mod:`difflib`): ``veil.fsrs`` -> ``veil_fsrs``,
+    ``veil_coding_tools`` -> ``veil.coding_tools``; an unrelated name gets nothing.
+    """
+    import difflib
+
+    matches = difflib.get_close_matches(name, sorted(known), n=1)
+    return matches[0] if matches else None
+
+
+def unknown_plugin_names(
+    named: Iterable[tuple[str, str]], known: Iterable[str] | None = None
+) -> list[tuple[str, str, str | None]]:
+    """The plugin names no installed plugin has, each once, with where it was given and the
+    closest installed name.
+
+    Args:
+        named: ``(where, name)`` pairs in the order to report them (``("--disable-plugin",
+            "veil.fsrs")``); a name given in several places is reported at its first.
+        known: the installed names (default :func:`installed_plugin_names`).
+
+    Returns:
+        ``[(where, name, suggestion or None)]``; retired names (:data:`RETIRED_PLUGIN_NAMES`)
+        are left to the caller, which says what replaced them.
+    """
+    known_set = frozenset(known) if known is not None else installed_plugin_names()
+    out: list[tuple[str, str, str | None]] = []
+    seen: set[str] = set()
+    for where, name in named:
+        if name in seen or name in known_set or name in RETIRED_PLUGIN_NAMES:
+            continue
+        seen.add(name)
+        out.append((where, name, closest_plugin_name(name, known_set)))
+    return out
+
+
+def named_plugins(
+    settings_disable: Iterable[str] = (),
+    settings_load: Iterable[str] | None = None,
+    cli_disable: Iterable[str] = (),
+) -> list[tuple[str, str]]:
+    """Every plugin name the selection mentions, as ``(where, name)``: ``--disable-plugin``,
+    ``VEIL_DISABLE_PLUGINS``, ``VEIL_LOAD_PLUGINS``, ``plugins.disable``, ``plugins.load``
+    (the same sources as :func:`plugin_selection`)."""
+    return [
+        *(("--disable-plugin", n) for n in cli_disable),
+        *(("VEIL_DISABLE_PLUGINS", n) for n in _split_env("VEIL_DISABLE_PLUGINS")),
+        *(("VEIL_LOAD_PLUGINS", n) for n in _split_env("VEIL_LOAD_PLUGINS")),
+        *(("plugins.disable", n) for n in settings_disable),
+        *(("plugins.load", n) for n in settings_load or ()),
+    ]
+
+
 def new_plugin_manager() -> pluggy.PluginManager:
     """A fresh :class:`pluggy.PluginManager` for project ``"veil"`` with every hookspec added,
     whose hook calls name the plugin that fails (:func:`name_failing_plugin`)."""

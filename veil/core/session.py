@@ -156,6 +156,14 @@ class Session:
         """Context window of the session's main model, in tokens."""
         return self.veil.llm.model_for("main", self.model).context_window
 
+    @property
+    def offered_tools(self) -> frozenset[str]:
+        """Names of the tools the session's main model is offered
+        (:func:`veil.core.loop.offered_tool_names`)."""
+        from veil.core.loop import offered_tool_names
+
+        return frozenset(offered_tool_names(self.veil, self.veil.llm.model_for("main", self.model)))
+
     # -- changes ----------------------------------------------------------------------------
 
     def ensure_open(self) -> None:

@@ -134,6 +134,12 @@ class PluginSession(Protocol):
     def context_window(self) -> int:
         """Context window of the session's main model, in tokens (read-only)."""
 
+    @property
+    def offered_tools(self) -> frozenset[str]:
+        """Names of the tools the session's main model is offered (the registered tools; the
+        bundled offline model gets only the coding tools). A prompt section names only these:
+        with ``veil.memory_tools`` blocked, no ``veil_hydrate`` (read-only)."""
+
     def count_tokens(self, messages: list[Message]) -> int:
         """Prompt tokens of ``messages``: content plus tool-call names and arguments plus
         4 tokens of overhead per message, with the main model's tokenizer (cached)."""

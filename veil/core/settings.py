@@ -49,6 +49,7 @@ from veil.core.safety.paths import veil_file
 from veil.core.safety.trust import (
     check_project_options,
     check_project_provider_consent,
+    display_path,
     env_setting_paths,
     leaf_paths,
     merge_auth_layers,
@@ -98,10 +99,100 @@ class ModelRole(_Model):
 
 
 class Models(_Model):
-    """Model roles: ``main`` answers the user; ``compact`` summarises (falls back to ``main``)."""
+    """Model roles: ``main`` answers the user; ``compact`` summarises (falls back to ``main``).
+
+    The roles in effect, every layer merged (:attr:`Config.models`): each role names its model.
+    """
 
     main: ModelRole | None = None
     compact: ModelRole | None = None
+
+
+class ModelRoleLayer(_Model):
+    """``models.<role>`` as one layer gives it (an auth.json, a settings.json, ``VEIL_MODELS__*``
+    variables): every field may be left out, so ``{"contextWindow": 16000}`` in settings.json
+    adds a window to the model auth.json names. :func:`merge_model_role` combines two layers."""
+
+    model: str | None = Field(default=None, min_length=1)
+    context_window: int | None = Field(default=None, gt=0)
+    options: dict[str, Any] | None = None
+
+
+class ModelLayers(_Model):
+    """``models`` as one layer gives it (:class:`ModelRoleLayer` per role)."""
+
+    main: ModelRoleLayer | None = None
+    compact: ModelRoleLayer | None = None
+
+
+MODEL_ROLES = ("main", "compact")
+
+
+def merge_model_role(
+    base: ModelRoleLayer | None, over: ModelRoleLayer | None
+) -> ModelRoleLayer | None:
+    """``over``'s role on top of ``base``'s, field by field.
+
+    ``model`` and ``contextWindow`` are taken from ``over`` when it gives them, ``options`` are
+    merged key by key (``over`` wins). When the two layers name different models, ``over``
+    redefines the role and is taken whole: a window and options describe the model they were
+    set for, and options of one file (an ``api_key``, an ``api_base``) never go with a model
+    another file names (:mod:`veil.core.safety.trust`).
+
+    Returns:
+        the merged layer, or None when neither gives the role.
+    """
+    if base is None or over is None:
+        return over if base is None else base
+    if over.model is not None and base.model is not None and over.model != base.model:
+        return over
+    options = None
+    if base.options is not None or over.options is not None:
+        options = {**(base.options or {}), **(over.options or {})}
+    return ModelRoleLayer(
+        model=over.model or base.model,
+        context_window=over.context_window or base.context_window,
+        options=options,
+    )
+
+
+def merge_model_roles(
+    settings: ModelLayers, auth: ModelLayers, *, where: Mapping[str, str] | None = None
+) -> Models:
+    """The roles in effect: settings.json and ``VEIL_MODELS__*`` (``settings``) over auth.json
+    (``auth``), field by field (:func:`merge_model_role`).
+
+    Args:
+        settings: the settings layer (settings.json files and variables, already merged).
+        auth: the auth layer (the user's and the project's auth.json, already merged).
+        where: role -> the files and variables that give it, for the error message.
+
+    Raises:
+        ConfigError: a role is given (a window, options) but no layer names its model; the
+            message names where the role was given and where the model may be set.
+    """
+    roles: dict[str, ModelRole | None] = {}
+    for role in MODEL_ROLES:
+        layer = merge_model_role(getattr(auth, role), getattr(settings, role))
+        if layer is None:
+            roles[role] = None
+            continue
+        if layer.model is None:
+            given = ", ".join(
+                _camel(f) for f in ("context_window", "options") if getattr(layer, f) is not None
+            )
+            source = (where or {}).get(role)
+            raise ConfigError(
+                f"models.{role}.model: not set: models.{role} gives {given}"
+                + (f" (in {source})" if source else "")
+                + f' but no file names its model; add "model" to models.{role} in '
+                f"{display_path(user_auth_file())} or .veil/settings.json, "
+                f"or set VEIL_MODELS__{role.upper()}__MODEL"
+            )
+        roles[role] = ModelRole(
+            model=layer.model, context_window=layer.context_window, options=layer.options or {}
+        )
+    return Models(**roles)
 
 
 class Provider(_Model):
@@ -418,7 +509,7 @@ class Settings(BaseSettings):
         case_sensitive=False,
     )
 
-    models: Models = Field(default_factory=Models)
+    models: ModelLayers = Field(default_factory=ModelLayers)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     plugins: PluginSettings = Field(default_factory=PluginSettings)
@@ -485,7 +576,7 @@ class AuthConfig(_Model):
 
     providers: dict[str, Provider] = Field(default_factory=dict)
     routing: Routing = Field(default_factory=Routing)
-    models: Models = Field(default_factory=Models)
+    models: ModelLayers = Field(default_factory=ModelLayers)
 
     @model_validator(mode="after")
     def _routing_names_known(self) -> AuthConfig:
@@ -619,11 +710,14 @@ class Config:
 
     @property
     def models(self) -> Models:
-        """Model roles; settings.json wins over auth.json role by role."""
-        return Models(
-            main=self.settings.models.main or self.auth.models.main,
-            compact=self.settings.models.compact or self.auth.models.compact,
-        )
+        """The model roles in effect: settings.json and ``VEIL_MODELS__*`` over auth.json, field
+        by field (:func:`merge_model_roles`).
+
+        Raises:
+            ConfigError: a role names no model in any layer (:func:`load_config` checks it
+                first, naming where the role was given).
+        """
+        return merge_model_roles(self.settings.models, self.auth.models)
 
     @property
     def redactor(self) -> Any:
@@ -704,6 +798,11 @@ def _refuse_weaker_security(path: Path, data: dict[str, Any]) -> None:
             )
 
 
+def user_auth_file() -> Path:
+    """``$VEIL_HOME/auth.json`` or ``~/.veil/auth.json``: the user's providers and keys."""
+    return user_config_dir() / "auth.json"
+
+
 def user_settings_file() -> Path:
     """``$VEIL_HOME/settings.json`` or ``~/.veil/settings.json``: the user's own settings, under
     every project's (same sections as ``.veil/settings.json``)."""
@@ -731,6 +830,9 @@ def _with_user_settings(
         if key == "permissions":
             continue
         base = merged.get(key)
+        if key == "models" and isinstance(base, dict) and isinstance(value, dict):
+            merged[key] = _merge_model_dicts(base, value)
+            continue
         merged[key] = (
             {**base, **value} if isinstance(base, dict) and isinstance(value, dict) else value
         )
@@ -740,6 +842,22 @@ def _with_user_settings(
     if permissions:
         merged["permissions"] = permissions
     return merged
+
+
+def _merge_model_dicts(user: dict[str, Any], project: dict[str, Any]) -> dict[str, Any]:
+    """The ``models`` sections of the user's and the project's settings.json (both validated),
+    role by role and field by field (:func:`merge_model_role`), keyed by field name."""
+    out = dict(user)
+    for role, value in project.items():
+        base = user.get(role)
+        if role in MODEL_ROLES and isinstance(base, dict) and isinstance(value, dict):
+            layer = merge_model_role(
+                ModelRoleLayer.model_validate(base), ModelRoleLayer.model_validate(value)
+            )
+            out[role] = layer.model_dump(exclude_none=True) if layer is not None else None
+        else:
+            out[role] = value
+    return out
 
 
 def _validate_file(path: Path, data: dict[str, Any], sections: PluginSections) -> None:
@@ -843,6 +961,7 @@ def load_config(
                 model=settings_cls,
             )
         ) from exc
+    _merge_env_model_roles(settings, settings_cls, merged)
     if not users_own:
         # a VEIL_PERMISSIONS__DENY variable replaces the files' lists; the project's deny
         # rules still hold (only the user can allow, anyone can refuse)
@@ -861,7 +980,13 @@ def load_config(
         for path in leaf_paths(data if not users_own else {})
         if not any(path == e or path.startswith(e + ".") for e in from_env)
     }
-    auth, project_providers = _load_auth(user_auth, veil_file(root, "auth.json"), root)
+    project_auth = veil_file(root, "auth.json")
+    auth, project_providers = _load_auth(user_auth, project_auth, root)
+    try:
+        merge_model_roles(settings.models, auth.models)
+    except ConfigError:  # again, naming where each role was given
+        files = [user_auth, project_auth, user_settings_file(), settings_file]
+        merge_model_roles(settings.models, auth.models, where=_role_sources(files))
     return Config(
         project_dir=root,
         settings=settings,
@@ -871,6 +996,47 @@ def load_config(
         settings_from_project=frozenset(from_project),
         section_owners=dict(sections.owners),
     )
+
+
+def _merge_env_model_roles(
+    settings: Settings, settings_cls: type[Settings], files: dict[str, Any]
+) -> None:
+    """Redo ``settings.models`` as the files' roles (``files``: the settings.json files, merged)
+    under the ``VEIL_MODELS__*`` variables' roles by :func:`merge_model_role`, as the layers
+    below merge. pydantic-settings merges a variable into the files' values key by key, so a
+    variable naming another model kept the file's window and options for it; with
+    :func:`merge_model_role` the variable's model gets only what the variables give it.
+    (Values were validated when ``settings`` was built.)"""
+    env_models = _EnvByAlias(settings_cls)().get("models")
+    file_models = files.get("models")
+    if not isinstance(env_models, dict) or not isinstance(file_models, dict):
+        return
+    for role in MODEL_ROLES:
+        env_role, file_role = env_models.get(role), file_models.get(role)
+        if isinstance(env_role, dict) and isinstance(file_role, dict):
+            layer = merge_model_role(
+                ModelRoleLayer.model_validate(file_role), ModelRoleLayer.model_validate(env_role)
+            )
+            setattr(settings.models, role, layer)
+
+
+def _role_sources(files: Iterable[Path]) -> dict[str, str]:
+    """Role -> the files (of ``files``, read again) and ``VEIL_MODELS__<ROLE>__*`` variables that
+    give ``models.<role>``, joined for a message (``.veil/settings.json, VEIL_MODELS__MAIN__...``)."""
+    where: dict[str, list[str]] = {role: [] for role in MODEL_ROLES}
+    for path in dict.fromkeys(files):
+        try:
+            models = read_json_file(path).get("models")
+        except ConfigError:
+            continue
+        for role in MODEL_ROLES:
+            if isinstance(models, dict) and models.get(role):
+                where[role].append(display_path(path))
+    for name, value in os.environ.items():
+        for role in MODEL_ROLES:
+            if value and name.upper().startswith(f"VEIL_MODELS__{role.upper()}"):
+                where[role].append(name)
+    return {role: ", ".join(sources) for role, sources in where.items() if sources}
 
 
 def _load_auth(

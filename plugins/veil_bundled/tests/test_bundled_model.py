@@ -81,9 +81,20 @@ def test_find_bundled_gguf_names_the_package_when_missing(monkeypatch):
 def test_the_notice_is_one_sentence_that_says_what_to_configure():
     import veil_bundled
 
-    notice = veil_bundled.NOTICE
+    notice = veil_bundled.notice()
     assert "SmolLM2-135M" in notice and "auth.json" in notice and "models.main" in notice
     assert len(re.findall(r"[.!?](\s|$)", notice)) == 1
+
+
+def test_the_notice_names_the_auth_json_veil_reads(tmp_path, monkeypatch):
+    import veil_bundled
+
+    monkeypatch.setenv("VEIL_HOME", str(tmp_path / "elsewhere"))
+    [model] = veil_bundled.register_models()
+    assert f"configure a provider in {tmp_path / 'elsewhere' / 'auth.json'} (" in model.notice
+    assert "~/.veil" not in model.notice
+    monkeypatch.delenv("VEIL_HOME")
+    assert "configure a provider in ~/.veil/auth.json (" in veil_bundled.notice()
 
 
 def test_the_plugin_registers_the_model_without_importing_llama_cpp():
@@ -349,7 +360,7 @@ def test_llm_without_configuration_answers_with_the_bundled_model(model, tmp_pat
         new_plugin_manager(), use_entry_points=False, extra=[("veil_bundled", veil_bundled)]
     )
     llm = LLM(config, local_models=local_models_of(pm, config))
-    assert llm.is_offline_default is True and llm.notice == veil_bundled.NOTICE
+    assert llm.is_offline_default is True and llm.notice == veil_bundled.notice()
     chat = llm.model_for("compact")  # compact falls back to main, which is the bundled model
     assert (chat.name, chat.provider) == ("SmolLM2-135M-Instruct", "bundled")
     for alias in ("SmolLM2-135M-Instruct", "bundled", "smollm2"):

@@ -17,13 +17,18 @@ from veil.hookspecs import hookimpl
 ALIASES = frozenset({"bundled", "smollm2"})
 """Names besides ``SmolLM2-135M-Instruct`` that select this model (also in a session's snapshot)."""
 
-NOTICE = (
-    "No model is configured, so veil is answering with its bundled offline model "
-    "SmolLM2-135M-Instruct, a very small model fit for trying veil out but not for real coding "
-    "work; configure a provider in ~/.veil/auth.json (providers, routing) and name its model in "
-    ".veil/settings.json under models.main."
-)
-"""Shown once when the bundled model answers because nothing is configured."""
+
+def notice() -> str:
+    """Shown once when the bundled model answers because nothing is configured; names the
+    user's auth.json where it is (``$VEIL_HOME/auth.json`` when ``VEIL_HOME`` is set)."""
+    from veil.core.models.llm import user_auth_text
+
+    return (
+        "No model is configured, so veil is answering with its bundled offline model "
+        "SmolLM2-135M-Instruct, a very small model fit for trying veil out but not for real "
+        f"coding work; configure a provider in {user_auth_text()} (providers, routing) and name "
+        "its model in .veil/settings.json under models.main."
+    )
 
 
 def _available() -> bool:
@@ -46,6 +51,6 @@ def register_models() -> list:
 
     return [
         LocalModel(
-            name=MODEL_NAME, load=_load, aliases=ALIASES, available=_available, notice=NOTICE
+            name=MODEL_NAME, load=_load, aliases=ALIASES, available=_available, notice=notice()
         )
     ]

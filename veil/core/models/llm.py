@@ -606,14 +606,26 @@ class LocalModel:
         return frozenset({self.name, *self.aliases})
 
 
-NO_MODEL_MESSAGE = (
-    "models.main: no model is configured and no offline model is installed; configure a "
-    "provider in ~/.veil/auth.json (providers, routing) and name its model under models.main "
-    "(auth.json or .veil/settings.json), or install veil's bundled offline model, the "
-    "veil_bundled plugin (from a clone of veil: pip install ./plugins/veil_bundled; it compiles "
-    "llama.cpp, about 10 minutes of CPU), and check that no setting blocks it (veil plugins)"
-)
-"""What veil says when nothing can answer: no provider and no local model registered."""
+def user_auth_text() -> str:
+    """Where the user's auth.json is, as messages name it: ``~/.veil/auth.json``, or the real
+    path under ``$VEIL_HOME`` when it is set (``~`` for the home folder)."""
+    from veil.core.safety.trust import display_path
+    from veil.core.settings import user_auth_file
+
+    return display_path(user_auth_file())
+
+
+def no_model_message() -> str:
+    """What veil says when nothing can answer: no provider and no local model registered (the
+    user's auth.json named where it really is, :func:`user_auth_text`)."""
+    return (
+        "models.main: no model is configured and no offline model is installed; configure a "
+        f"provider in {user_auth_text()} (providers, routing) and name its model under "
+        "models.main (auth.json or .veil/settings.json), or install veil's bundled offline "
+        "model, the veil_bundled plugin (from a clone of veil: pip install "
+        "./plugins/veil_bundled; it compiles llama.cpp, about 10 minutes of CPU), and check "
+        "that no setting blocks it (veil plugins)"
+    )
 
 
 def local_models_of(pm: pluggy.PluginManager, config: Config) -> list[LocalModel]:
@@ -813,13 +825,19 @@ class LLM:
         """
         if name is None:
             return None
+        from veil.core.settings import ModelRole
+
         merged = self.config.models
         auth = self.config.auth.models
         settings = self.config.settings.models
+        layers = [  # each layer's own role, where it names its model
+            ModelRole(model=c.model, context_window=c.context_window, options=c.options or {})
+            for c in (settings.main, settings.compact, auth.main, auth.compact)
+            if c is not None and c.model is not None
+        ]
         candidates = [
             c
-            for c in (preferred, merged.main, merged.compact, settings.main, settings.compact)
-            + (auth.main, auth.compact)
+            for c in (preferred, merged.main, merged.compact, *layers)
             if c is not None and c.model == name
         ]
         if not candidates:
@@ -843,7 +861,7 @@ class LLM:
                 )
             local = self.default_local_model()
             if local is None:
-                raise ConfigError(NO_MODEL_MESSAGE)
+                raise ConfigError(no_model_message())
         if local is not None:
             key: tuple[str, ...] = ("local", local.name)
         else:  # one instance per model name and role settings (options, window)
@@ -947,5 +965,5 @@ def _load_local(local: LocalModel) -> ChatModel:
     except (FileNotFoundError, ImportError) as exc:
         raise ConfigError(
             f"models.main: the offline model {local.name} cannot run ({exc}); install what it "
-            "names, or configure a provider in ~/.veil/auth.json and models.main"
+            f"names, or configure a provider in {user_auth_text()} and models.main"
         ) from exc

@@ -258,6 +258,25 @@ POINTER_NOTE = (
 )
 """The pointer put in place of the middle of an oversized protected message."""
 
+POINTER_NOTE_NO_TOOL = (
+    "[veil: {omitted} tokens of this message are not shown here (too large for the context window)]"
+)
+""":data:`POINTER_NOTE` for a model not offered ``veil_hydrate`` (``veil.memory_tools``
+blocked, the bundled model): the prompt never names a tool the model was not offered."""
+
+HYDRATE_TOOL = "veil_hydrate"
+"""The tool that follows a pointer (default plugin ``veil.memory_tools``)."""
+
+
+NO_HYDRATE_NOTE = "(the model is not offered veil_hydrate, so it cannot load the rest)"
+"""What a warning to the user says of a pointer the model cannot follow."""
+
+
+def _can_hydrate(session: Session) -> bool:
+    """Whether the session's model is offered :data:`HYDRATE_TOOL` (a pointer names it only
+    then)."""
+    return HYDRATE_TOOL in session.offered_tools
+
 
 def pointer_text(session: Session, text: str, index: int, limit: int) -> str:
     """``text`` cut to about ``limit`` tokens (the session's tokenizer): its head (two thirds)
@@ -278,7 +297,9 @@ def pointer_text(session: Session, text: str, index: int, limit: int) -> str:
         head = text[:head_chars]
         tail = text[len(text) - tail_chars :]
         shown = session.count_text(head) + session.count_text(tail)
-        note = POINTER_NOTE.format(omitted=max(0, tokens - shown), index=index)
+        note = (POINTER_NOTE if _can_hydrate(session) else POINTER_NOTE_NO_TOOL).format(
+            omitted=max(0, tokens - shown), index=index
+        )
         out = f"{head}\n{note}\n{tail}"
         if session.count_text(out) <= limit or keep <= 16:
             return out
@@ -312,7 +333,11 @@ def _pointered(
             text=(
                 f"message #{idx} ({message.get('role')}, {whole} tokens) is larger than the "
                 f"context window allows; the model sees {tokens} tokens of it and a pointer "
-                f'(veil_hydrate("#{idx}") returns it whole)'
+                + (
+                    f'(veil_hydrate("#{idx}") returns it whole)'
+                    if _can_hydrate(session)
+                    else NO_HYDRATE_NOTE
+                )
             ),
         )
     done[idx] = (tokens, cut)
@@ -342,7 +367,8 @@ def _stubbed(
                 continue
             if i in squeezed and squeezed[i] == 0:
                 tokens = session.count_text(str(msgs[pos].get("content") or ""))
-                bare = BARE_POINTER.format(index=i, tokens=tokens)
+                pointer = BARE_POINTER if _can_hydrate(session) else BARE_POINTER_NO_TOOL
+                bare = pointer.format(index=i, tokens=tokens)
                 msgs[pos] = {**msgs[pos], "content": bare}
             elif i in squeezed:
                 msgs[pos] = _pointered(session, i, msgs[pos], squeezed[i], report=False)
@@ -813,6 +839,11 @@ BARE_POINTER = (
 )
 """What stands for a message when even its head and tail do not fit (:func:`_squeeze`)."""
 
+BARE_POINTER_NO_TOOL = (
+    "[veil: message #{index} ({tokens} tokens) is not shown here (the prompt is over its budget)]"
+)
+""":data:`BARE_POINTER` for a model not offered ``veil_hydrate``."""
+
 BARE_POINTER_TOKENS = 40
 """About what :data:`BARE_POINTER` costs in the prompt, with the message's framing."""
 
@@ -951,9 +982,14 @@ def _report_squeeze(session: Session, cut: list[int]) -> None:
         text=(
             f"the prompt was over its budget with nothing left to evict or compact: "
             f"{len(users)} answered request(s) and {len(cut) - len(users)} other message(s) "
-            f'({shown}) are sent as a head, a tail and a pointer (veil_hydrate("#N") returns '
-            f"one whole); later ones will be too when needed, without a new warning. A good "
-            f"/compact frees the room for good"
+            f"({shown}) are sent as a head, a tail and a pointer "
+            + (
+                '(veil_hydrate("#N") returns one whole)'
+                if _can_hydrate(session)
+                else NO_HYDRATE_NOTE
+            )
+            + "; later ones will be too when needed, without a new warning. A good /compact "
+            "frees the room for good"
         ),
     )
 

@@ -118,7 +118,9 @@ def merge_auth_layers(
 ) -> tuple[dict[str, Any], frozenset[str]]:
     """Combine the user's and the project's ``auth.json`` data under the trust rules above.
 
-    ``routing`` and ``models`` are merged key by key (the project's value wins). Providers are
+    ``routing`` is merged key by key (the project's value wins); ``models`` role by role, a role
+    naming another model than the user's taken whole from the project (:func:`_merge_models`,
+    so the user's options never follow a model the project names). Providers are
     combined as the module docstring says: a project entry with its own ``api_key``, or for a
     name the user does not define, replaces the user's entry whole; one without a key may only
     repeat the user's ``type`` and ``base_url``.
@@ -137,7 +139,11 @@ def merge_auth_layers(
             a key of its own, or points an ambient-credential provider type at its own
             ``base_url``; the message names the project file and the field.
     """
-    merged = _deep_merge(user, {k: v for k, v in project.items() if k != "providers"})
+    merged = _deep_merge(
+        user, {k: v for k, v in project.items() if k not in ("providers", "models")}
+    )
+    if "models" in project:
+        merged["models"] = _merge_models(user.get("models"), project["models"])
     user_providers = user.get("providers")
     user_providers = user_providers if isinstance(user_providers, dict) else {}
     project_providers = project.get("providers")
@@ -171,6 +177,25 @@ def merge_auth_layers(
         providers[name] = {**base, **entry}  # equal values; unknown keys reach validation
     merged["providers"] = providers
     return merged, frozenset(owned)
+
+
+def _merge_models(user: Any, project: Any) -> Any:
+    """The project's ``models`` over the user's, role by role: a role naming the same model (or
+    none) merges field by field, one naming another model is taken whole from the project, so
+    the user's options for a model (an ``api_key``, an ``api_base``) never go with a model
+    the project names (:func:`veil.core.settings.merge_model_role`). Malformed shapes are
+    returned as they are, for validation to report."""
+    if not isinstance(user, dict) or not isinstance(project, dict):
+        return project if project is not None else user
+    out = dict(user)
+    for role, spec in project.items():
+        base = user.get(role)
+        if isinstance(base, dict) and isinstance(spec, dict):
+            same = "model" not in spec or "model" not in base or spec["model"] == base["model"]
+            out[role] = _deep_merge(base, spec) if same else spec
+        else:
+            out[role] = spec
+    return out
 
 
 def _check_ambient(name: str, entry: dict[str, Any], project_path: Path, user_path: Path) -> None:

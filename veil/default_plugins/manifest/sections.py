@@ -13,6 +13,7 @@ system message stays byte-identical and provider prompt caches are reused."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from veil.core.types import ContextItem, PromptSection
@@ -30,7 +31,38 @@ MANIFEST_GUIDE = (
     "back; veil_recall(query) and veil_history(query) search the rest."
 )
 """How stubs are followed back: the stable part of the manifest (in the system message from
-the first step, so the first eviction does not change it)."""
+the first step, so the first eviction does not change it), when the model is offered the
+memory tools it names (:func:`manifest_guide`)."""
+
+STUBS_LINE = "Evicted content appears as [evicted … #N] and [cold … item_…] stubs"
+HYDRATE_CLAUSE = "veil_hydrate(#N or the id) loads one back"
+SEARCH_CLAUSE = "veil_recall(query) and veil_history(query) search the rest"
+NO_TOOL_CLAUSE = (
+    "no tool to load them back is offered here: run the tool that produced one again if "
+    "you need its content"
+)
+
+
+def manifest_guide(offered: Collection[str]) -> str:
+    """The guide for a model offered the tools ``offered``: it names only tools the model was
+    offered (``veil.memory_tools`` blocked, or the bundled model's six coding tools: none),
+    and is :data:`MANIFEST_GUIDE`, byte for byte, when all three it names are offered.
+
+    Args:
+        offered: names of the tools sent to the model (``PluginSession.offered_tools``).
+
+    Returns:
+        One line of text (no heading).
+    """
+    hydrate = "veil_hydrate" in offered
+    search = "veil_recall" in offered and "veil_history" in offered
+    if hydrate and search:
+        return MANIFEST_GUIDE
+    if hydrate:
+        return f"{STUBS_LINE}: {HYDRATE_CLAUSE}."
+    if search:
+        return f"{STUBS_LINE}: {SEARCH_CLAUSE} (they find the content behind them)."
+    return f"{STUBS_LINE}; {NO_TOOL_CLAUSE}."
 
 
 def _label(item: ContextItem) -> str:
@@ -45,21 +77,24 @@ def build_manifest(
     counts: dict[str, int],
     budget_tokens: int,
     count_tokens,
+    guide: str = MANIFEST_GUIDE,
 ) -> str:
     """Render the manifest text within ``MANIFEST_SHARE`` x ``budget_tokens`` tokens.
 
     Args:
         live: the live items; counts: ``{"warm": n, "cold": n}`` for the session;
-        count_tokens: ``str -> int`` with the model's tokenizer.
+        count_tokens: ``str -> int`` with the model's tokenizer; guide: the guide line
+        (:func:`manifest_guide` of the offered tools).
 
     Returns:
         Markdown text; always at least the one-line summary (its cost is counted by the caller).
     """
+    reserved = count_tokens(MANIFEST_HEADING + "\n" + guide)
     return "\n".join(
         [
             MANIFEST_HEADING,
-            MANIFEST_GUIDE,
-            manifest_counts(session, live, counts, budget_tokens, count_tokens),
+            guide,
+            manifest_counts(session, live, counts, budget_tokens, count_tokens, reserved=reserved),
         ]
     )
 
@@ -116,7 +151,10 @@ def manifest_section(session: PluginSession) -> PromptSection | None:
     model = session.veil.llm.model_for("main", session.model)
     counts = session.veil.tier_counts(session.id)
     budget = session.config.settings.context.budget_tokens or session.context_window
-    text = build_manifest(session, list(session.live_items), counts, budget, model.count_tokens)
+    guide = manifest_guide(session.offered_tools)
+    text = build_manifest(
+        session, list(session.live_items), counts, budget, model.count_tokens, guide
+    )
     return PromptSection("manifest", text, order=MANIFEST_ORDER, volatile=True)
 
 
@@ -130,10 +168,12 @@ def manifest_sections(session: PluginSession) -> list[PromptSection]:
     model = session.veil.llm.model_for("main", session.model)
     counts = session.veil.tier_counts(session.id)
     budget = session.config.settings.context.budget_tokens or session.context_window
-    text = manifest_counts(session, list(session.live_items), counts, budget, model.count_tokens)
+    guide = MANIFEST_HEADING + "\n" + manifest_guide(session.offered_tools)
+    reserved = model.count_tokens(guide)
+    text = manifest_counts(
+        session, list(session.live_items), counts, budget, model.count_tokens, reserved=reserved
+    )
     return [
-        PromptSection(
-            "manifest_guide", MANIFEST_HEADING + "\n" + MANIFEST_GUIDE, order=MANIFEST_ORDER
-        ),
+        PromptSection("manifest_guide", guide, order=MANIFEST_ORDER),
         PromptSection("manifest", text, order=MANIFEST_ORDER, volatile=True, anchored=True),
     ]
