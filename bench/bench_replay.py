@@ -188,14 +188,9 @@ def main() -> int:
         for folder_rows in rows.values():
             acc.add(PolicyResult.from_json(folder_rows[label]))
         total[label] = acc.to_json(args.cache_price)
-    order = [
-        "full",
-        "masking",
-        "masking-budget",
-        "masking-blocks",
-        "recency",
-        "recency-hysteresis",
-    ]
+    from veil.default_plugins.replay.report import DISPLAY_ORDER
+
+    order = [name for name in DISPLAY_ORDER if name != "veil"]  # veil's rows come last here
 
     def ordered(r: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         return {k: r[k] for k in order if k in r} | {k: v for k, v in r.items() if k not in order}
