@@ -333,6 +333,13 @@ def test_run_replay_without_veil_opens_no_session(tmp_path):
     assert not (tmp_path / ".veil").exists()
     text = render_table(result)
     assert "masking" in text and "cached" in text
+    assert "compaction" not in text.split("steps in", 1)[1].splitlines()[0]  # no veil, no mode
+    # the footer says what decided veil's compaction (a bare "compaction settings" read as a
+    # setting's name to a new user)
+    assert "veil's compaction: as settings say" in render_table(
+        {**result, "compaction": "settings"}
+    )
+    assert "veil's compaction: none" in render_table({**result, "compaction": "none"})
     assert parse_policies("recency, veil") == ("veil", "recency")
     with pytest.raises(BadRequest, match="unknown policy 'vail'"):
         parse_policies("vail,full")

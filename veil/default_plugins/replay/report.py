@@ -181,7 +181,12 @@ def render_table(result: dict[str, Any]) -> str:
     lines.append(
         f"\n{total['steps']} steps in {len(result['files'])} file(s), budget "
         f"{result.get('budget', '?')} tokens, cache price {result.get('cache_price', '?')}"
-        + (f", compaction {compaction}" if compaction else "")
+        + (
+            # "settings": no --compaction given, so the project's settings decided
+            f", veil's compaction: {'as settings say' if compaction == 'settings' else compaction}"
+            if compaction
+            else ""
+        )
     )
     lines.append(
         "cached: share of prompt tokens a prompt cache reuses from the policy's previous step; "
