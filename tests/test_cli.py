@@ -219,3 +219,41 @@ def test_bad_arguments_of_subcommands_are_usage_errors(project, scripted, tmp_pa
     result = invoke(project, *args)
     assert result.exit_code == 2, result.output
     assert not (tmp_path / "nope").exists()
+
+
+def test_settings_prints_what_is_in_effect_without_secrets(tmp_path):
+    """`veil settings`: the project's value, defaults filled in, the model role merged from a
+    variable, which values the project's own file set, the owners of plugin sections; the
+    HTTP token and an api_key option print as "[set]", never as themselves."""
+    (tmp_path / ".veil").mkdir()
+    (tmp_path / ".veil" / "settings.json").write_text('{"compaction": {"threshold": 0.5}}')
+    token = "abcdefghijklmnopqrstuvwxyz123456"
+    key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
+    env.update(
+        VEIL_HOME=str(tmp_path / "home"),
+        VEIL_HTTP__TOKEN=token,
+        VEIL_MODELS__MAIN__MODEL="openai/gpt-4o-mini",
+        VEIL_MODELS__MAIN__OPTIONS=json.dumps({"api_key": key}),
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        HF_HUB_OFFLINE="1",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "veil.cli", "--project", str(tmp_path), "settings"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert token not in proc.stdout and key not in proc.stdout
+    out = json.loads(proc.stdout)
+    settings = out["settings"]
+    assert settings["compaction"]["threshold"] == 0.5  # the project's file
+    assert settings["compaction"]["keepRecentTurns"] == 4  # a default filled in
+    assert settings["http"]["token"] == "[set]"
+    assert settings["models"]["main"]["model"] == "openai/gpt-4o-mini"
+    assert settings["models"]["main"]["options"] == {"api_key": "[set]"}
+    assert "compaction.threshold" in out["setByProject"]
+    assert out["settingsFile"] == str(tmp_path / ".veil" / "settings.json")
+    assert out["sectionOwners"]["convergence"] == ["veil_convergence"]

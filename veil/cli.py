@@ -449,6 +449,45 @@ def trust_prompt_cmd(state: VeilContext, agent: str | None, yes: bool) -> None:
     click.echo("approved: new and resumed sessions use it as the system prompt")
 
 
+SECRET_KEY_WORDS = ("key", "token", "secret", "password", "credential")
+"""Option names whose values ``veil settings`` never prints (an ``api_key`` in
+``models.*.options``, a ``token``...): it says ``[set]`` instead."""
+
+
+def _masked_settings(value: Any, key: str = "") -> Any:
+    """``value`` (JSON data) with the values of secret-looking keys replaced by ``[set]``."""
+    if isinstance(value, dict):
+        return {k: _masked_settings(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked_settings(v, key) for v in value]
+    if value is not None and any(word in key.lower() for word in SECRET_KEY_WORDS):
+        return "[set]"
+    return value
+
+
+@cli.command("settings")
+@click.pass_obj
+def settings_cmd(state: VeilContext) -> None:
+    """Print the settings in effect for this project, as JSON: every section with its
+    defaults filled in, after settings.json and VEIL_* variables (camelCase names, as in
+    settings.json; the model roles merged with auth.json's), the file they were read from, which values this project's own files set,
+    and which plugin owns each plugin section. Secrets (the HTTP token, option values whose
+    names hold key, token, secret, password or credential) print as "[set]"."""
+    config = state.open().config
+    data = config.settings.model_dump(mode="json", by_alias=True)
+    # the model roles in effect: settings.json and VEIL_MODELS__* over auth.json, field by field
+    data["models"] = config.models.model_dump(mode="json", by_alias=True)
+    out = {
+        "settingsFile": str(config.settings_file),
+        "settingsFileExists": config.settings_file.is_file(),
+        "setByProject": sorted(config.settings_from_project),
+        "sectionOwners": {k: list(v) for k, v in sorted(config.section_owners.items())},
+        "settings": _masked_settings(data),
+    }
+    # the redactor as a last net: a credential pasted into any field does not reach the terminal
+    click.echo(config.redactor.text(json.dumps(out, indent=2)))
+
+
 @cli.command("plugins")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
