@@ -9,13 +9,12 @@ The CLI checks install a fake distribution (a ``.dist-info`` with a ``veil`` ent
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from veil.testing.cli import install_fake_plugin, run_veil
 from veil.testing.scripted_server import ScriptedOpenAIServer, configure_project
 
 BOOM = """
@@ -59,41 +58,18 @@ def session_start(session):
 IDLE = "def helper():\n    return 1\n"  # no @hookimpl at all: loaded, never called
 
 
-def _install(site: Path, name: str, source: str) -> None:
-    info = site / f"{name}-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[veil]\n{name} = {name}\n")
-    (site / f"{name}.py").write_text(source)
-
-
 @pytest.fixture
 def cli(tmp_path, project):
     """``cli(*args, **env)`` runs ``veil --project PROJECT ARGS`` with the plugins ``veil_boom``
     and ``veil_idle`` installed."""
     site = tmp_path / "site"
-    _install(site, "veil_boom", BOOM)
-    _install(site, "veil_idle", IDLE)
+    install_fake_plugin(site, "veil_boom", BOOM)
+    install_fake_plugin(site, "veil_idle", IDLE)
 
     def run(*args: str, **env: str) -> subprocess.CompletedProcess:
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
-        clean.update(
-            PYTHONPATH=os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p),
-            VEIL_HOME=str(tmp_path / "home"),
-            VEIL_ALLOW_PROJECT_PROVIDERS="1",  # configure_project's provider is the project's
-            LITELLM_LOCAL_MODEL_COST_MAP="True",
-            HF_HUB_OFFLINE="1",
-            **env,
-        )
-        return subprocess.run(
-            [sys.executable, "-m", "veil.cli", "--project", str(project), *args],
-            env=clean,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-        )
+        # configure_project's provider is the project's own
+        env = {"VEIL_ALLOW_PROJECT_PROVIDERS": "1", **env}
+        return run_veil(project, *args, home=tmp_path / "home", site=site, cwd=tmp_path, env=env)
 
     return run
 

@@ -10,12 +10,11 @@ A fake distribution ``veil_nu12`` (a ``.dist-info`` with a ``veil`` entry point)
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+
+from veil.testing.cli import install_fake_plugin, run_veil
 
 NOT_SKIPPED = "blocking a plugin does not skip its settings: they are checked while it is off"
 KNOWN = (
@@ -52,14 +51,6 @@ def register_settings():
 """
 
 
-def _install(site: Path, name: str, source: str) -> None:
-    info = site / f"{name}-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[veil]\n{name} = {name}\n")
-    (site / f"{name}.py").write_text(source)
-
-
 @pytest.fixture
 def veil_cli(tmp_path, project):
     """``veil_cli(*args, plugin=SOURCE, settings=DICT, **env)`` runs ``veil --project PROJECT
@@ -71,28 +62,13 @@ def veil_cli(tmp_path, project):
     ) -> subprocess.CompletedProcess:
         site = tmp_path / "site"
         if plugin is not None and not site.exists():
-            _install(site, "veil_nu12", plugin)
+            install_fake_plugin(site, "veil_nu12", plugin)
         if settings is not None:
             (project / ".veil").mkdir(exist_ok=True)
             (project / ".veil" / "settings.json").write_text(json.dumps(settings))
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
-        clean.update(
-            PYTHONPATH=os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p),
-            VEIL_HOME=str(tmp_path / "home"),
-            VEIL_DEBUG="0",  # a variable veil reads that is not a setting: left alone
-            LITELLM_LOCAL_MODEL_COST_MAP="True",
-            HF_HUB_OFFLINE="1",
-            **env,
-        )
-        return subprocess.run(
-            [sys.executable, "-m", "veil.cli", "--project", str(project), *args],
-            env=clean,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-        )
+        # a variable veil reads that is not a setting: left alone
+        env = {"VEIL_DEBUG": "0", **env}
+        return run_veil(project, *args, home=tmp_path / "home", site=site, cwd=tmp_path, env=env)
 
     return run
 

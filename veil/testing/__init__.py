@@ -25,6 +25,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from veil.testing.cli import install_fake_plugin, run_veil
     from veil.testing.scripted_model import ScriptedModel, ScriptExhaustedError
     from veil.testing.scripted_server import (
         SCRIPTED_API_KEY,
@@ -44,6 +45,8 @@ _EXPORTS = {
     "ScriptedOpenAIServer": "veil.testing.scripted_server",
     "configure_project": "veil.testing.scripted_server",
     "openai_prompt_tokens": "veil.testing.scripted_server",
+    "install_fake_plugin": "veil.testing.cli",
+    "run_veil": "veil.testing.cli",
 }
 
 __all__ = [
@@ -54,7 +57,9 @@ __all__ = [
     "ScriptedModel",
     "ScriptedOpenAIServer",
     "configure_project",
+    "install_fake_plugin",
     "openai_prompt_tokens",
+    "run_veil",
 ]
 
 
