@@ -327,6 +327,34 @@ def test_loop_asks_once_then_for_the_session(make_veil, project, default_permiss
     assert "The user refused it" in denied["content"]
 
 
+@pytest.mark.parametrize(("answer", "got"), [(True, "bool"), ("maybe", "'maybe'")])
+def test_an_answer_that_is_not_one_stops_the_turn_naming_the_plugin(
+    make_veil, project, default_permissions, answer, got
+):
+    """``True`` (meant as "allow") or a word no prompt accepts was read as "nobody could be
+    asked": the call was refused with a reason about terminals. Now the turn stops with one
+    line naming the plugin, and the call still does not run."""
+    from veil.core.errors import PluginResultInvalid
+
+    veil = make_veil([_bash("touch made.txt"), "ok"], plugins=[("yes_man", Asker(answer))])
+    session = veil.new_session()
+    with pytest.raises(PluginResultInvalid) as refused:
+        veil.run_turn(session, "make a file")
+    assert refused.value.message == (
+        f"plugin yes_man: hook ask_permission returned {got}, expected "
+        '"once", "session", "deny" or None'
+    )
+    assert not (project / "made.txt").exists()
+
+
+def test_typed_answers_from_a_plugin_are_read_as_a_user_types_them(
+    make_veil, project, default_permissions
+):
+    veil = make_veil([_bash("touch made.txt"), "ok"], plugins=[("typist", Asker(" Y "))])
+    veil.run_turn(veil.new_session(), "make a file")
+    assert (project / "made.txt").exists()
+
+
 def test_reads_never_reach_the_prompt(make_veil, project, default_permissions):
     (project / "a.py").write_text("x = 1\n")
     asker = Asker()

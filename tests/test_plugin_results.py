@@ -54,6 +54,13 @@ def capture(session, event):
     if BAD == "capture" and event.phase == "user":
         return {"content": "a dict, not items"}
     return None
+
+
+@hookimpl
+def replay_report(session):
+    if BAD == "replay_report":
+        return [("nu12", 1)]
+    return {"nu12": {"steps": session.step}}
 """
 
 TOOLS_LINE = (
@@ -100,6 +107,35 @@ def test_veil_p_names_the_plugin_whose_hook_returned_the_wrong_type(cli, project
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == f"veil: error: {line}"
     assert server.requests == []  # every one of these stops before the model is asked
+
+
+def _recording(folder):
+    """A mini-swe-agent recording of two steps (assistant message + observation each)."""
+    messages = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the bug in calc/ops.py"},
+    ]
+    for i in range(2):
+        messages.append({"role": "assistant", "content": f"look\n\n```bash\ncat f_{i}.py\n```"})
+        messages.append({"role": "user", "content": f"<returncode>0</returncode>\nx = {i}"})
+    path = folder / "two.traj.json"
+    path.write_text(json.dumps({"messages": messages}))
+    return path
+
+
+def test_veil_replay_names_the_plugin_whose_report_is_not_a_dict(cli, project):
+    recording = _recording(project)
+    proc = cli(
+        "replay", str(recording), "--policies", "veil,full", "--json", NU12_BAD="replay_report"
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "veil: error: plugin veil_nu12: hook replay_report returned list, expected a dict or None"
+    )
+    good = cli("replay", str(recording), "--policies", "veil,full", "--json")
+    assert good.returncode == 0, good.stderr[-2000:]
+    assert json.loads(good.stdout)["files"][0]["nu12"] == {"steps": 2}
 
 
 def test_json_mode_names_plugin_and_hook(cli, project):
@@ -315,6 +351,117 @@ def test_score_signals_of_the_wrong_type_name_the_scorer(make_veil):
     assert refused.value.message == (
         "plugin scorer: hook score_signals returned list, expected a dict of signal name -> "
         "scores, or None"
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "got"),
+    [
+        ([0.5, 0.5], "2 scores for 3 items"),
+        ([[0.1, 0.2, 0.3]], "an array of shape (1, 3)"),
+        (["high", "low", "low"], "list holding str"),
+        ({"a": 1}, "dict"),
+        ([0.2, float("nan"), 0.3], "a score of nan at [1]"),
+        ([0.2, 0.3, 1.7], "a score of 1.7 at [2]"),
+        ([-0.5, 0.3, 0.2], "a score of -0.5 at [0]"),
+    ],
+)
+def test_scores_that_break_the_hookspec_are_refused_naming_the_scorer(answer, got):
+    from veil.core.plugins import checked_scores
+
+    with pytest.raises(PluginResultInvalid) as refused:
+        checked_scores(lambda: "scorer", answer, 3)
+    assert refused.value.message == (
+        f"plugin scorer: hook score returned {got}, expected 3 numbers in [0, 1], one per item"
+    )
+
+
+def test_scores_in_range_pass_as_they_are_and_rounding_is_clipped():
+    import numpy as np
+
+    from veil.core.plugins import checked_scores
+
+    array = np.array([0.0, 0.25, 1.0])
+    assert checked_scores(lambda: "never asked", array, 3) is array  # no copy on the hot path
+    assert checked_scores(lambda: "s", [0, 1, 0.5], 3).tolist() == [0.0, 1.0, 0.5]
+    rounded = checked_scores(lambda: "s", [1.0 + 1e-12, -1e-12, 0.5], 3)
+    assert rounded.tolist() == [1.0, 0.0, 0.5]
+    assert checked_scores(lambda: "s", [], 0).tolist() == []
+
+
+def test_scores_of_the_wrong_length_stop_an_eviction_pass_naming_the_scorer():
+    from types import SimpleNamespace
+
+    from veil.core import plugins
+    from veil.core.prompt.context import manage_pressure
+
+    class Scorer:
+        @hookimpl
+        def score(self, items):
+            return [0.5] * (len(items) - 1)  # one score short
+
+    class Policy:
+        @hookimpl
+        def evict(self, items, scores):
+            return [float(v) for v in scores]  # reads them: scoring happens here
+
+    pm = plugins.new_plugin_manager()
+    pm.register(Scorer(), name="short_scorer")
+    pm.register(Policy(), name="policy")
+    veil = SimpleNamespace(pm=pm, context_layer_on=True)
+    session = SimpleNamespace(
+        veil=veil,
+        live_items=["one", "two"],
+        clock=lambda: 0.0,
+        task_tags=frozenset(),
+        page_in_candidates=list,
+    )
+    with pytest.raises(PluginResultInvalid) as refused:
+        manage_pressure(session, budget_tokens=10, used_tokens=20)
+    assert refused.value.message == (
+        "plugin short_scorer: hook score returned 1 scores for 2 items, expected 2 numbers in "
+        "[0, 1], one per item"
+    )
+
+
+def test_score_items_refuses_scores_out_of_range_naming_the_scorer(make_veil):
+    class Scorer:
+        @hookimpl(tryfirst=True)
+        def score(self, items):
+            return [2.0] * len(items)  # a rank, not a score in [0, 1]
+
+    veil = make_veil(["ok"], plugins=[("ranker", Scorer())])
+    session = veil.new_session()
+    veil.run_turn(session, "hello")
+    with pytest.raises(PluginResultInvalid) as refused:
+        veil.score_items(session)
+    assert refused.value.message.startswith(
+        "plugin ranker: hook score returned a score of 2.0 at [0]"
+    )
+
+
+def test_rebuilt_views_of_the_wrong_type_name_the_plugin():
+    from veil.core import plugins
+    from veil.default_plugins.doctor.command import _rebuild_derived
+
+    class Views:
+        @hookimpl
+        def rebuild_derived(self, store):
+            return "beliefs"  # one name alone is a list of it
+
+    class Broken:
+        @hookimpl
+        def rebuild_derived(self, store):
+            return {"beliefs": True}
+
+    pm = plugins.new_plugin_manager()
+    pm.register(Views(), name="views")
+    assert _rebuild_derived(pm, store=None) == [["beliefs"]]
+    pm.register(Broken(), name="broken")
+    with pytest.raises(PluginResultInvalid) as refused:
+        _rebuild_derived(pm, store=None)
+    assert refused.value.message == (
+        "plugin broken: hook rebuild_derived returned dict, expected a list of str or None"
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from veil.core.errors import BadRequest
+from veil.core.errors import BadRequest, SessionNotFound
 from veil.core.store import connection
 from veil.core.types import ContextItem
 
@@ -71,6 +71,42 @@ def test_stored_items_and_tier_counts_read_what_the_store_holds(make_veil) -> No
     assert veil.tier_counts(session.id) == {"live": 1, "warm": 2, "cold": 1}
     assert veil.tier_counts("sess_unknown") == {"live": 0, "warm": 0, "cold": 0}
     assert veil.stored_items("sess_unknown", ("live", "warm", "cold")) == []
+
+
+def test_stored_item_answers_only_for_its_own_session(make_veil) -> None:
+    veil = make_veil()
+    session, other = veil.new_session(), veil.new_session()
+    mine = _items(veil, session.id, ["cold"])[0]
+    theirs = _items(veil, other.id, ["live"])[0]
+    found = veil.stored_item(session.id, mine.id)
+    assert (found.id, found.tier, found.session_id) == (mine.id, "cold", session.id)
+    assert veil.stored_item(session.id, theirs.id) is None  # another session's id
+    assert veil.stored_item(session.id, "item_none") is None
+
+
+def test_delete_session_removes_rows_and_keeps_events(make_veil) -> None:
+    veil = make_veil()
+    session, kept = veil.new_session(), veil.new_session()
+    _items(veil, session.id, ["live", "warm"])
+    events = _rows(veil, "SELECT COUNT(*) AS n FROM events WHERE session_id = ?", session.id)
+    assert not veil.session_is_closed(session.id)
+    veil.delete_session(session.id)
+    assert _rows(veil, "SELECT id FROM sessions") == [{"id": kept.id}]
+    assert _rows(veil, "SELECT id FROM items WHERE session_id = ?", session.id) == []
+    after = _rows(veil, "SELECT COUNT(*) AS n FROM events WHERE session_id = ?", session.id)
+    assert after == events  # the event log is append-only
+    with pytest.raises(SessionNotFound):
+        veil.delete_session(session.id)
+    with pytest.raises(SessionNotFound):
+        veil.session_is_closed(session.id)
+
+
+def test_session_is_closed_reads_the_row(make_veil) -> None:
+    veil = make_veil()
+    session = veil.new_session()
+    veil.close_session(veil.load_session(session.id))
+    assert veil.session_is_closed(session.id)
+    assert not session.closed  # the caller's own copy was not the one closed
 
 
 def test_stored_items_names_an_unknown_tier(make_veil) -> None:

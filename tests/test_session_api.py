@@ -338,10 +338,13 @@ def test_declared_veil_members_are_the_grouped_api() -> None:
         "list_sessions": True,
         "update_session": True,
         "close_session": True,
+        "delete_session": True,
+        "session_is_closed": True,
         "session_lock": True,
         "run_turn": True,
         "compact": True,
         "stored_items": True,
+        "stored_item": True,
         "tier_counts": True,
         "record_usage": True,
         "last_usage": True,
@@ -447,3 +450,51 @@ def test_veil_provides_every_declared_member(make_veil) -> None:
     assert isinstance(veil.config, Config) and isinstance(veil.pm, pluggy.PluginManager)
     assert isinstance(veil.context_layer_on, bool)
     assert veil.tier_counts("sess_none") == {"live": 0, "warm": 0, "cold": 0}
+
+
+def store_reads(source: str, filename: str = "<source>") -> list[str]:
+    """``"file:line"`` places that read the store off the application object anywhere in a
+    module: ``veil.store`` (any name ``veil``: a front end's helper is handed the Veil as a
+    plain parameter, not only as a hook's), ``<x>.veil.store`` and ``veil_of(...).store``."""
+    places = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if not (isinstance(node, ast.Attribute) and node.attr == "store"):
+            continue
+        owner = node.value
+        if (
+            (isinstance(owner, ast.Name) and owner.id == "veil")
+            or (isinstance(owner, ast.Attribute) and owner.attr == "veil")
+            or (
+                isinstance(owner, ast.Call)
+                and isinstance(owner.func, ast.Name)
+                and owner.func.id == "veil_of"
+            )
+        ):
+            places.append(f"{filename}:{node.lineno}")
+    return places
+
+
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "def _delete(veil, sid):\n    veil.store.delete_session(sid)\n",
+        "async def f(request):\n    return veil_of(request).store.get_session('s')\n",
+        "def f(self):\n    return self.veil.store.items('s')\n",
+    ],
+)
+def test_a_store_read_in_a_front_end_is_reported(snippet: str) -> None:
+    assert store_reads(snippet, "scratch.py") == ["scratch.py:2"]
+
+
+def test_plugin_distributions_do_not_read_the_store() -> None:
+    """Front ends (HTTP, MCP, proxy, REPL) and the other distributed plugins go through the
+    Veil object's methods, never its store (issue 20: "front ends go through the Veil object");
+    veil_http's routes read it in five places before ``delete_session``, ``session_is_closed``
+    and ``stored_item`` were added."""
+    places = [
+        place
+        for path in plugin_sources()
+        if path.relative_to(ROOT).parts[0] == "plugins"
+        for place in store_reads(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
+    ]
+    assert places == []

@@ -224,7 +224,8 @@ class Veil:
             The scorer is not called for an empty list.
 
         Raises:
-            PluginResultInvalid: the scorer's ``score_signals`` answered something other than a
+            PluginResultInvalid: the scorer's ``score`` answered something other than one
+                number in [0, 1] per item, or its ``score_signals`` something other than a
                 dict (naming it). PluginHookFailed: the scorer raised.
         """
         from veil.core.prompt.items import (
@@ -246,7 +247,8 @@ class Veil:
         if raw is None:
             out.scores = None
             return out
-        out.scores = [float(v) for v in raw]
+        checked = plugin_mod.checked_scores(lambda: self.pm.get_name(scorer), raw, len(batch))
+        out.scores = [float(v) for v in checked]
         for impl in self.pm.hook.score_signals.get_hookimpls():
             if impl.plugin is scorer:
                 explained = plugin_mod.call_impl(impl, "score_signals", **args) or {}
@@ -390,6 +392,28 @@ class Veil:
                 session.closed_at = time.time()
                 self.store.update_session(session.id, closed_at=session.closed_at)
 
+    def delete_session(self, session_id: str) -> None:
+        """Delete a session with its messages and items, under its lock (the event log is
+        append-only and keeps its entries). The session is closed first, so a process that
+        still holds it open cannot write to it after the delete.
+
+        Raises:
+            SessionNotFound: no session with that id.
+            SessionBusy: another process is changing the session (nothing is deleted).
+        """
+        with self.session_lock(session_id):
+            self.close_session(self.load_session(session_id))
+            self.store.delete_session(session_id)
+
+    def session_is_closed(self, session_id: str) -> bool:
+        """Whether a stored session is closed (read-only), from its row alone: cheaper than
+        :meth:`load_session`, which reads every message.
+
+        Raises:
+            SessionNotFound: no session with that id.
+        """
+        return self.store.get_session(session_id)["closed_at"] is not None
+
     def update_session(
         self,
         session: Session,
@@ -445,6 +469,13 @@ class Veil:
         if unknown:
             raise ValueError(f"tiers: unknown tier {unknown[0]!r} (one of {', '.join(TIERS)})")
         return self.store.items(session_id, tuple(tiers))
+
+    def stored_item(self, session_id: str, item_id: str) -> ContextItem | None:
+        """One of a session's context items by id as the store holds it (any tier), or None
+        when no item has that id or it belongs to another session (so one session's id never
+        reaches another's item)."""
+        item = self.store.get_item(item_id)
+        return item if item is not None and item.session_id == session_id else None
 
     def tier_counts(self, session_id: str) -> dict[str, int]:
         """``{"live": n, "warm": n, "cold": n}``: how many of a session's context items each

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
@@ -504,3 +504,55 @@ def describe_plugins(
 
 def _blocked_names(pm: pluggy.PluginManager) -> list[str]:
     return [name for name, plugin in pm._name2plugin.items() if plugin is None]  # noqa: SLF001
+
+
+SCORE_SLACK = 1e-9
+"""How far past [0, 1] a score may round (float arithmetic in a scorer) before it is refused;
+within it, the score is clipped."""
+
+
+def checked_scores(plugin: Callable[[], str], result: Any, size: int) -> Any:
+    """The ``score`` hook's answer, checked: ``size`` finite numbers in [0, 1] (the hookspec's
+    contract, which eviction policies rely on), as a float64 numpy array. An answer that
+    already is one (veil_fsrs') is returned as it is when in range; one that rounds past [0, 1]
+    by at most :data:`SCORE_SLACK` is clipped.
+
+    Args:
+        plugin: gives the name(s) of the plugin that answered, called only for an error (so
+            the scoring of every pass does not pay for it).
+        result: what the implementation returned (not None: "no scorer" is the caller's case).
+        size: the number of items scored.
+
+    Raises:
+        PluginResultInvalid: not numbers (``returned list holding str``), the wrong number of
+            them (``returned 3 scores for 5 items``), or NaN, infinite or outside [0, 1]
+            (``returned a score of 1.7 at [2]``).
+    """
+    import numpy as np
+
+    from veil.core.errors import PluginResultInvalid
+
+    expected = f"{size} numbers in [0, 1], one per item"
+    try:
+        values = np.asarray(result, dtype=np.float64)
+    except (TypeError, ValueError):
+        got = type(result).__name__
+        if isinstance(result, (list, tuple)) and result:
+            bad = next((v for v in result if not isinstance(v, (int, float))), result[0])
+            got = f"{got} holding {type(bad).__name__}"
+        raise PluginResultInvalid(plugin(), "score", got, expected) from None
+    if values.shape != (size,):
+        got = (
+            f"{values.size} scores for {size} items"
+            if values.ndim == 1
+            else (f"an array of shape {values.shape}")
+        )
+        raise PluginResultInvalid(plugin(), "score", got, expected)
+    if size and not (values.min() >= 0.0 and values.max() <= 1.0):  # False for NaN too
+        outside = ~((values >= -SCORE_SLACK) & (values <= 1.0 + SCORE_SLACK))  # NaN: True
+        if outside.any():
+            at = int(np.flatnonzero(outside)[0])
+            got = f"a score of {float(values[at])} at [{at}]"
+            raise PluginResultInvalid(plugin(), "score", got, expected)
+        values = np.clip(values, 0.0, 1.0)
+    return values

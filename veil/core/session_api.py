@@ -292,6 +292,12 @@ class PluginVeil(Protocol):
     def close_session(self, session: Session) -> None:
         """Close a session: kept in the store, read-only from then on."""
 
+    def delete_session(self, session_id: str) -> None:
+        """Close, then delete a session's row, messages and items under its lock."""
+
+    def session_is_closed(self, session_id: str) -> bool:
+        """Whether a stored session is closed, from its row alone."""
+
     def session_lock(self, session_id: str) -> AbstractContextManager[None]:
         """Hold a session for a change: in-process queue, then its cross-process lock."""
 
@@ -305,6 +311,9 @@ class PluginVeil(Protocol):
 
     def stored_items(self, session_id: str, tiers: Sequence[str] = ("live",)) -> list[ContextItem]:
         """A session's context items in the given tiers, as stored, in the order added."""
+
+    def stored_item(self, session_id: str, item_id: str) -> ContextItem | None:
+        """One of the session's items by id (any tier), or None."""
 
     def tier_counts(self, session_id: str) -> dict[str, int]:
         """``{"live", "warm", "cold"}`` -> items of the session in each, queued moves included."""

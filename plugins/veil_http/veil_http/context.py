@@ -80,14 +80,14 @@ def live_scores(
 
 def _context(veil: Any, session_id: str, tier: str | None) -> ContextOut:
     session = veil.load_session(session_id)
-    items = veil.store.items(session_id, (tier,) if tier else TIERS)
+    items = veil.stored_items(session_id, (tier,) if tier else TIERS)
     live = [i for i in items if i.tier == "live"]
     scores, signals = live_scores(veil, session, live)
     return ContextOut(
         session_id=session_id,
         context_layer=veil.context_layer_on,
         scored=scores is not None,
-        counts=veil.store.tier_counts(session_id),
+        counts=veil.tier_counts(session_id),
         live_tokens=sum(max(0, int(i.tokens)) for i in live),
         items=[item_out(i, (scores or {}).get(i.id), signals.get(i.id)) for i in items],
     )
@@ -140,8 +140,7 @@ def _set_pinned(veil: Any, session_id: str, item_id: str, pinned: bool) -> ItemO
     with veil.session_lock(session_id):
         session = veil.load_session(session_id)
         session.ensure_open()
-        stored = veil.store.get_item(item_id)
-        if stored is None or stored.session_id != session_id:
+        if veil.stored_item(session_id, item_id) is None:
             raise ItemNotFound(f"no item {item_id!r} in session {session_id}")
         item = context_ops.set_pinned(session, item_id, pinned)
         session.save_state()  # plugins may have noted the access (item_accessed)

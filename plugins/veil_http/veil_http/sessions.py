@@ -121,16 +121,9 @@ async def close_session(request: Request) -> Response:
     return answer(request, session_out(session))
 
 
-def _delete(veil: Any, session_id: str) -> None:
-    with veil.session_lock(session_id):
-        session = veil.load_session(session_id)
-        veil.close_session(session)
-        veil.store.delete_session(session_id)
-
-
 async def delete_session(request: Request) -> Response:
     """Delete a session with its messages and items (the event log keeps its entries)."""
-    await run_in_threadpool(_delete, veil_of(request), request.path_params["session_id"])
+    await run_in_threadpool(veil_of(request).delete_session, request.path_params["session_id"])
     return Response(status_code=204)
 
 

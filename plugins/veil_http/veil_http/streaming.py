@@ -82,9 +82,9 @@ def sse(kind: str, data: Any, redactor: Redactor | None = None) -> str:
 
 
 def _check_open(veil: Any, session_id: str) -> None:
-    row = veil.store.get_session(session_id)  # SessionNotFound -> 404 before streaming
+    closed = veil.session_is_closed(session_id)  # SessionNotFound -> 404 before streaming
     veil.session_locks.check_free(session_id, "a turn")  # another process's turn -> 409
-    if row["closed_at"] is not None:
+    if closed:
         raise SessionClosed(f"session {session_id} is closed")
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from veil.core.errors import PluginResultInvalid, PromptTooLarge
-from veil.core.plugins import answering_plugins, checked_list, results_by_plugin
+from veil.core.plugins import answering_plugins, checked_list, checked_scores, results_by_plugin
 from veil.core.prompt import compaction
 from veil.core.prompt.elision import elide_repeats
 from veil.core.prompt.items import ItemBatch
@@ -669,8 +669,10 @@ def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> l
 
     Raises:
         PluginResultInvalid: the ``evict`` answer is not an
-            :class:`~veil.core.types.EvictionPlan` (naming the plugin that implements it;
-            ``a or b`` when several could have answered).
+            :class:`~veil.core.types.EvictionPlan`, or the ``score`` answer, when the policy
+            reads it, is not one number in [0, 1] per item
+            (:func:`veil.core.plugins.checked_scores`); naming the plugin that implements it
+            (``a or b`` when several could have answered).
         PluginHookFailed: a ``score`` or ``evict`` implementation raised.
     """
     veil = session.veil
@@ -678,26 +680,22 @@ def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> l
         return []
     now = session.clock()
     items = session.live_items
+
     # Scored when the policy first reads them: an idle pass (no pressure) costs no scoring.
-    scores = LazyScores(
-        lambda: veil.pm.hook.score(
-            session=session, items=items, task_tags=session.task_tags, now=now
-        ),
-        len(items),
-    )
+    def scorer() -> str:
+        return answering_plugins(veil.pm, "score")
+
+    def scored(batch: Any) -> Any:
+        raw = veil.pm.hook.score(session=session, items=batch, task_tags=session.task_tags, now=now)
+        return None if raw is None else checked_scores(scorer, raw, len(batch))
+
+    scores = LazyScores(lambda: scored(items), len(items))
     # The items earlier passes evicted that may come back, scored by the same scorer when the
     # policy first reads them: the policy gets what it needs instead of calling ``score``.
     candidates = session.page_in_candidates()
     paged_out = ItemBatch(candidates) if candidates else None
     paged_scores = (
-        LazyScores(
-            lambda: veil.pm.hook.score(
-                session=session, items=paged_out, task_tags=session.task_tags, now=now
-            ),
-            len(paged_out),
-        )
-        if paged_out is not None
-        else None
+        LazyScores(lambda: scored(paged_out), len(paged_out)) if paged_out is not None else None
     )
     plan = veil.pm.hook.evict(
         session=session,

@@ -492,6 +492,10 @@ def authorize(
 
     Returns:
         A final :class:`PermissionDecision`: ``"allow"`` or ``"deny"``, never ``"ask"``.
+
+    Raises:
+        PluginResultInvalid: an ``ask_permission`` implementation answered something that is
+            not an answer (the call does not run).
     """
     decision = evaluate(
         session.config.settings.permissions,
@@ -505,10 +509,7 @@ def authorize(
         return decision
     request = decision.request
     assert request is not None  # evaluate() always attaches it to "ask"
-    if ask is not None:
-        answer = ask(request)
-    else:
-        answer = session.veil.pm.hook.ask_permission(session=session, request=request)
+    answer = ask(request) if ask is not None else _asked(session, request)
     if isinstance(answer, str) and answer not in ("once", "session", "deny"):
         answer = parse_answer(answer)  # "y", "yes", "n"... as a user would type them
     if answer == "once":
@@ -532,6 +533,32 @@ def authorize(
         f"{request.describe()} needs permission and nobody could be asked (no interactive "
         f"terminal); {_how_to_allow(request.session_rule)}.",
         request=request,
+    )
+
+
+def _asked(session: Session, request: PermissionRequest) -> Answer | str | None:
+    """The ``ask_permission`` hook's answer, checked: a plugin that answers something else
+    (``True`` meaning "allow", a word no prompt accepts) stops the turn with one line naming
+    it (:class:`~veil.core.errors.PluginResultInvalid`) instead of being read as "nobody could
+    be asked"; the call does not run either way.
+
+    Raises:
+        PluginResultInvalid: the answer is not None, "once", "session", "deny" or one of
+            :data:`ANSWER_WORDS`.
+    """
+    from veil.core.errors import PluginResultInvalid
+    from veil.core.plugins import answering_plugins
+
+    pm = session.veil.pm
+    answer = pm.hook.ask_permission(session=session, request=request)
+    if answer is None or (isinstance(answer, str) and parse_answer(answer) is not None):
+        return answer
+    got = f"{answer!r}" if isinstance(answer, str) else type(answer).__name__
+    raise PluginResultInvalid(
+        answering_plugins(pm, "ask_permission"),
+        "ask_permission",
+        got,
+        '"once", "session", "deny" or None',
     )
 
 

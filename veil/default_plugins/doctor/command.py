@@ -46,7 +46,7 @@ def add_doctor_command(cli: click.Group) -> None:
                 report = store_check.repair_store(
                     veil.store,
                     veil.agent_snapshot,
-                    rebuild_derived=lambda store: veil.pm.hook.rebuild_derived(store=store),
+                    rebuild_derived=lambda store: _rebuild_derived(veil.pm, store),
                 )
                 if any(f.repaired for f in report.findings):
                     report.notes.extend(_not_rebuilt_notes(veil.pm))
@@ -63,6 +63,21 @@ def add_doctor_command(cli: click.Group) -> None:
         else:
             print_report(report, repair)
         sys.exit(1 if report.problems_left else 0)
+
+
+def _rebuild_derived(pm: Any, store: Any) -> list[list[str]]:
+    """Each ``rebuild_derived`` implementation's answer, checked: a list of view names (one
+    name alone is taken as a list of it).
+
+    Raises:
+        PluginResultInvalid: an answer is not a list of str (naming the plugin).
+    """
+    from veil.core.plugins import checked_list, results_by_plugin
+
+    return [
+        checked_list(plugin, "rebuild_derived", answer, str, "a list of str or None", single=True)
+        for plugin, answer in results_by_plugin(pm, "rebuild_derived", store=store)
+    ]
 
 
 def _not_rebuilt_notes(pm: Any) -> list[str]:

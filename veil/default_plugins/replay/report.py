@@ -4,10 +4,12 @@ what plugins report per session (``replay_report`` hook: e.g. convergence)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from veil.core.errors import BadRequest
+from veil.core.errors import BadRequest, PluginResultInvalid
+from veil.core.plugins import results_by_plugin
 from veil.default_plugins.replay.cache import CACHE_PRICE
 from veil.default_plugins.replay.formats import EmptyTrajectory, Trajectory, load_trajectory
 from veil.default_plugins.replay.runner import BASELINES, check_baselines, pick_known, replay
@@ -127,8 +129,14 @@ def run_replay(
             per_step=per_step,
         )
         for entry, policy in zip(result["files"] if with_veil else [], veil_policies, strict=True):
-            for extra in policy.veil.pm.hook.replay_report(session=policy.session):
-                entry.update(extra or {})
+            for plugin, extra in results_by_plugin(
+                policy.veil.pm, "replay_report", session=policy.session
+            ):
+                if not isinstance(extra, Mapping):
+                    raise PluginResultInvalid(
+                        plugin, "replay_report", type(extra).__name__, "a dict or None"
+                    )
+                entry.update(extra)
             # the runner counts veil's steps over the budget; the policy says why
             entry["veil"]["over_budget"] = [
                 {"step": s, "tokens": n, "reason": why} for s, n, why in policy.over_budget
