@@ -12,6 +12,13 @@ them was (steps) and whether an earlier assistant turn also held them (masking k
 veil may evict turns), and the same ages for the references only masking misses. Definitions of
 references and misses: ``veil.default_plugins.replay.measures`` (DESIGN.md "Measures"); veil runs
 with the settings of the current directory's project, as ``veil replay`` does.
+
+It also prices one way of holding more: an evicted assistant turn that kept its command (the
+tool call's ``command``) in the prompt. Per file, ``held_by_commands`` counts veil's misses
+that the commands of the turns evicted at that step hold (substring test, as a miss is), and
+``command_tokens`` what those commands would have cost (cl100k_base, summed over steps); the
+same for the first line of each command (at most 100 characters): ``held_by_first_lines``,
+``first_line_tokens``. Nothing is changed in veil's prompt: these are what-if counts.
 """
 
 from __future__ import annotations
@@ -37,9 +44,29 @@ def age_bucket(age: int) -> str:
     return ">20"
 
 
+def evicted_commands(session: Any) -> list[str]:
+    """The ``command`` arguments of the tool calls of ``session``'s assistant turns that are
+    evicted now (their message stands as a pointer stub), in message order."""
+    out = []
+    for index in sorted(session.stubs):
+        message = session.messages[index]
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or []:
+            try:
+                arguments = json.loads(call["function"]["arguments"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            if isinstance(arguments, dict) and isinstance(arguments.get("command"), str):
+                out.append(arguments["command"])
+    return out
+
+
 def classify(path: Path, budget: int, counts: Counter) -> dict[str, Any]:
     """Replay one recording through veil and masking; add the classified misses to ``counts``
-    and return the file's totals ``{"file", "steps", "refs", "veil", "masking"}``."""
+    and return the file's totals ``{"file", "steps", "refs", "veil", "masking",
+    "held_by_commands", "command_tokens", "held_by_first_lines", "first_line_tokens"}``."""
+    from veil.core.models.tokens import cl100k_count
     from veil.default_plugins.replay.formats import load_trajectory
     from veil.default_plugins.replay.measures import SEPARATOR, misses, references_in
     from veil.default_plugins.replay.runner import ObservationMasking
@@ -50,6 +77,7 @@ def classify(path: Path, budget: int, counts: Counter) -> dict[str, Any]:
     masking = ObservationMasking()
     earlier, observed = "", []
     totals = {"file": str(path), "steps": len(traj.steps), "refs": 0, "veil": 0, "masking": 0}
+    totals.update(held_by_commands=0, command_tokens=0, held_by_first_lines=0, first_line_tokens=0)
     try:
         for t, step in enumerate(traj.steps):
             refs = references_in(step.assistant, traj.system, traj.task, earlier)
@@ -59,6 +87,12 @@ def classify(path: Path, budget: int, counts: Counter) -> dict[str, Any]:
             totals["refs"] += len(refs)
             totals["veil"] += len(veil_miss)
             totals["masking"] += len(masking_miss)
+            commands = evicted_commands(veil.session)
+            first_lines = [c.strip().split("\n")[0][:100] for c in commands]
+            for key, texts in (("commands", commands), ("first_lines", first_lines)):
+                joined = SEPARATOR.join(texts)
+                totals[f"held_by_{key}"] += sum(1 for ref in veil_miss if ref in joined)
+                totals[f"{key[:-1]}_tokens"] += sum(cl100k_count(c) for c in texts)
             turns = SEPARATOR.join(s.assistant for s in traj.steps[:t])
             for ref in veil_miss - masking_miss:
                 age = t - max(i for i, text in observed if ref in text)
@@ -117,6 +151,15 @@ def main(argv: list[str] | None = None) -> int:
         f"| total | {sum(r['steps'] for r in rows)} | {sum(r['refs'] for r in rows)} | "
         f"{sum(r['veil'] for r in rows)} | {sum(r['masking'] for r in rows)} |"
     )
+    steps = max(1, sum(r["steps"] for r in rows))
+    print("\n| evicted turns keeping | veil misses held | tokens a step |\n|---|---:|---:|")
+    for what, held, tokens in (
+        ("their command", "held_by_commands", "command_tokens"),
+        ("its first line", "held_by_first_lines", "first_line_tokens"),
+    ):
+        print(
+            f"| {what} | {sum(r[held] for r in rows)} | {sum(r[tokens] for r in rows) / steps:,.0f} |"
+        )
     print("\n| misses | class | references |\n|---|---|---:|")
     for (who, what), n in sorted(counts.items()):
         print(f"| {who} | {what} | {n} |")

@@ -57,3 +57,33 @@ def test_replay_misses_counts_what_the_replay_runner_counts(tmp_path):
     assert both + veil_only_by_age == row["veil"]
     assert both + masking_only == row["masking"]
     assert f"| {row['steps']} | {row['refs']} | {row['veil']} | {row['masking']} |" in proc.stdout
+    # the what-if counts: a first line is part of its command, so it holds no more
+    assert 0 <= row["held_by_first_lines"] <= row["held_by_commands"] <= row["veil"]
+
+
+def test_evicted_commands_are_the_evicted_turns_commands_in_order():
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from replay_misses import evicted_commands
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+    def turn(command: str) -> dict:
+        arguments = json.dumps({"command": command})
+        call = {"id": "c", "type": "function", "function": {"name": "bash", "arguments": arguments}}
+        return {"role": "assistant", "content": "THOUGHT", "tool_calls": [call]}
+
+    messages = [
+        {"role": "user", "content": "task"},
+        turn("cat src/a.py"),
+        {"role": "tool", "content": "x = 1"},
+        turn("sed -n 1,5p src/b.py"),
+        {"role": "tool", "content": "y = 2"},
+        turn("pytest -q"),
+    ]
+    messages[3]["tool_calls"][0]["function"]["arguments"] = "not json"
+    # evicted: turn 1, the result 2, turn 3 (unreadable arguments), turn 5
+    session = SimpleNamespace(messages=messages, stubs={5: "[s]", 1: "[s]", 2: "[s]", 3: "[s]"})
+    assert evicted_commands(session) == ["cat src/a.py", "pytest -q"]

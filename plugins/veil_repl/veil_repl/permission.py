@@ -58,7 +58,10 @@ class PermissionPrompt:
         self.console.print(escape(PROMPT_CHOICES.format(rule=request.session_rule)))
         while True:
             try:
-                typed = self.session.prompt("allow? ")
+                # Enter after the key, as git's interactive prompts (singleKey off) and apt ask:
+                # a key that answered alone would leave the "es" of a habitual "yes" to be read
+                # as the next chat message
+                typed = self.session.prompt("allow? y/a/n, then Enter: ")
             except EOFError:
                 typed = "n"
             answer = parse_answer(typed)
