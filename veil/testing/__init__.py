@@ -6,6 +6,9 @@ server on 127.0.0.1, and a pytest plugin with the fixtures built on them.
 - :class:`ScriptedOpenAIServer` (:mod:`veil.testing.scripted_server`): an OpenAI-compatible
   endpoint that answers from a list and records every request, for tests that cross the provider
   boundary for real (litellm, the openai SDK, ``veil`` in a subprocess).
+- :func:`install_fake_plugin` and :func:`run_veil` (:mod:`veil.testing.cli`): a plugin module
+  with an entry point in a folder of its own, and ``veil`` run in a subprocess with that folder
+  on ``PYTHONPATH``, for tests of what a plugin does to the command line.
 - :mod:`veil.testing.pytest_plugin`: the fixtures ``make_veil``, ``scripted_server``,
   ``veil_project`` and ``veil_isolated_env``, registered as the pytest plugin ``veil`` (entry point
   group ``pytest11``), so a plugin's tests use them without a conftest::

@@ -1,7 +1,8 @@
 """Assembling the prompt sent to the model before every model call.
 
-Order inside every loop iteration (DESIGN.md "Thresholds, in order"): score and evict live items
-under pressure -> observation masking -> full compaction if the prompt still exceeds
+Order inside every loop iteration (DESIGN.md "Thresholds, in order"; :func:`build_prompt`):
+the ``fit_prompt`` hook (observation masking) -> over the budget, elision of repeated lines ->
+score and evict live items under pressure -> full compaction if the prompt still exceeds
 ``compaction.threshold`` x the context window -> system prompt (base + plugin sections) +
 defaultCompaction summary + the user messages of the exchange in progress that a compaction
 summarised (sent verbatim all the same) + the kept messages (from ``compact_size`` on, evicted

@@ -83,7 +83,7 @@ class StoredSession:
         row: as :meth:`Store.get_session` gives it; a damaged ``snapshot`` or ``state`` is
             ``{}`` there and named in ``row["damaged"]``.
         messages: the full history as ``[(step, message), ...]``, a stand-in
-            (:func:`veil.core.row_codec.fill_damaged`) where a row is damaged or missing.
+            (:func:`veil.core.store.row_codec.fill_damaged`) where a row is damaged or missing.
         problems: one line per damaged row or column, naming it.
     """
 
@@ -333,7 +333,7 @@ class Store:
 
         Damaged rows do not stop the load: a damaged snapshot or state is ``{}`` (named in
         ``row["damaged"]``); a damaged or missing message row gets a stand-in
-        (:func:`veil.core.row_codec.fill_damaged`). Each is named in ``problems`` and logged; the rows
+        (:func:`veil.core.store.row_codec.fill_damaged`). Each is named in ``problems`` and logged; the rows
         stay as they are (``veil doctor --repair`` moves them aside).
 
         Raises:
@@ -356,7 +356,7 @@ class Store:
         and state: id, agent, model, title, created_at, updated_at, closed_at, compact_summary,
         compact_size, version, message_count.
 
-        Rows whose listed columns are damaged (:func:`veil.core.row_codec.session_row_problems`)
+        Rows whose listed columns are damaged (:func:`veil.core.store.row_codec.session_row_problems`)
         are left out, each named in ``problems`` (when given) and logged.
         """
         found = self.conn.execute(
@@ -806,7 +806,7 @@ def _number_problems(row: dict[str, Any]) -> list[str]:
 
 
 def _json_problems(row: dict[str, Any]) -> list[str]:
-    """The problems :func:`veil.core.row_codec.session_json` found (it ran in get_session), again."""
+    """The problems :func:`veil.core.store.row_codec.session_json` found (it ran in get_session), again."""
     return [f"{col} is damaged (not a JSON object); read as {{}}" for col in row["damaged"]]
 
 
