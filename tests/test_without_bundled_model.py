@@ -128,6 +128,49 @@ def test_no_provider_and_the_bundled_model_blocked_says_what_to_do(tmp_path, how
     assert f"configure a provider in {tmp_path / 'home' / 'auth.json'} (" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert proc.stdout == ""
+    # the attempt left no session behind: one per failed attempt would pile up
+    assert _stored_sessions(root, tmp_path / "home", *flags, **extra) == []
+
+
+def _stored_sessions(root: Path, home: Path, *flags: str, **extra: str) -> list[dict]:
+    """``veil sessions --json`` of the project (the same plugins blocked)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "veil.cli", "--project", str(root), *flags, "sessions", "--json"],
+        capture_output=True,
+        text=True,
+        env=_env(home, **extra),
+        cwd=root,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_a_resumed_session_is_kept_when_no_model_can_answer(tmp_path):
+    """Only a session the failing command made is dropped: one that ``--continue`` resumed
+    keeps its history."""
+    root = tmp_path / "project"
+    (root / ".veil").mkdir(parents=True)
+    home = tmp_path / "home"
+    with ScriptedOpenAIServer(["The first answer."]) as server:
+        configure_project(root, server)
+        env = {**_env(home), "VEIL_ALLOW_PROJECT_PROVIDERS": "1"}
+        first = subprocess.run(
+            [sys.executable, "-m", "veil.cli", "--project", str(root), "-p", "hello"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=root,
+            timeout=300,
+        )
+    assert first.returncode == 0, first.stderr
+    (root / ".veil" / "auth.json").unlink()  # the provider is gone: nothing can answer now
+    (root / ".veil" / "settings.json").unlink()
+    proc = _veil_p(root, _env(home, VEIL_DISABLE_PLUGINS="veil_bundled"), "-c")
+    assert proc.returncode == 1
+    assert "Error: models.main:" in proc.stderr
+    (kept,) = _stored_sessions(root, home, VEIL_DISABLE_PLUGINS="veil_bundled")
+    assert kept["message_count"] == 2  # hello and its answer (no model: the task is not stored)
 
 
 def test_the_core_distribution_does_not_depend_on_llama_cpp():

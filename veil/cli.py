@@ -205,7 +205,7 @@ def cli(
         click.echo("veil: run `veil doctor --repair` to move the damaged rows aside", err=True)
     _warn_unapproved_prompt(session)
     if task is not None:
-        sys.exit(_print_mode(veil, session, task, as_json))
+        sys.exit(_print_mode(veil, session, task, as_json, created=not session.resumed))
     runner = veil.pm.hook.run_interactive
     if not runner.get_hookimpls():
         raise click.ClickException(
@@ -309,8 +309,13 @@ def _ask_on_terminal(request: Any) -> str:
             return answer
 
 
-def _print_mode(veil: Any, session: Any, task: str, as_json: bool) -> int:
-    """Run one task; print the final answer (or JSON); return the exit code."""
+def _print_mode(veil: Any, session: Any, task: str, as_json: bool, *, created: bool) -> int:
+    """Run one task; print the final answer (or JSON); return the exit code.
+
+    ``created``: this command made ``session``. When the turn then stops on the configuration
+    (no model can answer) before anything but the task is stored, the session is deleted, so
+    a user fixing their setup does not collect an empty session per attempt (their task is in
+    the command line they will run again)."""
     from veil.hookspecs import hookimpl
 
     class _Stderr:
@@ -351,6 +356,8 @@ def _print_mode(veil: Any, session: Any, task: str, as_json: bool) -> int:
             click.echo(json.dumps({"error": {"code": exc.code, "message": exc.message}}))
         else:
             click.echo(f"Error: {exc.message}", err=True)
+        if created and isinstance(exc, ConfigError):
+            _drop_unanswered(veil, session)
         return 1
     finally:
         veil.pm.unregister(printer)
@@ -375,6 +382,17 @@ def _print_mode(veil: Any, session: Any, task: str, as_json: bool) -> int:
         if result.status != "done":
             click.echo(f"veil: {result.status}: {result.reason}", err=True)
     return {"done": 0, "halted": EXIT_HALTED, "interrupted": EXIT_INTERRUPTED}.get(result.status, 2)
+
+
+def _drop_unanswered(veil: Any, session: Any) -> None:
+    """Delete ``session`` when it holds nothing but the user's task (no answer, no tool
+    result); a failure to delete it is left alone (the session stays, as before)."""
+    if any(m.get("role") != "user" for m in session.messages):
+        return
+    try:
+        veil.delete_session(session.id)
+    except VeilError:
+        pass
 
 
 def debugging() -> bool:
