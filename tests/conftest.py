@@ -3,6 +3,7 @@ environment) come from veil's pytest plugin, :mod:`veil.testing.pytest_plugin`."
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -18,4 +19,19 @@ def shared_data(*parts: str) -> Path:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{path} is missing under CI: the shared data must be present")
         pytest.skip(f"{path} not present (the shared data ships beside the repo, not in it)")
+    return path
+
+
+def two_step_recording(folder: Path) -> Path:
+    """Write ``folder/two.traj.json``: a mini-swe-agent recording of two steps (an assistant
+    message with a bash command, then its observation, twice) for ``veil replay`` tests."""
+    messages = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the bug in calc/ops.py"},
+    ]
+    for i in range(2):
+        messages.append({"role": "assistant", "content": f"look\n\n```bash\ncat f_{i}.py\n```"})
+        messages.append({"role": "user", "content": f"<returncode>0</returncode>\nx = {i}"})
+    path = folder / "two.traj.json"
+    path.write_text(json.dumps({"messages": messages}))
     return path

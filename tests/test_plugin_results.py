@@ -14,6 +14,7 @@ import subprocess
 
 import pytest
 
+from tests.conftest import two_step_recording
 from veil.core.errors import PluginHookFailed, PluginResultInvalid
 from veil.hookspecs import hookimpl
 from veil.testing.cli import install_fake_plugin, run_veil
@@ -109,22 +110,8 @@ def test_veil_p_names_the_plugin_whose_hook_returned_the_wrong_type(cli, project
     assert server.requests == []  # every one of these stops before the model is asked
 
 
-def _recording(folder):
-    """A mini-swe-agent recording of two steps (assistant message + observation each)."""
-    messages = [
-        {"role": "system", "content": "You are a coding agent."},
-        {"role": "user", "content": "Fix the bug in calc/ops.py"},
-    ]
-    for i in range(2):
-        messages.append({"role": "assistant", "content": f"look\n\n```bash\ncat f_{i}.py\n```"})
-        messages.append({"role": "user", "content": f"<returncode>0</returncode>\nx = {i}"})
-    path = folder / "two.traj.json"
-    path.write_text(json.dumps({"messages": messages}))
-    return path
-
-
 def test_veil_replay_names_the_plugin_whose_report_is_not_a_dict(cli, project):
-    recording = _recording(project)
+    recording = two_step_recording(project)
     proc = cli(
         "replay", str(recording), "--policies", "veil,full", "--json", NU12_BAD="replay_report"
     )
@@ -272,12 +259,29 @@ def test_the_answer_of_the_first_plugin_that_answers_is_the_one_checked(make_vei
     assert pm.hook.summarise(**call) == Summary(text="2 folded")  # as pluggy answers
 
 
-def test_a_plan_of_the_wrong_type_names_the_eviction_plugin():
+def _pass_under_pressure(registered: dict, live_items: list) -> None:
+    """One eviction pass (``manage_pressure``) over ``live_items``, 20 tokens used of a budget
+    of 10, with the plugins ``registered`` (name -> plugin) in a plugin manager of their own
+    and a session that holds only what the pass reads."""
     from types import SimpleNamespace
 
     from veil.core import plugins
     from veil.core.prompt.context import manage_pressure
 
+    pm = plugins.new_plugin_manager()
+    for name, plugin in registered.items():
+        pm.register(plugin, name=name)
+    session = SimpleNamespace(
+        veil=SimpleNamespace(pm=pm, context_layer_on=True),
+        live_items=live_items,
+        clock=lambda: 0.0,
+        task_tags=frozenset(),
+        page_in_candidates=list,
+    )
+    manage_pressure(session, budget_tokens=10, used_tokens=20)
+
+
+def test_a_plan_of_the_wrong_type_names_the_eviction_plugin():
     class Scorer:
         @hookimpl
         def score(self, items):
@@ -288,19 +292,8 @@ def test_a_plan_of_the_wrong_type_names_the_eviction_plugin():
         def evict(self, items):
             return {"to_warm": []}
 
-    pm = plugins.new_plugin_manager()
-    pm.register(Scorer(), name="scorer")
-    pm.register(Policy(), name="policy")
-    veil = SimpleNamespace(pm=pm, context_layer_on=True)
-    session = SimpleNamespace(
-        veil=veil,
-        live_items=["one"],
-        clock=lambda: 0.0,
-        task_tags=frozenset(),
-        page_in_candidates=list,
-    )
     with pytest.raises(PluginResultInvalid) as refused:
-        manage_pressure(session, budget_tokens=10, used_tokens=20)
+        _pass_under_pressure({"scorer": Scorer(), "policy": Policy()}, ["one"])
     assert refused.value.message == (
         "plugin policy: hook evict returned dict, expected a veil.core.types.EvictionPlan or None"
     )
@@ -390,11 +383,6 @@ def test_scores_in_range_pass_as_they_are_and_rounding_is_clipped():
 
 
 def test_scores_of_the_wrong_length_stop_an_eviction_pass_naming_the_scorer():
-    from types import SimpleNamespace
-
-    from veil.core import plugins
-    from veil.core.prompt.context import manage_pressure
-
     class Scorer:
         @hookimpl
         def score(self, items):
@@ -405,19 +393,8 @@ def test_scores_of_the_wrong_length_stop_an_eviction_pass_naming_the_scorer():
         def evict(self, items, scores):
             return [float(v) for v in scores]  # reads them: scoring happens here
 
-    pm = plugins.new_plugin_manager()
-    pm.register(Scorer(), name="short_scorer")
-    pm.register(Policy(), name="policy")
-    veil = SimpleNamespace(pm=pm, context_layer_on=True)
-    session = SimpleNamespace(
-        veil=veil,
-        live_items=["one", "two"],
-        clock=lambda: 0.0,
-        task_tags=frozenset(),
-        page_in_candidates=list,
-    )
     with pytest.raises(PluginResultInvalid) as refused:
-        manage_pressure(session, budget_tokens=10, used_tokens=20)
+        _pass_under_pressure({"short_scorer": Scorer(), "policy": Policy()}, ["one", "two"])
     assert refused.value.message == (
         "plugin short_scorer: hook score returned 1 scores for 2 items, expected 2 numbers in "
         "[0, 1], one per item"

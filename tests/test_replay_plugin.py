@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import two_step_recording
+
 BLOCKED_MESSAGE = "veil replay is provided by the veil.replay plugin, which is blocked here"
 
 
@@ -31,22 +33,8 @@ def _veil(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
-def _recording(folder: Path) -> Path:
-    """A mini-swe-agent recording of two steps (assistant message + observation each)."""
-    messages = [
-        {"role": "system", "content": "You are a coding agent."},
-        {"role": "user", "content": "Fix the bug in calc/ops.py"},
-    ]
-    for i in range(2):
-        messages.append({"role": "assistant", "content": f"look\n\n```bash\ncat f_{i}.py\n```"})
-        messages.append({"role": "user", "content": f"<returncode>0</returncode>\nx = {i}"})
-    path = folder / "two.traj.json"
-    path.write_text(json.dumps({"messages": messages}))
-    return path
-
-
 def test_veil_replay_is_there_by_default_as_a_default_plugin(project):
-    recording = _recording(project)
+    recording = two_step_recording(project)
     proc = _veil(project, "replay", str(recording), "--policies", "full", "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     entry = json.loads(proc.stdout)["files"][0]
@@ -61,7 +49,7 @@ def test_veil_replay_is_there_by_default_as_a_default_plugin(project):
 
 @pytest.mark.parametrize("how", ["flag", "environment", "settings"])
 def test_blocked_veil_replay_is_gone_with_a_message_naming_the_plugin(project, how):
-    recording = _recording(project)
+    recording = two_step_recording(project)
     flags: list[str] = []
     env: dict[str, str] = {}
     if how == "flag":
