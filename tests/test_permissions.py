@@ -159,6 +159,51 @@ def test_accept_edits_still_asks_for_git_and_veil_folders(project):
     )
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "sub/.git/config",  # a nested repository: fsmonitor in its config runs at `git status`
+        "sub/.git/hooks/pre-commit",
+        "vendor/lib/.git",  # a submodule's gitdir pointer file
+        "sub/.veil/settings.json",  # a nested project's veil settings
+        ".GIT/hooks/pre-commit",  # the same folder on a case-insensitive disk (macOS)
+        "sub/.Veil/settings.json",
+        ".git\u200c/config",  # HFS+ and APFS ignore U+200C in names
+        ".git./config",  # Windows drops trailing dots
+    ],
+)
+def test_accept_edits_asks_for_git_and_veil_at_any_depth_and_spelling(project, path):
+    assert verdict("write", {"path": path}, project, mode="acceptEdits") == "ask"
+    assert verdict("edit", {"path": path}, project, mode="acceptEdits") == "ask"
+
+
+def test_accept_edits_still_writes_names_that_only_contain_git_or_veil(project):
+    for path in (".github/workflows/ci.yml", "src/.gitignore", "docs/veil.md", "a.git/x", ".gitx"):
+        assert verdict("write", {"path": path}, project, mode="acceptEdits") == "allow", path
+
+
+def test_accept_edits_never_writes_a_nested_repositorys_git_config_unasked(
+    make_veil, project, default_permissions, monkeypatch
+):
+    """The tester's attack through the agent loop: an edit of ``sub/.git/config`` that would
+    set ``core.fsmonitor`` to a command ran with nobody asked; now it is refused (no front end
+    can ask) and the file is unchanged."""
+    monkeypatch.setenv("VEIL_PERMISSIONS__MODE", "acceptEdits")
+    config = project / "sub" / ".git" / "config"
+    config.parent.mkdir(parents=True)
+    config.write_text("[core]\n\tbare = false\n")
+    attack = {
+        "path": "sub/.git/config",
+        "old_string": "[core]",
+        "new_string": '[core]\n\tfsmonitor = "touch pwned; false"',
+    }
+    veil = make_veil([{"tool_calls": [{"id": "c1", "name": "edit", "arguments": attack}]}, "ok"])
+    session = veil.new_session()
+    veil.run_turn(session, "tidy the repo")
+    assert config.read_text() == "[core]\n\tbare = false\n"
+    assert session.messages[2]["content"].startswith("Permission denied")
+
+
 def test_a_front_end_answer_in_user_words_is_understood(make_veil, project, default_permissions):
     asker = Asker("Yes")
     veil = make_veil([_bash("touch a.txt"), "ok"], plugins=[("asker", asker)])

@@ -61,6 +61,7 @@ import fnmatch
 import os
 import re
 import shlex
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,8 +98,11 @@ COMMAND_TOOLS = frozenset({"bash"})
 """Tools whose rule pattern matches the ``command`` argument."""
 
 PROTECTED_FOLDERS = frozenset({".git", ".veil"})
-"""Project folders ``acceptEdits`` still asks about: a write under ``.git/`` (hooks, config)
-can run code at the next git command, one under ``.veil/`` changes veil's own configuration."""
+"""Folder names ``acceptEdits`` still asks about, at any depth of the project: a write under a
+``.git/`` (hooks, config; a nested repository's too, or a submodule's) can run code at the next
+git command there, one under a ``.veil/`` changes veil's configuration (a nested project's
+too). Compared as a file system that ignores case and Unicode's invisible characters would
+(:func:`protected_name`), as macOS's default one does."""
 
 
 def user_settings_hint() -> str:
@@ -224,13 +228,23 @@ def inside_project(subject: str) -> bool:
     return not Path(subject).is_absolute()
 
 
+def protected_name(part: str) -> bool:
+    """Whether one path component names a :data:`PROTECTED_FOLDERS` folder on some file system
+    veil runs on: compared after Unicode normalisation (NFC), without the characters HFS+ and
+    APFS ignore in names (format characters such as U+200C, category Cf) and without trailing
+    dots and spaces (which Windows drops), and ignoring case (``.GIT``, ``.Git\u200c`` and
+    ``.git.`` all name ``.git`` there; the same tricks as git's CVE-2014-9390)."""
+    name = "".join(c for c in unicodedata.normalize("NFC", part) if unicodedata.category(c) != "Cf")
+    return name.rstrip(". ").casefold() in PROTECTED_FOLDERS
+
+
 def _plain_project_file(subject: str) -> bool:
-    """Whether ``acceptEdits`` may write ``subject`` without asking: inside the project and not
-    under ``.git/`` (hooks and config run code) or ``.veil/`` (veil's own settings and store)."""
+    """Whether ``acceptEdits`` may write ``subject`` without asking: inside the project and no
+    component of it a ``.git`` (hooks and config run code) or ``.veil`` (veil's settings and
+    store) folder or file, at any depth (:func:`protected_name`)."""
     if not inside_project(subject):
         return False
-    top = subject.split("/", 1)[0]
-    return top not in PROTECTED_FOLDERS
+    return not any(protected_name(part) for part in Path(subject).parts)
 
 
 def simple_commands(command: str) -> list[str] | None:
