@@ -190,10 +190,51 @@ def test_cli_sessions_continue_and_doctor_repair(damaged, tmp_path, project):
         listed = [r["id"] for r in store.list_sessions()]
         assert set(listed) == set(ids.values())
         loaded = store.load_session(ids["b"])
-        assert [p.split(": ", 1)[1] for p in loaded.problems] == ["message row 1 is missing"]
+        assert [p.split(": ", 1)[1] for p in loaded.problems] == [
+            "message row 1 is missing; an empty stand-in keeps its place"
+        ]
         assert loaded.messages[1][1]["role"] == "assistant"
     finally:
         store.close()
+
+
+def test_repair_keeps_a_message_whose_only_damage_is_its_usage(tmp_path, project, make_veil):
+    """The message of a row whose ``usage`` (token counts) is unreadable stays in the
+    conversation: the repair sets ``usage`` to null (the row's copy goes to quarantine); it
+    used to move the whole message aside."""
+    veil = make_veil(["the answer"])
+    session = veil.new_session()
+    veil.run_turn(session, "a question", stream=False)
+    veil.close()
+    db = project / ".veil" / "context.db"
+    damage(db, f"UPDATE messages SET usage = '\"a string\"' WHERE session_id = '{session.id}'")
+    repair = _veil(tmp_path, project, "doctor", "--repair", "--json")
+    assert repair.returncode == 0, repair.stdout + repair.stderr
+    store = Store(db, write_behind=False)
+    try:
+        loaded = store.load_session(session.id)
+        assert loaded.problems == []
+        assert [m["content"] for _, m in loaded.messages] == ["a question", "the answer"]
+        usage = store.conn.execute("SELECT usage FROM messages ORDER BY idx").fetchall()
+        assert [r[0] for r in usage] == [None, None]
+        kept = store.conn.execute("SELECT table_name FROM quarantine").fetchall()
+        assert [r[0] for r in kept] == ["messages", "messages"]  # the rows as they were
+    finally:
+        store.close()
+
+
+def test_a_row_the_repair_moved_aside_is_not_sent_back_to_the_repair(damaged, tmp_path, project):
+    """After ``veil doctor --repair`` a session misses the row it moved aside; resuming it
+    says so, without advising the repair that left nothing to repair."""
+    ids, _ = damaged
+    assert _veil(tmp_path, project, "doctor", "--repair").returncode == 0
+    with ScriptedOpenAIServer(lambda body: "answer from the server") as server:
+        configure_project(project, server)
+        resumed = _veil(tmp_path, project, "--resume", ids["b"], "-p", "next")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "message row 1 is missing; an empty stand-in keeps its place" in resumed.stderr
+    assert "veil doctor --repair" not in resumed.stderr
+    assert "no problems left" in _veil(tmp_path, project, "doctor").stdout
 
 
 def test_stand_ins_keep_every_tool_call_paired():

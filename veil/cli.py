@@ -199,9 +199,12 @@ def cli(
         raise  # session_start failed: reported by main() as veil: error: ...
     except VeilError as exc:
         raise click.ClickException(exc.message) from exc
+    from veil.core.store.context_db import MISSING_ROW
+
     for warning in session.load_warnings:
         click.echo(f"veil: warning: {warning}", err=True)
-    if session.load_warnings:
+    if any(not w.endswith(MISSING_ROW) for w in session.load_warnings):
+        # a missing row is what a repair leaves: advising the repair again would go in circles
         click.echo("veil: run `veil doctor --repair` to move the damaged rows aside", err=True)
     _warn_unapproved_prompt(session)
     if task is not None:

@@ -582,7 +582,7 @@ class Store:
         for idx in range(size):
             if messages[idx] is None and idx not in reasons:
                 reasons[idx] = "row missing"
-                problems.append(f"session {session_id}: message row {idx} is missing")
+                problems.append(f"session {session_id}: message row {idx}{MISSING_ROW}")
         for idx in range(1, size):  # a stand-in takes the step of the message before it
             if messages[idx] is None:
                 steps[idx] = steps[idx - 1]
@@ -851,6 +851,11 @@ def _item_values(item: ContextItem) -> list:
     values[_PINNED] = int(values[_PINNED])
     values[_BY_HAND] = int(values[_BY_HAND])
     return values
+
+
+MISSING_ROW = " is missing; an empty stand-in keeps its place"
+"""How a session load's warning ends for a message row that is not there (one ``veil doctor
+--repair`` moved aside, say): nothing is left to repair, unlike a damaged row."""
 
 
 def _row_item(row: Any) -> ContextItem:

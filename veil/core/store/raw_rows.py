@@ -125,6 +125,11 @@ def reset_item_list(conn: Any, column: str, rowid: int) -> None:
     conn.execute(f"UPDATE items SET {column} = '[]' WHERE rowid = ?", (rowid,))
 
 
+def clear_message_usage(conn: Any, rowid: int) -> None:
+    """Set a message row's ``usage`` to null (its token counts; the message itself stays)."""
+    conn.execute("UPDATE messages SET usage = NULL WHERE rowid = ?", (rowid,))
+
+
 def set_session_columns(conn: Any, rowid: int, values: dict[str, Any]) -> None:
     """Set columns of one ``sessions`` row by rowid (names from veil's own code, not from the
     stored rows; values as stored: JSON already as text)."""

@@ -12,6 +12,8 @@ The check (read-only):
 The repair (``--repair``), in one transaction: each damaged row is copied, whole, to the
 ``quarantine`` table (table, key, every column as JSON, the reason), then
 
+* a message row whose only damage is its ``usage`` (token counts) keeps its message, with
+  ``usage`` set to null;
 * a damaged message or event row leaves its table (a session load stands in for a missing
   message; views derived from the event log, such as the ``veil.beliefs`` plugin's beliefs, are
   rebuilt afterwards by the plugins that keep them: the ``rebuild_derived`` hook);
@@ -309,10 +311,14 @@ def _repair(
     if row is None:  # gone since the check
         return
     raw_rows.quarantine(conn, now, table, finding.key, _row_json(row), reason)
+    bad = {p.split(":", 1)[0] for p in finding.problems}
+    if table == "messages" and bad == {"usage"}:
+        # only the token counts are unreadable: the message stays in the conversation
+        raw_rows.clear_message_usage(conn, finding.rowid)
+        return
     if table in ("messages", "events"):
         raw_rows.delete_row(conn, table, finding.rowid)
         return
-    bad = {p.split(":", 1)[0] for p in finding.problems}
     if table == "items":
         for col in bad & {"tags", "targets"}:
             raw_rows.reset_item_list(conn, col, finding.rowid)
