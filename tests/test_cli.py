@@ -254,6 +254,27 @@ def test_settings_prints_what_is_in_effect_without_secrets(tmp_path):
     assert settings["http"]["token"] == "[set]"
     assert settings["models"]["main"]["model"] == "openai/gpt-4o-mini"
     assert settings["models"]["main"]["options"] == {"api_key": "[set]"}
+    assert settings["context"]["pointerTokens"] == 9  # a number named like a token is no secret
     assert "compaction.threshold" in out["setByProject"]
     assert out["settingsFile"] == str(tmp_path / ".veil" / "settings.json")
     assert out["sectionOwners"]["convergence"] == ["veil_convergence"]
+
+
+@pytest.mark.parametrize("command", [("plugins",), ("plugins", "--json"), ("settings",)])
+def test_commands_that_read_no_session_create_nothing_in_the_folder(tmp_path, command):
+    """``veil plugins`` or ``veil settings`` run in any folder used to leave a ``.veil/`` with
+    an empty ``context.db`` behind."""
+    folder = tmp_path / "somewhere"
+    folder.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
+    env.update(VEIL_HOME=str(tmp_path / "home"), LITELLM_LOCAL_MODEL_COST_MAP="True")
+    proc = subprocess.run(
+        [sys.executable, "-m", "veil.cli", *command],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=folder,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert list(folder.iterdir()) == []

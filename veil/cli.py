@@ -55,15 +55,22 @@ class VeilContext:
         self.json = False
         self.yes = False
 
-    def open(self, keep_going: bool = False) -> Any:
+    def open(self, keep_going: bool = False, *, store: bool = True) -> Any:
         """Open the project (config, plugins, store); config errors become clean CLI errors.
         ``keep_going``: a plugin whose ``register_tools`` fails is recorded, not raised
-        (:class:`veil.core.app.Veil`)."""
+        (:class:`veil.core.app.Veil`). ``store=False``: for a command that reads no session
+        (``veil plugins``, ``veil settings``), the store is an in-memory one, so running it in
+        a folder does not create ``.veil/context.db`` there."""
         if self._veil is None:
             from veil.core.app import open_veil
 
             try:
-                self._veil = open_veil(self.project, disable=self.disabled, keep_going=keep_going)
+                self._veil = open_veil(
+                    self.project,
+                    disable=self.disabled,
+                    keep_going=keep_going,
+                    db_path=None if store else ":memory:",
+                )
             except (ConfigError, ImportError) as exc:
                 raise click.ClickException(str(exc)) from exc
             if self.yes:  # the user's choice for this run: nothing asks; deny rules still hold
@@ -481,8 +488,8 @@ def _masked_settings(value: Any, key: str = "") -> Any:
         return {k: _masked_settings(v, k) for k, v in value.items()}
     if isinstance(value, list):
         return [_masked_settings(v, key) for v in value]
-    if value is not None and any(word in key.lower() for word in SECRET_KEY_WORDS):
-        return "[set]"
+    if isinstance(value, str) and any(word in key.lower() for word in SECRET_KEY_WORDS):
+        return "[set]"  # a number or a flag is no secret (context.pointerTokens: 9)
     return value
 
 
@@ -494,7 +501,7 @@ def settings_cmd(state: VeilContext) -> None:
     settings.json; the model roles merged with auth.json's), the file they were read from, which values this project's own files set,
     and which plugin owns each plugin section. Secrets (the HTTP token, option values whose
     names hold key, token, secret, password or credential) print as "[set]"."""
-    config = state.open().config
+    config = state.open(store=False).config
     data = config.settings.model_dump(mode="json", by_alias=True)
     # the model roles in effect: settings.json and VEIL_MODELS__* over auth.json, field by field
     data["models"] = config.models.model_dump(mode="json", by_alias=True)
@@ -521,7 +528,7 @@ def plugins_cmd(state: VeilContext, as_json: bool) -> None:
     """
     from veil.core.plugins import unknown_plugin_names
 
-    veil = state.open(keep_going=True)
+    veil = state.open(keep_going=True, store=False)
     info = veil.describe()
     failures = getattr(click.get_current_context().find_root().command, "plugin_failures", {})
     for p in info["plugins"]:
