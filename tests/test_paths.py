@@ -200,7 +200,7 @@ def test_gitignore_created_completed_and_never_written_through_a_link(
     ensure_gitignore(project)
     gi = project / ".veil" / ".gitignore"
     assert gi.read_text() == VEIL_GITIGNORE
-    assert {"memory-provenance", "history", "auth.json", "context.db"} <= set(
+    assert {"memory-provenance", "history", "auth.json", "context.db", "proxy/"} <= set(
         VEIL_GITIGNORE.splitlines()
     )
     # an older veil's file gains the new lines, keeps the rest
@@ -208,6 +208,7 @@ def test_gitignore_created_completed_and_never_written_through_a_link(
     ensure_gitignore(project)
     assert gi.read_text() == (
         "context.db\ncontext.db-*\nauth.json\n*.lock\n# mine\nbuild\nmemory-provenance\nhistory\n"
+        "proxy/\n"
     )
     ensure_gitignore(project)  # idempotent
     assert gi.read_text().count("memory-provenance") == 1

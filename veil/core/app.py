@@ -51,12 +51,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.models.llm import LLM
     from veil.core.session import Session
 
-VEIL_GITIGNORE = "context.db\ncontext.db-*\nauth.json\n*.lock\nmemory-provenance\nhistory\n"
+VEIL_GITIGNORE = "context.db\ncontext.db-*\nauth.json\n*.lock\nmemory-provenance\nhistory\nproxy/\n"
 """What ``.veil/.gitignore`` holds: local state a commit must not carry (the store, the project's
-credentials, locks, the record of what veil wrote to memory files, the REPL history)."""
+credentials, locks, the record of what veil wrote to memory files, the REPL history, the
+proxy's map from client conversations to sessions)."""
 
 
-_GITIGNORE_ADDED = ("memory-provenance", "history")
+_GITIGNORE_ADDED = ("memory-provenance", "history", "proxy/")
 """Lines newer than the first ``.veil/.gitignore`` veil wrote: added to an existing file that
 lacks them (the others are left as the project keeps them)."""
 
