@@ -160,6 +160,20 @@ def test_instruction_file_names_cannot_leave_the_project(
     assert build_memory_section(config, "default", project, context_window=10_000) is None
 
 
+def test_an_instruction_file_linking_outside_the_project_is_skipped_with_a_warning(
+    project: Path, helpers: SimpleNamespace, caplog
+) -> None:
+    (project.parent / "SECRET.md").write_text("secret", encoding="utf-8")
+    (project / "AGENTS.md").symlink_to(project.parent / "SECRET.md")
+    config = helpers.load_config(project)
+    with caplog.at_level("WARNING", logger="veil_memoryfiles.injection"):
+        assert build_memory_section(config, "default", project, context_window=10_000) is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "memory.instructionFiles: 'AGENTS.md' skipped: it is a symbolic link leading outside "
+        "the project"
+    ]
+
+
 def test_section_is_built_at_session_start_and_reused(
     project: Path, helpers: SimpleNamespace
 ) -> None:

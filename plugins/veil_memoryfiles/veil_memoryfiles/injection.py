@@ -124,7 +124,8 @@ def instruction_file_paths(cwd: Path, names: list[str]) -> list[Path]:
 
     Names that are absolute, climb out with ``..`` or hold a control character or a line
     separator (a repository's settings.json could otherwise put a line of its choosing into the
-    ``## <name>`` heading) are skipped with a warning in the log.
+    ``## <name>`` heading), and files that are symbolic links leading outside the project, are
+    skipped with a warning in the log.
     """
     out = []
     root = Path(cwd).resolve()
@@ -144,6 +145,13 @@ def instruction_file_paths(cwd: Path, names: list[str]) -> list[Path]:
             inside = False
         if inside and path.is_file():
             out.append(path)
+        elif not inside and path.is_symlink():
+            # a link the repository ships (AGENTS.md -> ~/.ssh/config): say why it is not read
+            log.warning(
+                "memory.instructionFiles: %r skipped: it is a symbolic link leading outside the "
+                "project",
+                name,
+            )
     return out
 
 
