@@ -180,7 +180,8 @@ def cli(
 ) -> None:
     """veil: a coding agent whose context is scored, evicted, recalled and compacted.
 
-    Run it inside a project. With no provider configured it uses a small bundled offline model.
+    Run it inside a project. With no provider configured it uses a small offline model when the
+    veil_bundled plugin is installed (veil plugins lists it).
     """
     state = ctx.ensure_object(VeilContext)
     state.project = project or state.project
