@@ -204,6 +204,27 @@ def test_accept_edits_never_writes_a_nested_repositorys_git_config_unasked(
     assert session.messages[2]["content"].startswith("Permission denied")
 
 
+@pytest.mark.parametrize(
+    ("command", "hint"),
+    [
+        ("pytest -q tests", 'add "bash(pytest:*)" to permissions.allow'),
+        ("echo pwned > /tmp/x", "no allow rule can cover this command"),  # redirection
+        ("echo hi && rm -rf build", "no allow rule can cover this command"),  # rm unnamed
+    ],
+)
+def test_a_refusal_suggests_only_an_allow_rule_that_would_work(project, command, hint):
+    """It suggested "bash(echo:*)" for both last commands, which that rule never allows."""
+    decision = evaluate(PermissionSettings(mode="deny"), project, "bash", {"command": command})
+    assert decision.verdict == "deny"
+    assert hint in decision.reason
+    assert "--yes" in decision.reason
+    rule = decision.request.session_rule
+    covered = evaluate(
+        PermissionSettings(mode="deny", allow=[rule]), project, "bash", {"command": command}
+    )
+    assert (covered.verdict == "allow") == hint.startswith("add")  # the hint tells the truth
+
+
 def test_a_front_end_answer_in_user_words_is_understood(make_veil, project, default_permissions):
     asker = Asker("Yes")
     veil = make_veil([_bash("touch a.txt"), "ok"], plugins=[("asker", asker)])

@@ -469,7 +469,7 @@ def evaluate(
         return PermissionDecision(
             "deny",
             f"permissions.mode is deny and no allow rule covers {described}; "
-            + _how_to_allow(request.session_rule),
+            + _how_to_allow(request, project_dir),
             request=request,
         )
     reason = f"{tool} asks before it runs (permissions.mode {mode})"
@@ -480,10 +480,21 @@ def evaluate(
     )
 
 
-def _how_to_allow(rule: str) -> str:
+def _how_to_allow(request: PermissionRequest, project_dir: Path) -> str:
+    """What would let ``request`` run: the allow rule "allow for this session" would remember,
+    when that rule covers it, and ``--yes`` always. A command no rule can cover (a redirection
+    into a file, a substitution: :func:`simple_commands` cannot judge it; or a chain whose other
+    programs the rule does not name, ``echo hi && rm -rf x``) is not sent to a rule that would
+    not work."""
+    rule = request.session_rule
+    everything = "run with --yes (VEIL_PERMISSIONS__MODE=allow) to allow every call"
+    if rule_matches(parse_rule(rule), request.tool, request.subject, project_dir, for_allow=True):
+        return f'to allow it, add "{rule}" to permissions.allow in {user_settings_hint()}, or ' + (
+            everything
+        )
     return (
-        f'to allow it, add "{rule}" to permissions.allow in {user_settings_hint()}, or run with '
-        "--yes (VEIL_PERMISSIONS__MODE=allow) to allow every call"
+        "no allow rule can cover this command (it writes a file by redirection, substitutes a "
+        f"command, or runs programs a rule such as {rule} does not name); " + everything
     )
 
 
@@ -545,7 +556,7 @@ def authorize(
     return PermissionDecision(
         "deny",
         f"{request.describe()} needs permission and nobody could be asked (no interactive "
-        f"terminal); {_how_to_allow(request.session_rule)}.",
+        f"terminal); {_how_to_allow(request, session.cwd)}.",
         request=request,
     )
 
