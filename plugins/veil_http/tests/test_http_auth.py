@@ -77,6 +77,20 @@ def test_build_server_refuses_public_host_without_token_and_accepts_with(make_ve
     assert (default.config.host, default.config.port) == ("127.0.0.1", 5051)
 
 
+def test_a_project_host_is_refused_for_what_it_is_before_any_token_advice(make_veil, project):
+    """A project's settings.json asking for 0.0.0.0 was first answered "set VEIL_HTTP_TOKEN";
+    with the token set, it was then refused for coming from the project. The refusal that a
+    token cannot lift comes first."""
+    (project / ".veil").mkdir(exist_ok=True)
+    (project / ".veil" / "settings.json").write_text('{"http": {"host": "0.0.0.0"}}')
+    with pytest.raises(ConfigError) as refused:
+        build_server(make_veil(), None, None)
+    assert "http.host: a project file may not open veil serve beyond this machine" in str(
+        refused.value
+    )
+    assert "VEIL_HTTP_TOKEN" not in str(refused.value)
+
+
 def test_no_api_key_in_any_response(make_client, make_veil, project, monkeypatch):
     monkeypatch.setenv(
         "VEIL_ALLOW_PROJECT_PROVIDERS", "1"

@@ -141,8 +141,10 @@ def build_server(veil: Any, host: str | None = None, port: int | None = None) ->
     host = host or http.host
     port = http.port if port is None else port
     token = http.token.get_secret_value() if http.token is not None else None
-    check_bind(host, token)
+    # the project's own asks first: a token would not lift them, so "set VEIL_HTTP_TOKEN" first
+    # would send the user to a fix that leads to the next refusal
     check_sources(veil, host, host_given)
+    check_bind(host, token)
     app = create_app(veil, token=token, host=host)
     config = uvicorn.Config(
         app, host=host.strip("[]"), port=port, log_level="info", lifespan="off", server_header=False
