@@ -115,6 +115,22 @@ def test_a_nan_mention_power_is_refused_as_not_finite(project):
     assert "finite" in err.value.message
 
 
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"compaction": {"threshold": float("nan")}}, "compaction.threshold"),
+        ({"context": {"controller": {"lowWater": float("inf")}}}, "context.controller.lowWater"),
+        ({"memory": {"injectionShare": float("-inf")}}, "memory.injectionShare"),
+    ],
+)
+def test_no_number_field_takes_nan_or_infinity(project, data, field):
+    """Every section refuses them (a NaN threshold was reported as "less than or equal to 1")."""
+    write(project / ".veil/settings.json", data)
+    with pytest.raises(ConfigError) as err:
+        load_config(project)
+    assert f"{field}: Input should be a finite number" in err.value.message
+
+
 @pytest.mark.parametrize("count", [0, 100, -1])
 def test_compaction_count_out_of_range_names_agent_json(project, count):
     path = project / ".veil/agents/default/agent.json"

@@ -77,9 +77,13 @@ def _camel(name: str) -> str:
 
 class SettingsSection(BaseModel):
     """Base of every settings section, the core's and the plugins' (``register_settings``):
-    camelCase JSON keys, snake_case attributes, no unknown keys."""
+    camelCase JSON keys, snake_case attributes, no unknown keys, no NaN or infinite number
+    (Python's JSON reader accepts ``NaN``; a NaN threshold compares false with everything, and
+    pydantic's range check reported it as "less than or equal to 1")."""
 
-    model_config = ConfigDict(alias_generator=_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=_camel, populate_by_name=True, extra="forbid", allow_inf_nan=False
+    )
 
 
 _Model = SettingsSection
