@@ -130,10 +130,12 @@ class HostCheck:
     Args:
         app: the wrapped application.
         allowed: host names (no port, no brackets) the server answers.
+        server: how the refusals name the server (``veil proxy``, ``veil mcp --http``).
     """
 
-    def __init__(self, app: ASGIApp, allowed: Iterable[str]) -> None:
+    def __init__(self, app: ASGIApp, allowed: Iterable[str], server: str = "veil serve") -> None:
         self.app = app
+        self.server = server
         self.allowed = frozenset(h.strip("[]").lower() for h in allowed)
         shown = sorted("[" + h + "]" if ":" in h else h for h in self.allowed)
         self._names = ", ".join(shown)
@@ -148,14 +150,14 @@ class HostCheck:
         if host_name(host) not in self.allowed:
             status, code = 421, "MISDIRECTED_REQUEST"
             message = (
-                f"Host {host!r} is not this server: veil serve on a loopback address answers "
+                f"Host {host!r} is not this server: {self.server} on a loopback address answers "
                 f"only requests addressed to {self._names} (any port), which protects it from "
                 "DNS rebinding; use http://127.0.0.1:<port>/"
             )
         elif origin is not None and not same_origin(origin, host, self.allowed):
             status, code = 403, "FORBIDDEN_ORIGIN"
             message = (
-                f"Origin {origin!r} is not this server: veil serve refuses requests that web "
+                f"Origin {origin!r} is not this server: {self.server} refuses requests that web "
                 "pages from other origins make, other local ports included (allowed: "
                 f"http(s)://{{{self._names}}} on the port this request was sent to); programs "
                 "send no Origin header"

@@ -106,6 +106,7 @@ def test_a_client_session_over_streamable_http(project):
     # veil_http's host check (DNS rebinding), with veil's error body
     assert rebinding.status_code == 421
     assert rebinding.json()["error"]["code"] == "MISDIRECTED_REQUEST"
+    assert "not this server: veil mcp --http on a loopback" in rebinding.json()["error"]["message"]
 
 
 def test_with_a_token_every_request_needs_it(project):

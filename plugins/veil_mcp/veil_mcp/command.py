@@ -71,7 +71,11 @@ def build_http_app(server: Any, host: str, token: str | None) -> Any:
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host.strip("[]"))
     # Starlette runs user_middleware first to last, outermost first: as in veil_http's app.
     app.user_middleware[:0] = [
-        *([Middleware(HostCheck, allowed=loopback_names(host))] if is_loopback(host) else []),
+        *(
+            [Middleware(HostCheck, allowed=loopback_names(host), server="veil mcp --http")]
+            if is_loopback(host)
+            else []
+        ),
         *([Middleware(BearerAuth, token=token)] if token else []),
     ]
     return app

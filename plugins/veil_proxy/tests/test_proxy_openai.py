@@ -233,6 +233,7 @@ def test_bad_requests_name_the_field(run_proxy):
         # a foreign Host is refused (DNS rebinding), as veil serve does
         r = http.get("/v1/models", headers={"Host": "evil.example"})
         assert r.status_code == 421
+        assert "not this server: veil proxy on a loopback" in r.text
     assert run.upstream.requests == []  # nothing bad reached the upstream
 
 

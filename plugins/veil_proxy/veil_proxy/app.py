@@ -470,7 +470,11 @@ def create_app(
         Route("/models", list_models, methods=["GET"]),
     ]
     middleware = [
-        *([Middleware(HostCheck, allowed=loopback_names(host))] if is_loopback(host) else []),
+        *(
+            [Middleware(HostCheck, allowed=loopback_names(host), server="veil proxy")]
+            if is_loopback(host)
+            else []
+        ),
         *([Middleware(BearerAuth, token=token)] if token else []),
     ]
     app = Starlette(routes=routes, middleware=middleware)
