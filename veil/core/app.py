@@ -306,18 +306,17 @@ class Veil:
         """Refuse a model name that is a credential: a key pasted where a model goes would be
         stored in the session's ``model`` column and sent in every request, and a key is never
         a model name. It is one when a credential format matches it or it holds a secret veil
-        knows (checked whatever ``security.redactSecrets`` says).
+        knows, whatever ``security.redactSecrets`` says
+        (:func:`veil.core.safety.redaction.is_credential`; the settings files and agent.json
+        refuse one with the same test when they are loaded).
 
         Raises:
             BadRequest: naming ``field``, without the value.
         """
-        from veil.core.safety.redaction import pattern_redactor
+        from veil.core.safety.redaction import NOT_A_MODEL_NAME, is_credential
 
-        if pattern_redactor().changes(model) or self.redactor.known_only(model) != model:
-            raise BadRequest(
-                f"{field}: this looks like an API key or token, not a model name; keys go in "
-                "auth.json (providers.<name>.api_key) or the provider's environment variable"
-            )
+        if is_credential(model, self.redactor):
+            raise BadRequest(f"{field}: {NOT_A_MODEL_NAME}")
 
     def agent_snapshot(self, agent: str) -> dict[str, Any]:
         """The agent's configuration as a session snapshots it at creation (seed 000): agent.json

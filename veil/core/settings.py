@@ -25,9 +25,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     BaseModel,
     ConfigDict,
@@ -70,6 +71,27 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 AGENT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
+def _not_a_credential(value: str) -> str:
+    """A model name as a file or variable gives it, refused when it is a credential
+    (:func:`veil.core.safety.redaction.is_credential`, formats only: the project's known
+    secrets are checked where a session takes its model, :meth:`veil.core.app.Veil.check_model_name`).
+
+    Raises:
+        ValueError: without the value (pydantic's error then names the file and field, and
+            :func:`_format_errors` leaves the input out).
+    """
+    from veil.core.safety.redaction import NOT_A_MODEL_NAME, is_credential
+
+    if is_credential(value):
+        raise ValueError(NOT_A_MODEL_NAME)
+    return value
+
+
+ModelName = Annotated[str, AfterValidator(_not_a_credential)]
+"""A model name in a settings file, auth.json or agent.json: a credential pasted there is refused
+when the file is loaded, before a session stores it or a request (or litellm's warning) carries it."""
+
+
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(p.title() for p in rest)
@@ -97,7 +119,7 @@ class ModelRole(_Model):
     (``temperature``, ``max_tokens``...).
     """
 
-    model: str = Field(min_length=1)
+    model: ModelName = Field(min_length=1)
     context_window: int | None = Field(default=None, gt=0)
     options: dict[str, Any] = Field(default_factory=dict)
 
@@ -117,7 +139,7 @@ class ModelRoleLayer(_Model):
     variables): every field may be left out, so ``{"contextWindow": 16000}`` in settings.json
     adds a window to the model auth.json names. :func:`merge_model_role` combines two layers."""
 
-    model: str | None = Field(default=None, min_length=1)
+    model: ModelName | None = Field(default=None, min_length=1)
     context_window: int | None = Field(default=None, gt=0)
     options: dict[str, Any] | None = None
 
@@ -331,7 +353,7 @@ class DefaultCompaction(_Model):
     enabled: bool = True
     compaction_count: int = Field(default=50, ge=1, le=99)
     auto_threshold: int | None = Field(default=None, ge=1, le=99)
-    model: str = "default"
+    model: ModelName = "default"
     custom_instructions: str | None = None
 
 
@@ -472,7 +494,7 @@ class EmbeddingSettings(_Model):
     """
 
     provider: Literal["local", "ollama"] = "local"
-    ollama_model: str = "nomic-embed-text"
+    ollama_model: ModelName = "nomic-embed-text"
     ollama_url: str = "http://127.0.0.1:11434"
 
     @field_validator("ollama_url")
@@ -569,7 +591,7 @@ CORE_SECTIONS: dict[str, type[SettingsSection]] = {
 class AgentConfig(_Model):
     """``.veil/agents/<name>/agent.json``: the agent's model, prompt, memory and defaultCompaction."""
 
-    model: str | None = None
+    model: ModelName | None = None
     system_prompt: str | None = None
     memory: AgentMemory = Field(default_factory=AgentMemory)
     default_compaction: DefaultCompaction = Field(default_factory=DefaultCompaction)
@@ -751,10 +773,30 @@ class Config:
             path = self.agent_file(name)
             data = read_json_file(path)
             try:
-                self._agents[name] = AgentConfig.model_validate(data)
+                agent = AgentConfig.model_validate(data)
             except ValidationError as exc:
                 raise ConfigError(_format_errors(str(path), exc)) from exc
+            self._refuse_known_secret_models(path, agent)
+            self._agents[name] = agent
         return self._agents[name]
+
+    def _refuse_known_secret_models(self, path: Path, agent: AgentConfig) -> None:
+        """Refuse an agent.json whose model names hold a secret this project knows (a key of
+        auth.json or the environment in no known format; the formats were refused by
+        :data:`ModelName` already).
+
+        Raises:
+            ConfigError: naming ``path`` and the field, without the value.
+        """
+        from veil.core.safety.redaction import NOT_A_MODEL_NAME
+
+        fields = [
+            ("model", agent.model),
+            ("defaultCompaction.model", agent.default_compaction.model),
+        ]
+        for where, model in fields:
+            if model is not None and self.redactor.known_only(model) != model:
+                raise ConfigError(f"{path}: {where}: {NOT_A_MODEL_NAME}")
 
     def memory_for(self, agent: str) -> MemorySettings:
         """Memory settings for ``agent``: agent.json's ``memory`` overrides settings.json.

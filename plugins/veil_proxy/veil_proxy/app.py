@@ -37,7 +37,7 @@ from starlette.routing import Route
 from veil_http.auth import BearerAuth
 from veil_http.hosts import HostCheck, loopback_names
 
-from veil.core.errors import VeilError
+from veil.core.errors import BadRequest, ConfigError, VeilError
 from veil.core.models.llm import message_from_response
 from veil.core.settings import is_loopback
 from veil_proxy.conversations import (
@@ -81,6 +81,10 @@ class ProxyState:
             settings ``models.main.model``.
         memory_tools: offer veil's memory tools to the model beside the client's own.
         max_body_bytes: request body limit (413 above).
+
+    Raises:
+        ConfigError: ``upstream_model`` is a credential (:meth:`veil.core.app.Veil.check_model_name`),
+            naming ``--upstream-model`` without the value.
     """
 
     def __init__(
@@ -91,6 +95,11 @@ class ProxyState:
         memory_tools: bool = False,
         max_body_bytes: int = 8 * 1024 * 1024,
     ) -> None:
+        if upstream_model is not None:
+            try:
+                veil.check_model_name(upstream_model, field="--upstream-model")
+            except BadRequest as exc:  # a clean CLI error (veil_http.serve.run_headless)
+                raise ConfigError(exc.message) from exc
         self.veil = veil
         main = veil.config.models.main
         self.upstream_model = upstream_model
@@ -103,9 +112,18 @@ class ProxyState:
         """The upstream model of a request.
 
         Raises:
-            ProxyError: no model anywhere (400 naming ``model``).
+            ProxyError: no model anywhere, or the request's ``model`` is a credential
+                (:meth:`veil.core.app.Veil.check_model_name`; checked also when
+                ``--upstream-model`` replaces it): 400 naming ``model``, without the value, and
+                nothing is forwarded, stored or echoed.
         """
-        model = self.upstream_model or body.get("model") or self.default_model
+        requested = body.get("model")
+        if isinstance(requested, str):
+            try:
+                self.veil.check_model_name(requested)
+            except BadRequest as exc:
+                raise ProxyError(400, exc.message) from exc
+        model = self.upstream_model or requested or self.default_model
         if not isinstance(model, str) or not model.strip():
             raise ProxyError(
                 400,

@@ -177,3 +177,83 @@ def test_a_session_changed_by_another_opener_is_reloaded_not_overwritten(repl_en
     assert stored == ["first", "first answer", "second", "second answer", "third", "third answer"]
     sent = [m["content"] for m in model.calls[-1] if m["role"] == "user"]
     assert sent == ["first", "second", "third"]  # the reloaded history, not the stale copy
+
+
+GITHUB_TOKEN = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"
+OPENAI_KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+
+
+def _files_holding(folder, secret: str) -> list:
+    """Every file under ``folder`` whose bytes hold ``secret`` (the store and its WAL too)."""
+    return [p for p in folder.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+
+
+def test_credentials_typed_into_the_repl_are_kept_nowhere_and_echoed_nowhere(repl_env):
+    # prompt-toolkit's history file kept every line as typed: the token of a message and the
+    # key given to /model were in .veil/history in clear, and /model repeated the key
+    veil, model, project = repl_env
+    model.add("Pushed.")
+    session = veil.new_session()
+    keys = (
+        f"please use my token {GITHUB_TOKEN} to push\r"
+        f"/model {OPENAI_KEY}\r"
+        f"/{GITHUB_TOKEN}\r"  # a token pasted after a slash is an unknown command, not echoed
+        "/exit\r"
+    )
+    out = run_repl(veil, session, keys)
+
+    history = (project / ".veil" / "history").read_text(encoding="utf-8")
+    kept = [line[1:] for line in history.splitlines() if line.startswith("+")]
+    assert kept == [
+        "please use my token [redacted:github_token] to push",
+        "/model [redacted:openai_key]",
+        "/[redacted:github_token]",
+        "/exit",
+    ]
+    assert "/model NAME: this looks like an API key or token, not a model name" in out
+    assert "unknown command /[redacted:github_token]" in out
+    assert session.model is None  # the key did not become the session's model
+    for secret in (GITHUB_TOKEN, OPENAI_KEY):
+        assert secret not in out
+        assert _files_holding(project / ".veil", secret) == []
+        assert all(secret not in str(m.get("content")) for m in model.calls[0])
+
+
+def test_up_arrow_recalls_the_line_as_it_was_kept(repl_env):
+    # this session's recall holds what the file holds (the redacted line), and the next REPL,
+    # loading .veil/history, brings it back with Up and sends no credential
+    veil, model, project = repl_env
+    model.add("ok", "ok again")
+    session = veil.new_session()
+    console = Console(file=io.StringIO(), force_terminal=False, width=200)
+    with create_pipe_input() as pipe:
+        pipe.send_text(f"deploy with {GITHUB_TOKEN}\r/exit\r")
+        repl = Repl(veil, session, input=pipe, output=DummyOutput(), console=console)
+        repl.run()
+    assert repl.prompt.history.get_strings() == [
+        "deploy with [redacted:github_token]",
+        "/exit",
+    ]
+    run_repl(veil, session, "\x1b[A\x1b[A\r/exit\r")  # Up twice: past "/exit"
+    sent = [m["content"] for m in model.calls[-1] if m["role"] == "user"]
+    assert sent == ["deploy with [redacted:github_token]"] * 2
+
+
+def test_a_failing_commands_message_is_shown_without_the_credential_in_it(repl_env):
+    veil, _, project = repl_env
+
+    def fail(session, arg):
+        raise ValueError(f"cannot parse {arg!r}")
+
+    class Failing:
+        @veil_repl.hookimpl
+        def register_slash_commands(self, veil):
+            from veil.core.types import SlashCommand
+
+            return [SlashCommand("deploy", "deploy", fail)]
+
+    veil.pm.register(Failing())
+    out = run_repl(veil, veil.new_session(), f"/deploy {GITHUB_TOKEN}\r/exit\r")
+    assert "/deploy failed: cannot parse '[redacted:github_token]'" in out
+    assert GITHUB_TOKEN not in out
+    assert _files_holding(project / ".veil", GITHUB_TOKEN) == []

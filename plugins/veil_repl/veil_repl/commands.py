@@ -14,7 +14,8 @@ from veil_repl import display
 def _model(session: Any, arg: str) -> str:
     """``/model``: show the session's model; ``/model NAME`` switches to NAME when a configured
     provider can serve it (:meth:`veil.core.models.llm.LLM.unservable_reason`), else says why and keeps
-    the model in use."""
+    the model in use. A NAME that is a credential (:meth:`veil.core.app.Veil.check_model_name`)
+    is refused without being repeated."""
     llm = session.veil.llm
     model = llm.model_for("main", session.model)
     name = arg.strip()
@@ -23,7 +24,10 @@ def _model(session: Any, arg: str) -> str:
             f"model: {model.name} ({model.provider}), context window {model.context_window} tokens"
         )
     try:
-        session.veil.check_model_name(name)
+        session.veil.check_model_name(name, field="/model NAME")
+    except VeilError as exc:  # says why without the value, which is not echoed either
+        return f"{exc.message}. Still using {model.name}."
+    try:
         reason = None if name == "default" else llm.unservable_reason(name)
     except VeilError as exc:
         reason = exc.message

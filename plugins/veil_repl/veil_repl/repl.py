@@ -6,13 +6,14 @@ import threading
 from typing import Any
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.history import History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
 from rich.markup import escape
 
 from veil.core.errors import SessionConflict, UnsafeVeilPath, VeilError
 from veil.core.safety.paths import veil_file
 from veil_repl import display, permission
+from veil_repl.history import RedactedFileHistory, kept_text
 from veil_repl.status import ContextStatus
 
 HELP_HEADER = "Enter sends · Esc Enter (Alt-Enter): new line · Ctrl-C stops a turn · Ctrl-D leaves"
@@ -90,6 +91,8 @@ class Repl:
     ) -> None:
         self.veil = veil
         self.session = session
+        # what is kept or shown of the user's input: credentials redacted, as in the store
+        self.kept = kept_text(veil.redactor)
         # prompt-toolkit appends to the file through any link: a linked .veil/history (a cloned
         # repository's) is refused, and this session keeps its history in memory instead.
         self.history_warning: str | None = None
@@ -97,7 +100,7 @@ class Repl:
         try:
             path = veil_file(veil.config.project_dir, "history")
             path.parent.mkdir(parents=True, exist_ok=True)
-            history = FileHistory(str(path))
+            history = RedactedFileHistory(path, self.kept)
         except UnsafeVeilPath as exc:
             self.history_warning = f"input history not saved: {exc.message}"
             history = InMemoryHistory()
@@ -203,7 +206,9 @@ class Repl:
             return True
         cmd = self.commands.get(name)
         if cmd is None:
-            self.display.console.print(f"[red]unknown command /{name}[/red]; /help lists them")
+            self.display.console.print(
+                f"[red]unknown command /{escape(self.kept(name))}[/red]; /help lists them"
+            )
             return True
         # a command that compacts (/compact) reports the result itself: the compaction event's
         # line is held and shown only when the command says nothing
@@ -211,7 +216,7 @@ class Repl:
         try:
             out = cmd.handler(self.session, arg.strip())
         except Exception as exc:  # noqa: BLE001 - a command's error is shown, the REPL goes on
-            out = f"/{name} failed: {exc}"
+            out = self.kept(f"/{name} failed: {exc}")
         finally:
             held, self.display.held = self.display.held, None
         if out:
@@ -277,7 +282,7 @@ class Repl:
                     self.display.console.print("[yellow]interrupted[/yellow]")
                 except Exception as exc:  # noqa: BLE001 - keep the REPL alive, show the error
                     message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-                    self.display.console.print(f"[red]error: {message}[/red]")
+                    self.display.console.print(f"[red]error: {escape(self.kept(message))}[/red]")
         finally:
             display.active = None
             permission.active = None

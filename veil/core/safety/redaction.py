@@ -437,6 +437,32 @@ def pattern_redactor() -> Redactor:
     return Redactor()
 
 
+NOT_A_MODEL_NAME = (
+    "this looks like an API key or token, not a model name; keys go in auth.json "
+    "(providers.<name>.api_key) or the provider's environment variable"
+)
+"""Why a credential-shaped model name is refused (:func:`is_credential`); it never quotes the
+value, so the refusal can be printed, logged and answered over HTTP."""
+
+
+def is_credential(value: str, redactor: Redactor | None = None) -> bool:
+    """Whether ``value`` is or holds a credential: a format of
+    :mod:`veil.core.safety.secret_formats` matches it (whatever ``security.redactSecrets``
+    says), or it holds a secret ``redactor`` knows (:meth:`Redactor.known_only`).
+
+    Where a name goes (a model name), a credential is refused rather than redacted: a key pasted
+    there would be stored with the session and sent, and logged, with every request.
+
+    Args:
+        value: the text to test (a model name, as typed or as a file gives it).
+        redactor: the project's redactor, for the secrets it knows; None tests the formats only
+            (a file being validated, before its project's secrets are known).
+    """
+    if pattern_redactor().changes(value):
+        return True
+    return redactor is not None and redactor.known_only(value) != value
+
+
 def redactor_for(config: Config) -> Redactor:
     """The redactor of a project: ``security.redactSecrets`` and the secrets its configuration
     and the environment hold (:func:`config_secrets`, :func:`environment_secrets`)."""
@@ -448,10 +474,12 @@ def redactor_for(config: Config) -> Redactor:
 
 __all__ = [
     "KNOWN",
+    "NOT_A_MODEL_NAME",
     "Redactor",
     "config_secrets",
     "environment_secrets",
     "has_placeholder",
+    "is_credential",
     "pattern_redactor",
     "placeholders",
     "redactor_for",
