@@ -221,6 +221,8 @@ def test_a_link_to_a_denied_file_is_left_out(tmp_path, engine):
         "app.py\nsub/\n\n[2 entries left out: permissions.deny covers them ('read(.env*)')]"
     )
     assert call(ctx, "grep", {"pattern": MARKER, "path": "innocent.txt"}).is_error
+    searched = call(ctx, "grep", {"pattern": "DB_NAME="})  # links are not followed in a folder
+    assert MARKER not in searched.content
 
 
 def test_ls_leaves_denied_entries_out_and_does_not_enter_denied_folders(tmp_path):

@@ -68,6 +68,7 @@ allow rules nor widen the mode (``acceptEdits``, ``allow``); only the user's
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 import shlex
@@ -237,7 +238,7 @@ def display_path(raw: str, project_dir: Path) -> str:
 
 def inside_project(subject: str) -> bool:
     """Whether a :func:`display_path` result lies in the project (it is relative)."""
-    return not Path(subject).is_absolute()
+    return not os.path.isabs(subject)
 
 
 def _plain_project_file(subject: str) -> bool:
@@ -293,9 +294,13 @@ def _glob(pattern: str, subject: str) -> bool:
 
 def _path_pattern(pattern: str, project_dir: Path) -> str:
     """A path pattern in the form :func:`display_path` gives subjects."""
+    return _pattern_in_subject_form(pattern, project_dir.resolve().as_posix())
+
+
+def _pattern_in_subject_form(pattern: str, root: str) -> str:
+    """:func:`_path_pattern` with the project root already resolved (``root``, POSIX)."""
     if pattern.startswith("~") or os.path.isabs(pattern):
         expanded = os.path.expanduser(pattern)
-        root = project_dir.resolve().as_posix()
         if expanded == root:
             return "."
         if expanded.startswith(root + "/"):
@@ -350,26 +355,60 @@ def path_matches(
     Returns:
         True when the pattern covers the path.
     """
-    anchored_by_form = pattern.startswith(("./", "~", "/")) or os.path.isabs(pattern)
-    glob = _path_pattern(pattern, project_dir)
+    return _PathGlob.of(pattern, project_dir.resolve().as_posix()).matches(subject, is_dir)
+
+
+@dataclass(frozen=True)
+class _PathGlob:
+    """A path rule's pattern made ready for :func:`path_matches` (built once per pattern and
+    project root: a search tests every file of a folder against it)."""
+
+    body: str  # the glob in subject form, without a trailing slash
+    anchored: bool  # matched against whole paths (a slash, ./, absolute or ~), not names
+    folders_only: bool  # written with a trailing slash
+    match: Callable[[str], Any]  # the glob compiled (fnmatch's translation; * crosses /)
+
+    @staticmethod
+    def of(pattern: str, root: str) -> _PathGlob:
+        """``pattern`` ready for subjects under the resolved project ``root`` (POSIX)."""
+        return _path_glob(pattern, root, os.path.expanduser("~"))  # ~ may change (tests)
+
+    def _whole(self, path: str) -> bool:
+        if self.body.endswith(":*"):  # the prefix form rules of every tool accept
+            return _glob(self.body, path)
+        return self.match(path) is not None
+
+    def matches(self, subject: str, is_dir: bool | Callable[[], bool]) -> bool:
+        """Whether it covers ``subject`` (:func:`path_matches` says how)."""
+        body = self.body
+        if subject == ".":
+            return body == "."
+        # whether the subject itself may match (a folders-only pattern needs it to be a folder)
+        subject_counts = not self.folders_only or (is_dir() if callable(is_dir) else is_dir)
+        if self.anchored or not inside_project(subject):
+            candidates = _folders_above(subject) + ([subject] if subject_counts else [])
+            if any(self._whole(path) for path in candidates):
+                return True
+            if body.startswith("**/"):  # gitignore: a leading "**/" matches in every folder
+                return any(fnmatch.fnmatchcase(path, body[3:]) for path in candidates)
+            return False
+        names = subject.split("/")
+        last = len(names) if subject_counts else len(names) - 1
+        match = self.match
+        if any(match(names[i]) is not None for i in range(last)):
+            return True
+        return subject_counts and self._whole(subject)  # the whole path, as before (* crosses)
+
+
+@functools.lru_cache(maxsize=1024)
+def _path_glob(pattern: str, root: str, home: str) -> _PathGlob:
+    """:meth:`_PathGlob.of`, kept per pattern, project root and home folder."""
+    glob = _pattern_in_subject_form(pattern, root)
     folders_only = len(glob) > 1 and glob.endswith("/")
     body = glob.rstrip("/") if folders_only else glob
-    if subject == ".":
-        return body == "."
-    # whether the subject itself may match (a folders-only pattern needs it to be a folder)
-    subject_counts = not folders_only or (is_dir() if callable(is_dir) else is_dir)
-    if anchored_by_form or "/" in body or not inside_project(subject):
-        candidates = _folders_above(subject) + ([subject] if subject_counts else [])
-        if any(_glob(body, path) for path in candidates):
-            return True
-        if body.startswith("**/"):  # gitignore: a leading "**/" matches in every folder, root too
-            return any(fnmatch.fnmatchcase(path, body[3:]) for path in candidates)
-        return False
-    names = subject.split("/")
-    candidates = names[:-1] + ([names[-1]] if subject_counts else [])
-    if any(fnmatch.fnmatchcase(name, body) for name in candidates):
-        return True
-    return subject_counts and _glob(body, subject)  # the whole path, as before (``*`` crosses)
+    by_form = pattern.startswith(("./", "~", "/")) or os.path.isabs(pattern)
+    compiled = re.compile(fnmatch.translate(body)).match
+    return _PathGlob(body, by_form or "/" in body, folders_only, compiled)
 
 
 def rule_matches(
@@ -426,16 +465,32 @@ class PathDenial:
 
     rules: tuple[Rule, ...]
     root: Path
+    _globs: tuple[_PathGlob | None, ...] = field(init=False, repr=False, compare=False)
+    _root: str = field(init=False, repr=False, compare=False)
 
-    def subject(self, resolved: Path) -> str:
+    def __post_init__(self) -> None:
+        root = self.root.as_posix()
+        globs = tuple(
+            None if r.pattern is None else _PathGlob.of(r.pattern, root) for r in self.rules
+        )
+        object.__setattr__(self, "_globs", globs)
+        object.__setattr__(self, "_root", root)
+
+    def subject(self, resolved: str | Path) -> str:
         """``resolved`` (an absolute path, links already resolved) in :func:`display_path`'s
-        form: relative POSIX inside the project, absolute outside."""
-        try:
-            return resolved.relative_to(self.root).as_posix() or "."
-        except ValueError:
-            return resolved.as_posix()
+        form: relative POSIX inside the project, absolute outside (string work only: a
+        search asks this of every file)."""
+        path = os.fspath(resolved)
+        root = self._root
+        if path == root:
+            return "."
+        if root == "/":
+            return path[1:]
+        if path.startswith(root + "/"):
+            return path[len(root) + 1 :]
+        return path
 
-    def rule_for(self, resolved: Path, *, is_dir: bool) -> str | None:
+    def rule_for(self, resolved: str | Path, *, is_dir: bool) -> str | None:
         """The first deny rule (as written) that covers ``resolved``, or None.
 
         Args:
@@ -443,10 +498,8 @@ class PathDenial:
             is_dir: whether it is a folder (for patterns with a trailing slash).
         """
         subject = self.subject(resolved)
-        for rule in self.rules:
-            if rule.pattern is None or path_matches(
-                rule.pattern, subject, self.root, is_dir=is_dir
-            ):
+        for rule, glob in zip(self.rules, self._globs, strict=True):
+            if glob is None or glob.matches(subject, is_dir):
                 return rule.text
         return None
 

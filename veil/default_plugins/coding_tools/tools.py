@@ -224,23 +224,30 @@ class _DenyFilter:
     Paths are judged resolved, as the loop judges a call's own path
     (:func:`~veil.core.safety.permissions.display_path`): ``start`` is resolved once, and a path
     below it is ``start``'s real location joined with its relative part, since neither walk
-    follows a symbolic link below ``start`` (a link met there is resolved on its own).
+    follows a symbolic link below ``start`` (a link met there is resolved on its own). String
+    work only, but for links: a search asks this of every file.
     """
 
     def __init__(self, denial: PathDenial, start: Path) -> None:
         self.denial = denial
-        self.start = start
-        self.real_start = _real(start)
+        self.start = os.fspath(start)
+        self.real_start = os.fspath(_real(start))
         self.rules: dict[str, None] = {}  # the rules that left something out, in order met
 
-    def rule_for(self, path: Path, is_dir: bool) -> str | None:
-        """The deny rule covering ``path`` (a path under ``start``, or ``start``), or None."""
-        try:
-            below = path.relative_to(self.start)
-        except ValueError:  # not spelt under start (an engine's own form): resolve it whole
-            real = _real(path)
+    def rule_for(
+        self, path: Path | str, is_dir: bool, *, is_link: bool | None = None
+    ) -> str | None:
+        """The deny rule covering ``path`` (``start`` or a path under it), or None.
+
+        ``is_link``: whether ``path`` is a symbolic link, when the caller knows (None: look).
+        """
+        text = os.fspath(path)
+        if is_link is None:
+            is_link = os.path.islink(text)
+        if is_link or not (text == self.start or text.startswith(self.start + "/")):
+            real = os.fspath(_real(Path(text)))
         else:
-            real = _real(path) if path.is_symlink() else self.real_start / below
+            real = self.real_start + text[len(self.start) :]
         rule = self.denial.rule_for(real, is_dir=is_dir)
         if rule is not None:
             self.rules[rule] = None
@@ -980,7 +987,7 @@ def _list_tree(
         if is_dir and entry.name in NOISE_DIRS:
             continue
         path = Path(entry.path)
-        if deny is not None and deny.rule_for(path, is_dir) is not None:
+        if deny is not None and deny.rule_for(path, is_dir, is_link=entry.is_symlink()):
             if left_out is not None:
                 left_out.append(path)
             continue
