@@ -15,10 +15,20 @@ deny lists, deny wins, modes) and Codex (approval modes), in veil's own words:
   - ``bash(pattern)`` matches the command: a shell glob (``fnmatch``, ``*`` matches anything,
     spaces and ``/`` included), or Claude Code's prefix form ``bash(npm run test:*)`` = the
     command ``npm run test`` alone or followed by arguments.
-  - ``read(pattern)``, ``write(...)``, ``edit(...)``, ``grep(...)``, ``ls(...)`` match the path,
-    relative to the project root (``src/*``; ``*`` crosses folders) or absolute (``/tmp/*``,
-    ``~/notes/*``) for paths outside it. Paths are resolved first (``..`` and symbolic links),
-    so ``src/../.git/config`` is ``.git/config``.
+  - ``read(pattern)``, ``write(...)``, ``edit(...)``, ``grep(...)``, ``ls(...)`` match the path
+    (:func:`path_matches`), relative to the project root or absolute (``/tmp/*``, ``~/notes/*``)
+    for paths outside it, in gitignore's manner as Claude Code's Read and Edit rules are: a
+    pattern without a slash matches a file or folder name at any depth of the project
+    (``.env*`` covers ``sub/.env.local``); one with a slash (``src/*``, ``./.env``) is anchored
+    at the project root, ``*`` crossing folders; either covers what lies inside a folder it
+    matches. Paths are resolved first (``..`` and symbolic links), so ``src/../.git/config`` is
+    ``.git/config``.
+  - A ``read(...)`` deny rule covers every built-in tool that shows a file's contents or names
+    (:data:`READ_COVERED_TOOLS`): ``grep`` and ``ls`` are refused a path it covers and leave
+    the files it covers out of a search or a listing of a folder, saying how many; ``edit`` is
+    refused a file it covers (its answer would tell whether a text is in the file). ``bash``
+    is not covered: a command may read any file (``cat .env``); deny those commands with
+    ``bash(...)`` rules, or keep ``bash`` asking.
   - ``tool`` alone or ``tool(*)``: every call of that tool. Tool names compare without case
     (``Bash(pytest*)`` is ``bash(pytest*)``). Other tools take no pattern but ``*``.
 
@@ -58,6 +68,7 @@ allow rules nor widen the mode (``acceptEdits``, ``allow``); only the user's
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 import shlex
@@ -93,6 +104,12 @@ EDIT_TOOLS = frozenset({"write", "edit"})
 
 PATH_TOOLS = frozenset({"read", "write", "edit", "grep", "ls"})
 """Tools whose rule pattern matches the ``path`` argument."""
+
+READ_COVERED_TOOLS = frozenset({"grep", "ls", "edit"})
+"""Built-in tools a ``read(...)`` deny rule covers besides ``read``: ``grep`` shows lines of
+files, ``ls`` their names, and ``edit``'s answer tells whether a text is in a file (found,
+found N times, not found). Claude Code applies its Read rules to Grep and Glob alike
+(https://code.claude.com/docs/en/permissions, "Read and Edit")."""
 
 COMMAND_TOOLS = frozenset({"bash"})
 """Tools whose rule pattern matches the ``command`` argument."""
@@ -225,7 +242,7 @@ def display_path(raw: str, project_dir: Path) -> str:
 
 def inside_project(subject: str) -> bool:
     """Whether a :func:`display_path` result lies in the project (it is relative)."""
-    return not Path(subject).is_absolute()
+    return not os.path.isabs(subject)
 
 
 def protected_name(part: str) -> bool:
@@ -291,15 +308,121 @@ def _glob(pattern: str, subject: str) -> bool:
 
 def _path_pattern(pattern: str, project_dir: Path) -> str:
     """A path pattern in the form :func:`display_path` gives subjects."""
+    return _pattern_in_subject_form(pattern, project_dir.resolve().as_posix())
+
+
+def _pattern_in_subject_form(pattern: str, root: str) -> str:
+    """:func:`_path_pattern` with the project root already resolved (``root``, POSIX)."""
     if pattern.startswith("~") or os.path.isabs(pattern):
         expanded = os.path.expanduser(pattern)
-        root = project_dir.resolve().as_posix()
         if expanded == root:
             return "."
         if expanded.startswith(root + "/"):
             return expanded[len(root) + 1 :]
         return expanded
     return pattern[2:] if pattern.startswith("./") else pattern
+
+
+def _folders_above(subject: str) -> list[str]:
+    """The folders ``subject`` lies in, outermost first, in its own form: ``a/b/c`` ->
+    ``["a", "a/b"]``, ``/x/y/z`` -> ``["/x", "/x/y"]`` (neither the project root nor ``/``)."""
+    parts = subject.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts)) if "/".join(parts[:i])]
+
+
+def path_matches(
+    pattern: str,
+    subject: str,
+    project_dir: Path,
+    *,
+    is_dir: bool | Callable[[], bool] = False,
+) -> bool:
+    """Whether a path rule's ``pattern`` covers ``subject``, in gitignore's manner.
+
+    Claude Code's Read and Edit rules "follow the gitignore specification"
+    (https://code.claude.com/docs/en/permissions); veil keeps its own glob for ``*`` (it
+    crosses folders, as before) and takes gitignore's anchoring and folder rules
+    (https://git-scm.com/docs/gitignore, "PATTERN FORMAT"):
+
+    * A pattern without a slash (``.env*``, ``*.pem``, ``secrets``) matches a file or folder
+      *name* at any depth of the project: ``.env*`` covers ``.env`` and ``sub/.env.local``.
+    * A pattern with a slash at its start or in its middle (``src/*``, ``config/secrets``), or
+      written ``./name``, absolute or ``~/...``, is anchored: it matches the whole path
+      (relative to the project root inside it, absolute outside). A leading ``**/`` also matches
+      at the root (``**/.env`` covers ``.env``).
+    * Either covers everything inside a folder it matches (``secrets`` covers
+      ``lib/secrets/key.pem``; ``config/secrets`` covers ``config/secrets/a``).
+    * A trailing slash (``build/``) matches folders only.
+    * The project root itself (``.``) is matched only by a pattern naming it (``.``, or its
+      absolute path), so ``read(.*)`` does not cover listing the project.
+    * A pattern without a slash names paths inside the project: ``.env*`` does not cover
+      ``/elsewhere/.env`` (write ``/elsewhere/.env*`` or ``~/...`` for those).
+
+    Args:
+        pattern: the rule's pattern as written (``.env*``, ``./src/*``, ``~/notes/*``).
+        subject: the resolved path, as :func:`display_path` gives it (``sub/.env.local``,
+            ``.``, ``/tmp/x``).
+        project_dir: the project root (absolute patterns inside it are made relative).
+        is_dir: whether ``subject`` is a folder (a bool, or a callable asked only when a
+            trailing-slash pattern needs it).
+
+    Returns:
+        True when the pattern covers the path.
+    """
+    return _PathGlob.of(pattern, project_dir.resolve().as_posix()).matches(subject, is_dir)
+
+
+@dataclass(frozen=True)
+class _PathGlob:
+    """A path rule's pattern made ready for :func:`path_matches` (built once per pattern and
+    project root: a search tests every file of a folder against it)."""
+
+    body: str  # the glob in subject form, without a trailing slash
+    anchored: bool  # matched against whole paths (a slash, ./, absolute or ~), not names
+    folders_only: bool  # written with a trailing slash
+    match: Callable[[str], Any]  # the glob compiled (fnmatch's translation; * crosses /)
+
+    @staticmethod
+    def of(pattern: str, root: str) -> _PathGlob:
+        """``pattern`` ready for subjects under the resolved project ``root`` (POSIX)."""
+        return _path_glob(pattern, root, os.path.expanduser("~"))  # ~ may change (tests)
+
+    def _whole(self, path: str) -> bool:
+        if self.body.endswith(":*"):  # the prefix form rules of every tool accept
+            return _glob(self.body, path)
+        return self.match(path) is not None
+
+    def matches(self, subject: str, is_dir: bool | Callable[[], bool]) -> bool:
+        """Whether it covers ``subject`` (:func:`path_matches` says how)."""
+        body = self.body
+        if subject == ".":
+            return body == "."
+        # whether the subject itself may match (a folders-only pattern needs it to be a folder)
+        subject_counts = not self.folders_only or (is_dir() if callable(is_dir) else is_dir)
+        if self.anchored or not inside_project(subject):
+            candidates = _folders_above(subject) + ([subject] if subject_counts else [])
+            if any(self._whole(path) for path in candidates):
+                return True
+            if body.startswith("**/"):  # gitignore: a leading "**/" matches in every folder
+                return any(fnmatch.fnmatchcase(path, body[3:]) for path in candidates)
+            return False
+        names = subject.split("/")
+        last = len(names) if subject_counts else len(names) - 1
+        match = self.match
+        if any(match(names[i]) is not None for i in range(last)):
+            return True
+        return subject_counts and self._whole(subject)  # the whole path, as before (* crosses)
+
+
+@functools.lru_cache(maxsize=1024)
+def _path_glob(pattern: str, root: str, home: str) -> _PathGlob:
+    """:meth:`_PathGlob.of`, kept per pattern, project root and home folder."""
+    glob = _pattern_in_subject_form(pattern, root)
+    folders_only = len(glob) > 1 and glob.endswith("/")
+    body = glob.rstrip("/") if folders_only else glob
+    by_form = pattern.startswith(("./", "~", "/")) or os.path.isabs(pattern)
+    compiled = re.compile(fnmatch.translate(body)).match
+    return _PathGlob(body, by_form or "/" in body, folders_only, compiled)
 
 
 def rule_matches(
@@ -323,7 +446,94 @@ def rule_matches(
         if parts is None:  # not parsed safely: any stretch between operators may be a command
             parts = [p.strip() for p in _CRUDE_SPLIT.split(subject) if p.strip()]
         return _glob(rule.pattern, subject.strip()) or any(_glob(rule.pattern, p) for p in parts)
-    return _glob(_path_pattern(rule.pattern, project_dir), subject)
+    return path_matches(
+        rule.pattern, subject, project_dir, is_dir=lambda: _is_folder(subject, project_dir)
+    )
+
+
+def _is_folder(subject: str, project_dir: Path) -> bool:
+    """Whether a :func:`display_path` subject names a folder on disk now."""
+    return (Path(subject) if not inside_project(subject) else project_dir / subject).is_dir()
+
+
+def deny_rule_covers(rule: Rule, tool: str, subject: str | None, project_dir: Path) -> bool:
+    """Whether the deny rule ``rule`` refuses a call of ``tool`` about ``subject``: a rule for
+    that tool, or a ``read(...)`` rule when ``tool`` is one of :data:`READ_COVERED_TOOLS`."""
+    tool = tool.lower()
+    if rule.tool == "read" and tool in READ_COVERED_TOOLS:
+        return rule_matches(rule, "read", subject, project_dir, for_allow=False)
+    return rule_matches(rule, tool, subject, project_dir, for_allow=False)
+
+
+@dataclass(frozen=True)
+class PathDenial:
+    """The deny rules that keep paths out of what a search or listing tool shows.
+
+    A ``grep`` of a folder, or an ``ls`` of one, asks :meth:`rule_for` about each file or
+    folder it meets and leaves out the ones a rule covers (:func:`path_denial` builds it).
+
+    Attributes:
+        rules: the deny rules for the tool and the ``read(...)`` deny rules.
+        root: the project root, resolved.
+    """
+
+    rules: tuple[Rule, ...]
+    root: Path
+    _globs: tuple[_PathGlob | None, ...] = field(init=False, repr=False, compare=False)
+    _root: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        root = self.root.as_posix()
+        globs = tuple(
+            None if r.pattern is None else _PathGlob.of(r.pattern, root) for r in self.rules
+        )
+        object.__setattr__(self, "_globs", globs)
+        object.__setattr__(self, "_root", root)
+
+    def subject(self, resolved: str | Path) -> str:
+        """``resolved`` (an absolute path, links already resolved) in :func:`display_path`'s
+        form: relative POSIX inside the project, absolute outside (string work only: a
+        search asks this of every file)."""
+        path = os.fspath(resolved)
+        root = self._root
+        if path == root:
+            return "."
+        if root == "/":
+            return path[1:]
+        if path.startswith(root + "/"):
+            return path[len(root) + 1 :]
+        return path
+
+    def rule_for(self, resolved: str | Path, *, is_dir: bool) -> str | None:
+        """The first deny rule (as written) that covers ``resolved``, or None.
+
+        Args:
+            resolved: the absolute path with links resolved.
+            is_dir: whether it is a folder (for patterns with a trailing slash).
+        """
+        subject = self.subject(resolved)
+        for rule, glob in zip(self.rules, self._globs, strict=True):
+            if glob is None or glob.matches(subject, is_dir):
+                return rule.text
+        return None
+
+
+def path_denial(settings: Any, project_dir: Path, tool: str) -> PathDenial | None:
+    """The deny rules that leave paths out of a search or listing by ``tool`` (``grep``,
+    ``ls``): its own path rules and the ``read(...)`` ones; None when there are none.
+
+    Args:
+        settings: a :class:`~veil.core.settings.PermissionSettings` (its ``deny`` list).
+        project_dir: the project root.
+        tool: the tool's name.
+    """
+    tool = tool.lower()
+    rules = []
+    for text in settings.deny:
+        rule = parse_rule(text)
+        if rule.tool == tool or (rule.tool == "read" and tool in READ_COVERED_TOOLS):
+            rules.append(rule)
+    return PathDenial(tuple(rules), project_dir.resolve()) if rules else None
 
 
 # -- decisions ---------------------------------------------------------------------------------
@@ -438,10 +648,16 @@ def evaluate(
     )
     described = request.describe()
     for text in settings.deny:
-        if rule_matches(parse_rule(text), tool, subject, project_dir, for_allow=False):
+        rule = parse_rule(text)
+        if deny_rule_covers(rule, tool, subject, project_dir):
+            also = (
+                f" (a read rule covers {tool} too)"
+                if rule.tool == "read" and tool.lower() != "read"
+                else ""
+            )
             return PermissionDecision(
                 "deny",
-                f"{described} matches the deny rule {text!r} (permissions.deny).",
+                f"{described} matches the deny rule {text!r} (permissions.deny){also}.",
                 text,
                 request,
             )

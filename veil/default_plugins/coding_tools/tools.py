@@ -15,6 +15,14 @@ returns when no ``limit`` is given).
 ``ToolResult.meta`` always holds ``"truncated"`` (bool); file tools add ``"path"`` (as shown to the
 model; the capture hook uses it as the item's target); ``bash`` adds ``"exit_code"``,
 ``"timed_out"`` and ``"command"``.
+
+Deny rules (``permissions.deny``, :mod:`veil.core.safety.permissions`): the loop refuses a call
+whose own path a rule covers before the tool runs, and ``read``, ``edit``, ``grep`` and ``ls``
+refuse it themselves too (a handler may be called without the loop). A ``grep`` or ``ls`` of a
+folder leaves out every file and folder a ``read(...)`` rule, or one of its own, covers, and
+says how many it left out and which rules did (``meta["denied"]``), never what they hold: the
+search skips them before counting matches, so neither the lines nor the match limit depend on
+their contents. ``bash`` is not filtered (a command may read any file).
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from veil.core.atomic import atomic_write_bytes
+from veil.core.safety.permissions import PathDenial, path_denial
 from veil.core.safety.processes import KILL_GRACE_SECONDS as KILL_GRACE_SECONDS  # re-exported
 from veil.core.safety.processes import finished, kill_group, signal_group, start_group
 from veil.core.types import Tool, ToolContext, ToolResult
@@ -206,6 +215,80 @@ def _line_count(text: str) -> int:
     return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
+# -- deny rules --------------------------------------------------------------------------------
+
+
+class _DenyFilter:
+    """Which paths under ``start`` (a tool's normalised path argument) the deny rules keep out.
+
+    Paths are judged resolved, as the loop judges a call's own path
+    (:func:`~veil.core.safety.permissions.display_path`): ``start`` is resolved once, and a path
+    below it is ``start``'s real location joined with its relative part, since neither walk
+    follows a symbolic link below ``start`` (a link met there is resolved on its own). String
+    work only, but for links: a search asks this of every file.
+    """
+
+    def __init__(self, denial: PathDenial, start: Path) -> None:
+        self.denial = denial
+        self.start = os.fspath(start)
+        self.real_start = os.fspath(_real(start))
+        self.rules: dict[str, None] = {}  # the rules that left something out, in order met
+
+    def rule_for(
+        self, path: Path | str, is_dir: bool, *, is_link: bool | None = None
+    ) -> str | None:
+        """The deny rule covering ``path`` (``start`` or a path under it), or None.
+
+        ``is_link``: whether ``path`` is a symbolic link, when the caller knows (None: look).
+        """
+        text = os.fspath(path)
+        if is_link is None:
+            is_link = os.path.islink(text)
+        if is_link or not (text == self.start or text.startswith(self.start + "/")):
+            real = os.fspath(_real(Path(text)))
+        else:
+            real = self.real_start + text[len(self.start) :]
+        rule = self.denial.rule_for(real, is_dir=is_dir)
+        if rule is not None:
+            self.rules[rule] = None
+        return rule
+
+    def note(self, count: int, what: str, whats: str) -> str:
+        """``[2 files left out: permissions.deny covers them ('read(.env*)')]`` (``what`` /
+        ``whats``: the noun, singular and plural)."""
+        noun = what if count == 1 else whats
+        rules = ", ".join(repr(r) for r in self.rules)
+        them = "it" if count == 1 else "them"
+        return f"[{count} {noun} left out: permissions.deny covers {them} ({rules})]"
+
+
+def _real(path: Path) -> Path:
+    """``path`` with its symbolic links resolved (itself when they loop)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path
+
+
+def _deny_filter(ctx: ToolContext, tool: str, start: Path) -> _DenyFilter | None:
+    """The deny rules that apply to ``tool``'s paths under ``start``; None when there are none."""
+    denial = path_denial(ctx.session.config.settings.permissions, Path(ctx.session.cwd), tool)
+    return _DenyFilter(denial, start) if denial is not None else None
+
+
+def _refuse_if_denied(ctx: ToolContext, tool: str, path: Path, shown: str, meta: dict) -> None:
+    """Refuse a call whose own path a deny rule covers, as the loop would have.
+
+    Raises:
+        _ToolFailureError: naming the rule.
+    """
+    deny = _deny_filter(ctx, tool, path)
+    if deny is not None and (rule := deny.rule_for(path, path.is_dir())) is not None:
+        raise _ToolFailureError(
+            f"{shown}: the deny rule {rule!r} (permissions.deny) covers it; not shown", meta
+        )
+
+
 # -- output caps -------------------------------------------------------------------------------
 
 
@@ -326,6 +409,7 @@ def _open_text_file(ctx: ToolContext, tool: str, raw_path: str) -> tuple[Path, s
     path = _resolve(ctx, raw_path)
     shown = _display(ctx, path)
     meta: dict[str, Any] = {"path": shown, "truncated": False}
+    _refuse_if_denied(ctx, tool, path, shown, meta)
     if path.is_dir():
         hint = "use ls to list it" if tool == "read" else "give a file"
         raise _ToolFailureError(f"{shown}: is a directory; {hint}", meta)
@@ -703,11 +787,16 @@ def _walk_files(root: Path, glob: str | None, base: Path | None = None) -> Itera
                 yield Path(entry.path)
 
 
-def _grep_python(regex: Any, target: Path, glob: str | None, limit: int) -> list[_Match]:
-    """Pure-Python search: up to ``limit`` matches; binary and unreadable files are skipped."""
+def _grep_python(
+    regex: Any, target: Path, glob: str | None, limit: int, deny: _DenyFilter | None = None
+) -> list[_Match]:
+    """Pure-Python search: up to ``limit`` matches; binary and unreadable files are skipped, and
+    so are files ``deny`` covers (never read)."""
     matches: list[_Match] = []
     files = [target] if target.is_file() else _walk_files(target, glob)
     for file in files:
+        if deny is not None and deny.rule_for(file, False) is not None:
+            continue
         try:
             data = file.read_bytes()
         except OSError:
@@ -733,22 +822,53 @@ def _rg_text(field: dict[str, Any]) -> str:
     return base64.b64decode(field.get("bytes", "")).decode("utf-8", "replace")
 
 
-def _grep_rg(
-    rg: str, args: dict[str, Any], target: Path, limit: int, timeout: float
-) -> list[_Match] | None:
-    """Search with ripgrep (``--json``, sorted by path); None when ripgrep refuses the pattern.
-
-    Hidden files are searched and the noise folders skipped, as in the Python walk; ripgrep also
-    honours ``.gitignore`` / ``.ignore`` files, which the Python walk does not read.
-    """
-    command = [rg, "--json", "--no-config", "--hidden", "--sort", "path"]
-    if args.get("ignore_case"):
+def _rg_command(rg: str, args: dict[str, Any], target: Path, *, files: bool) -> list[str]:
+    """ripgrep's command line: the search (``--json``), or with ``files`` the list of files that
+    search would read (``--files``), with the same filters."""
+    command = [rg, "--files" if files else "--json", "--no-config", "--hidden", "--sort", "path"]
+    if args.get("ignore_case") and not files:
         command.append("--ignore-case")
     if args.get("glob"):
         command += ["--glob", args["glob"]]
     for name in sorted(NOISE_DIRS):
         command += ["--glob", f"!{name}"]
-    command += ["--regexp", args["pattern"], "--", str(target)]
+    if not files:
+        command += ["--regexp", args["pattern"]]
+    return [*command, "--", str(target)]
+
+
+def _rg_files(rg: str, args: dict[str, Any], target: Path, timeout: float) -> list[Path] | None:
+    """The files a ripgrep search of ``target`` reads (``rg --files``); None when it fails."""
+    try:
+        done = subprocess.run(
+            _rg_command(rg, args, target, files=True),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode not in (0, 1):  # 1: no file
+        return None
+    return [Path(os.fsdecode(line)) for line in done.stdout.split(b"\n") if line]
+
+
+def _grep_rg(
+    rg: str,
+    args: dict[str, Any],
+    target: Path,
+    limit: int,
+    timeout: float,
+    deny: _DenyFilter | None = None,
+) -> list[_Match] | None:
+    """Search with ripgrep (``--json``, sorted by path); None when ripgrep refuses the pattern.
+
+    Hidden files are searched and the noise folders skipped, as in the Python walk; ripgrep also
+    honours ``.gitignore`` / ``.ignore`` files, which the Python walk does not read. Matches in
+    files ``deny`` covers are dropped before they count towards ``limit``.
+    """
+    command = _rg_command(rg, args, target, files=False)
     proc = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
@@ -762,8 +882,11 @@ def _grep_rg(
             if event.get("type") != "match":
                 continue
             data = event["data"]
+            path = Path(_rg_text(data["path"]))
+            if deny is not None and deny.rule_for(path, False) is not None:
+                continue
             text = _rg_text(data["lines"]).removesuffix("\n").removesuffix("\r")
-            matches.append(_Match(Path(_rg_text(data["path"])), data["line_number"], text))
+            matches.append(_Match(path, data["line_number"], text))
             if len(matches) >= limit:
                 break
     finally:
@@ -788,20 +911,28 @@ def _run_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     meta: dict[str, Any] = {"path": shown, "truncated": False}
     if not target.exists():
         raise _ToolFailureError(f"{shown}: no such file or directory", meta)
+    _refuse_if_denied(ctx, "grep", target, shown, meta)
     loop = _loop_settings(ctx)
     limit = args.get("max_results", GREP_DEFAULT_MAX_RESULTS)
+    deny = _deny_filter(ctx, "grep", target) if target.is_dir() else None
     rg = shutil.which("rg")
     matches = None
     if rg:
-        matches = _grep_rg(rg, args, target, limit + 1, loop.bash_timeout)
+        matches = _grep_rg(rg, args, target, limit + 1, loop.bash_timeout, deny)
     meta["engine"] = "rg" if matches is not None else "python"
     if matches is None:
-        matches = _grep_python(regex, target, args.get("glob"), limit + 1)
+        matches = _grep_python(regex, target, args.get("glob"), limit + 1, deny)
+    denied_note = ""
+    if deny is not None:
+        left_out = _denied_files(ctx, args, target, deny, rg if meta["engine"] == "rg" else None)
+        meta["denied"] = {"files": left_out, "rules": list(deny.rules)}
+        if left_out:
+            denied_note = "\n\n" + deny.note(left_out, "file", "files")
     over_limit = len(matches) > limit
     matches = matches[:limit]
     if not matches:
         meta["matches"] = 0
-        return ToolResult(f"no matches for /{args['pattern']}/ in {shown}", meta=meta)
+        return ToolResult(f"no matches for /{args['pattern']}/ in {shown}" + denied_note, meta=meta)
     lines = [
         f"{_display(ctx, Path(os.path.normpath(m.path)))}:{m.line}:"
         f"{_cut_line(m.text, GREP_LINE_CHARS)[0]}"
@@ -819,16 +950,33 @@ def _run_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             f"\n\n[stopped after {limit} matches; narrow the pattern, path or glob, "
             "or raise max_results]"
         )
-    return ToolResult(content, meta=meta)
+    return ToolResult(content + denied_note, meta=meta)
+
+
+def _denied_files(
+    ctx: ToolContext, args: dict[str, Any], folder: Path, deny: _DenyFilter, rg: str | None
+) -> int:
+    """How many files a search of ``folder`` left out for ``deny``: counted over every file the
+    search would read (ripgrep's ``--files`` list, or the Python walk), matching or not, so the
+    number says nothing of what they hold."""
+    files = None
+    if rg is not None:
+        files = _rg_files(rg, args, folder, _loop_settings(ctx).bash_timeout)
+    if files is None:
+        files = list(_walk_files(folder, args.get("glob")))
+    return sum(deny.rule_for(file, False) is not None for file in files)
 
 
 # -- ls ----------------------------------------------------------------------------------------
 
 
-def _list_tree(folder: Path, depth: int) -> Iterator[tuple[Path, bool]]:
+def _list_tree(
+    folder: Path, depth: int, deny: _DenyFilter | None = None, left_out: list[Path] | None = None
+) -> Iterator[tuple[Path, bool]]:
     """(path, is folder) under ``folder``, sorted by name, each folder followed by its contents.
 
-    Noise folders are skipped; symbolic links to folders are listed but not entered.
+    Noise folders are skipped; symbolic links to folders are listed but not entered. Entries
+    ``deny`` covers are left out (a folder is not entered) and appended to ``left_out``.
     """
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
@@ -838,9 +986,14 @@ def _list_tree(folder: Path, depth: int) -> Iterator[tuple[Path, bool]]:
         is_dir = entry.is_dir()
         if is_dir and entry.name in NOISE_DIRS:
             continue
-        yield Path(entry.path), is_dir
+        path = Path(entry.path)
+        if deny is not None and deny.rule_for(path, is_dir, is_link=entry.is_symlink()):
+            if left_out is not None:
+                left_out.append(path)
+            continue
+        yield path, is_dir
         if is_dir and depth > 1 and not entry.is_symlink():
-            yield from _list_tree(Path(entry.path), depth - 1)
+            yield from _list_tree(path, depth - 1, deny, left_out)
 
 
 def _run_ls(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
@@ -849,19 +1002,29 @@ def _run_ls(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     meta: dict[str, Any] = {"path": shown, "truncated": False}
     if not folder.exists():
         raise _ToolFailureError(f"{shown}: no such file or directory", meta)
+    _refuse_if_denied(ctx, "ls", folder, shown, meta)
     if not folder.is_dir():
         return ToolResult(shown, meta=meta)
     depth = args.get("depth", LS_DEFAULT_DEPTH)
     loop = _loop_settings(ctx)
+    deny = _deny_filter(ctx, "ls", folder)
+    left_out: list[Path] = []
     lines: list[str] = []
     total = 0
-    for path, is_dir in _list_tree(folder, depth):
+    for path, is_dir in _list_tree(folder, depth, deny, left_out):
         total += 1
         if total > LS_COUNT_LIMIT:
             break
         if len(lines) < LS_MAX_ENTRIES:
             lines.append(_display(ctx, path) + ("/" if is_dir else ""))
+    denied_note = ""
+    if deny is not None:
+        meta["denied"] = {"entries": len(left_out), "rules": list(deny.rules)}
+        if left_out:
+            denied_note = "\n\n" + deny.note(len(left_out), "entry", "entries")
     if not lines:
+        if left_out:
+            return ToolResult(f"[nothing to show in {shown}]" + denied_note, meta=meta)
         return ToolResult(f"[{shown} is empty]", meta=meta)
     content, kept = _join_lines_capped(lines, loop.tool_output_chars - _NOTE_RESERVE_CHARS)
     meta.update(entries=kept, truncated=kept < total)
@@ -870,7 +1033,7 @@ def _run_ls(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         content += (
             f"\n\n[showing {kept} of {counted} entries; list a sub-folder or use a smaller depth]"
         )
-    return ToolResult(content, meta=meta)
+    return ToolResult(content + denied_note, meta=meta)
 
 
 # -- registry ----------------------------------------------------------------------------------
