@@ -313,3 +313,18 @@ def test_the_model_never_receives_a_denied_files_contents(make_veil, project, ve
     assert (project / ".env").read_text() == f"DB_NAME={MARKER}\n"  # the edit did not run
     stored = [m for _, m in veil.store.messages(session.id)]
     assert not any(MARKER in json.dumps(m) for m in stored if m["role"] == "tool")
+
+
+def test_allow_rules_match_the_whole_path_as_written_and_deny_rules_any_name(project):
+    """Only deny rules read a slash-less pattern as a name at any depth: an allow rule that
+    widened the same way would let edits run unasked in every folder named like it."""
+
+    def verdict(path, **rules):
+        return evaluate(PermissionSettings(**rules), project, "edit", {"path": path}).verdict
+
+    assert verdict("src", allow=["edit(src)"]) == "allow"
+    assert verdict("lib/src/x.py", allow=["edit(src)"]) == "ask"
+    assert verdict("src/a/b.py", allow=["edit(src/*)"]) == "allow"
+    assert verdict("lib/src/x.py", deny=["edit(src)"]) == "deny"
+    assert verdict("sub/.env.local", allow=["edit(.env*)"]) == "ask"
+    assert verdict("sub/.env.local", deny=["edit(.env*)"]) == "deny"

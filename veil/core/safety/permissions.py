@@ -431,7 +431,11 @@ def rule_matches(
     """Whether ``rule`` covers a call of ``tool`` about ``subject`` (:func:`call_subject`).
 
     ``for_allow`` selects the shell rule of the module docstring: an allow rule must cover every
-    simple command of the line; a deny rule refuses when it covers the line or any part.
+    simple command of the line; a deny rule refuses when it covers the line or any part. For
+    paths, a deny rule matches in gitignore's manner (:func:`path_matches`: ``.env*`` covers
+    ``sub/.env.local``) while an allow rule matches the whole path as written (``src/*`` covers
+    ``src/a/b.py``; ``src`` covers only ``src``): a rule widens only what it refuses, never
+    what it lets run unasked.
     """
     if rule.tool != tool.lower():
         return False
@@ -446,6 +450,8 @@ def rule_matches(
         if parts is None:  # not parsed safely: any stretch between operators may be a command
             parts = [p.strip() for p in _CRUDE_SPLIT.split(subject) if p.strip()]
         return _glob(rule.pattern, subject.strip()) or any(_glob(rule.pattern, p) for p in parts)
+    if for_allow:
+        return _glob(_path_pattern(rule.pattern, project_dir), subject)
     return path_matches(
         rule.pattern, subject, project_dir, is_dir=lambda: _is_folder(subject, project_dir)
     )
