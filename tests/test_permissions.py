@@ -225,6 +225,51 @@ def test_a_refusal_suggests_only_an_allow_rule_that_would_work(project, command,
     assert (covered.verdict == "allow") == hint.startswith("add")  # the hint tells the truth
 
 
+def _accept_edits_run(make_veil, monkeypatch, tool, arguments):
+    """One ``tool`` call through the agent loop in ``acceptEdits`` mode; the tool message."""
+    monkeypatch.setenv("VEIL_PERMISSIONS__MODE", "acceptEdits")
+    call = {"tool_calls": [{"id": "c1", "name": tool, "arguments": arguments}]}
+    veil = make_veil([call, "ok"])
+    session = veil.new_session()
+    veil.run_turn(session, "go")
+    return session.messages[2]["content"]
+
+
+def test_dot_dot_after_a_link_reaches_what_the_check_judged_not_outside_the_project(
+    make_veil, project, default_permissions, monkeypatch
+):
+    """With a shipped link ``deep -> d0/d1/d2``, ``deep/../../victim.txt`` is ``d0/victim.txt``
+    to the file system (what the check judged: inside the project) but was ``../victim.txt``
+    to the write tool, which resolved ``..`` as text: the write landed outside the project,
+    unasked (session 13's review)."""
+    (project / "deep").symlink_to("d0/d1/d2")
+    (project / "d0").mkdir()
+    victim = project.parent / "victim.txt"
+    victim.write_text("untouched")
+    out = _accept_edits_run(
+        make_veil, monkeypatch, "write", {"path": "deep/../../victim.txt", "content": "pwned"}
+    )
+    assert victim.read_text() == "untouched"
+    assert (project / "d0" / "victim.txt").read_text() == "pwned"  # where the check said
+    assert "Permission denied" not in out
+
+
+def test_dot_dot_after_a_link_cannot_reach_a_git_config_unasked(
+    make_veil, project, default_permissions, monkeypatch
+):
+    """Links ``a -> x/y`` and ``b -> .git``: ``a/../b/config`` was judged ``x/b/config`` (a
+    plain file) and edited as ``b/config``, the repository's ``.git/config``."""
+    config = project / ".git" / "config"
+    config.parent.mkdir()
+    config.write_text("[core]\n")
+    (project / "a").symlink_to("x/y")
+    (project / "b").symlink_to(".git")
+    attack = {"path": "a/../b/config", "old_string": "[core]", "new_string": "[core]\n\tx = 1"}
+    out = _accept_edits_run(make_veil, monkeypatch, "edit", attack)
+    assert config.read_text() == "[core]\n"
+    assert "x/b/config" in out  # the path the check judged, which does not exist
+
+
 def test_a_front_end_answer_in_user_words_is_understood(make_veil, project, default_permissions):
     asker = Asker("Yes")
     veil = make_veil([_bash("touch a.txt"), "ok"], plugins=[("asker", asker)])

@@ -180,7 +180,19 @@ def _parse_args(schema: dict[str, Any], args: Any) -> dict[str, Any]:
 
 
 def _resolve(ctx: ToolContext, raw: str) -> Path:
-    """``raw`` as an absolute, normalised path (``~`` expanded; relative to the project root)."""
+    """``raw`` as an absolute path with ``~`` expanded, relative to the project root, and its
+    ``..`` and symbolic links resolved by the file system: the very path the permission check
+    judged (:func:`veil.core.safety.permissions.display_path` resolves the same way).
+
+    Resolving ``..`` as text instead (``os.path.normpath``) let a path disagree with its check:
+    with a link ``deep -> d0/d1/d2``, ``deep/../../../x`` is ``d0/x`` to the file system, inside
+    the project, but ``../../x`` as text, outside it (session 13's review: a write landed in
+    the user's home folder, and through a second link in a ``.git/config``, unasked).
+
+    Raises:
+        _ArgumentError: a NUL character, an empty path, or a path that cannot be resolved (a
+            loop of links).
+    """
     if "\0" in raw:
         raise _ArgumentError("path", "contains a NUL character")
     if not raw.strip():
@@ -188,12 +200,16 @@ def _resolve(ctx: ToolContext, raw: str) -> Path:
     path = Path(os.path.expanduser(raw))
     if not path.is_absolute():
         path = Path(ctx.session.cwd) / path
-    return Path(os.path.normpath(path))
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a loop of links (Python < 3.13)
+        raise _ArgumentError("path", f"cannot be resolved ({exc})") from None
 
 
 def _display(ctx: ToolContext, path: Path) -> str:
-    """``path`` relative to the project root when inside it (``.`` for the root), else absolute."""
-    root = Path(os.path.normpath(Path(ctx.session.cwd).absolute()))
+    """``path`` relative to the project root when inside it (``.`` for the root), else absolute;
+    the root resolved as paths are (:func:`_resolve`)."""
+    root = Path(ctx.session.cwd).resolve()
     try:
         return path.relative_to(root).as_posix() or "."
     except ValueError:
