@@ -328,3 +328,26 @@ def test_allow_rules_match_the_whole_path_as_written_and_deny_rules_any_name(pro
     assert verdict("lib/src/x.py", deny=["edit(src)"]) == "deny"
     assert verdict("sub/.env.local", allow=["edit(.env*)"]) == "ask"
     assert verdict("sub/.env.local", deny=["edit(.env*)"]) == "deny"
+
+
+def test_allow_rules_reach_outside_the_project_or_into_git_and_veil_only_by_name(project):
+    """``edit(*.json)`` and ``write(*.py)`` let calls run unasked on ``~/.veil/settings.json``
+    (which would give the model the shell on the next run), ``.veil/settings.json``, a
+    ``sitecustomize.py`` anywhere and ``.git/hooks/x.py`` (session 13's review)."""
+
+    def verdict(tool, path, *allow):
+        return evaluate(
+            PermissionSettings(allow=list(allow)), project, tool, {"path": path}
+        ).verdict
+
+    home = Path("~").expanduser()
+    assert verdict("edit", str(home / ".veil" / "settings.json"), "edit(*.json)") == "ask"
+    assert verdict("edit", ".veil/settings.json", "edit(*.json)") == "ask"
+    assert verdict("write", "/usr/lib/python3/sitecustomize.py", "write(*.py)") == "ask"
+    assert verdict("write", ".git/hooks/x.py", "write(*.py)") == "ask"
+    assert verdict("write", "sub/.GIT/hooks/x.py", "write(*.py)") == "ask"
+    # what the rules say still runs: the project's files, and paths the rule names
+    assert verdict("edit", "conf/app.json", "edit(*.json)") == "allow"
+    assert verdict("edit", ".veil/memory/MEMORY.md", "edit(.veil/memory/*)") == "allow"
+    assert verdict("write", "/tmp/scratch/a.py", "write(/tmp/scratch/*)") == "allow"
+    assert verdict("edit", ".veil/settings.json", "edit") == "allow"  # every call, as written

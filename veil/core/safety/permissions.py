@@ -451,10 +451,27 @@ def rule_matches(
             parts = [p.strip() for p in _CRUDE_SPLIT.split(subject) if p.strip()]
         return _glob(rule.pattern, subject.strip()) or any(_glob(rule.pattern, p) for p in parts)
     if for_allow:
-        return _glob(_path_pattern(rule.pattern, project_dir), subject)
+        return _allow_path_matches(_path_pattern(rule.pattern, project_dir), subject)
     return path_matches(
         rule.pattern, subject, project_dir, is_dir=lambda: _is_folder(subject, project_dir)
     )
+
+
+def _allow_path_matches(pattern: str, subject: str) -> bool:
+    """Whether an allow rule's path ``pattern`` (subject form, :func:`_path_pattern`) lets a
+    call about ``subject`` run: the whole path matches as written (``*`` crosses folders), and
+    the rule says where it reaches: a pattern relative to the project never covers a path
+    outside it (``edit(*.json)`` does not reach ``~/.veil/settings.json``; write the absolute
+    or ``~`` path for that), and only a pattern that names a ``.git`` or ``.veil`` folder
+    itself covers a path inside one (``edit(*.json)`` does not reach ``.veil/settings.json``;
+    ``edit(.veil/memory/*)`` does)."""
+    if not inside_project(subject) and inside_project(pattern):
+        return False
+    if any(protected_name(part) for part in Path(subject).parts) and not any(
+        protected_name(part) for part in pattern.split("/")
+    ):
+        return False
+    return _glob(pattern, subject)
 
 
 def _is_folder(subject: str, project_dir: Path) -> bool:
