@@ -107,6 +107,21 @@ def test_wrong_settings_values_name_the_file_and_the_field(project, data, field)
     assert field in err.value.message
 
 
+@pytest.mark.parametrize("key", ["model", "messages", "tools", "stream"])
+def test_options_may_not_replace_what_veil_sends_on_every_call(project, key):
+    """``options`` go into the completion call after veil's own arguments, so an option named
+    ``model`` replaced the checked model name (a key there went to the provider as the model)."""
+    key_value = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 2
+    write(
+        project / ".veil/settings.json",
+        {"models": {"main": {"model": "gpt-4o", "options": {key: key_value}}}},
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(project)
+    assert f"models.main.options: '{key}' is not an option" in err.value.message
+    assert key_value not in err.value.message
+
+
 def test_a_nan_mention_power_is_refused_as_not_finite(project):
     write(project / ".veil/settings.json", {"context": {"mentionPower": float("nan")}})
     with pytest.raises(ConfigError) as err:

@@ -91,6 +91,30 @@ ModelName = Annotated[str, AfterValidator(_not_a_credential)]
 """A model name in a settings file, auth.json or agent.json: a credential pasted there is refused
 when the file is loaded, before a session stores it or a request (or litellm's warning) carries it."""
 
+CALL_OWNED_OPTIONS = frozenset({"model", "messages", "tools", "stream"})
+"""Completion arguments veil sets on every call: an option of that name would replace them (the
+checked model name, the prompt veil fitted, the tools offered)."""
+
+
+def _no_call_owned_options(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``models.<role>.options`` without the arguments veil owns (:data:`CALL_OWNED_OPTIONS`).
+
+    Raises:
+        ValueError: naming the first such key (its value is not quoted: it may be a key).
+    """
+    for key in value or {}:
+        if key in CALL_OWNED_OPTIONS:
+            raise ValueError(
+                f"{key!r} is not an option: veil sets it on every call (name the model in "
+                "models.<role>.model)"
+            )
+    return value
+
+
+ModelOptions = Annotated[dict[str, Any], AfterValidator(_no_call_owned_options)]
+"""``models.<role>.options``: passed to the completion call as they are, but for the
+arguments veil sets itself (:data:`CALL_OWNED_OPTIONS`)."""
+
 
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
@@ -121,7 +145,7 @@ class ModelRole(_Model):
 
     model: ModelName = Field(min_length=1)
     context_window: int | None = Field(default=None, gt=0)
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: ModelOptions = Field(default_factory=dict)
 
 
 class Models(_Model):
@@ -141,7 +165,7 @@ class ModelRoleLayer(_Model):
 
     model: ModelName | None = Field(default=None, min_length=1)
     context_window: int | None = Field(default=None, gt=0)
-    options: dict[str, Any] | None = None
+    options: ModelOptions | None = None
 
 
 class ModelLayers(_Model):
