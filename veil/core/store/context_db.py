@@ -8,7 +8,6 @@ The full message history is never deleted or rewritten (compaction and eviction 
 
 from __future__ import annotations
 
-import json
 import logging
 import operator
 import threading
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from veil.core.errors import ConfigError, SessionConflict, SessionNotFound
+from veil.core.jsonio import loads
 from veil.core.store import connection, row_codec
 from veil.core.store.write_behind import WriteBehind
 from veil.core.text import clean_message
@@ -524,7 +524,7 @@ class Store:
         if row is None:
             return None
         try:
-            usage = json.loads(bytes(row["usage"]).decode("utf-8"))
+            usage = loads(bytes(row["usage"]).decode("utf-8"))
         except (ValueError, UnicodeDecodeError):
             return None
         return usage if isinstance(usage, dict) else None
@@ -857,7 +857,7 @@ def _row_item(row: Any) -> ContextItem:
     d = {c: row[c] for c in ITEM_COLUMNS}
     for col in ("tags", "targets"):
         try:
-            d[col] = json.loads(d[col])
+            d[col] = loads(d[col])
         except (TypeError, ValueError):
             d[col] = None
         if not isinstance(d[col], list):  # damaged: the item stays usable without them
