@@ -422,6 +422,12 @@ class Store:
             raise SessionNotFound(f"no session with id {session_id!r}")
         return _sound_version(found[0])
 
+    def has_session(self, session_id: str) -> bool:
+        """Whether a session with this id is stored (one indexed lookup through :attr:`reader`;
+        sessions are never written by :meth:`write_behind` jobs)."""
+        row = self.reader.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,))
+        return row.fetchone() is not None
+
     def version_and_closed_at(self, session_id: str) -> tuple[int, float | None]:
         """``(version, closed_at)`` of a session as stored now, read through :attr:`reader`
         (without waiting for queued :meth:`write_behind` jobs, which never write sessions).
