@@ -410,3 +410,50 @@ def test_a_damaged_version_or_unreadable_summary_is_found_loaded_around_and_repa
         assert "hi b" in sent  # the start the unreadable summary stood for is sent again
     listed = _veil(tmp_path, project, "sessions", "--json")
     assert {r["id"] for r in json.loads(listed.stdout)} == set(ids.values())
+
+
+def test_resume_reads_around_damaged_time_and_version_columns(tmp_path, project):
+    """Found by a tester (session 13): ``created_at`` holding text made ``--resume`` crash
+    (``TypeError`` in the prompt's date), and a ``version`` holding text made it stop with
+    "was changed by another process". Each is now a load warning and a safe value: the
+    prompt's date comes from ``updated_at``, the next save writes a sound version."""
+    with ScriptedOpenAIServer(lambda body: "answer from the server") as server:
+        configure_project(project, server)
+        ids = []
+        for text in ("hi a", "hi b"):
+            first = _veil(tmp_path, project, "-p", text, "--json")
+            assert first.returncode == 0, first.stderr
+            ids.append(json.loads(first.stdout)["sessionId"])
+        a, b = ids
+        db = project / ".veil" / "context.db"
+        # 2001-09-09 (1e9 s) as updated_at: the date the prompt must show for a
+        damage(
+            db,
+            f"UPDATE sessions SET created_at = 'yesterday', updated_at = 1000000000 "
+            f"WHERE id = '{a}'",
+            f"UPDATE sessions SET version = 'abc' WHERE id = '{b}'",
+        )
+        resumed = _veil(tmp_path, project, "--resume", a, "-p", "next", "--json")
+        assert resumed.returncode == 0, resumed.stderr
+        assert "Traceback" not in resumed.stderr
+        assert (
+            f"veil: warning: session {a}: created_at: 'yesterday', expected a number (Unix "
+            "seconds); read as the other time column" in resumed.stderr
+        )
+        system = server.requests[-1].body["messages"][0]["content"]
+        assert "Today is 2001-09-09." in system
+
+        for attempt in range(2):
+            again = _veil(tmp_path, project, "--resume", b, "-p", f"next {attempt}", "--json")
+            assert again.returncode == 0, again.stderr
+            assert "changed by another process" not in again.stderr
+            assert json.loads(again.stdout)["final"] == "answer from the server"
+            warned = f"session {b}: version: 'abc', expected a whole number >= 0" in again.stderr
+            assert warned == (attempt == 0)  # the first save wrote a sound version
+    store = Store(db, write_behind=False)
+    try:
+        assert store.version(b) > 0
+        sent = [m["content"] for _, m in store.load_session(b).messages if m["role"] == "user"]
+        assert sent == ["hi b", "next 0", "next 1"]
+    finally:
+        store.close()

@@ -77,3 +77,32 @@ def test_an_unknown_command_is_still_reported_as_unknown(project):
     proc = _veil(project, "--disable-plugin", "veil.replay", "replai")
     assert proc.returncode == 2 and "No such command 'replai'" in proc.stderr
     assert "blocked" not in proc.stderr
+
+
+def test_a_budget_the_protected_context_exceeds_reports_steps_over_budget(project):
+    """Found by a tester (session 13): budgets of about 100-300 tokens ended ``veil replay``
+    with exit 1 and the CLI's advice about ``models.main.contextWindow`` (the prompt builder's
+    PromptTooLarge), and one such file stopped every file of the run. A replay sends nothing:
+    the step is measured and reported over budget, as smaller budgets already were."""
+    task = "Fix the bug in calc/ops.py. " + " ".join(f"detail{k}" for k in range(150))
+    messages = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": task},  # ~200 tokens: more than the budget alone
+    ]
+    for i in range(3):
+        messages.append({"role": "assistant", "content": f"look\n\n```bash\ncat f_{i}.py\n```"})
+        messages.append({"role": "user", "content": f"<returncode>0</returncode>\nx = {i}"})
+    long_task = project / "long_task.traj.json"
+    long_task.write_text(json.dumps({"messages": messages}))
+    short = two_step_recording(project)
+    budget = 150
+    proc = _veil(project, "replay", str(long_task), str(short), f"--budget={budget}", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "contextWindow" not in proc.stderr
+    files = {Path(f["file"]).name: f for f in json.loads(proc.stdout)["files"]}
+    assert set(files) == {"long_task.traj.json", "two.traj.json"}
+    over = files["long_task.traj.json"]["veil"]["over_budget"]
+    assert [o["step"] for o in over] == [0, 1, 2]  # every step: the task alone is over
+    assert all(o["tokens"] > budget for o in over)
+    assert {o["reason"] for o in over} == {"protected context alone exceeds the budget"}
+    assert files["long_task.traj.json"]["veil"]["over_budget_steps"] == 3

@@ -320,3 +320,16 @@ def test_writes_from_an_out_of_date_copy_are_refused_whole(tmp_path):
         assert [m["content"] for _, m in store.messages("sess_1")] == ["a"]
     finally:
         store.close()
+
+
+def test_a_lock_file_name_fits_a_file_system_whatever_the_id(tmp_path):
+    """A 300-character id gave ``OSError: File name too long`` (255 bytes on ext4)."""
+    from veil.core.session_locks import SessionLocks
+
+    locks = SessionLocks(tmp_path / "context.db")
+    assert locks.path("sess_0a1b2c3d4e5f").name == "sess_0a1b2c3d4e5f.lock"  # ids as made
+    long_a, long_b = "a" * 300, "a" * 299 + "b"
+    names = {locks.path(long_a).name, locks.path(long_b).name}
+    assert len(names) == 2 and all(len(n.encode()) <= 255 for n in names)
+    with locks.hold(long_a):  # the file can be made
+        assert locks.path(long_a).exists()

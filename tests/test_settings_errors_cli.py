@@ -144,3 +144,128 @@ def test_a_variable_with_a_typo_in_the_field_suggests_the_variable(veil_cli):
         "observation_masking_turns, observation_masking_block, threshold, keep_recent_turns, "
         "max_consecutive_failures)"
     )
+
+
+def _settings(proc: subprocess.CompletedProcess) -> dict:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)["settings"]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "section", "field", "expected"),
+    [
+        ("VEIL_PERMISSIONS__ALLOW", "bash(make*)", "permissions", "allow", ["bash(make*)"]),
+        # a comma inside a rule's parentheses stays in the rule
+        (
+            "VEIL_PERMISSIONS__ALLOW",
+            " bash(make a,b) ,read,",
+            "permissions",
+            "allow",
+            ["bash(make a,b)", "read"],
+        ),
+        ("VEIL_PLUGINS__DISABLE", "veil_fsrs", "plugins", "disable", ["veil_fsrs"]),
+        (
+            "VEIL_PLUGINS__LOAD",
+            "veil_fsrs,veil_http",
+            "plugins",
+            "load",
+            ["veil_fsrs", "veil_http"],
+        ),
+        (
+            "VEIL_MEMORY__INSTRUCTION_FILES",
+            "AGENTS.md",
+            "memory",
+            "instructionFiles",
+            ["AGENTS.md"],
+        ),
+        # JSON still reads as JSON
+        ("VEIL_PERMISSIONS__DENY", '["bash(rm*)", "read(.env)"]', "permissions", "deny", None),
+    ],
+)
+def test_a_list_variable_takes_items_separated_by_commas(
+    veil_cli, variable, value, section, field, expected
+):
+    """Before: ``SettingsError ... from source "_EnvByAlias"`` traceback on every command."""
+    settings = _settings(veil_cli("settings", **{variable: value}))
+    assert settings[section][field] == (expected or json.loads(value))
+
+
+def test_help_runs_whatever_a_list_variable_holds(veil_cli):
+    proc = veil_cli("--help", VEIL_PERMISSIONS__ALLOW="[bash(make*)]")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "shape", "reason"),
+    [
+        (
+            "VEIL_PERMISSIONS__ALLOW",
+            "[bash(make*)]",
+            """a JSON list such as '["a", "b"]' or items separated by commas (a,b)""",
+            "Expecting value: line 1 column 2 (char 1)",
+        ),
+        (
+            "VEIL_PERMISSIONS",
+            "mode=allow",
+            """a JSON object such as '{"name": "value"}'""",
+            "Expecting value: line 1 column 1 (char 0)",
+        ),
+        (
+            "VEIL_PLUGINS__DISABLE",
+            "[" * 50_000 + "]" * 50_000,
+            """a JSON list such as '["a", "b"]' or items separated by commas (a,b)""",
+            "nested too deeply (more levels of [ and { than the JSON parser allows)",
+        ),
+    ],
+)
+def test_a_variable_that_is_not_the_json_its_field_needs_is_one_line(
+    veil_cli, variable, value, shape, reason
+):
+    assert _one_error(veil_cli("sessions", **{variable: value})) == (
+        f"Error: environment: {variable}: must be {shape} (not JSON: {reason})"
+    )
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+"""Nesting Python's JSON parser cannot take (``RecursionError`` before)."""
+DEEPER_THAN_ALLOWED = '{"models": {"main": {"options": {"a": ' + "[" * 70 + "]" * 70 + "}}}}"
+"""Nesting the parser takes but no settings file needs (it broke ``veil settings`` later)."""
+
+
+@pytest.mark.parametrize(
+    ("where", "text", "why"),
+    [
+        (
+            "project/.veil/settings.json",
+            DEEP,
+            "nested too deeply (more levels of [ and { than the JSON parser allows)",
+        ),
+        (
+            "project/.veil/auth.json",
+            DEEP,
+            "nested too deeply (more levels of [ and { than the JSON parser allows)",
+        ),
+        (
+            "home/settings.json",
+            DEEP,
+            "nested too deeply (more levels of [ and { than the JSON parser allows)",
+        ),
+        ("home/settings.json", DEEPER_THAN_ALLOWED, "nested more than 64 levels deep"),
+        (
+            "project/.veil/agents/default/agent.json",
+            DEEP,
+            "nested too deeply (more levels of [ and { than the JSON parser allows)",
+        ),
+    ],
+)
+def test_a_deeply_nested_file_is_named_in_one_line(veil_cli, tmp_path, where, text, why):
+    """A hostile repository can ship such a file: ``--help`` still runs, every other command
+    stops with the file's name (before: ``RecursionError`` on every command)."""
+    path = tmp_path / where
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    help_run = veil_cli("--help")
+    assert help_run.returncode == 0 and "Traceback" not in help_run.stderr, help_run.stderr
+    command = ("-p", "hi") if where.endswith("agent.json") else ("settings",)
+    assert _one_error(veil_cli(*command)) == f"Error: {path}: invalid JSON: {why}"

@@ -23,6 +23,7 @@ from veil.core.errors import (
     ConfigError,
     NotAvailable,
     PluginResultInvalid,
+    SessionNotFound,
     VeilError,
 )
 from veil.core.plugin_settings import check_loaded_with
@@ -531,8 +532,13 @@ class Veil:
         holder takes the session's cross-process lock (:mod:`veil.core.session_locks`).
 
         Raises:
+            SessionNotFound: no session with that id is stored (checked first, so an unknown id
+                leaves no lock file and no queue behind, and an id too long for a file name
+                gets the same answer as any unknown one).
             SessionBusy: another process is changing the session (raised before the block runs).
         """
+        if not self.store.has_session(session_id):
+            raise SessionNotFound(f"no session with id {session_id!r}")
         queue = self._turn_queues.setdefault(session_id, threading.Lock())
         with queue, self.session_locks.hold(session_id):
             yield

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from veil.core import turn
 from veil.core.errors import BadRequest, NotAvailable, PluginHookFailed
+from veil.core.jsonio import MAX_DEPTH, loads
 from veil.core.models.llm import ContextWindowExceededError
 from veil.core.prompt.context import build_prompt
 from veil.core.safety.permissions import authorize
@@ -303,7 +304,7 @@ def _clean_assistant(message: Message) -> Message:
 def _parse_arguments(name: str, raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     """A tool call's arguments as a dict, or None and why they are not a JSON object."""
     try:
-        arguments = json.loads(raw or "{}")
+        arguments = loads(raw or "{}", max_depth=MAX_DEPTH)
         if not isinstance(arguments, dict):
             raise ValueError("arguments must be a JSON object")
     except ValueError as exc:

@@ -96,6 +96,9 @@ class Session:
         # prompt-size accounting; replay sets both off to match its content-only measure
         self.message_overhead_tokens = 4
         self.count_tool_arguments = True
+        # a prompt whose protected part alone exceeds the window is refused (PromptTooLarge)
+        # before it is sent; replay measures it instead and reports the step over budget
+        self.refuse_oversized_prompt = True
         self._token_cache: dict[tuple[str, str], int] = {}
         # message index -> pointer stub, for items that left the prompt
         self.stubs: dict[int, str] = {}

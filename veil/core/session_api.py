@@ -299,7 +299,8 @@ class PluginVeil(Protocol):
         """Whether a stored session is closed, from its row alone."""
 
     def session_lock(self, session_id: str) -> AbstractContextManager[None]:
-        """Hold a session for a change: in-process queue, then its cross-process lock."""
+        """Hold a session for a change: in-process queue, then its cross-process lock
+        (SessionNotFound, and no lock file, for an id that is not stored)."""
 
     def run_turn(self, session: Session, text: str, **kwargs: Any) -> TurnResult:
         """Answer one user message with the agent loop."""

@@ -25,6 +25,7 @@ queue (the HTTP server) serialise on their own in-process lock first
 from __future__ import annotations
 
 import errno
+import hashlib
 import re
 import threading
 from collections.abc import Iterator
@@ -37,6 +38,8 @@ from veil.core.errors import SessionBusy, UnsafeVeilPath
 from veil.core.safety.paths import checked
 
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]")
+MAX_NAME_CHARS = 200
+"""Longest lock file name before ``.lock``: under the 255 bytes of ext4, APFS and NTFS names."""
 
 
 class SessionLocks:
@@ -59,10 +62,16 @@ class SessionLocks:
 
     def path(self, session_id: str) -> Path | None:
         """The lock file of a session (None for an in-memory store). Characters outside
-        ``[A-Za-z0-9_.-]`` in the id become ``_`` (ids are ``sess_<hex>``: nothing changes)."""
+        ``[A-Za-z0-9_.-]`` in the id become ``_`` (ids are ``sess_<hex>``: nothing changes); an
+        id longer than :data:`MAX_NAME_CHARS` is cut and ends with a hash of the whole id, so
+        the name fits every file system (255 bytes) and stays one id's own."""
         if self.folder is None:
             return None
-        return self.folder / f"{_SAFE_ID.sub('_', session_id)}.lock"
+        name = _SAFE_ID.sub("_", session_id)
+        if len(name) > MAX_NAME_CHARS:
+            digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
+            name = f"{name[: MAX_NAME_CHARS - 65]}-{digest}"
+        return self.folder / f"{name}.lock"
 
     def _safe_path(self, session_id: str) -> Path | None:
         """:meth:`path`, checked to contain no symbolic link from the store's folder down, with

@@ -38,14 +38,18 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
+from pydantic_settings.exceptions import SettingsError
 
 from veil.core.errors import ConfigError, UnsafePath
+from veil.core.jsonio import MAX_DEPTH, TOO_DEEP, JSONTooDeep
+from veil.core.jsonio import loads as json_loads
 from veil.core.safety.paths import veil_file
 from veil.core.safety.trust import (
     check_project_options,
@@ -57,6 +61,13 @@ from veil.core.safety.trust import (
     pop_project_provider_consent,
     providers_in_use,
     refuse_project_consent,
+)
+from veil.core.settings_env import (
+    EnvValueNotJson,
+    expected_shape,
+    is_scalar_list,
+    not_json_error,
+    split_list,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -597,11 +608,43 @@ class _EnvByAlias(EnvSettingsSource):
     """
 
     def __call__(self) -> dict[str, Any]:
+        """The variables' values by field alias.
+
+        Raises:
+            ConfigError: a variable for a list or object field holds text that is not the
+                JSON it needs (:mod:`veil.core.settings_env`), naming the variable.
+        """
         fields = self.settings_cls.model_fields
+        try:
+            values = super().__call__()
+        except SettingsError as exc:
+            if isinstance(exc.__cause__, EnvValueNotJson):
+                raise not_json_error(exc.__cause__, self.env_vars) from None
+            raise
         return {
-            (fields[key].alias or key) if key in fields else key: value
-            for key, value in super().__call__().items()
+            (fields[key].alias or key) if key in fields else key: v for key, v in values.items()
         }
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo | None, value: Any) -> Any:
+        """A variable's text for a list or object field: JSON, or for a list of plain values
+        also items separated by commas (:func:`veil.core.settings_env.split_list`).
+
+        Raises:
+            EnvValueNotJson: neither (a ValueError; :meth:`__call__` names the variable).
+        """
+        try:
+            return super().decode_complex_value(field_name, field, value)
+        except (ValueError, RecursionError) as exc:
+            reason = TOO_DEEP if isinstance(exc, RecursionError) else str(exc)
+        annotation = field.annotation if field is not None else None
+        # a value that starts with "[" was meant as JSON: say why it is not, do not split it
+        if (
+            isinstance(value, str)
+            and not value.lstrip().startswith("[")
+            and is_scalar_list(annotation)
+        ):
+            return split_list(value)
+        raise EnvValueNotJson(field_name, str(value), expected_shape(annotation), reason)
 
 
 CORE_SECTIONS: dict[str, type[SettingsSection]] = {
@@ -682,7 +725,8 @@ def read_json_file(path: Path) -> dict[str, Any]:
     """Read a JSON object from ``path``; a missing file is ``{}``.
 
     Raises:
-        ConfigError: the file is not UTF-8 JSON or not an object (message names the file).
+        ConfigError: the file is not UTF-8 JSON, not an object, or nested more than
+            :data:`veil.core.jsonio.MAX_DEPTH` levels (message names the file).
     """
     try:
         text = path.read_text(encoding="utf-8")
@@ -691,9 +735,10 @@ def read_json_file(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from exc
     try:
-        data = json.loads(text) if text.strip() else {}
+        data = json_loads(text, max_depth=MAX_DEPTH) if text.strip() else {}
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from exc
+        at = "" if isinstance(exc, JSONTooDeep) else f" at line {exc.lineno}"
+        raise ConfigError(f"{path}: invalid JSON{at}: {exc.msg}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object at the top level")
     return data

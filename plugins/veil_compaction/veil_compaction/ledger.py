@@ -23,10 +23,10 @@ made one, is dropped. Every compaction path appends it: automatic full compactio
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from veil.core.jsonio import loads
 from veil.core.prompt.compaction_cut import content_text
 from veil.core.prompt.tags import paths_in
 from veil.core.types import Message
@@ -59,7 +59,7 @@ def _arguments(call: dict[str, Any]) -> dict[str, Any]:
     if isinstance(raw, dict):
         return raw
     try:
-        parsed = json.loads(raw or "{}")
+        parsed = loads(raw or "{}")
     except (TypeError, ValueError):
         return {}
     return parsed if isinstance(parsed, dict) else {}

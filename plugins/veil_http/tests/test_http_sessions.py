@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from veil_http.testing import assert_error
 
 from veil.hookspecs import hookimpl
@@ -73,9 +74,14 @@ def test_list_get_close_delete(make_client):
     assert {s["id"] for s in client.get("/sessions").json()["sessions"]} == {ids[0], ids[2]}
 
 
-def test_unknown_session_is_404_on_every_session_route(make_client):
-    client, _ = make_client()
-    sid = "sess_doesnotexist"
+@pytest.mark.parametrize("sid", ["sess_doesnotexist", "s" * 300])
+def test_unknown_session_is_404_on_every_session_route(make_client, project, sid):
+    """An id too long for a file name (300 characters) was a 500 (``OSError: File name too
+    long``) on the routes that take the session's lock, and every unknown id left
+    ``.veil/locks/<id>.lock`` behind: the store is now asked first."""
+    client, veil = make_client()
+    known = client.post("/sessions").json()["id"]
+    client.post(f"/sessions/{known}/messages", json={"content": "hi"})
     for method, path, body in [
         ("GET", f"/sessions/{sid}", None),
         ("POST", f"/sessions/{sid}/close", None),
@@ -89,6 +95,8 @@ def test_unknown_session_is_404_on_every_session_route(make_client):
     ]:
         err = assert_error(client.request(method, path, json=body), 404, "SESSION_NOT_FOUND")
         assert sid in err["message"]
+    locks = project / ".veil" / "locks"
+    assert [p.name for p in locks.iterdir()] == [f"{known}.lock"]  # the stored one only
 
 
 def test_post_message_runs_the_turn_and_returns_the_result(make_client, make_veil):

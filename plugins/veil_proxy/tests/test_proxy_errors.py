@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import openai
 import pytest
@@ -72,3 +74,52 @@ def test_an_unreachable_provider_falls_back_to_the_next(run_proxy):
         assert run.upstream.requests == []  # the project's own scripted server is not in auth
     finally:
         live.stop()
+
+
+def test_deeply_nested_json_is_a_400_or_kept_as_text_never_a_500(run_proxy):
+    """Before: a body nested past the parser's limit, and tool-call arguments nested a few
+    hundred levels (redaction walks them recursively), were 500 ``RecursionError``."""
+    run = run_proxy(default="ok")
+    past_parser = "[" * 100_000 + "]" * 100_000
+    arguments = json.dumps({"command": "ls", "a": json.loads("[" * 500 + "]" * 500)})
+    history = [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": arguments},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    with httpx.Client(base_url=run.url, timeout=60) as http:
+        refused = http.post(
+            "/v1/chat/completions",
+            content=b'{"model": "m", "messages": ' + past_parser.encode() + b"}",
+            headers={"content-type": "application/json"},
+        )
+        too_deep = http.post(
+            "/v1/chat/completions",
+            json={
+                "model": "m",
+                "messages": [{"role": "user", "content": "hi"}],
+                "metadata": json.loads("[" * 70 + "]" * 70),
+            },
+        )
+        answered = http.post("/v1/chat/completions", json={"model": "m", "messages": history})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["message"] == (
+        "body: not valid JSON (nested too deeply (more levels of [ and { than the JSON parser "
+        "allows))"
+    )
+    assert too_deep.status_code == 400, too_deep.text
+    assert too_deep.json()["error"]["message"] == (
+        "body: not valid JSON (nested more than 64 levels deep)"
+    )
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["choices"][0]["message"]["content"] == "ok"

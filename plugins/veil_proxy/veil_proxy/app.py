@@ -38,6 +38,7 @@ from veil_http.auth import BearerAuth
 from veil_http.hosts import HostCheck, loopback_names
 
 from veil.core.errors import BadRequest, ConfigError, VeilError
+from veil.core.jsonio import MAX_DEPTH, loads
 from veil.core.models.llm import message_from_response
 from veil.core.settings import is_loopback
 from veil_proxy.conversations import (
@@ -274,7 +275,7 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
     if len(raw) > limit:
         raise ProxyError(413, f"request body over {limit} bytes")
     try:
-        body = json.loads(raw)
+        body = loads(raw, max_depth=MAX_DEPTH)
     except ValueError as exc:
         raise ProxyError(400, f"body: not valid JSON ({exc})") from None
     if not isinstance(body, dict):
@@ -294,7 +295,7 @@ def _json_object(arguments: Any) -> dict[str, Any]:
     if isinstance(arguments, dict):
         return arguments
     try:
-        value = json.loads(arguments or "{}")
+        value = loads(arguments or "{}", max_depth=MAX_DEPTH)
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}

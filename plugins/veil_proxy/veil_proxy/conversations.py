@@ -33,6 +33,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from veil.core.jsonio import MAX_DEPTH, loads
 from veil.core.models.tokens import content_text
 from veil.core.safety.prompt_trust import CLIENT_PROMPT_SOURCE
 from veil.harness import VeilHarness
@@ -233,7 +234,7 @@ def _arguments_text(arguments: Any) -> str:
 
 def _arguments_dict(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text or "{}")
+        value = loads(text or "{}", max_depth=MAX_DEPTH)
     except ValueError:
         return {"arguments": text}  # a model's malformed JSON, kept as text
     return value if isinstance(value, dict) else {"arguments": value}
@@ -303,7 +304,7 @@ class ConversationBook:
 
     def _read(self) -> dict[str, str]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}

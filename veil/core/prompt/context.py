@@ -878,7 +878,9 @@ def _squeeze(
 
     Raises:
         PromptTooLarge: even the current request and the newest step, with everything else
-            cut, exceed ``hard`` (raised before any request is sent).
+            cut, exceed ``hard`` (raised before any request is sent). Not with
+            ``session.refuse_oversized_prompt`` off (replay, which sends nothing): the messages
+            cut as far as they go are returned, over ``hard``.
     """
     total = _message_tokens(session, messages)
     if total <= min(budget, hard):
@@ -948,7 +950,7 @@ def _squeeze(
         others = total - _message_tokens(session, now)
         _, messages, _, _, idxs = _view(session, target, others)
         total = _message_tokens(session, messages)
-    if total > budget:
+    if total > budget and session.refuse_oversized_prompt:
         raise PromptTooLarge(_too_large_text(session, messages, idxs, total, budget))
     return messages, idxs
 

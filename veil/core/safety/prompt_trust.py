@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import filelock
 
+from veil.core.jsonio import loads
 from veil.core.settings import user_config_dir
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def _read_record(path: Path) -> dict:
     try:
         if path.stat().st_size > MAX_RECORD_BYTES:
             return {}
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}  # missing or unreadable: nothing approved
     prompts = data.get("prompts") if isinstance(data, dict) else None

@@ -36,6 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from veil.core.jsonio import MAX_DEPTH, loads
 from veil.core.safety.secret_formats import (
     PLACEHOLDER_PATTERN,
     RULES,
@@ -110,7 +111,7 @@ def config_secrets(config: Config) -> list[str]:
     found: list[str] = []
     for path in (user_config_dir() / "auth.json", config.veil_dir / "auth.json"):
         try:
-            found.extend(_secret_fields(json.loads(Path(path).read_text(encoding="utf-8"))))
+            found.extend(_secret_fields(loads(Path(path).read_text(encoding="utf-8"))))
         except (OSError, ValueError):
             continue
     for provider in config.auth.providers.values():
@@ -335,7 +336,7 @@ class Redactor:
         if as_text is raw:  # nothing in the JSON text: no need to decode it
             return raw
         try:
-            decoded = json.loads(raw)
+            decoded = loads(raw, max_depth=MAX_DEPTH)
         except ValueError:
             return as_text
         redacted, changed = self._value(decoded)

@@ -8,7 +8,6 @@ The full message history is never deleted or rewritten (compaction and eviction 
 
 from __future__ import annotations
 
-import json
 import logging
 import operator
 import threading
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from veil.core.errors import ConfigError, SessionConflict, SessionNotFound
+from veil.core.jsonio import loads
 from veil.core.store import connection, row_codec
 from veil.core.store.write_behind import WriteBehind
 from veil.core.text import clean_message
@@ -403,7 +403,7 @@ class Store:
         fields["updated_at"] = time.time()
         cols = ", ".join(f"{k} = ?" for k in fields)
         if bump:
-            cols += ", version = version + 1"
+            cols += f", version = {_NEXT_VERSION}"
         values = [row_codec.dumps(v) if isinstance(v, dict) else v for v in fields.values()]
         with self.transaction() as conn:
             _swap(conn, session_id, f"UPDATE sessions SET {cols}", values, expect_version)
@@ -420,7 +420,13 @@ class Store:
         found = row.fetchone()
         if found is None:
             raise SessionNotFound(f"no session with id {session_id!r}")
-        return int(found[0])
+        return _sound_version(found[0])
+
+    def has_session(self, session_id: str) -> bool:
+        """Whether a session with this id is stored (one indexed lookup through :attr:`reader`;
+        sessions are never written by :meth:`write_behind` jobs)."""
+        row = self.reader.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,))
+        return row.fetchone() is not None
 
     def version_and_closed_at(self, session_id: str) -> tuple[int, float | None]:
         """``(version, closed_at)`` of a session as stored now, read through :attr:`reader`
@@ -433,7 +439,9 @@ class Store:
         ).fetchone()
         if row is None:
             raise SessionNotFound(f"no session with id {session_id!r}")
-        return row[0], row[1]
+        # read as a load reads them (_number_problems), so a damaged row is no conflict
+        closed_at = row[1] if row[1] is None else (_sound_time(row[1]) or time.time())
+        return _sound_version(row[0]), closed_at
 
     def delete_session(self, session_id: str) -> None:
         """Delete a session with its messages and items (events stay: the log is append-only)."""
@@ -490,7 +498,7 @@ class Store:
             _swap(
                 conn,
                 session_id,
-                "UPDATE sessions SET updated_at = ?, version = version + 1",
+                f"UPDATE sessions SET updated_at = ?, version = {_NEXT_VERSION}",
                 [now],
                 expect_version,
             )
@@ -524,7 +532,7 @@ class Store:
         if row is None:
             return None
         try:
-            usage = json.loads(bytes(row["usage"]).decode("utf-8"))
+            usage = loads(bytes(row["usage"]).decode("utf-8"))
         except (ValueError, UnicodeDecodeError):
             return None
         return usage if isinstance(usage, dict) else None
@@ -793,15 +801,36 @@ def set_items_tier(conn: Any, item_ids: list[str], tier: str) -> None:
 
 
 def _number_problems(row: dict[str, Any]) -> list[str]:
-    """Damage in a loaded session's ``version`` and ``compact_size``, set in place to what lets
-    the session load: 0 (for ``version`` the next save writes a sound one; for
-    ``compact_size`` the whole history is sent again, nothing stored is lost)."""
+    """Damage in a loaded session's number columns, set in place to what lets the session load
+    (the values ``veil doctor --repair`` writes):
+
+    - ``version``, ``compact_size``: 0. For ``version`` the next save writes a sound one (the
+      compare-and-swap takes a damaged stored version for 0: :func:`_swap`); for
+      ``compact_size`` the whole history is sent again, nothing stored is lost.
+    - ``created_at``, ``updated_at``: the other one when it is sound, else now (the prompt's
+      date comes from ``created_at``: :func:`veil.core.prompt.context.session_date`).
+    - ``closed_at`` (not null and not a number): now, so the session reads as closed, as the
+      row says it was meant to be.
+    """
     problems = []
     for col in ("version", "compact_size"):
         value = row.get(col)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             problems.append(f"{col}: {value!r}, expected a whole number >= 0; read as 0")
             row[col] = 0
+    created, updated = _sound_time(row.get("created_at")), _sound_time(row.get("updated_at"))
+    for col, other in (("created_at", updated), ("updated_at", created)):
+        if _sound_time(row.get(col)) is None:
+            when = other if other is not None else time.time()
+            source = "the other time column" if other is not None else "now"
+            problems.append(
+                f"{col}: {row.get(col)!r}, expected a number (Unix seconds); read as {source}"
+            )
+            row[col] = when
+    closed = row.get("closed_at")
+    if closed is not None and _sound_time(closed) is None:
+        problems.append(f"closed_at: {closed!r}, expected a number or null; read as closed now")
+        row["closed_at"] = time.time()
     return problems
 
 
@@ -818,8 +847,9 @@ def _swap(conn: Any, session_id: str, update: str, values: list, expect: int | N
         SessionNotFound, SessionConflict."""
     sql, args = f"{update} WHERE id = ?", [*values, session_id]
     if expect is not None:
-        sql += " AND version = ?"
-        args.append(expect)
+        # a damaged version was read as 0 (_number_problems): the copy that read it may write
+        sql += f" AND (version = ? OR (? = 0 AND NOT {_SOUND_VERSION}))"
+        args.extend((expect, expect))
     if conn.execute(sql, args).rowcount == 1:
         return
     found = conn.execute("SELECT version FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -832,9 +862,29 @@ def _swap(conn: Any, session_id: str, update: str, values: list, expect: int | N
 
 
 def _version(conn: Any, session_id: str) -> int:
-    return int(
+    return _sound_version(
         conn.execute("SELECT version FROM sessions WHERE id = ?", (session_id,)).fetchone()[0]
     )
+
+
+_SOUND_VERSION = "(typeof(version) = 'integer' AND version >= 0)"
+"""SQL: the row's ``version`` is a whole number >= 0 (what :func:`_number_problems` accepts)."""
+_NEXT_VERSION = f"CASE WHEN {_SOUND_VERSION} THEN version + 1 ELSE 1 END"
+"""SQL: the version after a change; a damaged one (read as 0) becomes 1, a sound one again."""
+
+
+def _sound_version(value: Any) -> int:
+    """A stored ``version`` as loads read it: a damaged one (text, negative...) is 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return 0
+    return value
+
+
+def _sound_time(value: Any) -> float | None:
+    """A stored time column (Unix seconds) as loads read it, or None when it is damaged."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
 
 
 _item_columns = operator.attrgetter(*ITEM_COLUMNS)
@@ -862,7 +912,7 @@ def _row_item(row: Any) -> ContextItem:
     d = {c: row[c] for c in ITEM_COLUMNS}
     for col in ("tags", "targets"):
         try:
-            d[col] = json.loads(d[col])
+            d[col] = loads(d[col])
         except (TypeError, ValueError):
             d[col] = None
         if not isinstance(d[col], list):  # damaged: the item stays usable without them

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from veil.core.jsonio import loads
 from veil.core.types import Message
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
@@ -66,7 +67,7 @@ def json_value(text: Any, kind: type, what: str) -> tuple[Any, str | None]:
     if not isinstance(text, str):
         return None, f"{what}: {type(text).__name__} value, not JSON text"
     try:
-        value = json.loads(text)
+        value = loads(text)
     except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError from a lone surrogate
         return None, f"{what}: not valid JSON ({exc})"
     if not isinstance(value, kind):

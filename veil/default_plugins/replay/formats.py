@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from veil.core.errors import BadRequest
+from veil.core.jsonio import loads
 
 FormatName = Literal["mini-swe-agent", "swe-agent", "openhands"]
 
@@ -114,7 +115,7 @@ def load_trajectory(path: str | Path) -> Trajectory:
     if not raw.strip():
         raise BadRequest(f"{name}: file is empty, expected a recorded trajectory (JSON)")
     try:
-        data = json.loads(raw)
+        data = loads(raw)
     except json.JSONDecodeError as exc:
         raise BadRequest(
             f"{name}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
@@ -278,7 +279,7 @@ class _MiniSweAgent(_Reader):
             arguments = function.get("arguments") if isinstance(function, dict) else None
             if isinstance(arguments, str):
                 try:
-                    arguments = json.loads(arguments)
+                    arguments = loads(arguments)
                 except json.JSONDecodeError:
                     commands.append(arguments)  # a provider sent raw text: it is the command
                     continue
@@ -452,7 +453,7 @@ class _OpenHands(_Reader):
         arguments = function.get("arguments")
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
+                arguments = loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError:
                 return f"{name} {arguments}".strip()
         if not isinstance(arguments, dict):

@@ -157,6 +157,9 @@ class VeilReplayPolicy:
             self.session.snapshot.setdefault("defaultCompaction", {})["enabled"] = False
         self.session.message_overhead_tokens = 0
         self.session.count_tool_arguments = False
+        # nothing is sent: a step whose protected context alone exceeds the budget is measured
+        # and reported in over_budget, as with budgets the fixed parts alone fill
+        self.session.refuse_oversized_prompt = False
         self.budget = budget
         self.ingested = 0
         self.over_budget: list[tuple[int, int, str]] = []
