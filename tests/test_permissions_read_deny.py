@@ -351,3 +351,27 @@ def test_allow_rules_reach_outside_the_project_or_into_git_and_veil_only_by_name
     assert verdict("edit", ".veil/memory/MEMORY.md", "edit(.veil/memory/*)") == "allow"
     assert verdict("write", "/tmp/scratch/a.py", "write(/tmp/scratch/*)") == "allow"
     assert verdict("edit", ".veil/settings.json", "edit") == "allow"  # every call, as written
+
+
+@pytest.mark.parametrize(
+    ("pattern", "subject"),
+    [
+        (".env*", ".ENV"),
+        (".env*", "sub/.Env.local"),
+        ("secrets", "SECRETS/key.pem"),
+        ("config/prod.yml", "Config/prod.yml"),
+        ("**/.env", "a/.ENV"),
+        ("caf\u00e9.txt", "cafe\u0301.txt"),  # NFC pattern, NFD name: one file on macOS
+        ("cafe\u0301.txt", "caf\u00e9.txt"),
+    ],
+)
+def test_deny_patterns_ignore_case_and_unicode_form(project, pattern, subject):
+    """macOS opens ``.ENV`` as ``.env`` and an NFD name as its NFC twin: a deny rule that
+    compared bytes let ``read .ENV`` through there (session 13's review)."""
+    assert path_matches(pattern, subject, project)
+    assert (
+        evaluate(
+            PermissionSettings(deny=[f"read({pattern})"]), project, "read", {"path": subject}
+        ).verdict
+        == "deny"
+    )

@@ -357,6 +357,8 @@ def path_matches(
       absolute path), so ``read(.*)`` does not cover listing the project.
     * A pattern without a slash names paths inside the project: ``.env*`` does not cover
       ``/elsewhere/.env`` (write ``/elsewhere/.env*`` or ``~/...`` for those).
+    * Case is ignored and names are compared in Unicode's NFC form, as macOS's default file
+      system opens them (``.env*`` covers ``.ENV``): these are deny rules, read wide.
 
     Args:
         pattern: the rule's pattern as written (``.env*``, ``./src/*``, ``~/notes/*``).
@@ -395,6 +397,7 @@ class _PathGlob:
     def matches(self, subject: str, is_dir: bool | Callable[[], bool]) -> bool:
         """Whether it covers ``subject`` (:func:`path_matches` says how)."""
         body = self.body
+        subject = unicodedata.normalize("NFC", subject)
         if subject == ".":
             return body == "."
         # whether the subject itself may match (a folders-only pattern needs it to be a folder)
@@ -404,7 +407,8 @@ class _PathGlob:
             if any(self._whole(path) for path in candidates):
                 return True
             if body.startswith("**/"):  # gitignore: a leading "**/" matches in every folder
-                return any(fnmatch.fnmatchcase(path, body[3:]) for path in candidates)
+                rest = re.compile(fnmatch.translate(body[3:]), re.IGNORECASE).match
+                return any(rest(path) is not None for path in candidates)
             return False
         names = subject.split("/")
         last = len(names) if subject_counts else len(names) - 1
@@ -421,7 +425,10 @@ def _path_glob(pattern: str, root: str, home: str) -> _PathGlob:
     folders_only = len(glob) > 1 and glob.endswith("/")
     body = glob.rstrip("/") if folders_only else glob
     by_form = pattern.startswith(("./", "~", "/")) or os.path.isabs(pattern)
-    compiled = re.compile(fnmatch.translate(body)).match
+    # Deny rules are read wide: ignoring case and in one Unicode normal form, since macOS's
+    # default file system opens ".ENV" and an NFD "café" as ".env" and the NFC "café"
+    body = unicodedata.normalize("NFC", body)
+    compiled = re.compile(fnmatch.translate(body), re.IGNORECASE).match
     return _PathGlob(body, by_form or "/" in body, folders_only, compiled)
 
 
