@@ -189,6 +189,20 @@ def test_grep_left_out_count_does_not_depend_on_the_denied_files_contents(tmp_pa
     assert miss.content == hit.content.replace(MARKER, "not_in_any_file_zzz")
 
 
+def test_grep_left_out_count_does_not_depend_on_the_glob(tmp_path, engine):
+    """Counted under the model's ``glob``, "1 file left out" for ``secrets/pw-H*`` and 0 for
+    ``secrets/pw-X*`` spelled out a denied file's name one letter at a time (session 13's
+    review); the count is now of every covered file under the folder searched."""
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "pw-Hunter2.txt").write_text("x\n")
+    (tmp_path / "a.txt").write_text("x\n")
+    ctx = deny_ctx(tmp_path, ["read(secrets)"])
+    right = call(ctx, "grep", {"pattern": "x", "glob": "secrets/pw-H*"})
+    wrong = call(ctx, "grep", {"pattern": "x", "glob": "secrets/pw-X*"})
+    assert right.content == wrong.content.replace("pw-X*", "pw-H*")
+    assert right.meta["denied"] == wrong.meta["denied"] == {"files": 1, "rules": ["read(secrets)"]}
+
+
 def test_grep_max_results_counts_only_files_it_may_show(tmp_path, engine):
     root = tmp_path
     (root / ".env").write_text("x\n" * 50)  # sorts first: would fill the limit

@@ -972,14 +972,16 @@ def _run_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 def _denied_files(
     ctx: ToolContext, args: dict[str, Any], folder: Path, deny: _DenyFilter, rg: str | None
 ) -> int:
-    """How many files a search of ``folder`` left out for ``deny``: counted over every file the
-    search would read (ripgrep's ``--files`` list, or the Python walk), matching or not, so the
-    number says nothing of what they hold."""
+    """How many files a search of ``folder`` left out for ``deny``: counted over every file
+    under ``folder`` (ripgrep's ``--files`` list, or the Python walk), matching or not and
+    whatever the ``glob``, so the number says nothing of what they hold or how they are named
+    (a count under the model's glob would confirm a guessed name one letter at a time)."""
+    whole = {**args, "glob": None}
     files = None
     if rg is not None:
-        files = _rg_files(rg, args, folder, _loop_settings(ctx).bash_timeout)
+        files = _rg_files(rg, whole, folder, _loop_settings(ctx).bash_timeout)
     if files is None:
-        files = list(_walk_files(folder, args.get("glob")))
+        files = list(_walk_files(folder, None))
     return sum(deny.rule_for(file, False) is not None for file in files)
 
 
