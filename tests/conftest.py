@@ -35,3 +35,19 @@ def two_step_recording(folder: Path) -> Path:
     path = folder / "two.traj.json"
     path.write_text(json.dumps({"messages": messages}))
     return path
+
+
+@pytest.fixture(params=["rg", "python"])
+def engine(request, monkeypatch) -> str:
+    """The grep engine a coding-tools test runs on: ripgrep when installed (else skipped), then
+    the Python fallback (``rg`` hidden from the tools)."""
+    import shutil
+
+    from veil.default_plugins.coding_tools import tools
+
+    if request.param == "rg":
+        if shutil.which("rg") is None:
+            pytest.skip("ripgrep (rg) is not installed; the Python fallback is tested instead")
+    else:
+        monkeypatch.setattr(tools.shutil, "which", lambda name: None)
+    return request.param

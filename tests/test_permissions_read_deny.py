@@ -10,7 +10,6 @@ documents for its Read and Edit rules) and the tools' output formats.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -123,16 +122,6 @@ def test_read_alone_denies_every_reading_tool(tmp_path):
 
 
 # -- the tools themselves ------------------------------------------------------------------------
-
-
-@pytest.fixture(params=["rg", "python"])
-def engine(request, monkeypatch) -> str:
-    if request.param == "rg":
-        if shutil.which("rg") is None:
-            pytest.skip("ripgrep (rg) is not installed; the Python fallback is tested instead")
-    else:
-        monkeypatch.setattr(tools.shutil, "which", lambda name: None)
-    return request.param
 
 
 def secret_tree(root: Path) -> Path:

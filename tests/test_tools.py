@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import sys
 import time
@@ -497,16 +496,6 @@ def tree(tmp_path: Path) -> Path:
         (tmp_path / noise / "hidden.py").write_text("import hidden\n")
     (tmp_path / "blob.bin").write_bytes(b"import\0binary\n")
     return tmp_path
-
-
-@pytest.fixture(params=["rg", "python"])
-def engine(request, monkeypatch) -> str:
-    if request.param == "rg":
-        if shutil.which("rg") is None:
-            pytest.skip("ripgrep (rg) is not installed; the Python fallback is tested instead")
-    else:
-        monkeypatch.setattr(tools.shutil, "which", lambda name: None)
-    return request.param
 
 
 def test_grep_finds_matches_sorted_relative_skipping_noise(tree, engine):
