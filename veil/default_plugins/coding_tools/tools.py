@@ -235,19 +235,18 @@ def _line_count(text: str) -> int:
 
 
 class _DenyFilter:
-    """Which paths under ``start`` (a tool's normalised path argument) the deny rules keep out.
+    """Which paths under ``start`` (a tool's path argument, resolved by :func:`_resolve`) the
+    deny rules keep out.
 
     Paths are judged resolved, as the loop judges a call's own path
-    (:func:`~veil.core.safety.permissions.display_path`): ``start`` is resolved once, and a path
-    below it is ``start``'s real location joined with its relative part, since neither walk
-    follows a symbolic link below ``start`` (a link met there is resolved on its own). String
-    work only, but for links: a search asks this of every file.
+    (:func:`~veil.core.safety.permissions.display_path`): a path below ``start`` is already its
+    real location, since neither walk follows a symbolic link below ``start`` (a link met there
+    is resolved on its own). String work only, but for links: a search asks this of every file.
     """
 
     def __init__(self, denial: PathDenial, start: Path) -> None:
         self.denial = denial
         self.start = os.fspath(start)
-        self.real_start = os.fspath(_real(start))
         self.rules: dict[str, None] = {}  # the rules that left something out, in order met
 
     def rule_for(
@@ -261,10 +260,8 @@ class _DenyFilter:
         if is_link is None:
             is_link = os.path.islink(text)
         if is_link or not (text == self.start or text.startswith(self.start + "/")):
-            real = os.fspath(_real(Path(text)))
-        else:
-            real = self.real_start + text[len(self.start) :]
-        rule = self.denial.rule_for(real, is_dir=is_dir)
+            text = os.fspath(_real(Path(text)))
+        rule = self.denial.rule_for(text, is_dir=is_dir)
         if rule is not None:
             self.rules[rule] = None
         return rule
