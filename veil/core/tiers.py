@@ -217,6 +217,7 @@ class Tiers:
         if not rows:
             return {}
         ids = [row[0] for row in rows]
+        sql.lock_index(conn)  # before any read: what it reads decides the rows written
         seqs = sql.item_rowids(conn, ids)
         missing = [i for i in ids if i not in seqs]
         if missing:
@@ -265,6 +266,7 @@ class Tiers:
     def write_hydrated(self, conn: Any, item_id: str) -> str | None:
         """The writes of :meth:`on_hydrated` on ``conn`` (inside the caller's transaction).
         Returns the whole content when it came back from cold, else None."""
+        sql.lock_index(conn)
         full = cold_text(conn, item_id)
         if full is not None:
             sql.restore_content(conn, item_id, full)
@@ -285,6 +287,7 @@ class Tiers:
             KeyError: no item with that id in the store.
         """
         with self.store.transaction() as conn:
+            sql.lock_index(conn)
             item_row = sql.item_place(conn, item_id)
             if item_row is None:
                 raise KeyError(f"item {item_id} is not in the store")

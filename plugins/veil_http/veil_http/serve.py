@@ -25,6 +25,7 @@ import click
 from veil.core.errors import ConfigError
 from veil.core.safety import processes
 from veil.core.settings import LOOPBACK_HOSTS, is_loopback
+from veil.cli import store_option
 
 LOOPBACK = LOOPBACK_HOSTS
 
@@ -156,6 +157,7 @@ def add_serve_command(cli: click.Group) -> None:
     """Add ``veil serve [--host H] [--port P] [--project DIR]`` to the command line."""
 
     @cli.command("serve")
+    @store_option
     @click.option("--host", default=None, help="Address to bind (settings http.host; 127.0.0.1).")
     @click.option(
         "--port",

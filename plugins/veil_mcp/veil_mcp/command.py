@@ -24,6 +24,7 @@ from typing import Any
 import click
 
 from veil.core.errors import ConfigError, VeilError
+from veil.cli import store_option
 
 DEFAULT_HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 5052
@@ -123,6 +124,7 @@ def add_mcp_command(cli: click.Group) -> None:
     """Add ``veil mcp [--http] [--host H] [--port P] [--project DIR] [--agent NAME]``."""
 
     @cli.command("mcp")
+    @store_option
     @click.option(
         "--http",
         "use_http",

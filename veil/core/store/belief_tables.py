@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from veil.core.store.dialect import dialect_of
+
 VIEW_SQL = """
 CREATE TABLE IF NOT EXISTS beliefs (
     id TEXT PRIMARY KEY, statement TEXT NOT NULL, subject TEXT, predicate TEXT, value TEXT,
@@ -32,13 +34,31 @@ CREATE TABLE IF NOT EXISTS belief_conflicts (
 )
 """
 
+PG_VIEW_SQL = """
+CREATE TABLE IF NOT EXISTS beliefs (
+    id TEXT COLLATE "C" PRIMARY KEY, statement TEXT COLLATE "C" NOT NULL,
+    subject TEXT COLLATE "C", predicate TEXT COLLATE "C", value TEXT COLLATE "C",
+    status TEXT COLLATE "C" NOT NULL, session_id TEXT COLLATE "C", step BIGINT,
+    tool_call_id TEXT COLLATE "C", source TEXT COLLATE "C", created_at DOUBLE PRECISION NOT NULL,
+    reinforced BIGINT NOT NULL DEFAULT 0, retracted_at DOUBLE PRECISION
+);
+CREATE TABLE IF NOT EXISTS belief_conflicts (
+    id TEXT COLLATE "C" PRIMARY KEY, subject TEXT COLLATE "C" NOT NULL,
+    predicate TEXT COLLATE "C" NOT NULL, status TEXT COLLATE "C" NOT NULL,
+    opened_at DOUBLE PRECISION NOT NULL, resolved_at DOUBLE PRECISION, kept TEXT COLLATE "C"
+)
+"""
+""":data:`VIEW_SQL` in PostgreSQL's types (times as double precision, text compared byte by
+byte as SQLite does)."""
+
 EVENT_KINDS = ("belief.assert", "belief.reinforce", "belief.retract", "conflict.resolve")
 """The event kinds the view is derived from."""
 
 
 def create_tables(conn: Any) -> None:
     """Create the view tables if they are missing (inside the caller's transaction)."""
-    for stmt in VIEW_SQL.split(";"):
+    script = PG_VIEW_SQL if dialect_of(conn).name == "postgresql" else VIEW_SQL
+    for stmt in script.split(";"):
         if stmt.strip():
             conn.execute(stmt)
 

@@ -134,6 +134,7 @@ class RecallIndex:
             present = [r for r in missing if catalog.rows[r].item_id in texts]
             vectors, keys = cache.embed([texts[catalog.rows[r].item_id] for r in present])
             with self.store.transaction() as conn:
+                sql.lock_index(conn)
                 rev = sql.next_rev(conn)
                 sql.set_embed_keys(
                     conn, [(key, rev, r) for r, key in zip(present, keys, strict=True)]
@@ -168,6 +169,7 @@ class RecallIndex:
             return
         pending = sorted(catalog.text_pending)
         with self.store.transaction() as conn:
+            sql.lock_index(conn)  # another process may be indexing the same rows
             rows = sql.unindexed_text(conn, pending)
             entries = [
                 (

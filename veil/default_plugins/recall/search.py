@@ -21,7 +21,7 @@ from veil.core.tiers import cold_text
 from veil.core.types import RecallHit
 from veil.default_plugins.recall import fusion
 from veil.default_plugins.recall.index import RecallIndex
-from veil.default_plugins.recall.keyword import fts_match, item_ids_in, query_terms
+from veil.default_plugins.recall.keyword import item_ids_in, query_terms
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.models.embedder import CachedEmbedder
@@ -130,11 +130,11 @@ class Recall:
     def _keyword_rows(
         self, query: str, k: int, session_id: str | None, tags: list[str] | None
     ) -> tuple[np.ndarray, np.ndarray]:
-        match = fts_match(query_terms(query))
+        terms = [t for t in query_terms(query) if t]
         catalog = self.index.catalog
-        if match is None or catalog is None:
+        if not terms or catalog is None:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        found = sql.keyword_rows(self.tiers.store.conn, match, k, META_WEIGHT, session_id, tags)
+        found = sql.keyword_rows(self.tiers.store.conn, terms, k, META_WEIGHT, session_id, tags)
         known = [(r, s) for r, s in found if r in catalog.rows]
         if not known:
             return np.zeros(0, dtype=np.int64), np.zeros(0)

@@ -13,12 +13,14 @@ from typing import Any
 import click
 
 from veil.core.errors import PluginHookFailed, VeilError
+from veil.cli import store_option
 
 
 def add_replay_command(cli: click.Group) -> None:
     """Add ``veil replay FILES... [options]`` to ``cli``."""
 
     @cli.command("replay")
+    @store_option
     @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True))
     @click.option(
         "--budget",

