@@ -600,7 +600,7 @@ class PostgresDialect(Dialect):
             # so a filtered search still finds k rows
             conn.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH, int(k))}")
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            rows = conn.execute(sql, (query, query, dim, model, query, k)).fetchall()
+            rows = conn.execute(sql, (query, dim, model, query, k)).fetchall()
         finally:
             if owned:
                 conn.execute("COMMIT")

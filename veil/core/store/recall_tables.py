@@ -121,8 +121,9 @@ def write_cold(conn: Any, item_id: str, blob: bytes, sha256: str, chars: int, pr
         chars: the content's length in characters.
     """
     conn.execute(
-        "INSERT OR REPLACE INTO cold_content (item_id, zcontent, sha256, chars)"
-        " VALUES (?, ?, ?, ?)",
+        "INSERT INTO cold_content (item_id, zcontent, sha256, chars) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (item_id) DO UPDATE SET zcontent = excluded.zcontent,"
+        " sha256 = excluded.sha256, chars = excluded.chars",
         (item_id, blob, sha256, chars),
     )
     conn.execute("UPDATE items SET content = ? WHERE id = ?", (preview, item_id))
