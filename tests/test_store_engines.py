@@ -66,7 +66,9 @@ def test_session_round_trip_and_compare_and_swap(store: Store) -> None:
         0,
         {"agent": "default", "n": 1},
     )
-    assert store.append_message("s1", 0, 0, {"role": "user", "content": "hi"}, expect_version=0) == 1
+    assert (
+        store.append_message("s1", 0, 0, {"role": "user", "content": "hi"}, expect_version=0) == 1
+    )
     # a copy loaded at version 0 is refused, and nothing of it is stored
     with pytest.raises(SessionConflict):
         store.append_message("s1", 1, 0, {"role": "user", "content": "late"}, expect_version=0)
@@ -230,8 +232,11 @@ def test_keyword_search_ranks_matches_and_filters(store: Store) -> None:
         )
         sql.add_text_entries(
             conn,
-            [(1, "parse the config file now", ""), (2, "unrelated words only", ""),
-             (3, "config config config loader", "")],
+            [
+                (1, "parse the config file now", ""),
+                (2, "unrelated words only", ""),
+                (3, "config config config loader", ""),
+            ],
         )
     conn = store.conn
     found = sql.keyword_rows(conn, ["config"], 10, 0.5)
@@ -320,12 +325,30 @@ def test_belief_view_tables(store: Store) -> None:
     with store.transaction() as conn:
         belief_tables.create_tables(conn)
         belief_tables.insert_belief(
-            conn, "belief_1", "Port is 80", "port", "is", "80", session_id="s", step=1,
-            tool_call_id=None, source="t", created_at=1.0,
+            conn,
+            "belief_1",
+            "Port is 80",
+            "port",
+            "is",
+            "80",
+            session_id="s",
+            step=1,
+            tool_call_id=None,
+            source="t",
+            created_at=1.0,
         )
         belief_tables.insert_belief(
-            conn, "belief_2", "port is 81", "port", "is", "81", session_id="s", step=2,
-            tool_call_id=None, source="t", created_at=2.0,
+            conn,
+            "belief_2",
+            "port is 81",
+            "port",
+            "is",
+            "81",
+            session_id="s",
+            step=2,
+            tool_call_id=None,
+            source="t",
+            created_at=2.0,
         )
         belief_tables.insert_conflict(conn, "conflict_1", "port", "is", 3.0)
         belief_tables.reinforce(conn, "belief_1")
@@ -403,7 +426,11 @@ def test_schema_is_migrated_once_and_names_its_project(veil_postgres_url) -> Non
         assert schema_name("My-App").startswith("veil_my_app_")
         # a schema already holding another project's name is refused, not shared
         other = PgDatabase.__new__(PgDatabase)
-        other.url, other.project, other.schema = veil_postgres_url, "intruder", first.database.schema
+        other.url, other.project, other.schema = (
+            veil_postgres_url,
+            "intruder",
+            first.database.schema,
+        )
         other.name = "x"
         with pytest.raises(ConfigError, match="holds project"):
             other._prepare(PG_MIGRATIONS)

@@ -22,10 +22,10 @@ from typing import Any
 
 import click
 
+from veil.cli import store_option
 from veil.core.errors import ConfigError
 from veil.core.safety import processes
 from veil.core.settings import LOOPBACK_HOSTS, is_loopback
-from veil.cli import store_option
 
 LOOPBACK = LOOPBACK_HOSTS
 

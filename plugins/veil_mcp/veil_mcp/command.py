@@ -23,8 +23,8 @@ from typing import Any
 
 import click
 
-from veil.core.errors import ConfigError, VeilError
 from veil.cli import store_option
+from veil.core.errors import ConfigError, VeilError
 
 DEFAULT_HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 5052

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+
 from veil.cli import store_option
 
 DEFAULT_PORT = 5052

@@ -79,6 +79,7 @@ def _listed(dialect: Dialect) -> str:
         for c in _LISTED_COLUMNS
     )
 
+
 _CONTENT_FIELDS = frozenset({"compact_summary", "compact_size", "state"})
 """Session columns whose change bumps the session's ``version`` (history and state; not
 title, model or closed_at, which no later write depends on)."""

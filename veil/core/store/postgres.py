@@ -518,8 +518,7 @@ class PostgresDialect(Dialect):
         keys = list(dict.fromkeys(r[at] for r in rows))
         conn.execute(f"DELETE FROM {table} WHERE {key} = ANY(?)", (keys,))
         sql = (
-            f"INSERT INTO {table} ({', '.join(columns)})"
-            f" VALUES ({', '.join('?' for _ in columns)})"
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
         )
         if len(rows) == 1:
             conn.execute(sql, rows[0])

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from veil.core.errors import PluginHookFailed, VeilError
 from veil.cli import store_option
+from veil.core.errors import PluginHookFailed, VeilError
 
 
 def add_replay_command(cli: click.Group) -> None:
