@@ -263,7 +263,9 @@ def test_nearest_warm_matches_exact_cosine(store: Store) -> None:
     store.add_items([item(i) for i in ids])
     keys = [hashlib.sha256(i.encode()).hexdigest() for i in ids]
     with store.transaction() as conn:
-        sql.add_embeddings(conn, [(k, "m16", 16, v.tobytes()) for k, v in zip(keys, vectors)])
+        sql.add_embeddings(
+            conn, [(k, "m16", 16, v.tobytes()) for k, v in zip(keys, vectors, strict=True)]
+        )
         sql.lock_index(conn)
         tier = ["warm"] * 35 + ["cold"] * 5
         sql.insert_index_rows(
@@ -447,9 +449,11 @@ def test_database_locks_exclude_other_processes_and_threads(veil_postgres_url) -
         with locks_one.hold("s1", "a turn"):
             with locks_one.hold("s1"):  # re-entrant on one thread
                 pass
-            with pytest.raises(SessionBusy, match="a compaction"):
-                with locks_two.hold("s1", "a compaction"):
-                    pass
+            with (
+                pytest.raises(SessionBusy, match="a compaction"),
+                locks_two.hold("s1", "a compaction"),
+            ):
+                pass
             with pytest.raises(SessionBusy):
                 locks_two.check_free("s1")
             locks_one.check_free("s1")  # this process's own hold is no obstacle
