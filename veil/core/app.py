@@ -127,6 +127,7 @@ class Veil:
                 store_url.get_secret_value(),
                 project=config.settings.store.project_name(config.project_dir),
                 pool_size=config.settings.store.pool_size,
+                synchronous_commit=config.settings.store.synchronous_commit,
             )
             self.session_locks = SessionLocks.in_database(self.store)
         else:

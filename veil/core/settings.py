@@ -561,12 +561,15 @@ class StoreSettings(_Model):
     send the project's history to a server of its choosing. ``project``: the name this project's
     rows go under in a shared store (default: the project folder's name; also yours only, so a
     clone cannot write into another project's memory). ``pool_size``: most connections one veil
-    process opens.
+    process opens. ``synchronous_commit``: wait for the server's log flush at every commit
+    (off: the durability of the SQLite store's WAL, see
+    :class:`veil.core.store.postgres.PgDatabase`).
     """
 
     url: SecretStr | None = None
     project: str | None = Field(default=None, min_length=1, max_length=200)
     pool_size: int = Field(default=10, ge=1, le=1000)
+    synchronous_commit: bool = False
 
     @field_validator("url")
     @classmethod

@@ -116,6 +116,8 @@ class Store:
         project: with a PostgreSQL URL, the project whose rows this store reads and writes
             (its own schema: :func:`veil.core.store.postgres.schema_name`); required there.
         pool_size: with a PostgreSQL URL, most connections this process opens.
+        synchronous_commit: with a PostgreSQL URL, wait for the server's log flush at every
+            commit (:class:`~veil.core.store.postgres.PgDatabase`).
 
     Attributes:
         path: the file, or the URL without its password and the project (for messages).
@@ -135,6 +137,7 @@ class Store:
         write_behind: bool = True,
         project: str | None = None,
         pool_size: int = 10,
+        synchronous_commit: bool = False,
     ) -> None:
         from veil.core.store import postgres
 
@@ -149,7 +152,9 @@ class Store:
         if postgres.is_url(path):
             if not project:
                 raise ConfigError("store.project: a PostgreSQL store needs a project name")
-            self.database = postgres.PgDatabase(str(path), project, pool_size=pool_size)
+            self.database = postgres.PgDatabase(
+                str(path), project, pool_size=pool_size, synchronous_commit=synchronous_commit
+            )
             self._pg = postgres.PgConnection(self.database)
             self.dialect = self.database.dialect
             self.path = self.database.name

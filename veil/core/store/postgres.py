@@ -283,6 +283,11 @@ class PgDatabase:
             for a Unix socket).
         project: the project's name (``store.project``).
         pool_size: most connections this process opens.
+        synchronous_commit: wait at each commit until the server has flushed its write-ahead
+            log (PostgreSQL's default). Off (veil's default) is the durability of veil's SQLite
+            store (WAL, ``synchronous = NORMAL``): a commit survives veil's crash and the
+            server's restart, and a crash of the server's machine may lose the last fraction of
+            a second of commits, never leave one half written.
 
     Raises:
         StoreUnavailable: the server cannot be reached or refused the login.
@@ -290,7 +295,9 @@ class PgDatabase:
             not install it.
     """
 
-    def __init__(self, url: str, project: str, *, pool_size: int = 10) -> None:
+    def __init__(
+        self, url: str, project: str, *, pool_size: int = 10, synchronous_commit: bool = False
+    ) -> None:
         from veil.core.store.schema import PG_MIGRATIONS
 
         _check_drivers()
@@ -299,6 +306,7 @@ class PgDatabase:
         self.schema = schema_name(project)
         self.name = f"{display_url(url)} (project {project!r})"
         self.dialect: Dialect = PostgresDialect()
+        self.synchronous_commit = synchronous_commit
         self._vector_schema = self._prepare(PG_MIGRATIONS)
         self._pool = self._open_pool(pool_size)
 
@@ -316,6 +324,10 @@ class PgDatabase:
         from pgvector.psycopg import register_vector
 
         conn.execute(f'SET search_path TO "{self.schema}", "{self._vector_schema}"')
+        conn.execute(f"SET synchronous_commit = {'on' if self.synchronous_commit else 'off'}")
+        # the warm tier's vector search (PostgresDialect.nearest_warm) as one statement
+        conn.execute(f"SET hnsw.ef_search = {HNSW_EF_SEARCH}")
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
         register_vector(conn)
 
     def _open_pool(self, size: int) -> Any:
@@ -327,7 +339,6 @@ class PgDatabase:
             max_size=max(1, size),
             kwargs={"autocommit": True, "row_factory": _row_factory},
             configure=self._configure,
-            check=ConnectionPool.check_connection,
             timeout=POOL_TIMEOUT_S,
             name=f"veil {self.project}",
             open=False,
@@ -591,14 +602,16 @@ class PostgresDialect(Dialect):
             " WHERE e.dim = ? AND e.model = ? AND r.tier = 'warm' AND r.forgotten = 0"
             f" ORDER BY {distance} LIMIT ?"
         )
-        owned = not conn.in_transaction
+        # each connection searches with ef_search HNSW_EF_SEARCH and pgvector 0.8's iterative
+        # scan (HNSW walks on past candidates the filters reject, so a filtered search still
+        # finds k rows): PgDatabase._configure; a larger k widens the search for its statement
+        wide = int(k) > HNSW_EF_SEARCH
+        owned = wide and not conn.in_transaction
         if owned:
             conn.execute(self.begin_write)
         try:
-            # HNSW walks on past candidates the filters reject (pgvector 0.8's iterative scan),
-            # so a filtered search still finds k rows
-            conn.execute(f"SET LOCAL hnsw.ef_search = {max(HNSW_EF_SEARCH, int(k))}")
-            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            if wide:
+                conn.execute(f"SET LOCAL hnsw.ef_search = {int(k)}")
             rows = conn.execute(sql, (query, dim, model, query, k)).fetchall()
         finally:
             if owned:
