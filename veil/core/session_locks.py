@@ -35,7 +35,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +45,7 @@ import filelock
 from veil.core.errors import SessionBusy, UnsafeVeilPath
 from veil.core.safety.paths import checked
 from veil.core.store.dialect import lock_key
+from veil.core.store.postgres import advisory_unlock, try_advisory_lock
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.store import Store
@@ -243,8 +244,10 @@ class DatabaseSessionLocks:
     def _key(self, session_id: str) -> int:
         return lock_key("veil-session", self.database.schema, session_id)
 
-    def _query(self, sql: str, key: int) -> bool:
-        """Run an advisory-lock function on the lock connection; one reconnect when it died
+    def _query(self, call: Callable[[Any, int], bool], key: int) -> bool:
+        """Run an advisory-lock function (:func:`veil.core.store.postgres.try_advisory_lock`,
+        :func:`~veil.core.store.postgres.advisory_unlock`) on the lock connection; one
+        reconnect when it died
         (the locks it held died with it: the version compare-and-swap still refuses a stale
         write)."""
         import psycopg
@@ -254,7 +257,7 @@ class DatabaseSessionLocks:
                 if self._conn is None or self._conn.closed:
                     self._conn = self.database.dedicated()
                 try:
-                    return bool(self._conn.execute(sql, (key,)).fetchone()[0])
+                    return call(self._conn, key)
                 except psycopg.OperationalError:
                     if attempt == 2:
                         raise
@@ -290,7 +293,7 @@ class DatabaseSessionLocks:
                     first = taken = False
             if first:
                 try:
-                    taken = self._query("SELECT pg_try_advisory_lock(%s)", self._key(session_id))
+                    taken = self._query(try_advisory_lock, self._key(session_id))
                 finally:
                     if not taken:
                         with self._guard:
@@ -311,7 +314,7 @@ class DatabaseSessionLocks:
                     del self._owners[session_id]
             if last:
                 try:
-                    self._query("SELECT pg_advisory_unlock(%s)", self._key(session_id))
+                    self._query(advisory_unlock, self._key(session_id))
                 except Exception:  # noqa: BLE001 - a lost connection released it already
                     log.warning("%s: session %s unlock failed", self.database.name, session_id)
 
@@ -325,9 +328,9 @@ class DatabaseSessionLocks:
             if session_id in self._owners:
                 return
         key = self._key(session_id)
-        if not self._query("SELECT pg_try_advisory_lock(%s)", key):
+        if not self._query(try_advisory_lock, key):
             raise _busy(session_id, what)
-        self._query("SELECT pg_advisory_unlock(%s)", key)
+        self._query(advisory_unlock, key)
 
     def close(self) -> None:
         """Close the lock connection (releasing every lock it holds)."""

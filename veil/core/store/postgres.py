@@ -446,6 +446,30 @@ class PgDatabase:
             log.info("%s: schema migrated to version %d", self.name, number + 1)
 
 
+def try_advisory_lock(conn: Any, key: int) -> bool:
+    """Take session-level advisory lock ``key`` on ``conn`` (a raw psycopg connection) if it
+    is free; whether it was (a lock held by this connection is taken again: PostgreSQL counts
+    holds per connection)."""
+    return bool(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
+
+
+def advisory_unlock(conn: Any, key: int) -> bool:
+    """Release one hold of advisory lock ``key`` on ``conn``; whether it was held there."""
+    return bool(conn.execute("SELECT pg_advisory_unlock(%s)", (key,)).fetchone()[0])
+
+
+def install_vector(url: str) -> str:
+    """Create the ``vector`` extension in the database at ``url`` if missing (the test server's
+    set-up); return the schema holding it.
+
+    Raises:
+        ConfigError: it is missing and this user may not create it."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return _ensure_vector(conn)
+
+
 def _check_drivers() -> None:
     """Raise a ConfigError naming what to install when psycopg, its pool or pgvector-python is
     missing (they come with ``pip install 'veil[postgres]'``)."""
