@@ -474,14 +474,20 @@ def test_database_locks_exclude_other_processes_and_threads(veil_postgres_url) -
             assert len(caught) == 1
         with locks_two.hold("s1"):  # released
             pass
-        # a lock whose connection dies is released by the server
+        # a lock whose connection dies is released by the server (once the backend of that
+        # connection has ended, which takes a moment on a loaded machine: wait up to 10 s)
+        waiting = SessionLocks.in_database(two, wait_s=10.0)
         with locks_one.hold("s3"):
+            with pytest.raises(SessionBusy):
+                locks_two.check_free("s3")
             locks_one.close()
-            with locks_two.hold("s3"):
+            with waiting.hold("s3"):
                 pass
     finally:
         locks_one.close()
         locks_two.close()
+        if "waiting" in locals():
+            waiting.close()
         one.close()
         two.close()
 

@@ -10,6 +10,7 @@ writer); PostgreSQL: one :class:`~veil.core.store.postgres.PgConnection` over a 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import operator
 import threading
@@ -143,7 +144,11 @@ class Store:
 
         self._local = threading.local()
         self._memory_conn: Any = None
-        self._write_lock = threading.RLock()
+        # SQLite: one writer at a time in this process (``:memory:`` shares one connection
+        # between threads; a file's writers would otherwise spin on its lock). PostgreSQL: each
+        # thread's transaction has a connection of its own and the server orders the writers,
+        # so nothing is serialised here (set below)
+        self._write_lock: Any = threading.RLock()
         self._session_select: str | None = None
         self._behind: WriteBehind | None = None
         self.database: postgres.PgDatabase | None = None
@@ -158,6 +163,7 @@ class Store:
             self._pg = postgres.PgConnection(self.database)
             self.dialect = self.database.dialect
             self.path = self.database.name
+            self._write_lock = contextlib.nullcontext()
         else:
             self.path = str(path)
         self._listed = _listed(self.dialect)
@@ -550,6 +556,11 @@ class Store:
         expect_version: int | None,
     ) -> int:
         now = time.time()
+        usage_json = row_codec.dumps(usage) if usage else None
+        if self._pg is not None and not self._pg.in_transaction:
+            return self._append_one_statement(
+                session_id, idx, step, text, now, usage_json, expect_version
+            )
         with self.transaction() as conn:
             _swap(
                 conn,
@@ -562,14 +573,42 @@ class Store:
                 conn.execute(
                     "INSERT INTO messages (session_id, idx, step, message, created_at, usage)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
-                    (session_id, idx, step, text, now, row_codec.dumps(usage) if usage else None),
+                    (session_id, idx, step, text, now, usage_json),
                 )
             except self.dialect.integrity_errors() as exc:
-                raise SessionConflict(
-                    f"session {session_id}: message {idx} was already stored by another process "
-                    "(this copy of the session is out of date; load it again)"
-                ) from exc
+                raise _taken(session_id, idx) from exc
             return expect_version + 1 if expect_version is not None else _version(conn, session_id)
+
+    def _append_one_statement(
+        self,
+        session_id: str,
+        idx: int,
+        step: int,
+        text: str,
+        now: float,
+        usage_json: str | None,
+        expect_version: int | None,
+    ) -> int:
+        """:meth:`_append` on PostgreSQL as one statement, so one round trip to the server:
+        the compare-and-swap ``UPDATE`` in a ``WITH`` that the ``INSERT`` reads (no session row
+        updated: nothing inserted). A statement is atomic on its own: a taken ``idx`` fails it
+        whole, the version bump included. Same outcomes as :meth:`_append`'s transaction."""
+        conn = self.conn
+        condition, args = _swap_condition(conn, expect_version)
+        sql = (
+            "WITH bumped AS (UPDATE sessions SET updated_at = ?,"
+            f" version = {_next_version(self.dialect)} WHERE id = ?{condition} RETURNING version)"
+            " INSERT INTO messages (session_id, idx, step, message, created_at, usage)"
+            " SELECT ?, ?, ?, ?, ?, ? FROM bumped RETURNING (SELECT version FROM bumped)"
+        )
+        params = [now, session_id, *args, session_id, idx, step, text, now, usage_json]
+        try:
+            row = conn.execute(sql, params).fetchone()
+        except self.dialect.integrity_errors() as exc:
+            raise _taken(session_id, idx) from exc
+        if row is None:
+            raise _refusal(conn, session_id, expect_version)
+        return _sound_version(row[0])
 
     def messages(self, session_id: str) -> list[tuple[int, Message]]:
         """The full history as ``[(step, message), ...]`` in order; a damaged or missing row
@@ -666,6 +705,10 @@ class Store:
             conn = self.conn  # drains the write-behind queue
             with self._write_lock:
                 SQLITE.replace_rows(conn, "items", "id", ITEM_COLUMNS, rows)
+            return
+        if self._pg is not None and len(rows) <= 1000:
+            # one statement (PostgresDialect.replace_rows), atomic on its own: one round trip
+            self.dialect.replace_rows(self.conn, "items", "id", ITEM_COLUMNS, rows)
             return
         with self.transaction() as conn:
             self.dialect.replace_rows(conn, "items", "id", ITEM_COLUMNS, rows)
@@ -906,17 +949,39 @@ def _swap(conn: Any, session_id: str, update: str, values: list, expect: int | N
 
     Raises:
         SessionNotFound, SessionConflict."""
-    sql, args = f"{update} WHERE id = ?", [*values, session_id]
-    if expect is not None:
-        # a damaged version was read as 0 (_number_problems): the copy that read it may write
-        sql += f" AND (version = ? OR (? = 0 AND NOT {dialect_of(conn).sound_version()}))"
-        args.extend((expect, expect))
+    condition, extra = _swap_condition(conn, expect)
+    sql, args = f"{update} WHERE id = ?{condition}", [*values, session_id, *extra]
     if conn.execute(sql, args).rowcount == 1:
         return
+    raise _refusal(conn, session_id, expect)
+
+
+def _swap_condition(conn: Any, expect: int | None) -> tuple[str, list[Any]]:
+    """The compare-and-swap's condition on a session row (`` AND ...``, with its parameters):
+    its version is ``expect``; nothing when ``expect`` is None."""
+    if expect is None:
+        return "", []
+    # a damaged version was read as 0 (_number_problems): the copy that read it may write
+    return (
+        f" AND (version = ? OR (? = 0 AND NOT {dialect_of(conn).sound_version()}))",
+        [expect, expect],
+    )
+
+
+def _taken(session_id: str, idx: int) -> SessionConflict:
+    return SessionConflict(
+        f"session {session_id}: message {idx} was already stored by another process "
+        "(this copy of the session is out of date; load it again)"
+    )
+
+
+def _refusal(conn: Any, session_id: str, expect: int | None) -> Exception:
+    """Why a compare-and-swap wrote nothing: SessionNotFound, or SessionConflict naming the
+    stored version."""
     found = conn.execute("SELECT version FROM sessions WHERE id = ?", (session_id,)).fetchone()
     if found is None:
-        raise SessionNotFound(f"no session with id {session_id!r}")
-    raise SessionConflict(
+        return SessionNotFound(f"no session with id {session_id!r}")
+    return SessionConflict(
         f"session {session_id} was changed by another process (stored version {found[0]}, this "
         f"copy has {expect}); load it again and retry"
     )

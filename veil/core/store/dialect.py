@@ -117,10 +117,19 @@ class Dialect:
 
     # -- vectors --------------------------------------------------------------------------------
 
-    def nearest_warm(self, conn: Any, vector: bytes, model: str, k: int) -> list[Any]:
+    def tags_exist(self, column: str, count: int) -> str:
+        """A condition: the JSON list ``column`` holds one of ``count`` lowercase values given
+        as parameters (compared lowercase)."""
+        marks = ",".join("?" * count)
+        return f"EXISTS (SELECT 1 FROM json_each({column}) j WHERE lower(j.value) IN ({marks}))"
+
+    def nearest_warm(
+        self, conn: Any, vector: bytes, model: str, k: int, where: str = "", args: Sequence = ()
+    ) -> list[Any]:
         """Rows ``(item_id, cosine)`` of the ``k`` warm, unforgotten items nearest to ``vector``
         (float32 bytes) by their stored ``model`` embedding, best first, ties by entry row:
-        exact, by sqlite-vec's ``vec_distance_cosine``.
+        exact, by sqlite-vec's ``vec_distance_cosine``. ``where``: more conditions on the
+        ``recall_index r`` row (`` AND ...``), with their ``args``.
 
         Raises:
             VeilError: sqlite-vec cannot be loaded into this connection."""
@@ -130,9 +139,9 @@ class Dialect:
         return conn.execute(
             "SELECT r.item_id, 1.0 - vec_distance_cosine(e.vector, ?) AS cos"
             " FROM recall_index r JOIN embeddings e ON e.key = r.embed_key"
-            " WHERE r.tier = 'warm' AND r.forgotten = 0 AND e.model = ?"
+            f" WHERE r.tier = 'warm' AND r.forgotten = 0 AND e.model = ?{where}"
             " ORDER BY cos DESC, r.row LIMIT ?",
-            (vector, model, k),
+            (vector, model, *args, k),
         ).fetchall()
 
     def add_embeddings(self, conn: Any, rows: list[tuple[str, str, int, bytes]]) -> None:

@@ -35,7 +35,7 @@ import hashlib
 import logging
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,6 +49,13 @@ URL_SCHEMES = ("postgresql", "postgres")
 
 POOL_TIMEOUT_S = 30.0
 """Seconds a thread waits for a free pooled connection before :class:`StoreUnavailable`."""
+
+HNSW_M = 16
+"""``m`` of the warm tier's HNSW index: links per node (pgvector's default)."""
+
+HNSW_EF_CONSTRUCTION = 64
+"""``ef_construction`` of the HNSW index: candidates kept while linking a new node (pgvector's
+default)."""
 
 HNSW_EF_SEARCH = 100
 """``hnsw.ef_search`` for the warm tier's vector search: candidates HNSW keeps while it
@@ -247,10 +254,26 @@ class PgConnection:
         if conn is None:
             return
         self._local.conn = None
+        callbacks, self._local.after_commit = getattr(self._local, "after_commit", []), []
         try:
             conn.execute(statement)
         finally:
             self.database.putconn(conn)
+        if statement == "COMMIT":
+            for callback in callbacks:
+                callback()
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once this thread's open transaction has committed (never when
+        it rolls back); at once when no transaction is open (the statement before it has
+        committed on its own). For what a process remembers of the database, such as an index
+        it created, which must not outlive a rollback."""
+        if not self.in_transaction:
+            callback()
+            return
+        if not hasattr(self._local, "after_commit"):
+            self._local.after_commit = []
+        self._local.after_commit.append(callback)
 
     def close(self) -> None:
         """End this thread's open transaction, if any, by rolling it back (the pool stays open:
@@ -548,17 +571,37 @@ class PostgresDialect(Dialect):
         self, conn: Any, table: str, key: str, columns: Sequence[str], rows: list[Sequence[Any]]
     ) -> None:
         # SQLite's REPLACE deletes the old row (cascading to what references it) and inserts a
-        # new one with a new rowid: the same two steps here
+        # new one with a new rowid: the same two steps here, in one statement (one round trip;
+        # atomic on its own): the INSERT reads the DELETE's count, so the delete runs first
         at = list(columns).index(key)
         keys = list(dict.fromkeys(r[at] for r in rows))
-        conn.execute(f"DELETE FROM {table} WHERE {key} = ANY(?)", (keys,))
-        sql = (
-            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
-        )
-        if len(rows) == 1:
-            conn.execute(sql, rows[0])
-        else:
-            conn.executemany(sql, rows)
+        types = self._column_types(conn, table)
+        first = "(" + ", ".join(f"?::{types[c]}" for c in columns) + ")"
+        other = "(" + ", ".join("?" for _ in columns) + ")"
+        for start in range(0, len(rows), 1000):
+            chunk = rows[start : start + 1000]
+            values = ", ".join([first, *(other for _ in chunk[1:])])
+            conn.execute(
+                f"WITH gone AS (DELETE FROM {table} WHERE {key} = ANY(?) RETURNING 1)"
+                f" INSERT INTO {table} ({', '.join(columns)})"
+                f" SELECT * FROM (VALUES {values}) AS v WHERE (SELECT count(*) FROM gone) >= 0",
+                [keys if start == 0 else [], *(v for r in chunk for v in r)],
+            )
+
+    def _column_types(self, conn: Any, table: str) -> dict[str, str]:
+        """``{column: SQL type}`` of ``table`` (read once; ``VALUES`` in a ``SELECT`` needs its
+        types spelled, as no target column gives them)."""
+        cache: dict[str, dict[str, str]] = self.__dict__.setdefault("_types", {})
+        if table not in cache:
+            cache[table] = {
+                r[0]: r[1]
+                for r in conn.execute(
+                    "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a"
+                    " WHERE a.attrelid = to_regclass(?) AND a.attnum > 0 AND NOT a.attisdropped",
+                    (table,),
+                ).fetchall()
+            }
+        return cache[table]
 
     def table_columns(self, conn: Any, table: str) -> list[str]:
         return [
@@ -614,17 +657,28 @@ class PostgresDialect(Dialect):
             f"lower(j.value) IN ({marks})",
         )
 
-    def nearest_warm(self, conn: Any, vector: bytes, model: str, k: int) -> list[Any]:
+    def tags_exist(self, column: str, count: int) -> str:
+        marks = ",".join("?" * count)
+        return (
+            f"EXISTS (SELECT 1 FROM jsonb_array_elements_text({column}::jsonb) AS j(value)"
+            f" WHERE lower(j.value) IN ({marks}))"
+        )
+
+    def nearest_warm(
+        self, conn: Any, vector: bytes, model: str, k: int, where: str = "", args: Sequence = ()
+    ) -> list[Any]:
         import numpy as np
 
         query = np.frombuffer(vector, dtype=np.float32)
         dim = int(query.shape[0])
         distance = f"e.embedding::vector({dim}) <=> ?::vector({dim})"
+        # the width is a literal, not a parameter: the planner must see that the query implies
+        # the partial index's "dim = N" even in a generic (prepared) plan
         sql = (
             f"SELECT r.item_id, 1.0 - ({distance}) AS cos, r.row"
             " FROM embeddings e JOIN recall_index r ON r.embed_key = e.key"
-            " WHERE e.dim = ? AND e.model = ? AND r.tier = 'warm' AND r.forgotten = 0"
-            f" ORDER BY {distance} LIMIT ?"
+            f" WHERE e.dim = {dim} AND e.model = ? AND r.tier = 'warm' AND r.forgotten = 0"
+            f"{where} ORDER BY {distance} LIMIT ?"
         )
         # each connection searches with ef_search HNSW_EF_SEARCH and pgvector 0.8's iterative
         # scan (HNSW walks on past candidates the filters reject, so a filtered search still
@@ -636,7 +690,7 @@ class PostgresDialect(Dialect):
         try:
             if wide:
                 conn.execute(f"SET LOCAL hnsw.ef_search = {int(k)}")
-            rows = conn.execute(sql, (query, dim, model, query, k)).fetchall()
+            rows = conn.execute(sql, (query, model, *args, query, k)).fetchall()
         finally:
             if owned:
                 conn.execute("COMMIT")
@@ -670,15 +724,31 @@ def ensure_vector_index(conn: Any, dim: int) -> None:
     """Create the HNSW index (cosine) over the stored embeddings of width ``dim`` if missing:
     a partial index per width, since an HNSW index needs one (models of different widths share
     the ``embeddings`` table). Taken under the migration lock, inside the caller's transaction
-    when there is one."""
-    key = (_schema(conn), dim)
+    when there is one; this process remembers the index only once that transaction has
+    committed (a rollback takes the index away with it)."""
+    key = (_schema(conn), int(dim))
     with _indexed_lock:
         if key in _indexed_dims:
             return
     conn.execute("SELECT pg_advisory_xact_lock(?)", (lock_key("veil-migrate", key[0]),))
     conn.execute(
         f"CREATE INDEX IF NOT EXISTS embeddings_hnsw_{int(dim)} ON embeddings USING hnsw"
-        f" ((embedding::vector({int(dim)})) vector_cosine_ops) WHERE dim = {int(dim)}"
+        f" ((embedding::vector({int(dim)})) vector_cosine_ops)"
+        f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) WHERE dim = {int(dim)}"
     )
+
+    def remember() -> None:
+        with _indexed_lock:
+            _indexed_dims.add(key)
+
+    after = getattr(conn, "after_commit", None)
+    if after is not None:
+        after(remember)
+    else:  # a raw psycopg connection in autocommit: the statement has committed
+        remember()
+
+
+def forget_vector_indexes() -> None:
+    """Forget which HNSW indexes this process created (tests that drop a schema)."""
     with _indexed_lock:
-        _indexed_dims.add(key)
+        _indexed_dims.clear()

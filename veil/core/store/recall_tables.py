@@ -349,14 +349,31 @@ def add_embeddings(conn: Any, rows: list[tuple[str, str, int, bytes]]) -> None:
         dialect_of(conn).add_embeddings(conn, rows)
 
 
-def nearest_warm(conn: Any, vector: bytes, model: str, k: int) -> list[tuple[str, float]]:
+def nearest_warm(
+    conn: Any,
+    vector: bytes,
+    model: str,
+    k: int,
+    *,
+    session_id: str | None = None,
+    tags: Sequence[str] | None = None,
+) -> list[tuple[str, float]]:
     """The ``k`` warm, unforgotten items whose stored ``model`` embedding is nearest to
-    ``vector`` (float32 bytes): ``[(item id, cosine)]``, best first (ties by entry row). SQLite:
-    exact, by sqlite-vec's ``vec_distance_cosine``; PostgreSQL: pgvector's HNSW index
-    (approximate: recall@10 measured in bench/bench_store.py).
+    ``vector`` (float32 bytes): ``[(item id, cosine)]``, best first (ties by entry row),
+    restricted to one session and to entries carrying any of ``tags`` (compared lowercase)
+    when given. SQLite: exact, by sqlite-vec's ``vec_distance_cosine``; PostgreSQL: pgvector's
+    HNSW index (approximate: recall@10 measured in bench/bench_store.py).
 
     Raises:
         VeilError: sqlite-vec cannot be loaded into this connection.
     """
-    found = dialect_of(conn).nearest_warm(conn, vector, model, k)
+    dialect = dialect_of(conn)
+    where, args = "", []
+    if session_id is not None:
+        where += " AND r.session_id = ?"
+        args.append(session_id)
+    if tags:
+        where += f" AND {dialect.tags_exist('r.tags', len(tags))}"
+        args.extend(t.lower() for t in tags)
+    found = dialect.nearest_warm(conn, vector, model, k, where, args)
     return [(r[0], float(r[1])) for r in found]
