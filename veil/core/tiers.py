@@ -228,7 +228,7 @@ class Tiers:
             for item_id, blob, digest in sql.cold_blobs(conn, ids)
         }
         rev = sql.next_rev(conn)
-        next_row = sql.next_index_row(conn)
+        fresh = iter(sql.new_index_rows(conn, sum(1 for i in ids if i not in known)))
         inserts, updates, to_cold, back = [], [], [], []
         for item_id, session_id, tags, content in rows:
             row, _old_tier, forgotten = known.get(item_id, (None, None, False))
@@ -241,8 +241,7 @@ class Tiers:
                 back.append((content, item_id))
             values = (session_id, seqs[item_id], tier, json.dumps(tags), rev)
             if row is None:
-                row = next_row
-                next_row += 1
+                row = next(fresh)
                 inserts.append((row, item_id, *values))
             else:
                 updates.append((*values, row))

@@ -74,9 +74,32 @@ class Dialect:
         return [c[1] for c in conn.execute(f"PRAGMA table_info({table})").fetchall()]
 
     def lock_recall_index(self, conn: Any) -> None:
-        """Serialise the writers of ``recall_index`` until the caller's transaction ends (its
-        revision numbers and rows are ``max + 1``, so two writers must not interleave). SQLite:
-        nothing to do, ``BEGIN IMMEDIATE`` already admits one writer at a time."""
+        """Serialise the writers of ``recall_index`` until the caller's transaction ends, where
+        the engine needs it: SQLite numbers revisions and rows ``max + 1``, and ``BEGIN
+        IMMEDIATE`` already admits one writer at a time, so nothing to do here; PostgreSQL
+        needs none (:meth:`new_index_rows`, :meth:`index_changes`)."""
+
+    def new_index_rows(self, conn: Any, count: int) -> list[int]:
+        """``count`` unused ``recall_index.row`` numbers, ascending (SQLite: ``max + 1`` on,
+        as it numbers an ``INTEGER PRIMARY KEY`` left out; the caller's transaction holds the
+        write lock)."""
+        if count <= 0:
+            return []
+        top = int(conn.execute("SELECT coalesce(max(row), 0) FROM recall_index").fetchone()[0])
+        return list(range(top + 1, top + 1 + int(count)))
+
+    def index_changes(self, conn: Any, since: int) -> tuple[list[Any], int]:
+        """``(entries changed after position since, the position to read from next time)``:
+        SQLite's position is the highest revision number (revisions are ``max + 1`` under the
+        write lock, so they commit in order). The top is read first: an entry committed between
+        the two reads is read now and again next time, never missed."""
+        top = int(conn.execute("SELECT coalesce(max(rev), 0) FROM recall_index").fetchone()[0])
+        if top <= since:
+            return [], since
+        rows = conn.execute(
+            f"SELECT {INDEX_CHANGE_COLUMNS} FROM recall_index WHERE rev > ?", (since,)
+        ).fetchall()
+        return rows, top
 
     def insert_returning(self, conn: Any, sql: str, params: Sequence[Any], column: str) -> int:
         """Run an ``INSERT`` and return the integer key it gave the new row (SQLite: the
@@ -160,6 +183,11 @@ def fts5_match(terms: list[str]) -> str | None:
     """
     quoted = ['"' + t.replace('"', '""') + '"' for t in terms if t]
     return " OR ".join(quoted) if quoted else None
+
+
+INDEX_CHANGE_COLUMNS = "row, item_id, session_id, seq, tier, tags, embed_key, forgotten, fts"
+"""The columns of a ``recall_index`` entry a reader of changes gets (see
+:func:`veil.core.store.recall_tables.index_changes`)."""
 
 
 SQLITE = Dialect()

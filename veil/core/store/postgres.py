@@ -40,7 +40,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from veil.core.errors import ConfigError, VeilError
-from veil.core.store.dialect import Dialect, lock_key
+from veil.core.store.dialect import INDEX_CHANGE_COLUMNS, Dialect, lock_key
 
 log = logging.getLogger("veil.store")
 
@@ -346,6 +346,7 @@ class PgDatabase:
     def _configure(self, conn: Any) -> None:
         from pgvector.psycopg import register_vector
 
+        register_nul_escape(conn)
         conn.execute(f'SET search_path TO "{self.schema}", "{self._vector_schema}"')
         conn.execute(f"SET synchronous_commit = {'on' if self.synchronous_commit else 'off'}")
         # the warm tier's vector search (PostgresDialect.nearest_warm) as one statement
@@ -469,6 +470,49 @@ class PgDatabase:
             log.info("%s: schema migrated to version %d", self.name, number + 1)
 
 
+NUL_ESCAPE = "\uffff"
+"""PostgreSQL's text cannot hold the character NUL (U+0000), which a tool's output can (a
+binary file printed), and SQLite stores as given. On PostgreSQL every text value veil writes
+has NUL written as ``U+FFFF 0`` and U+FFFF itself as ``U+FFFF U+FFFF`` (U+FFFF is a
+noncharacter: no text means it), and every text value read is turned back, so what veil stores
+comes back exactly, on both engines. Text without either character (all but such outputs) is
+sent and read unchanged."""
+
+_ESCAPED = re.compile("\uffff(.)", re.S)
+
+
+def escape_nul(text: str) -> str:
+    """``text`` as stored on PostgreSQL (see :data:`NUL_ESCAPE`)."""
+    if "\x00" not in text and NUL_ESCAPE not in text:
+        return text
+    return text.replace(NUL_ESCAPE, NUL_ESCAPE * 2).replace("\x00", NUL_ESCAPE + "0")
+
+
+def unescape_nul(text: str) -> str:
+    """The inverse of :func:`escape_nul`."""
+    if NUL_ESCAPE not in text:
+        return text
+    return _ESCAPED.sub(lambda m: "\x00" if m.group(1) == "0" else m.group(1), text)
+
+
+def register_nul_escape(conn: Any) -> None:
+    """Make ``conn`` (a psycopg connection) write ``str`` parameters through
+    :func:`escape_nul` and read ``text`` and ``varchar`` columns through :func:`unescape_nul`."""
+    from psycopg.types.string import StrDumperUnknown, TextLoader
+
+    class Dumper(StrDumperUnknown):
+        def dump(self, obj: str) -> bytes:
+            return super().dump(escape_nul(obj))
+
+    class Loader(TextLoader):
+        def load(self, data: Any) -> Any:
+            return unescape_nul(super().load(data))
+
+    conn.adapters.register_dumper(str, Dumper)
+    for name in ("text", "varchar"):
+        conn.adapters.register_loader(name, Loader)
+
+
 def try_advisory_lock(conn: Any, key: int) -> bool:
     """Take session-level advisory lock ``key`` on ``conn`` (a raw psycopg connection) if it
     is free; whether it was (a lock held by this connection is taken again: PostgreSQL counts
@@ -515,7 +559,20 @@ def _check_drivers() -> None:
 
 
 def _split_sql(script: str) -> list[str]:
-    return [s.strip() for s in script.split(";") if s.strip()]
+    """The statements of a migration script: split at ``;`` outside ``$$``-quoted bodies (a
+    PL/pgSQL function's body holds statements of its own)."""
+    out, current = [], []
+    for n, part in enumerate(script.split("$$")):
+        if n % 2:  # inside a $$ body
+            current.append(f"$${part}$$")
+            continue
+        pieces = part.split(";")
+        current.append(pieces[0])
+        for piece in pieces[1:]:
+            out.append("".join(current))
+            current = [piece]
+    out.append("".join(current))
+    return [s.strip() for s in out if s.strip()]
 
 
 def _ensure_vector(conn: Any) -> str:
@@ -616,15 +673,42 @@ class PostgresDialect(Dialect):
         ]
 
     def lock_recall_index(self, conn: Any) -> None:
-        conn.execute("SELECT pg_advisory_xact_lock(?)", (lock_key("veil-recall", _schema(conn)),))
+        # nothing to serialise: new rows come from a sequence (new_index_rows) and readers
+        # follow transaction ids, not revision numbers (index_changes); two writers of one row
+        # wait for each other on the row itself, as PostgreSQL always makes them
+        return
+
+    def new_index_rows(self, conn: Any, count: int) -> list[int]:
+        if count <= 0:
+            return []
+        found = conn.execute(
+            "SELECT nextval('recall_index_row_seq') FROM generate_series(1, ?)", (int(count),)
+        ).fetchall()
+        return sorted(int(r[0]) for r in found)
+
+    def index_changes(self, conn: Any, since: int) -> tuple[list[Any], int]:
+        # the oldest transaction still running is read first, then the rows: every
+        # transaction older than it had ended before the rows' snapshot, so its rows are there
+        # (pg_current_snapshot: PostgreSQL's "transactional outbox" reading)
+        position = int(
+            conn.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text").fetchone()[0]
+        )
+        rows = conn.execute(
+            f"SELECT {INDEX_CHANGE_COLUMNS} FROM recall_index WHERE xid >= ?::xid8",
+            (str(max(0, since)),),
+        ).fetchall()
+        return rows, position
 
     def insert_returning(self, conn: Any, sql: str, params: Sequence[Any], column: str) -> int:
         return int(conn.execute(f"{sql} RETURNING {column}", params).fetchone()[0])
 
     def add_text_entries(self, conn: Any, entries: list[tuple[int, str, str]]) -> None:
+        # another process may have indexed the same entry meanwhile (no writer lock): the
+        # same text gives the same document
         conn.executemany(
             "INSERT INTO recall_fts (row, document) VALUES (?, setweight(to_tsvector('english',"
-            " ?), 'A') || setweight(to_tsvector('english', ?), 'B'))",
+            " ?), 'A') || setweight(to_tsvector('english', ?), 'B'))"
+            " ON CONFLICT (row) DO UPDATE SET document = excluded.document",
             entries,
         )
 

@@ -17,7 +17,9 @@ of 500 (SQLite's variable limit).
 On PostgreSQL (:mod:`veil.core.store.postgres`) the same functions run on the same tables, with
 the engine's own full-text search (a ``tsvector`` per entry, ``ts_rank``) and vector search
 (pgvector's HNSW index) in place of FTS5 and sqlite-vec (:class:`~veil.core.store.dialect.Dialect`).
-Writers of ``recall_index`` call :func:`lock_index` first in their transaction.
+Writers of ``recall_index`` call :func:`lock_index` first in their transaction (SQLite's
+``BEGIN IMMEDIATE`` serialises them anyway; PostgreSQL needs no lock: rows come from a sequence
+and readers follow transaction ids, see :func:`index_changes`).
 """
 
 from __future__ import annotations
@@ -146,10 +148,9 @@ def restore_content(conn: Any, item_id: str, content: str) -> None:
 
 
 def lock_index(conn: Any) -> None:
-    """Serialise the writers of ``recall_index`` until the caller's transaction ends: its
-    revision numbers and rows are ``max + 1`` (:func:`next_rev`, :func:`next_index_row`), so two
-    writers in one transaction each must not interleave (SQLite: ``BEGIN IMMEDIATE`` already
-    does; PostgreSQL: a transaction-level advisory lock on the project)."""
+    """Serialise the writers of ``recall_index`` until the caller's transaction ends where the
+    engine needs it (:meth:`veil.core.store.dialect.Dialect.lock_recall_index`: SQLite's
+    ``BEGIN IMMEDIATE`` already does; PostgreSQL needs none)."""
     dialect_of(conn).lock_recall_index(conn)
 
 
@@ -158,14 +159,11 @@ def next_rev(conn: Any) -> int:
     return int(conn.execute("SELECT coalesce(max(rev), 0) + 1 FROM recall_index").fetchone()[0])
 
 
-def max_rev(conn: Any) -> int:
-    """The highest revision number in ``recall_index`` (0 when empty)."""
-    return conn.execute("SELECT coalesce(max(rev), 0) FROM recall_index").fetchone()[0]
-
-
-def next_index_row(conn: Any) -> int:
-    """The ``row`` (FTS5 rowid) a new ``recall_index`` entry gets (max + 1; 1 when empty)."""
-    return int(conn.execute("SELECT coalesce(max(row), 0) + 1 FROM recall_index").fetchone()[0])
+def new_index_rows(conn: Any, count: int) -> list[int]:
+    """``count`` unused ``row`` numbers for new ``recall_index`` entries, ascending (SQLite:
+    ``max + 1`` on, under the transaction's write lock; PostgreSQL: from a sequence, so
+    concurrent writers never take the same one)."""
+    return dialect_of(conn).new_index_rows(conn, count)
 
 
 def index_states(conn: Any, item_ids: Sequence[str]) -> dict[str, tuple[int, str, bool]]:
@@ -208,11 +206,12 @@ def insert_forgotten(
     conn: Any, item_id: str, session_id: str | None, seq: int, tier: str, rev: int
 ) -> None:
     """A ``recall_index`` entry for an item forgotten before it ever left the prompt (its
-    ``row`` max + 1, as SQLite numbers an ``INTEGER PRIMARY KEY`` left out)."""
+    ``row`` from :func:`new_index_rows`)."""
+    (row,) = new_index_rows(conn, 1)
     conn.execute(
         "INSERT INTO recall_index (row, item_id, session_id, seq, tier, forgotten, rev)"
-        " VALUES ((SELECT coalesce(max(row), 0) + 1 FROM recall_index), ?, ?, ?, ?, 1, ?)",
-        (item_id, session_id, seq, tier, rev),
+        " VALUES (?, ?, ?, ?, ?, 1, ?)",
+        (row, item_id, session_id, seq, tier, rev),
     )
 
 
@@ -238,15 +237,16 @@ def set_embed_keys(conn: Any, keys: list[tuple[str, int, int]]) -> None:
     )
 
 
-def index_changes(conn: Any, since_rev: int) -> list[Any]:
-    """``recall_index`` entries changed after revision ``since_rev``: rows read by name with
-    ``row, item_id, session_id, seq, tier, tags`` (JSON text or null) ``, embed_key,
-    forgotten, fts``."""
-    return conn.execute(
-        "SELECT row, item_id, session_id, seq, tier, tags, embed_key, forgotten, fts"
-        " FROM recall_index WHERE rev > ?",
-        (since_rev,),
-    ).fetchall()
+def index_changes(conn: Any, since: int) -> tuple[list[Any], int]:
+    """``recall_index`` entries changed after position ``since`` (-1: every entry), and the
+    position to read from next time: ``(rows, position)``, rows read by name with ``row,
+    item_id, session_id, seq, tier, tags`` (JSON text or null) ``, embed_key, forgotten, fts``.
+    An entry may come back again later (apply them idempotently); none is ever missed.
+
+    Positions: SQLite's is the highest revision number ``rev``; PostgreSQL's is the oldest
+    transaction id still running when read (entries are stamped with their writer's
+    transaction id, so a writer that committed after a later one is still read)."""
+    return dialect_of(conn).index_changes(conn, since)
 
 
 def index_counts(conn: Any) -> dict[str, int]:
@@ -339,6 +339,20 @@ def embedding_blobs(conn: Any, model: str, keys: Sequence[str]) -> dict[str, byt
             (model, *chunk),
         ):
             found[row[0]] = row[1]
+    return found
+
+
+def embedding_keys(conn: Any, model: str, keys: Sequence[str]) -> set[str]:
+    """Those of ``keys`` stored for ``model`` (their vectors are not read)."""
+    found: set[str] = set()
+    unique = list(dict.fromkeys(keys))
+    for start in range(0, len(unique), CHUNK):
+        chunk = unique[start : start + CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for row in conn.execute(
+            f"SELECT key FROM embeddings WHERE model = ? AND key IN ({marks})", (model, *chunk)
+        ):
+            found.add(row[0])
     return found
 
 

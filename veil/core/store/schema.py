@@ -263,4 +263,24 @@ PG_MIGRATIONS: list[str] = [
         updated_at DOUBLE PRECISION NOT NULL
     )
     """,
+    # The recall index without a project-wide writer lock (issue 32): new entries take their
+    # ``row`` from a sequence, and every insert or update stamps the row with its transaction's
+    # id (``xid``), which readers follow instead of ``rev`` (recall_tables.index_changes: rows of
+    # transactions that may still have been running at the last read are read again), so
+    # concurrent eviction passes never wait for each other.
+    """
+    CREATE SEQUENCE recall_index_row_seq;
+    SELECT setval('recall_index_row_seq', coalesce((SELECT max(row) FROM recall_index), 0) + 1,
+        false);
+    ALTER TABLE recall_index ADD COLUMN xid xid8 NOT NULL DEFAULT pg_current_xact_id();
+    CREATE INDEX recall_index_xid ON recall_index(xid);
+    CREATE FUNCTION recall_index_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        NEW.xid := pg_current_xact_id();
+        RETURN NEW;
+    END
+    $$;
+    CREATE TRIGGER recall_index_stamp BEFORE UPDATE ON recall_index
+        FOR EACH ROW EXECUTE FUNCTION recall_index_stamp()
+    """,
 ]
