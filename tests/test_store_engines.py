@@ -581,3 +581,94 @@ def test_nul_escape_is_its_own_inverse() -> None:
         assert "\x00" not in escape_nul(text)
     assert escape_nul("a\x00b") == "a\uffff0b"  # worked by hand: NUL -> U+FFFF "0"
     assert escape_nul("plain") == "plain"
+
+
+# -- duplicates under concurrent writers ------------------------------------------------------
+
+
+def test_one_active_belief_per_claim_under_concurrent_writers(
+    engine: str, tmp_path, request, monkeypatch
+) -> None:
+    """Eight writers assert one fact at once, each on a connection of its own: the database
+    keeps one active belief (its unique index), reinforced by the seven others. On PostgreSQL
+    every writer is made to read "not there yet" before any of them inserts (the race a
+    check-then-insert loses without the index)."""
+    from veil.default_plugins.beliefs import store as belief_store
+
+    first = open_store(engine, tmp_path, request)
+    project = getattr(first.database, "project", None)
+    stores = [first] + [
+        Store(tmp_path / "context.db")
+        if engine == "sqlite"
+        else Store(first.database.url, project=project)
+        for _ in range(7)
+    ]
+    views = [belief_store.BeliefStore(s) for s in stores]
+    if engine == "postgresql":
+        everyone_read = threading.Barrier(len(views), timeout=20)
+        read = belief_store._active_same
+        waited = threading.local()
+
+        def read_then_wait(conn, statement, claim):
+            found = read(conn, statement, claim)
+            if not getattr(waited, "done", False):
+                waited.done = True
+                everyone_read.wait()
+            return found
+
+        monkeypatch.setattr(belief_store, "_active_same", read_then_wait)
+    results: list[dict] = []
+    errors: list[BaseException] = []
+
+    def assert_it(view) -> None:
+        try:
+            results.append(view.assert_fact(None, "the server listens on port 5051"))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=assert_it, args=(v,)) for v in views]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        active = views[0].beliefs()
+        assert len(active) == 1 and active[0]["reinforced"] == 7
+        assert sorted(r["status"] for r in results) == ["asserted"] + ["reinforced"] * 7
+        assert {r["belief"] for r in results} == {active[0]["id"]}
+        kinds = [e["kind"] for e in first.events(kinds=belief_tables.EVENT_KINDS)]
+        assert sorted(kinds) == ["belief.assert"] + ["belief.reinforce"] * 7
+        views[0].rebuild()  # the log replays to the same view
+        again = views[0].beliefs()
+        assert [(b["id"], b["reinforced"]) for b in again] == [(active[0]["id"], 7)]
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_duplicate_beliefs_written_before_the_indexes_are_merged(store: Store) -> None:
+    """A view (and log) holding two active copies of one claim, as a race could leave them
+    before the unique indexes: opening the beliefs rebuilds the view, merging the second into
+    the first as a reinforcement."""
+    from veil.default_plugins.beliefs.store import BeliefStore
+
+    script = belief_tables.PG_VIEW_SQL if store.engine == "postgresql" else belief_tables.VIEW_SQL
+    with store.transaction() as conn:
+        for statement in script.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        for n, belief_id in enumerate(("belief_a", "belief_b")):
+            payload = {"belief": belief_id, "statement": "the port is 80", "source": "t"}
+            conn.execute(
+                "INSERT INTO events (ts, kind, payload) VALUES (?, 'belief.assert', ?)",
+                (float(n), json.dumps(payload)),
+            )
+            conn.execute(
+                "INSERT INTO beliefs (id, statement, subject, predicate, value, status,"
+                " created_at) VALUES (?, 'the port is 80', 'port', 'is', '80', 'active', ?)",
+                (belief_id, float(n)),
+            )
+    view = BeliefStore(store)
+    assert [(b["id"], b["reinforced"]) for b in view.beliefs()] == [("belief_a", 1)]
+    assert view.assert_fact(None, "The port is 80")["belief"] == "belief_a"

@@ -101,6 +101,10 @@ class Dialect:
         ).fetchall()
         return rows, top
 
+    def lock_schema(self, conn: Any) -> None:
+        """Serialise changes of the schema (tables created at run time) until the caller's
+        transaction ends. SQLite: ``BEGIN IMMEDIATE`` already does."""
+
     def insert_returning(self, conn: Any, sql: str, params: Sequence[Any], column: str) -> int:
         """Run an ``INSERT`` and return the integer key it gave the new row (SQLite: the
         cursor's ``lastrowid``, the ``INTEGER PRIMARY KEY`` ``column``)."""

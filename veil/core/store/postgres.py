@@ -672,6 +672,9 @@ class PostgresDialect(Dialect):
             if r[0] != "rowid"  # PostgreSQL's stand-in for SQLite's hidden rowid
         ]
 
+    def lock_schema(self, conn: Any) -> None:
+        conn.execute("SELECT pg_advisory_xact_lock(?)", (lock_key("veil-migrate", _schema(conn)),))
+
     def lock_recall_index(self, conn: Any) -> None:
         # nothing to serialise: new rows come from a sequence (new_index_rows) and readers
         # follow transaction ids, not revision numbers (index_changes); two writers of one row
