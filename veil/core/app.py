@@ -216,6 +216,19 @@ class Veil:
         return self._tiers
 
     @property
+    def shared_files(self) -> Any:
+        """The project's files in its shared store (:class:`veil.core.shared_files.SharedFiles`:
+        the memory files, with a PostgreSQL store), or None with SQLite (they live on disk)."""
+        if self.store.engine != "postgresql":
+            return None
+        with self._llm_lock:
+            if getattr(self, "_shared_files", None) is None:
+                from veil.core.shared_files import SharedFiles
+
+                self._shared_files = SharedFiles(self.store)
+        return self._shared_files
+
+    @property
     def context_layer_on(self) -> bool:
         """Whether a scorer and an eviction policy are loaded (else nothing is evicted)."""
         return plugin_mod.has_impl(self.pm, "score") and plugin_mod.has_impl(self.pm, "evict")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from veil.core.types import PromptSection, RecallHit, Route, SlashCommand, Tool
 from veil.hookspecs import hookimpl
+from veil_memoryfiles.backend import files_for
 from veil_memoryfiles.injection import build_memory_section
 from veil_memoryfiles.routes import memory_routes
 from veil_memoryfiles.service import MemoryService
@@ -84,7 +85,11 @@ def system_prompt_sections(session: PluginSession) -> PromptSection | None:
     state = session.state.setdefault(STATE_KEY, {})
     if "section_text" not in state:
         result = build_memory_section(
-            session.config, session.agent, session.cwd, session.context_window
+            session.config,
+            session.agent,
+            session.cwd,
+            session.context_window,
+            files=files_for(session.config, getattr(session, "veil", None)),
         )
         # files veil did not write (edited by hand, PUT, AGENTS.md) may hold credentials: the
         # prompt, and this cache in the store, get them redacted (security.redactSecrets)
@@ -117,7 +122,9 @@ def recall(session: PluginSession | None, query: str, limit: int) -> list[Recall
     ``repository``), as in ``memory_search``."""
     if session is None or not query or not query.strip():
         return None
-    svc = MemoryService(session.config, session.agent)
+    svc = MemoryService(
+        session.config, session.agent, files_for(session.config, getattr(session, "veil", None))
+    )
     hits = svc.search(query, max(1, int(limit)))
     out = []
     for h in hits:

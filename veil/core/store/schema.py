@@ -283,4 +283,13 @@ PG_MIGRATIONS: list[str] = [
     CREATE TRIGGER recall_index_stamp BEFORE UPDATE ON recall_index
         FOR EACH ROW EXECUTE FUNCTION recall_index_stamp()
     """,
+    # Memory files in the shared store (veil.core.store.memory_tables): a version per file, so a
+    # writer's read-modify-write is a compare-and-swap the database settles between machines, and
+    # the tags of what veil wrote (the memory-files plugin's provenance), one row each.
+    """
+    ALTER TABLE memory_files ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
+    CREATE TABLE memory_tags (
+        tag TEXT COLLATE "C" PRIMARY KEY
+    )
+    """,
 ]
