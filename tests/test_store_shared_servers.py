@@ -178,6 +178,16 @@ def test_two_servers_share_one_session_without_loss_or_500(
         busy = [t for _, code, t in results if code == 409]
         assert all("SESSION_BUSY" in t or "SESSION_CONFLICT" in t for t in busy)
         assert accepted, "some posts were served"
+
+        # memory files are the store's: a literal PUT on one machine is what the other reads,
+        # and neither checkout holds a .veil/memory/ folder
+        body = "# Team\r\n<!-- 2026-12-01 -->\r\nsame\r\n<!-- 2026-12-01 -->\r\nsame".encode()
+        put = httpx.put(f"{a.url}/agents/default/memory/MEMORY.md", content=body, timeout=30)
+        assert put.status_code == 200, put.text
+        got = httpx.get(f"{b.url}/agents/default/memory/MEMORY.md", timeout=30)
+        assert (got.status_code, got.content) == (200, body)
+        assert httpx.get(f"{b.url}/memory/MEMORY.md", timeout=30).status_code == 404
+        assert not any((tmp_path / n / "proj" / ".veil" / "memory").exists() for n in "ab")
     finally:
         a.stop()
         b.stop()
@@ -254,6 +264,10 @@ def test_two_projects_see_nothing_of_each_other_through_http(
         assert posted.status_code == 404
         assert httpx.delete(f"{right.url}/sessions/{sid}", timeout=30).status_code == 404
         assert httpx.get(f"{left.url}/sessions/{sid}", timeout=30).status_code == 200
+        put = httpx.put(f"{left.url}/memory/MEMORY.md", content=b"left's memory", timeout=30)
+        assert put.status_code == 200
+        assert httpx.get(f"{right.url}/memory/MEMORY.md", timeout=30).status_code == 404
+        assert httpx.get(f"{left.url}/memory/MEMORY.md", timeout=30).text == "left's memory"
     finally:
         left.stop()
         right.stop()
