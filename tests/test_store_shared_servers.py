@@ -181,7 +181,7 @@ def test_two_servers_share_one_session_without_loss_or_500(
 
         # memory files are the store's: a literal PUT on one machine is what the other reads,
         # and neither checkout holds a .veil/memory/ folder
-        body = "# Team\r\n<!-- 2026-12-01 -->\r\nsame\r\n<!-- 2026-12-01 -->\r\nsame".encode()
+        body = b"# Team\r\n<!-- 2026-12-01 -->\r\nsame\r\n<!-- 2026-12-01 -->\r\nsame"
         put = httpx.put(f"{a.url}/agents/default/memory/MEMORY.md", content=body, timeout=30)
         assert put.status_code == 200, put.text
         got = httpx.get(f"{b.url}/agents/default/memory/MEMORY.md", timeout=30)

@@ -31,7 +31,10 @@ Modules:
 * :mod:`~veil.core.store.row_codec`: JSON columns written, and damaged rows recognised on read.
 * :mod:`~veil.core.store.recall_tables`: the warm and cold tiers' tables (``recall_index``,
   ``recall_fts``, ``cold_content``) and the embedding cache (``embeddings``).
-* :mod:`~veil.core.store.belief_tables`: the beliefs default plugin's view tables.
+* :mod:`~veil.core.store.belief_tables`: the beliefs default plugin's view tables (one active
+  belief per claim: unique indexes on both engines).
+* :mod:`~veil.core.store.memory_tables`: memory files and their provenance tags in a PostgreSQL
+  store (:mod:`veil.core.shared_files` is their public face).
 * :mod:`~veil.core.store.raw_rows`: ``veil doctor``'s reads of rows as stored and its
   quarantine writes.
 """

@@ -21,11 +21,16 @@ pgvector-python.
   SQLite statement outside a transaction is its own transaction).
 * **Transactions.** Writes run at READ COMMITTED: the session's compare-and-swap is one
   ``UPDATE ... WHERE version = ?`` (PostgreSQL re-checks the condition on the row it waited for,
-  so two machines never both win), duplicates are refused by primary keys and unique
-  constraints, and the recall index's ``max + 1`` numbers are taken under a transaction-level
-  advisory lock (:meth:`PostgresDialect.lock_recall_index`). Read snapshots
-  (``Store.read_snapshot``) run at REPEATABLE READ, as SQLite's WAL read transaction sees one
-  moment.
+  so two machines never both win); a message append is that ``UPDATE`` and its ``INSERT`` in one
+  statement, and an item capture one statement too (one round trip each); duplicates are refused
+  by primary keys and unique constraints. The recall index needs no writer lock: new rows are
+  numbered by a sequence and every row carries its writer's transaction id, which readers follow
+  (:meth:`PostgresDialect.index_changes`), so eviction passes of many sessions never wait for
+  each other. Read snapshots (``Store.read_snapshot``) run at REPEATABLE READ, as SQLite's WAL
+  read transaction sees one moment. No in-process lock orders a process's transactions: each
+  thread's transaction holds a pooled connection of its own.
+* **Text.** PostgreSQL's text cannot hold NUL; it is written escaped and read back as it was
+  (:data:`NUL_ESCAPE`).
 """
 
 from __future__ import annotations
