@@ -41,6 +41,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import multiprocessing as mp
@@ -61,6 +62,7 @@ sys.path.insert(0, str(ROOT))
 from veil.core.store import Store  # noqa: E402
 from veil.core.store import recall_tables as sql  # noqa: E402
 from veil.core.store.context_db import insert_event, set_items_tier  # noqa: E402
+from veil.core.store.postgres import HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_M  # noqa: E402
 from veil.core.tiers import Tiers, moved_row  # noqa: E402
 from veil.core.types import ContextItem  # noqa: E402
 
@@ -435,7 +437,11 @@ def _copy_rows(store: Store, ids: list[str], vectors: np.ndarray, lo: int) -> No
         raw.execute("SELECT setval('recall_index_row_seq', %s)", (lo + len(ids) + 1,))
 
 
-def bench_recall(engine: str, target: str, data: dict, queries: int, keep: bool = False) -> dict:
+def bench_recall(
+    engine: str, target: str, data: dict, queries: int, ef_values: list[int]
+) -> list[dict]:
+    """Load ``data`` into a fresh store of ``engine`` and time ``nearest_warm`` over the
+    queries; PostgreSQL once per ``hnsw.ef_search`` in ``ef_values`` (0: veil's setting)."""
     vectors = data["vectors"]
     n = len(vectors)
     if engine == "sqlite":
@@ -445,25 +451,35 @@ def bench_recall(engine: str, target: str, data: dict, queries: int, keep: bool 
     try:
         rows_s, index_s = load_recall(store, vectors)
         qs = data["queries"][:queries]
-        sql.nearest_warm(store.conn, qs[0].tobytes(), MODEL, K)  # warm the caches
-        latencies, recalls = [], []
-        for q in qs:
-            start = time.perf_counter()
-            found = sql.nearest_warm(store.conn, q.tobytes(), MODEL, K)
-            latencies.append((time.perf_counter() - start) * 1000)
-            exact = set(np.argpartition(-(vectors @ q), K)[:K].tolist())
-            got = {int(item_id[5:], 16) for item_id, _ in found}
-            recalls.append(len(exact & got) / K)
-        return {
-            "engine": engine,
-            "items": n,
-            "rows_s": rows_s,
-            "index_s": index_s,
-            "p50": pct(latencies, 50),
-            "p95": pct(latencies, 95),
-            "recall10": float(np.mean(recalls)),
-            "queries": len(qs),
-        }
+        exact = [set(np.argpartition(-(vectors @ q), K)[:K].tolist()) for q in qs]
+        out = []
+        for ef in ef_values if engine == "postgresql" else [0]:
+            with store.transaction() if ef else contextlib.nullcontext(store.conn) as conn:
+                if ef:
+                    conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
+                sql.nearest_warm(conn, qs[0].tobytes(), MODEL, K)  # warm the caches
+                latencies, recalls = [], []
+                for q, truth in zip(qs, exact, strict=True):
+                    start = time.perf_counter()
+                    found = sql.nearest_warm(conn, q.tobytes(), MODEL, K)
+                    latencies.append((time.perf_counter() - start) * 1000)
+                    got = {int(item_id[5:], 16) for item_id, _ in found}
+                    recalls.append(len(truth & got) / K)
+            default_ef = HNSW_EF_SEARCH if engine == "postgresql" else None
+            out.append(
+                {
+                    "engine": engine,
+                    "items": n,
+                    "ef_search": ef or default_ef,
+                    "rows_s": rows_s,
+                    "index_s": index_s,
+                    "p50": pct(latencies, 50),
+                    "p95": pct(latencies, 95),
+                    "recall10": float(np.mean(recalls)),
+                    "queries": len(qs),
+                }
+            )
+        return out
     finally:
         store.close()
 
@@ -484,6 +500,11 @@ def main() -> None:
         "--sqlite-queries", type=int, default=None, help="queries for SQLite's exact search"
     )
     parser.add_argument("--engines", default="sqlite,postgresql")
+    parser.add_argument(
+        "--ef-search",
+        default="0",
+        help="comma-separated hnsw.ef_search values to time on PostgreSQL (0: veil's own)",
+    )
     parser.add_argument("--synthetic", action="store_true", help="random centres as bases")
     parser.add_argument(
         "--cache",
@@ -530,14 +551,16 @@ def main() -> None:
                 kinds.append(f"{n}: {data['kind']}")
                 for engine in engines:
                     count = sqlite_queries if engine == "sqlite" else queries
-                    recall.append(bench_recall(engine, targets[engine], data, count))
-                    r = recall[-1]
-                    print(
-                        f"recall {engine:10s} {n:8d} items: p50 {r['p50']:.1f} p95 {r['p95']:.1f}"
-                        f" ms, recall@10 {r['recall10']:.3f} over {r['queries']} queries (rows"
-                        f" {r['rows_s']:.0f} s, index {r['index_s']:.0f} s)",
-                        flush=True,
-                    )
+                    efs = [int(e) for e in args.ef_search.split(",")]
+                    for r in bench_recall(engine, targets[engine], data, count, efs):
+                        recall.append(r)
+                        print(
+                            f"recall {engine:10s} {n:8d} items, ef_search {r['ef_search']}: p50"
+                            f" {r['p50']:.1f} p95 {r['p95']:.1f} ms, recall@10"
+                            f" {r['recall10']:.3f} over {r['queries']} queries (rows"
+                            f" {r['rows_s']:.0f} s, index {r['index_s']:.0f} s)",
+                            flush=True,
+                        )
                 del data
         finally:
             if server is not None:
@@ -554,12 +577,17 @@ def main() -> None:
             f" | {w['throughput']:.0f} |"
         )
     print("\nvectors: " + "; ".join(kinds))
-    print("\n| engine | items | queries | p50 ms | p95 ms | recall@10 | rows s | index s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"HNSW: m {HNSW_M}, ef_construction {HNSW_EF_CONSTRUCTION}")
+    print(
+        "\n| engine | items | ef_search | queries | p50 ms | p95 ms | recall@10 | rows s"
+        " | index s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in recall:
         print(
-            f"| {r['engine']} | {r['items']} | {r['queries']} | {r['p50']:.1f} | {r['p95']:.1f}"
-            f" | {r['recall10']:.3f} | {r['rows_s']:.0f} | {r['index_s']:.0f} |"
+            f"| {r['engine']} | {r['items']} | {r['ef_search'] or '-'} | {r['queries']}"
+            f" | {r['p50']:.1f} | {r['p95']:.1f} | {r['recall10']:.3f} | {r['rows_s']:.0f}"
+            f" | {r['index_s']:.0f} |"
         )
     if args.json:
         Path(args.json).write_text(json.dumps({"writes": writes, "recall": recall}, indent=2))

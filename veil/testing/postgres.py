@@ -68,3 +68,33 @@ def start_test_server(data_dir: Path) -> TestServer:
 def unique_project(prefix: str = "test") -> str:
     """A project name no other test uses (its own schema in the shared test database)."""
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def end_connections(url: str, project: str) -> int:
+    """End every connection a store of ``project`` opened on the server at ``url`` (they carry
+    ``application_name`` ``veil <schema>``); return how many. For test teardown."""
+    import psycopg
+
+    from veil.core.store.postgres import schema_name
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE application_name = %s AND pid <> pg_backend_pid()",
+            (f"veil {schema_name(project)}",),
+        ).fetchall()
+    return len(rows)
+
+
+def project_store(project_dir: Path, **kwargs: Any) -> Any:
+    """The store a Veil opened on ``project_dir`` uses under this test's environment: the
+    PostgreSQL project named by ``VEIL_STORE__URL`` / ``VEIL_STORE__PROJECT`` (``pytest
+    --veil-store=postgresql``), else ``<project_dir>/.veil/context.db``. For tests that read
+    back what a veil process stored. ``kwargs`` go to :class:`~veil.core.store.Store`."""
+    from veil.core.store import Store
+
+    url = os.environ.get("VEIL_STORE__URL", "").strip()
+    if url:
+        project = os.environ.get("VEIL_STORE__PROJECT") or Path(project_dir).name
+        return Store(url, project=project, **kwargs)
+    return Store(Path(project_dir) / ".veil" / "context.db", **kwargs)

@@ -137,17 +137,24 @@ def veil_isolated_env(
             assert load_config(veil_project).settings.permissions.mode == "allow"
     """
     home = tmp_path_factory.mktemp("veil_home")
+    # read before VEIL_* goes: VEIL_TEST_STORE and VEIL_TEST_POSTGRES_URL are the test run's
+    postgres = test_store_engine(request.config) == "postgresql"
+    url = request.getfixturevalue("veil_postgres_url") if postgres else ""
     monkeypatch.setenv("VEIL_HOME", str(home))
     for name in list(os.environ):
         if name.startswith("VEIL_") and name != "VEIL_HOME":
             monkeypatch.delenv(name, raising=False)
     for name, value in ISOLATED_ENV.items():
         monkeypatch.setenv(name, value)
-    if test_store_engine(request.config) == "postgresql":
-        from veil.testing.postgres import unique_project
+    if postgres:
+        from veil.testing.postgres import end_connections, unique_project
 
-        monkeypatch.setenv("VEIL_STORE__URL", request.getfixturevalue("veil_postgres_url"))
-        monkeypatch.setenv("VEIL_STORE__PROJECT", unique_project())
+        project = unique_project()
+        monkeypatch.setenv("VEIL_STORE__URL", url)
+        monkeypatch.setenv("VEIL_STORE__PROJECT", project)
+        # a test that leaves its Veil open leaves its connections open: end them with the test,
+        # as a SQLite file's are forgotten with its folder
+        request.addfinalizer(lambda: end_connections(url, project))
     return home
 
 

@@ -333,6 +333,8 @@ class PgDatabase:
         self.project = project
         self.schema = schema_name(project)
         self.name = f"{display_url(url)} (project {project!r})"
+        # what pg_stat_activity shows for this project's connections (ASCII, under 64 bytes)
+        self.application_name = f"veil {self.schema}"
         self.dialect: Dialect = PostgresDialect()
         self.synchronous_commit = synchronous_commit
         self._vector_schema = self._prepare(PG_MIGRATIONS)
@@ -344,7 +346,12 @@ class PgDatabase:
         import psycopg
 
         try:
-            return psycopg.connect(self.url, autocommit=True, row_factory=_row_factory)
+            return psycopg.connect(
+                self.url,
+                autocommit=True,
+                row_factory=_row_factory,
+                application_name=self.application_name,
+            )
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"{display_url(self.url)}: cannot connect: {exc}") from None
 
@@ -366,7 +373,11 @@ class PgDatabase:
             self.url,
             min_size=1,
             max_size=max(1, size),
-            kwargs={"autocommit": True, "row_factory": _row_factory},
+            kwargs={
+                "autocommit": True,
+                "row_factory": _row_factory,
+                "application_name": self.application_name,
+            },
             configure=self._configure,
             timeout=POOL_TIMEOUT_S,
             name=f"veil {self.project}",
