@@ -92,6 +92,13 @@ def test_session_round_trip_and_compare_and_swap(store: Store) -> None:
         store.get_session("nope")
     with pytest.raises(SessionNotFound):
         store.update_session("nope", title="x")
+    with pytest.raises(SessionNotFound):
+        store.append_message("nope", 0, 0, {"role": "user", "content": "x"}, expect_version=0)
+    with pytest.raises(SessionNotFound):
+        store.append_message("nope", 0, 0, {"role": "user", "content": "x"})
+    # without a version to compare, the append returns the version it made
+    assert store.append_message("s1", 1, 1, {"role": "assistant", "content": "ok"}) == 3
+    assert store.version("s1") == 3
 
 
 def test_listing_is_newest_first_and_messages_are_searched(store: Store) -> None:
