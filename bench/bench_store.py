@@ -423,11 +423,11 @@ def _copy_rows(store: Store, ids: list[str], vectors: np.ndarray, lo: int) -> No
             raw.execute("SELECT id, rowid FROM items WHERE id = ANY(%s)", (ids,)).fetchall()
         )
         with raw.cursor().copy(
-            "COPY embeddings (key, model, dim, vector, embedding) FROM STDIN"
+            "COPY embeddings (key, model, dim, vector, embedding) FROM STDIN (FORMAT BINARY)"
         ) as copy:
+            copy.set_types(["text", "text", "int4", "bytea", "vector"])
             for j, vector in enumerate(vectors):
-                text = "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]"
-                copy.write_row((f"k{lo + j}", MODEL, DIM, vector.tobytes(), text))
+                copy.write_row((f"k{lo + j}", MODEL, DIM, vector.tobytes(), vector))
         with raw.cursor().copy(
             "COPY recall_index (row, item_id, session_id, seq, tier, tags, embed_key, rev)"
             " FROM STDIN"
