@@ -513,7 +513,8 @@ def main() -> None:
     )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
-    sessions = [int(s) for s in (args.sessions or ("1,2" if args.small else "1,8,32")).split(",")]
+    chosen = args.sessions if args.sessions is not None else ("1,2" if args.small else "1,8,32")
+    sessions = [int(s) for s in chosen.split(",") if s]  # "": no write measures
     sizes = [
         int(s) for s in (args.sizes or ("2000" if args.small else "100000,1000000")).split(",") if s
     ]
