@@ -275,8 +275,10 @@ def test_nearest_warm_matches_exact_cosine(store: Store) -> None:
         )
         sql.lock_index(conn)
         tier = ["warm"] * 35 + ["cold"] * 5
+        session = ["s1" if n % 2 else "s2" for n in range(40)]
+        tags = ['["Odd"]' if n % 2 else '["even", "x"]' for n in range(40)]
         sql.insert_index_rows(
-            conn, [(n + 1, ids[n], "s1", n + 1, tier[n], "[]", 1) for n in range(40)]
+            conn, [(n + 1, ids[n], session[n], n + 1, tier[n], tags[n], 1) for n in range(40)]
         )
         sql.set_embed_keys(conn, [(keys[n], 2, n + 1) for n in range(40)])
     query = rng.standard_normal(16).astype(np.float32)
@@ -286,6 +288,13 @@ def test_nearest_warm_matches_exact_cosine(store: Store) -> None:
     found = sql.nearest_warm(store.conn, query.tobytes(), "m16", 5)
     assert [i for i, _ in found] == expected
     assert np.allclose([c for _, c in found], np.sort(cos)[::-1][:5], atol=1e-5)
+    # restricted to a session, or to a tag (compared lowercase): the nearest allowed ones
+    odd = [n for n in np.argsort(-cos) if n % 2][:3]
+    by_session = sql.nearest_warm(store.conn, query.tobytes(), "m16", 3, session_id="s1")
+    assert [i for i, _ in by_session] == [ids[n] for n in odd]
+    by_tag = sql.nearest_warm(store.conn, query.tobytes(), "m16", 3, tags=["ODD", "nope"])
+    assert [i for i, _ in by_tag] == [ids[n] for n in odd]
+    assert sql.nearest_warm(store.conn, query.tobytes(), "m16", 3, session_id="s9") == []
     assert sql.embedding_blobs(store.conn, "m16", keys[:2]) == {
         keys[0]: vectors[0].tobytes(),
         keys[1]: vectors[1].tobytes(),
@@ -679,3 +688,31 @@ def test_duplicate_beliefs_written_before_the_indexes_are_merged(store: Store) -
     view = BeliefStore(store)
     assert [(b["id"], b["reinforced"]) for b in view.beliefs()] == [("belief_a", 1)]
     assert view.assert_fact(None, "The port is 80")["belief"] == "belief_a"
+
+
+def test_vector_index_is_remembered_only_once_committed(veil_postgres_url) -> None:
+    """An HNSW index created inside a transaction that rolls back is gone with it: the next
+    store of that width creates it again (the process remembered it too early before)."""
+    from veil.core.store.postgres import forget_vector_indexes
+
+    store = Store(veil_postgres_url, project=unique_project())
+    vector = np.full(8, 1 / np.sqrt(8), dtype=np.float32)
+
+    def index_exists() -> bool:
+        found = store.conn.execute(
+            "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema()"
+            " AND indexname = 'embeddings_hnsw_8'"
+        ).fetchone()
+        return found is not None
+
+    try:
+        forget_vector_indexes()
+        with pytest.raises(RuntimeError), store.transaction() as conn:
+            sql.add_embeddings(conn, [("k1", "m8", 8, vector.tobytes())])
+            raise RuntimeError("rolled back")
+        assert not index_exists()
+        with store.transaction() as conn:
+            sql.add_embeddings(conn, [("k1", "m8", 8, vector.tobytes())])
+        assert index_exists()
+    finally:
+        store.close()
