@@ -60,11 +60,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from veil.core.store import Store  # noqa: E402
+from veil.core.store import postgres as _postgres  # noqa: E402
 from veil.core.store import recall_tables as sql  # noqa: E402
 from veil.core.store.context_db import insert_event, set_items_tier  # noqa: E402
-from veil.core.store.postgres import HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_M  # noqa: E402
 from veil.core.tiers import Tiers, moved_row  # noqa: E402
 from veil.core.types import ContextItem  # noqa: E402
+
+# read where they exist, so this script also measures an older veil (copied into that checkout's
+# bench/ and run beside this one, for old-against-new figures)
+HNSW_M = getattr(_postgres, "HNSW_M", 16)
+HNSW_EF_CONSTRUCTION = getattr(_postgres, "HNSW_EF_CONSTRUCTION", 64)
+HNSW_EF_SEARCH = _postgres.HNSW_EF_SEARCH
 
 DIM = 384
 PASS_EVERY = 10
@@ -230,6 +236,57 @@ def bench_writes(targets: dict[str, str], sessions: int, appends: int, rounds: i
                 "throughput": len(p["append"]) / p["seconds"],
             }
         )
+    return out
+
+
+def cpu_per_operation(engine: str, target: str, count: int) -> dict:
+    """CPU seconds one append and one capture cost, in microseconds, on one thread: the
+    benchmark process's (``getrusage``) and, for PostgreSQL, the server process serving its one
+    connection (``/proc/<pid>/stat``, Linux). Where CPU is what runs out (a small machine), this
+    is what throughput follows."""
+    import resource
+
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def server_cpu(pid: int | None) -> float:
+        if pid is None:
+            return 0.0
+        fields = Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    def own_cpu() -> float:
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        return used.ru_utime + used.ru_stime
+
+    if engine == "sqlite":
+        store = Store(str(Path(target) / f"cpu-{time.time_ns()}.db"), write_behind=False)
+        pid = None
+    else:
+        store = Store(
+            target, project=f"bench-cpu-{time.time_ns()}", write_behind=False, pool_size=1
+        )
+        pid = int(store.conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+    out: dict = {"engine": engine}
+    try:
+        store.create_session("s", "default", None, {})
+        version = 0
+        message = {"role": "tool", "tool_call_id": "c", "content": "y " * 300}
+        for what in ("append", "capture"):
+            mine, theirs = own_cpu(), server_cpu(pid)
+            for n in range(count):
+                if what == "append":
+                    version = store.append_message("s", n, n, message, expect_version=version)
+                else:
+                    store.add_items(
+                        [
+                            ContextItem(content=f"out {n}.{i} " + "x " * 200, session_id="s")
+                            for i in range(ITEMS_PER_APPEND)
+                        ]
+                    )
+            out[f"{what}_client_us"] = (own_cpu() - mine) / count * 1e6
+            out[f"{what}_server_us"] = (server_cpu(pid) - theirs) / count * 1e6
+    finally:
+        store.close()
     return out
 
 
@@ -515,9 +572,8 @@ def main() -> None:
     args = parser.parse_args()
     chosen = args.sessions if args.sessions is not None else ("1,2" if args.small else "1,8,32")
     sessions = [int(s) for s in chosen.split(",") if s]  # "": no write measures
-    sizes = [
-        int(s) for s in (args.sizes or ("2000" if args.small else "100000,1000000")).split(",") if s
-    ]
+    chosen = args.sizes if args.sizes is not None else ("2000" if args.small else "100000,1000000")
+    sizes = [int(s) for s in chosen.split(",") if s]  # "": no search measures
     appends = args.appends or (20 if args.small else 100)
     rounds = args.rounds or (1 if args.small else 2)
     queries = args.queries or (20 if args.small else 200)
@@ -546,6 +602,10 @@ def main() -> None:
                         f" {w['pass_p95']:.2f} ms, {w['throughput']:.0f} appends/s",
                         flush=True,
                     )
+            cpu = []
+            if sessions and sys.platform.startswith("linux"):
+                for engine, target in targets.items():
+                    cpu.append(cpu_per_operation(engine, target, 200 if args.small else 2000))
             recall, kinds = [], []
             for n in sizes:
                 data = vector_set(n, queries, args.synthetic, args.small, Path(args.cache))
@@ -577,6 +637,17 @@ def main() -> None:
             f" | {w['capture_p95']:.2f} | {w['pass_p50']:.2f} | {w['pass_p95']:.2f}"
             f" | {w['throughput']:.0f} |"
         )
+    if cpu:
+        print(
+            "\n| engine | append: bench process CPU us | append: server CPU us |"
+            " capture: bench process CPU us | capture: server CPU us |"
+        )
+        print("|---|---|---|---|---|")
+        for c in cpu:
+            print(
+                f"| {c['engine']} | {c['append_client_us']:.0f} | {c['append_server_us']:.0f}"
+                f" | {c['capture_client_us']:.0f} | {c['capture_server_us']:.0f} |"
+            )
     print("\nvectors: " + "; ".join(kinds))
     print(f"HNSW: m {HNSW_M}, ef_construction {HNSW_EF_CONSTRUCTION}")
     print(
@@ -591,7 +662,9 @@ def main() -> None:
             f" | {r['index_s']:.0f} |"
         )
     if args.json:
-        Path(args.json).write_text(json.dumps({"writes": writes, "recall": recall}, indent=2))
+        Path(args.json).write_text(
+            json.dumps({"writes": writes, "cpu": cpu, "recall": recall}, indent=2)
+        )
 
 
 if __name__ == "__main__":
