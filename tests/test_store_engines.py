@@ -486,7 +486,7 @@ def test_schema_is_migrated_once_and_names_its_project(veil_postgres_url) -> Non
             "intruder",
             first.database.schema,
         )
-        other.name = "x"
+        other.name, other.application_name = "x", "veil intruder"
         with pytest.raises(ConfigError, match="holds project"):
             other._prepare(PG_MIGRATIONS)
     finally:
