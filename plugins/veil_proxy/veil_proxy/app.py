@@ -8,6 +8,8 @@ For each chat request (see :mod:`veil_proxy.conversations` for the first three s
    (:meth:`veil.harness.VeilHarness.build_prompt`: eviction to pointer stubs, compaction, the
    cache-stable prefix), leaving room for the client's tools and ``max_tokens``;
 4. the fitted request goes to the upstream model through litellm (:mod:`veil_proxy.upstream`);
+   when the upstream refuses it as too long, the session learns the window the refusal implies
+   and the prompt is fitted again and sent once more (:meth:`ProxyState._answer`);
 5. the answer goes back as the upstream gave it (streamed chunk by chunk when asked), and its
    usage is recorded in the store (``veil usage``).
 
@@ -39,7 +41,7 @@ from veil_http.hosts import HostCheck, loopback_names
 
 from veil.core.errors import BadRequest, ConfigError, VeilError
 from veil.core.jsonio import MAX_DEPTH, loads
-from veil.core.models.llm import message_from_response
+from veil.core.models.llm import ContextWindowExceededError, message_from_response
 from veil.core.settings import is_loopback
 from veil_proxy.conversations import (
     SESSION_HEADER,
@@ -52,7 +54,7 @@ from veil_proxy.conversations import (
     conversation_key,
     split_system,
 )
-from veil_proxy.upstream import Upstream, UpstreamError
+from veil_proxy.upstream import CONTEXT_LENGTH_EXCEEDED, Upstream, UpstreamError
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +179,7 @@ class ProxyState:
         """
         if not self.memory_tools:
             started = time.monotonic()
-            response = await upstream.complete(body, fitted)
+            response, _ = await self._answer(conversation, upstream, body, fitted)
             await run_in_threadpool(
                 self.record_usage, conversation, upstream.model, _usage(response), started
             )
@@ -186,7 +188,7 @@ class ProxyState:
         offered["tools"] += conversation.harness.tools()
         for _ in range(MAX_MEMORY_ROUNDS):
             started = time.monotonic()
-            response = await upstream.complete(offered, fitted)
+            response, fitted = await self._answer(conversation, upstream, offered, fitted)
             await run_in_threadpool(
                 self.record_usage, conversation, upstream.model, _usage(response), started
             )
@@ -200,6 +202,54 @@ class ProxyState:
             )
         _drop_memory_calls(response, conversation)
         return response
+
+    async def _answer(
+        self,
+        conversation: Conversation,
+        upstream: Upstream,
+        body: dict[str, Any],
+        fitted: list[dict[str, Any]],
+    ) -> tuple[Any, list[dict[str, Any]]]:
+        """The upstream's answer to ``fitted`` and the messages that got it. A context-length
+        refusal (the upstream's window is smaller than veil's figure for it) is answered as
+        veil's own loop answers it: the session learns the window the refusal implies, the
+        prompt is fitted again and sent once more (:meth:`_refit`).
+
+        Raises:
+            UpstreamError: the upstream failed, or refused the prompt fitted again too.
+        """
+        try:
+            return await upstream.complete(body, fitted), fitted
+        except UpstreamError as exc:
+            refit = await self._refit(conversation, body, exc)
+            if refit is None:
+                raise
+            return await upstream.complete(body, refit), refit
+
+    async def _refit(
+        self, conversation: Conversation, body: dict[str, Any], error: UpstreamError
+    ) -> list[dict[str, Any]] | None:
+        """The prompt fitted again after ``error``, when it is a context-length refusal that
+        taught the session a smaller window and the prompt got smaller; else None."""
+        if error.code != CONTEXT_LENGTH_EXCEEDED:
+            return None
+        refused = ContextWindowExceededError(error.message, error.figures)
+        return await run_in_threadpool(self._refit_held, conversation, body, refused)
+
+    def _refit_held(
+        self,
+        conversation: Conversation,
+        body: dict[str, Any],
+        refused: ContextWindowExceededError,
+    ) -> list[dict[str, Any]] | None:
+        harness = conversation.harness
+        with conversation.lock, self.veil.session_lock(conversation.session.id):
+            before = harness.session.last_prompt_tokens
+            if not harness.on_context_refused(refused):
+                return None
+            reserve = body.get("max_completion_tokens") or body.get("max_tokens")
+            fitted = harness.build_prompt(list(body.get("tools") or []), reserve)
+            return fitted if harness.session.last_prompt_tokens < before else None
 
     def _run_memory_calls(
         self,
@@ -240,7 +290,13 @@ class ProxyState:
             UpstreamError: the upstream failed before its first chunk.
         """
         if not self.memory_tools:
-            first, rest = await upstream.stream(body, fitted)
+            try:
+                first, rest = await upstream.stream(body, fitted)
+            except UpstreamError as exc:  # before the first chunk: nothing was sent yet
+                refit = await self._refit(conversation, body, exc)
+                if refit is None:
+                    raise
+                first, rest = await upstream.stream(body, refit)
             return first, rest, True
         from litellm.llms.base_llm.base_model_iterator import convert_model_response_to_streaming
 
