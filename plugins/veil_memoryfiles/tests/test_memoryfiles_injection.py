@@ -174,7 +174,7 @@ def test_an_instruction_file_linking_outside_the_project_is_skipped_with_a_warni
     ]
 
 
-def test_section_is_built_at_session_start_and_reused(
+def test_section_is_built_at_session_start_and_kept_for_the_session(
     project: Path, helpers: SimpleNamespace
 ) -> None:
     config = helpers.load_config(project)
@@ -182,20 +182,30 @@ def test_section_is_built_at_session_start_and_reused(
     assert plugin.system_prompt_sections(session) is None  # nothing to show yet
     session = helpers.fake_session(config, context_window=100_000)
     MemoryService(config, "default").write("first fact", "agent", now=day(1))
-    section = plugin.system_prompt_sections(session)
+    [section] = plugin.system_prompt_sections(session)
     assert (section.name, section.order) == ("memory", 100)
     assert "first fact" in section.text
     out = memory_write_handler(
         ToolContext(session=session, tool_call_id="c1"), {"content": "second fact"}
     )
     assert out.meta["status"] == "written"
-    # mid-session writes do not change the prompt prefix
-    assert plugin.system_prompt_sections(session) == section
+    # mid-session writes do not change the system prompt: the memory section stays as it was,
+    # and what was written since comes in a volatile, anchored section (the context note)
+    memory, updates = plugin.system_prompt_sections(session)
+    assert memory == section
+    assert (updates.name, updates.order, updates.volatile, updates.anchored) == (
+        "memory_updates",
+        101,
+        True,
+        True,
+    )
+    assert "second fact" in updates.text and "first fact" not in updates.text
     assert session.state["veil_memoryfiles"]["injection"]["shown"] == {"agent": 1}
     json.dumps(session.state)  # the cache is JSON-safe: the core persists session.state
-    plugin.session_start(session)  # started again / resumed: read the files again
-    refreshed = plugin.system_prompt_sections(session)
-    assert "second fact" in refreshed.text and "first fact" in refreshed.text
+    # a session loaded again (veil -c, each HTTP turn) keeps its state, hence its section
+    again = helpers.fake_session(config, context_window=100_000)
+    again.state = json.loads(json.dumps(session.state))
+    assert plugin.system_prompt_sections(again) == [memory, updates]
 
 
 def test_a_broken_memory_file_is_reported_not_fatal(
