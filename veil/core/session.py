@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import numpy as np
 
 from veil.core.errors import SessionClosed, SessionConflict
-from veil.core.models.context_refusal import RefusalFigures
+from veil.core.models.context_refusal import RefusalFigures, learned_window
 from veil.core.prompt.items import ItemBatch
 from veil.core.store.context_db import insert_event, set_items_tier
 from veil.core.tiers import moved_row
@@ -202,8 +202,6 @@ class Session:
         Raises:
             SessionConflict: another process changed the session (nothing is written).
         """
-        from veil.core.models.context_refusal import learned_window
-
         model = self.veil.llm.model_for("main", self.model)
         window = self.context_window
         learned = learned_window(window, message_tokens, tool_tokens, reserve_tokens, figures)

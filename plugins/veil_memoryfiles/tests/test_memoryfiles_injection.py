@@ -219,3 +219,38 @@ def test_a_broken_memory_file_is_reported_not_fatal(
     assert result is not None
     assert "good fact" in result.text
     assert "[this memory file could not be read:" in result.text and "byte 4" in result.text
+
+
+def test_updates_show_what_was_written_since_the_start_quoted_when_veil_did_not(
+    project: Path, helpers: SimpleNamespace
+) -> None:
+    """The ``memory_updates`` section, written out by hand: an entry veil wrote since the start
+    as it is, one appended by hand quoted under the repository-provided label (newest first),
+    and the start entries that left the files counted."""
+    from veil_memoryfiles.trust import REPOSITORY_LABEL
+    from veil_memoryfiles.updates import UPDATES_INTRO
+
+    config = helpers.load_config(project)
+    svc = MemoryService(config, "default")
+    svc.write("old fact", "agent", now=day(1))
+    session = helpers.fake_session(config, context_window=100_000)
+    [memory] = plugin.system_prompt_sections(session)
+    assert "old fact" in memory.text
+    svc.write("new fact", "agent", now=day(2))
+    path = svc.path("agent")
+    path.write_text(path.read_text() + "<!-- 2025-01-03 -->\nhand fact\n")
+    memory_again, updates = plugin.system_prompt_sections(session)
+    assert memory_again == memory
+    assert updates.text == (
+        f"{UPDATES_INTRO}\n\n"
+        f"(agent memory, {REPOSITORY_LABEL})\n> <!-- 2025-01-03 -->\n> hand fact\n\n"
+        "(agent memory)\n<!-- 2025-01-02 -->\nnew fact"
+    )
+    # the start's entry leaves the file (removed by hand): counted, not shown
+    text = path.read_text()
+    path.write_text(text.replace("<!-- 2025-01-01 -->\nold fact\n", ""))
+    _, updates = plugin.system_prompt_sections(session)
+    assert updates.text.endswith(
+        "_1 entries of the memory section are no longer in the files (archived by "
+        "memory.maxLines, or removed)._"
+    )
