@@ -113,7 +113,8 @@ def test_claude_code_sub_agent_transcript_is_read_from_its_sidechain():
 def test_claude_code_rewind_compaction_sidechain_and_unpaired_calls():
     """branched.jsonl, by hand: u1 a1 a2 r1 | abandoned a3 r2 | u2 (rewound onto r1) | s1 a
     sidechain | a4 a5 (one response, parallel) r3 r4 | cb boundary, cs its summary | a6 (t5,
-    never answered) r5 (answers t9, unknown) | a7 | a half-written line."""
+    never answered) r5 (answers t9, unknown) | a7 | a8 an API error Claude Code wrote itself |
+    a half-written line."""
     traj = load_trajectory(CLAUDE_BRANCHED)
     assert traj.task == "Fix add in calc.py"
     assert [s.action for s in traj.steps] == [
@@ -144,6 +145,7 @@ def test_claude_code_rewind_compaction_sidechain_and_unpaired_calls():
         "compact summary": 1,
         "api-request": 1,
         "future-thing": 1,
+        "synthetic assistant message": 1,  # a8, an API error: the leaf, but not a response
         "line not JSON": 1,
     }
     assert traj.records.unknown == {"future-thing": 1, "line not JSON": 1}

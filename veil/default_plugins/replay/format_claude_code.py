@@ -22,7 +22,8 @@ The reader replays the branch that reached the last conversation record of the m
 (the sidechain when the file is a sub-agent's own), walking back through compaction
 boundaries so the whole session is replayed. Everything else is skipped and counted: records
 of other branches and sidechains, ``attachment``, ``progress``, ``system`` records other than
-boundaries, the compaction summaries, and the bookkeeping types (``summary``, ``last-prompt``,
+boundaries, the compaction summaries, the assistant messages Claude Code writes itself (model
+``<synthetic>``: API errors), and the bookkeeping types (``summary``, ``last-prompt``,
 ``file-history-snapshot``, ``queue-operation``, ``custom-title``...); types not in
 :data:`KNOWN_TYPES` are counted as unknown. Thinking blocks are not replayed (the API drops
 them from later prompts). The system prompt is not in the transcript: ``system`` is "".
@@ -40,6 +41,10 @@ from veil.default_plugins.replay.trajectory import (
 )
 
 CONVERSATION_TYPES = frozenset({"user", "assistant"})
+
+SYNTHETIC_MODEL = "<synthetic>"
+"""The ``model`` of assistant messages Claude Code writes itself (an API error, a placeholder):
+never a model response, left out of later requests and of its own usage figures."""
 
 KNOWN_TYPES = frozenset(
     {
@@ -71,11 +76,14 @@ KNOWN_TYPES = frozenset(
         "marble-origami-commit",
         "marble-origami-snapshot",
         "marble-origami-reset",
-        # written by later 2.1 versions (issue 31 saw them in 2.1.328)
+        # written by later 2.1 versions (issue 31 saw them in 2.1.328, the agents' recordings
+        # of issue 31 the last two in 2.1.332)
         "api-request",
         "api-request-blob",
         "cost-state",
         "tools-used",
+        "api-request-shape",
+        "atis-latch",
     }
 )
 """Record types Claude Code 2.1 writes (its transcript loader's list, plus those issue 31 saw in
@@ -184,7 +192,9 @@ def read(path: str, records: list[Any]) -> Trajectory:
             builder.boundary()
             continue
         message = record["message"]
-        if kind == "assistant":
+        if kind == "assistant" and message.get("model") == SYNTHETIC_MODEL:
+            tally.skip("synthetic assistant message")  # an API error Claude Code wrote itself
+        elif kind == "assistant":
             _assistant(builder, record, message, step_of_response)
         elif record.get("isCompactSummary"):
             tally.skip("compact summary")  # the summary that replaced the history: a boundary

@@ -128,12 +128,16 @@ def load_trajectory(path: str | Path) -> Trajectory:
     try:
         data = loads(raw)
     except json.JSONDecodeError as exc:
+        broken: json.JSONDecodeError | None = exc
+    else:
+        broken = None
+    if broken is not None:  # several JSON documents, one a line, or not JSON at all
         records, malformed = _json_lines(raw)
         if not records:  # not JSON Lines either: say where the JSON broke
             raise BadRequest(
-                f"{name}: not valid JSON or JSON Lines (line {exc.lineno}, column "
-                f"{exc.colno}: {exc.msg})"
-            ) from None
+                f"{name}: not valid JSON or JSON Lines (line {broken.lineno}, column "
+                f"{broken.colno}: {broken.msg})"
+            )
         return _checked(_read_lines(name, records, malformed), name)
     kind = detect_format(data)
     if kind is not None:
