@@ -41,6 +41,7 @@ from veil.core.errors import BadRequest, ConfigError, VeilError
 from veil.core.jsonio import MAX_DEPTH, loads
 from veil.core.models.llm import message_from_response
 from veil.core.settings import is_loopback
+from veil.core.text import clean_message
 from veil_proxy.conversations import (
     SESSION_HEADER,
     SESSION_ID_HEADER,
@@ -266,7 +267,10 @@ class ProxyState:
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The request's JSON object body.
+    """The request's JSON object body, with every lone surrogate (a JSON ``"\\ud800"``
+    escape, which UTF-8 cannot hold) replaced by U+FFFD (:func:`veil.core.text.clean_message`):
+    the body is stored, fingerprinted and sent upstream as UTF-8, and a client resending the
+    same history gets the same replacement each time.
 
     Raises:
         ProxyError: 413 over ``limit`` bytes; 400 when it is not a JSON object.
@@ -280,7 +284,7 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
         raise ProxyError(400, f"body: not valid JSON ({exc})") from None
     if not isinstance(body, dict):
         raise ProxyError(400, "body: must be a JSON object")
-    return body
+    return clean_message(body)
 
 
 MAX_MEMORY_ROUNDS = 8
