@@ -102,6 +102,26 @@ def test_report_page_holds_the_totals_dollars_sessions_and_charts(tmp_path, base
     assert "tool calls without a result: t5" in page
 
 
+def test_without_matplotlib_the_page_is_written_without_the_png(
+    tmp_path, baseline_result, monkeypatch
+):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    written = write_report(baseline_result, tmp_path / "r", price_per_mtok=None)
+    assert written.chart is None and not (tmp_path / "r" / "replay.png").exists()
+    page = written.page.read_text()
+    assert "No PNG: it needs matplotlib" in page and "<img" not in page
+    assert page.count("<svg") == len(baseline_result["files"])  # the page's own charts stay
+
+
 def test_step_costs_are_uncached_plus_cache_price_times_cached():
     policy = {
         "per_step": [
