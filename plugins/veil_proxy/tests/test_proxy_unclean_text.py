@@ -43,3 +43,16 @@ def test_a_lone_surrogate_in_a_request_reaches_upstream_as_a_replacement(run_pro
     (session,) = run.veil.list_sessions()
     stored = [m["content"] for _, m in run.veil.store.messages(session["id"])]
     assert f"report-{REPLACEMENT}.txt\nsummary.txt" in stored
+
+
+def test_a_lone_surrogate_in_the_upstream_reply_reaches_the_client_as_a_replacement(run_proxy):
+    from veil.testing.scripted_server import Reply
+
+    run = run_proxy([Reply(content_json='"done \\udcff"')])
+    response = httpx.post(
+        f"{run.url}/v1/chat/completions",
+        json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "go"}]},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == f"done {REPLACEMENT}"

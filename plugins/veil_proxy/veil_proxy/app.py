@@ -58,6 +58,17 @@ from veil_proxy.upstream import Upstream, UpstreamError
 log = logging.getLogger(__name__)
 
 
+class CleanJSONResponse(JSONResponse):
+    """A JSON answer whose text is always UTF-8: starlette encodes strictly, so a lone surrogate
+    in what it carries (a provider's ``"\\udcff"`` in its reply, an error message quoting one)
+    failed the request with a 500; it becomes U+FFFD (:func:`veil.core.text.clean_message`),
+    as in veil's own loop."""
+
+    def render(self, content: Any) -> bytes:
+        """``content`` as UTF-8 JSON, lone surrogates replaced."""
+        return super().render(clean_message(content))
+
+
 class ProxyError(Exception):
     """A request the proxy refuses (status, OpenAI error type, message naming the field)."""
 
@@ -71,7 +82,7 @@ class ProxyError(Exception):
 def openai_error(status: int, message: str, kind: str, code: str | None = None) -> Response:
     """OpenAI's error answer: ``{"error": {"message", "type", "param", "code"}}``."""
     body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    return JSONResponse(body, status_code=status)
+    return CleanJSONResponse(body, status_code=status)
 
 
 class ProxyState:
@@ -367,7 +378,7 @@ async def chat_completions(request: Request) -> Response:
         try:
             first, rest, record = await state.stream(conversation, upstream, body, fitted)
         except UpstreamError as exc:
-            return JSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
+            return CleanJSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
         wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         events = _stream_events(
             state, conversation, model, first, rest, wants_usage, started if record else None
@@ -376,8 +387,8 @@ async def chat_completions(request: Request) -> Response:
     try:
         response = await state.complete(conversation, upstream, body, fitted)
     except UpstreamError as exc:
-        return JSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
-    return JSONResponse(_dump(response), headers=headers)
+        return CleanJSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
+    return CleanJSONResponse(_dump(response), headers=headers)
 
 
 async def _stream_events(
@@ -454,7 +465,7 @@ async def list_models(request: Request) -> Response:
     state: ProxyState = request.app.state.proxy
     model = state.upstream_model or state.default_model
     data = [{"id": model, "object": "model", "created": 0, "owned_by": "veil"}] if model else []
-    return JSONResponse({"object": "list", "data": data})
+    return CleanJSONResponse({"object": "list", "data": data})
 
 
 def create_app(
