@@ -8,6 +8,7 @@ The command reads its project and blocked plugins from the CLI's shared state
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import click
@@ -127,9 +128,18 @@ def add_replay_command(cli: click.Group) -> None:
         FILES are recordings of mini-swe-agent, SWE-agent, OpenHands (event streams and V1
         conversation folders), Claude Code, Codex or pi, detected from their content; --from
         finds this project's own sessions of an agent instead."""
+        from veil.default_plugins.replay.format_openhands_v1 import events_folder
         from veil.default_plugins.replay.report import parse_policies, run_replay
         from veil.default_plugins.replay.sessions import find_sessions
 
+        for f in files:  # a folder is an argument only as an OpenHands V1 conversation
+            if Path(f).is_dir() and events_folder(Path(f)) is None:
+                raise click.BadParameter(
+                    f"{f}: is a directory and not an OpenHands V1 conversation (no "
+                    "event-NNNNN-<id>.json files in it or in its events/ folder); give the "
+                    "recordings in it as files",
+                    param_hint="FILES",
+                )
         as_json = as_json or per_step
         project = replay_project or state.project
         try:
