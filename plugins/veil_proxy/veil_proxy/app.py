@@ -43,6 +43,7 @@ from veil.core.errors import BadRequest, ConfigError, VeilError
 from veil.core.jsonio import MAX_DEPTH, loads
 from veil.core.models.llm import ContextWindowExceededError, message_from_response
 from veil.core.settings import is_loopback
+from veil.core.text import clean_message
 from veil_proxy.conversations import (
     SESSION_HEADER,
     SESSION_ID_HEADER,
@@ -59,6 +60,17 @@ from veil_proxy.upstream import CONTEXT_LENGTH_EXCEEDED, Upstream, UpstreamError
 log = logging.getLogger(__name__)
 
 
+class CleanJSONResponse(JSONResponse):
+    """A JSON answer whose text is always UTF-8: starlette encodes strictly, so a lone surrogate
+    in what it carries (a provider's ``"\\udcff"`` in its reply, an error message quoting one)
+    failed the request with a 500; it becomes U+FFFD (:func:`veil.core.text.clean_message`),
+    as in veil's own loop."""
+
+    def render(self, content: Any) -> bytes:
+        """``content`` as UTF-8 JSON, lone surrogates replaced."""
+        return super().render(clean_message(content))
+
+
 class ProxyError(Exception):
     """A request the proxy refuses (status, OpenAI error type, message naming the field)."""
 
@@ -72,7 +84,7 @@ class ProxyError(Exception):
 def openai_error(status: int, message: str, kind: str, code: str | None = None) -> Response:
     """OpenAI's error answer: ``{"error": {"message", "type", "param", "code"}}``."""
     body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    return JSONResponse(body, status_code=status)
+    return CleanJSONResponse(body, status_code=status)
 
 
 class ProxyState:
@@ -322,7 +334,10 @@ class ProxyState:
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The request's JSON object body.
+    """The request's JSON object body, with every lone surrogate (a JSON ``"\\ud800"``
+    escape, which UTF-8 cannot hold) replaced by U+FFFD (:func:`veil.core.text.clean_message`):
+    the body is stored, fingerprinted and sent upstream as UTF-8, and a client resending the
+    same history gets the same replacement each time.
 
     Raises:
         ProxyError: 413 over ``limit`` bytes; 400 when it is not a JSON object.
@@ -336,7 +351,7 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
         raise ProxyError(400, f"body: not valid JSON ({exc})") from None
     if not isinstance(body, dict):
         raise ProxyError(400, "body: must be a JSON object")
-    return body
+    return clean_message(body)
 
 
 MAX_MEMORY_ROUNDS = 8
@@ -419,7 +434,7 @@ async def chat_completions(request: Request) -> Response:
         try:
             first, rest, record = await state.stream(conversation, upstream, body, fitted)
         except UpstreamError as exc:
-            return JSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
+            return CleanJSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
         wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         events = _stream_events(
             state, conversation, model, first, rest, wants_usage, started if record else None
@@ -428,8 +443,8 @@ async def chat_completions(request: Request) -> Response:
     try:
         response = await state.complete(conversation, upstream, body, fitted)
     except UpstreamError as exc:
-        return JSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
-    return JSONResponse(_dump(response), headers=headers)
+        return CleanJSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
+    return CleanJSONResponse(_dump(response), headers=headers)
 
 
 async def _stream_events(
@@ -506,7 +521,7 @@ async def list_models(request: Request) -> Response:
     state: ProxyState = request.app.state.proxy
     model = state.upstream_model or state.default_model
     data = [{"id": model, "object": "model", "created": 0, "owned_by": "veil"}] if model else []
-    return JSONResponse({"object": "list", "data": data})
+    return CleanJSONResponse({"object": "list", "data": data})
 
 
 def create_app(
