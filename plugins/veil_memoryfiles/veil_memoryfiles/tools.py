@@ -200,6 +200,7 @@ def memory_tools() -> list[Tool]:
                 "required": ["content"],
             },
             handler=memory_write_handler,
+            effect="memory",  # writes only the agent's MEMORY.md files
         ),
         Tool(
             name="memory_read",
@@ -227,6 +228,7 @@ def memory_tools() -> list[Tool]:
                 },
             },
             handler=memory_read_handler,
+            effect="memory",
         ),
         Tool(
             name="memory_search",
@@ -256,6 +258,7 @@ def memory_tools() -> list[Tool]:
                 "required": ["query"],
             },
             handler=memory_search_handler,
+            effect="memory",
         ),
     ]
 
