@@ -90,17 +90,14 @@ def system_prompt_sections(session: PluginSession) -> list[PromptSection] | None
     ``start_entries`` (the keys of the entries at the start) and ``updates`` (the files'
     signature and the updates section built for it)."""
     state = session.state.setdefault(STATE_KEY, {})
+    files = files_for(session.config, getattr(session, "veil", None))
     if "section_text" not in state:
         state["start_entries"] = sorted(
             entry_key(scope, entry)
-            for scope, entry, _ in current_entries(session.config, session.agent)
+            for scope, entry, _ in current_entries(session.config, session.agent, files)
         )
         result = build_memory_section(
-            session.config,
-            session.agent,
-            session.cwd,
-            session.context_window,
-            files=files_for(session.config, getattr(session, "veil", None)),
+            session.config, session.agent, session.cwd, session.context_window, files=files
         )
         # files veil did not write (edited by hand, PUT, AGENTS.md) may hold credentials: the
         # prompt, and this cache in the store, get them redacted (security.redactSecrets)
@@ -121,7 +118,7 @@ def system_prompt_sections(session: PluginSession) -> list[PromptSection] | None
         )
     text = state["section_text"]
     sections = [PromptSection(name="memory", text=text, order=SECTION_ORDER)] if text else []
-    updates = _updates(session, state)
+    updates = _updates(session, state, files)
     if updates:
         sections.append(
             PromptSection(
@@ -135,17 +132,17 @@ def system_prompt_sections(session: PluginSession) -> list[PromptSection] | None
     return sections or None
 
 
-def _updates(session: PluginSession, state: dict[str, Any]) -> str | None:
-    """The ``memory_updates`` text (redacted), built again only when the memory files changed
-    (:func:`~veil_memoryfiles.updates.files_signature`)."""
+def _updates(session: PluginSession, state: dict[str, Any], files: Any) -> str | None:
+    """The ``memory_updates`` text (redacted), built again only when the memory files (where
+    ``files`` keeps them) changed (:func:`~veil_memoryfiles.updates.files_signature`)."""
     config, agent = session.config, session.agent
     if not config.memory_enabled(agent):
         return None
-    signature = files_signature(config, agent)
+    signature = files_signature(config, agent, files)
     cached = state.get("updates")
     if isinstance(cached, dict) and cached.get("signature") == signature:
         return cached.get("text")
-    entries = current_entries(config, agent)
+    entries = current_entries(config, agent, files)
     if "start_entries" not in state:  # a session stored before veil kept the start's entries
         state["start_entries"] = sorted(entry_key(scope, e) for scope, e, _ in entries)
     share = config.memory_for(agent).injection_share

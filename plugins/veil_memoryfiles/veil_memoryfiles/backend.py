@@ -93,6 +93,15 @@ class DiskFiles:
         """The file parsed, with which parts veil wrote (:func:`.trust.file_view`)."""
         return trust.file_view(self.project, path)
 
+    def signature(self, path: Path) -> list[Any]:
+        """``[path, mtime_ns, size, inode]``, or ``[path, None]`` when missing: changed by
+        every write (veil replaces the file, or appends to it), cheap to read."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return [str(path), None]
+        return [str(path), st.st_mtime_ns, st.st_size, st.st_ino]
+
     def index(self, path: Path) -> search.FileIndex:
         """The file's search index (:func:`.search.load_index`)."""
         return search.load_index(path)
@@ -217,6 +226,12 @@ class StoreFiles:
 
     def exists(self, path: Path) -> bool:
         return bool(self.shared.versions([self.name_of(path)]))
+
+    def signature(self, path: Path) -> list[Any]:
+        """``[name, version]`` (one indexed read; every write bumps the version), or
+        ``[name, None]`` when the file is not stored."""
+        name = self.name_of(path)
+        return [name, self.shared.versions([name]).get(name)]
 
     def view(self, path: Path) -> trust.FileView:
         text = self.read_text(path) or ""
