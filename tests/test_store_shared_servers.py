@@ -43,6 +43,10 @@ class Served:
     def __init__(self, project: Path, env: dict[str, str]) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # stderr to a file, not a pipe nobody reads while the server runs: its log lines (one
+        # per request and more) would fill a pipe's buffer and block the server mid-request
+        self.log = project.parent / f"serve-{self.port}.log"
+        self._log_file = self.log.open("w", encoding="utf-8")
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -56,15 +60,18 @@ class Served:
             ],
             env=env,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
+            stderr=self._log_file,
         )
+
+    def stderr_text(self) -> str:
+        """What the server wrote to stderr so far."""
+        return self.log.read_text(encoding="utf-8", errors="replace")
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise AssertionError(f"veil serve exited: {self.proc.stderr.read()}")
+                raise AssertionError(f"veil serve exited: {self.stderr_text()}")
             try:
                 if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
                     return
@@ -81,6 +88,7 @@ class Served:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+        self._log_file.close()
 
 
 def _env(home: Path, url: str, project: str) -> dict[str, str]:
