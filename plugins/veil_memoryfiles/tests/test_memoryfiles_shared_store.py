@@ -277,3 +277,44 @@ def test_export_and_import_move_the_files_to_and_from_markdown(
     shown = _veil(["memory", "show", "--scope", "agent"], project, env)
     assert "run make deploy" in shown.stdout and "uses uv" in shown.stdout
     assert "agents/default/MEMORY.md: 1" in shown.stderr  # the hand-added entry, labelled
+
+
+def test_memory_written_since_the_start_comes_as_updates_from_the_store(
+    shared_project, veil_postgres_url: str
+) -> None:
+    """A session on a shared store: the ``memory`` section is the files at its start; an entry
+    another process writes to the store afterwards comes in ``memory_updates`` (the files'
+    signature is their stored version), and the memory section stays as it was."""
+    from types import SimpleNamespace
+
+    import veil_memoryfiles as plugin
+    from veil_memoryfiles.updates import UPDATES_INTRO
+
+    project, config, shared, name = shared_project
+    svc = service(config, shared)
+    assert svc.write("old fact", "agent", now=DAY).status == "written"
+    session = SimpleNamespace(
+        id="sess_test",
+        agent="default",
+        cwd=project,
+        config=config,
+        context_window=100_000,
+        state={},
+        resumed=False,
+        veil=SimpleNamespace(shared_files=shared),
+    )
+    [memory] = plugin.system_prompt_sections(session)
+    assert "old fact" in memory.text
+    assert plugin.system_prompt_sections(session) == [memory]  # nothing new: no updates
+    # another writer (its own connection, as another process) adds an entry
+    other_store = Store(veil_postgres_url, project=name, write_behind=False)
+    try:
+        later = datetime(2026, 12, 8, 12, 0, tzinfo=timezone.utc)
+        assert service(config, SharedFiles(other_store)).write("new fact", "agent", now=later)
+    finally:
+        other_store.close()
+    memory_again, updates = plugin.system_prompt_sections(session)
+    assert memory_again == memory
+    assert updates.name == "memory_updates"
+    assert updates.text == f"{UPDATES_INTRO}\n\n(agent memory)\n<!-- 2026-12-08 -->\nnew fact"
+    assert not (project / ".veil" / "memory").exists()
