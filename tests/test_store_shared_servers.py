@@ -165,11 +165,15 @@ def test_two_servers_share_one_session_without_loss_or_500(
 
         with ThreadPoolExecutor(max_workers=16) as pool:
             results = list(pool.map(post, range(51)))
-        statuses = {code for _, code, _ in results}
-        assert statuses <= {200, 409, 400}, [(n, c, t) for n, c, t in results if c >= 500]
+        statuses = {code for n, code, _ in results if n != 25}
+        assert statuses <= {200, 409}, [(n, c, t) for n, c, t in results if c >= 500]
         compact = next(r for r in results if r[0] == 25)
-        # nothing to fold yet is a 400 of the seed's; busy is a 409; either way no 500
-        assert compact[1] in (200, 400, 409), compact
+        # nothing to fold yet is a 400 of the seed's; busy is a 409; a summary (the scripted
+        # model's echo) longer than what it folds is refused with 502 COMPACTION_REJECTED, the
+        # conversation left as it was; never a 500
+        assert compact[1] in (200, 400, 409) or (
+            compact[1] == 502 and "COMPACTION_REJECTED" in compact[2]
+        ), compact
         reader = Store(veil_postgres_url, project=project, write_behind=False)
         try:
             history = [m for _, m in reader.messages(sid)]
