@@ -18,7 +18,7 @@ from veil.hookspecs import hookimpl
 
 KNOWN = (
     "compaction, context, convergence, embeddings, http, loop, memory, models, permissions, "
-    "plugins, security"
+    "plugins, security, store"
 )
 """The sections of this environment's settings: the core's and the installed plugins'
 (veil_convergence's own; the others add fields to core sections)."""
