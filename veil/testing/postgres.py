@@ -96,17 +96,9 @@ def unique_project(prefix: str = "test") -> str:
 def end_connections(url: str, project: str) -> int:
     """End every connection a store of ``project`` opened on the server at ``url`` (they carry
     ``application_name`` ``veil <schema>``); return how many. For test teardown."""
-    import psycopg
+    from veil.core.store.postgres import end_project_connections
 
-    from veil.core.store.postgres import schema_name
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE application_name = %s AND pid <> pg_backend_pid()",
-            (f"veil {schema_name(project)}",),
-        ).fetchall()
-    return len(rows)
+    return end_project_connections(url, project)
 
 
 def project_store(project_dir: Path, **kwargs: Any) -> Any:

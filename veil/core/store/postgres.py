@@ -857,3 +857,21 @@ def forget_vector_indexes() -> None:
     """Forget which HNSW indexes this process created (tests that drop a schema)."""
     with _indexed_lock:
         _indexed_dims.clear()
+
+
+def end_project_connections(url: str, project: str) -> int:
+    """End every connection a store of ``project`` opened on the server at ``url`` (they carry
+    ``application_name`` ``veil <schema>``, :class:`PgDatabase`); return how many (test
+    teardown: :func:`veil.testing.postgres.end_connections`).
+
+    Raises:
+        psycopg.Error: the server cannot be reached, or the user may not end them."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE application_name = %s AND pid <> pg_backend_pid()",
+            (f"veil {schema_name(project)}",),
+        ).fetchall()
+    return len(rows)
