@@ -240,6 +240,30 @@ class VeilHarness:
         self.session.last_prompt_tokens = prompt.tokens
         return prompt.messages
 
+    def prompt(
+        self, tools: list[dict[str, Any]] | None = None, max_tokens: int | None = None
+    ) -> Any:
+        """:meth:`build_prompt` with everything known about what it built: the
+        :class:`veil.core.prompt.context.Prompt` (``messages``, ``tokens``, ``indices`` -- the
+        stored message each one shows --, ``tools_tokens``, ``reserve_tokens``, ``notes``)."""
+        offered = self.tools() if tools is None else tools
+        prompt = build_prompt(self.session, tools=offered, reserve=max_tokens)
+        self.session.last_prompt_tokens = prompt.tokens
+        return prompt
+
+    def fixed_tokens(self, tools: list[dict[str, Any]] | None = None) -> tuple[int, int]:
+        """Tokens of the system message veil would send now and of the tool schemas ``tools``
+        (the memory tools when None), before any message
+        (:func:`veil.core.prompt.context.fixed_prompt_tokens`)."""
+        from veil.core.prompt.context import fixed_prompt_tokens
+
+        return fixed_prompt_tokens(self.session, self.tools() if tools is None else tools)
+
+    @property
+    def context_window(self) -> int:
+        """The window (tokens) the session's prompts are fitted to."""
+        return int(self.session.context_window)
+
     def manifest(self) -> str:
         """The manifest section alone (what is loaded, what is stored outside the prompt); empty
         when the ``veil.manifest`` default plugin is blocked or the context layer is off."""

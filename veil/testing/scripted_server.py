@@ -1,6 +1,8 @@
-"""A scripted OpenAI-compatible chat server on 127.0.0.1 that records every request, for tests
-that cross the provider boundary for real: litellm or the openai SDK in the test's process, or
-veil in another process (``veil -p``, ``veil serve``) reaching it as it would reach a provider.
+"""A scripted model server on 127.0.0.1 that records every request, for tests that cross the
+provider boundary for real: litellm or the openai SDK in the test's process, or veil in another
+process (``veil -p``, ``veil serve``, ``veil proxy``) reaching it as it would reach a provider. It
+speaks OpenAI chat completions, Anthropic Messages and OpenAI Responses, each answered from the
+same script.
 
 ::
 
@@ -27,7 +29,20 @@ What it answers:
   answer with tiktoken's ``cl100k_base``; ``omit_usage=True`` leaves it out, as some
   OpenAI-compatible servers (older llama.cpp servers, proxies, self-hosted gateways) do.
   ``cached`` adds ``prompt_tokens_details.cached_tokens`` (OpenAI's prompt-cache figure).
+- ``POST <anything>/messages``: the reply in Anthropic's Messages shape (streamed as Anthropic's
+  events when asked), with a signed ``thinking`` block first when the request turns thinking on;
+  ``POST <anything>/messages/count_tokens`` answers ``{"input_tokens": n}``. A prompt whose
+  tokens plus ``max_tokens`` exceed ``context_window`` gets Anthropic's 400
+  ``invalid_request_error`` ("input length and `max_tokens` exceed context limit").
+- ``POST <anything>/responses``: the reply as OpenAI Responses output items (a ``reasoning`` item
+  when the request sets ``reasoning``, a ``message``, ``function_call`` items), streamed as
+  Responses events when asked. Over ``context_window``: 400 ``context_length_exceeded``.
+  (:mod:`veil.testing.scripted_shapes` builds both shapes.)
 - ``GET <anything>/models`` lists one model. Anything else is a 404 with an OpenAI-shaped error.
+
+:meth:`ScriptedOpenAIServer.problems` runs :mod:`veil.testing.provider_checks` on every recorded
+request: what the real provider would refuse (unpaired tool calls, a changed thinking signature,
+too many cache breakpoints, a prompt over the window...).
 """
 
 from __future__ import annotations
@@ -65,12 +80,15 @@ class Reply:
             Python str).
         wait: an event the answer waits for (up to :data:`WAIT_LIMIT_S`) before it is sent, to
             keep a turn running while a test does something else. The request is recorded first.
+        thinking: the text of the Anthropic thinking block / Responses reasoning summary sent
+            when the request turns thinking or reasoning on (None: a default text).
     """
 
     content: str | None = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     content_json: str | None = None
     wait: threading.Event | None = None
+    thinking: str | None = None
 
     @classmethod
     def of(cls, value: Reply | str | dict[str, Any]) -> Reply:
@@ -85,7 +103,11 @@ class Reply:
         if isinstance(value, str):
             return cls(value)
         if isinstance(value, dict):
-            return cls(value.get("content"), list(value.get("tool_calls") or []))
+            return cls(
+                value.get("content"),
+                list(value.get("tool_calls") or []),
+                thinking=value.get("thinking"),
+            )
         raise TypeError(
             f"a scripted reply must be a str, a dict or a Reply, not {type(value).__name__}"
         )
@@ -109,8 +131,10 @@ class RecordedRequest:
         method, path: as sent (``POST``, ``/v1/chat/completions``).
         headers: header names lower-cased -> value.
         body: the parsed JSON body (None when there was none or it was not JSON).
-        prompt_tokens: the prompt's size under the server's ``count`` (chat completions only,
-            else None).
+        prompt_tokens: the prompt's size: under the server's ``count`` for chat completions,
+            :func:`~veil.testing.scripted_shapes.anthropic_prompt_tokens` /
+            :func:`~veil.testing.scripted_shapes.responses_prompt_tokens` for the other two
+            APIs; None for other routes.
         refused: whether the prompt was refused for exceeding ``context_window``.
     """
 
@@ -120,6 +144,31 @@ class RecordedRequest:
     body: Any = None
     prompt_tokens: int | None = None
     refused: bool = False
+
+    @property
+    def api(self) -> str | None:
+        """Which API the request spoke: ``chat``, ``anthropic``, ``responses`` (POSTs to those
+        routes), else None."""
+        if self.method != "POST":
+            return None
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path.endswith("/chat/completions"):
+            return "chat"
+        if path.endswith("/messages"):
+            return "anthropic"
+        if path.endswith("/responses"):
+            return "responses"
+        return None
+
+    def completion_limit(self) -> int | None:
+        """The completion tokens the request asks room for (``max_tokens``,
+        ``max_completion_tokens`` or ``max_output_tokens``), None when it names none."""
+        body = self.body if isinstance(self.body, dict) else {}
+        for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+            value = body.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return None
 
     @property
     def api_key(self) -> str | None:
@@ -189,10 +238,16 @@ class ScriptedOpenAIServer:
         cached: the prompt tokens reported as read from the provider's prompt cache
             (``usage.prompt_tokens_details.cached_tokens``): an int for every request, or a
             function ``(messages, prompt_tokens) -> int``; None (default) reports no such detail.
+        count_completion: the completion room a chat or Responses request asks for
+            (``max_tokens``, ``max_completion_tokens``, ``max_output_tokens``) counts against
+            ``context_window`` with its prompt, as OpenAI counts it. Anthropic requests are
+            always checked so (prompt + ``max_tokens``), as Anthropic's API checks them.
 
     Attributes:
         requests: every :class:`RecordedRequest`, in arrival order.
         url: ``http://127.0.0.1:<port>/v1``, a provider's ``base_url``.
+        issued: the thinking signatures and encrypted reasoning handed out
+            (:class:`veil.testing.scripted_shapes.Issued`).
     """
 
     def __init__(
@@ -205,7 +260,10 @@ class ScriptedOpenAIServer:
         count: Callable[[list[dict[str, Any]]], int] = openai_prompt_tokens,
         model: str | None = None,
         cached: int | Callable[[list[dict[str, Any]], int], int] | None = None,
+        count_completion: bool = False,
     ) -> None:
+        from veil.testing.scripted_shapes import Issued
+
         self._script: Callable[[dict[str, Any]], ReplyLike] | None = None
         self._replies: list[ReplyLike] = []
         if callable(replies):
@@ -218,6 +276,8 @@ class ScriptedOpenAIServer:
         self.count = count
         self.model = model
         self.cached = cached
+        self.count_completion = count_completion
+        self.issued = Issued()
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -287,6 +347,45 @@ class ScriptedOpenAIServer:
         """Whether ``secret`` appears anywhere in any request (path, headers or body)."""
         with self._lock:
             return any(secret in r.text() for r in self.requests)
+
+    def problems(self) -> list[str]:
+        """What the real provider would have refused in the requests received so far
+        (:mod:`veil.testing.provider_checks` for each request's API, and any prompt refused as
+        over ``context_window``), one line each: ``request 3 (anthropic): ...``; [] when every
+        request would have been accepted."""
+        from veil.testing import provider_checks as checks
+
+        with self._lock:
+            recorded = list(self.requests)
+        out = []
+        for number, request in enumerate(recorded, 1):
+            found: list[str] = []
+            if request.api == "chat":
+                found = checks.chat_request_problems(request.body)
+            elif request.api == "anthropic":
+                beta = request.headers.get("anthropic-beta", "")
+                found = checks.anthropic_request_problems(
+                    request.body, beta, self.issued.signatures
+                )
+            elif request.api == "responses":
+                found = checks.responses_request_problems(request.body, self.issued.encrypted)
+            if request.refused:
+                found.append(
+                    f"prompt of {request.prompt_tokens} tokens (completion room "
+                    f"{request.completion_limit()}) over the window of {self.context_window}"
+                )
+            out += [f"request {number} ({request.api}): {p}" for p in found]
+        return out
+
+    def over_window(self, request: RecordedRequest, api: str) -> bool:
+        """Whether ``request``'s prompt (with its completion room for Anthropic, and for the
+        other APIs under ``count_completion``) exceeds ``context_window``."""
+        if self.context_window is None or request.prompt_tokens is None:
+            return False
+        size = request.prompt_tokens
+        if api == "anthropic" or self.count_completion:
+            size += request.completion_limit() or 0
+        return size > self.context_window
 
     # -- answering ------------------------------------------------------------------------------
 
@@ -372,8 +471,23 @@ class ScriptedOpenAIServer:
                     body = None
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 path = self.path.split("?", 1)[0].rstrip("/")
+                request = RecordedRequest(self.command, self.path, headers, body)
                 if self.command == "POST" and path.endswith("/chat/completions"):
-                    self._chat(RecordedRequest(self.command, self.path, headers, body))
+                    self._chat(request)
+                    return
+                if self.command == "POST" and path.endswith("/messages/count_tokens"):
+                    from veil.testing.scripted_shapes import anthropic_prompt_tokens
+
+                    with server._lock:
+                        server.requests.append(request)
+                    tokens = anthropic_prompt_tokens(body if isinstance(body, dict) else {})
+                    self._send_json(200, {"input_tokens": tokens})
+                    return
+                if self.command == "POST" and path.endswith("/messages"):
+                    self._anthropic(request)
+                    return
+                if self.command == "POST" and path.endswith("/responses"):
+                    self._responses(request)
                     return
                 with server._lock:
                     server.requests.append(RecordedRequest(self.command, self.path, headers, body))
@@ -393,8 +507,7 @@ class ScriptedOpenAIServer:
                     self._send_json(400, {"error": {**error, "type": "invalid_request_error"}})
                     return
                 request.prompt_tokens = tokens = server.count(body["messages"])
-                window = server.context_window
-                request.refused = window is not None and tokens > window
+                request.refused = server.over_window(request, "chat")
                 number, reply = server._take(request)
                 if reply is None:
                     self._send_json(400, server._refusal(tokens))
@@ -438,6 +551,115 @@ class ScriptedOpenAIServer:
                 if not server.omit_usage:
                     answer["usage"] = usage
                 self._send_json(200, None, raw=_with_content(answer, message, reply))
+
+            def _anthropic(self, request: RecordedRequest) -> None:
+                from veil.testing import scripted_shapes as shapes
+
+                body = request.body
+                if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+                    with server._lock:
+                        server.requests.append(request)
+                    error = shapes.anthropic_error(
+                        "invalid_request_error", "messages: Field required"
+                    )
+                    self._send_json(400, error)
+                    return
+                request.prompt_tokens = tokens = shapes.anthropic_prompt_tokens(body)
+                request.refused = server.over_window(request, "anthropic")
+                number, reply = server._take(request)
+                if reply is None:
+                    limit = request.completion_limit() or 0
+                    text = (
+                        f"input length and `max_tokens` exceed context limit: {tokens} + "
+                        f"{limit} > {server.context_window}, decrease input length or "
+                        f"`max_tokens` and try again"
+                    )
+                    self._send_json(400, shapes.anthropic_error("invalid_request_error", text))
+                    return
+                if isinstance(reply, str):
+                    self._send_json(500, shapes.anthropic_error("api_error", reply))
+                    return
+                if reply.wait is not None:
+                    reply.wait.wait(WAIT_LIMIT_S)
+                model = server.model or body.get("model") or "scripted"
+                message = shapes.anthropic_message(reply, number, body, server.issued, model)
+                usage: dict[str, Any] = {
+                    "input_tokens": tokens,
+                    "output_tokens": shapes.anthropic_completion_tokens(message),
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                }
+                if server.cached is not None:
+                    cached = server.cached
+                    hit = cached(body["messages"], tokens) if callable(cached) else cached
+                    usage["cache_read_input_tokens"] = int(hit)
+                    usage["input_tokens"] = tokens - int(hit)  # Anthropic's split of the prompt
+                if body.get("stream"):
+                    events = shapes.anthropic_events(message, usage)
+                    self._send_events((e["type"], e) for e in events)
+                    return
+                self._send_json(200, {**message, "usage": usage})
+
+            def _responses(self, request: RecordedRequest) -> None:
+                from veil.testing import scripted_shapes as shapes
+
+                body = request.body
+                if not isinstance(body, dict) or body.get("input") in (None, [], ""):
+                    with server._lock:
+                        server.requests.append(request)
+                    error = shapes.responses_error("invalid_request_error", "input: required")
+                    self._send_json(400, error)
+                    return
+                request.prompt_tokens = tokens = shapes.responses_prompt_tokens(body)
+                request.refused = server.over_window(request, "responses")
+                number, reply = server._take(request)
+                if reply is None:
+                    text = (
+                        f"Your input exceeds the context window of this model "
+                        f"({tokens} tokens > {server.context_window})."
+                    )
+                    error = shapes.responses_error(
+                        "invalid_request_error", text, "context_length_exceeded"
+                    )
+                    self._send_json(400, error)
+                    return
+                if isinstance(reply, str):
+                    self._send_json(500, shapes.responses_error("server_error", reply))
+                    return
+                if reply.wait is not None:
+                    reply.wait.wait(WAIT_LIMIT_S)
+                items = shapes.responses_output(reply, number, body, server.issued)
+                output_tokens = shapes.responses_completion_tokens(items)
+                cached = server.cached
+                hit = 0
+                if cached is not None:
+                    hit = int(cached([], tokens) if callable(cached) else cached)
+                usage = {
+                    "input_tokens": tokens,
+                    "input_tokens_details": {"cached_tokens": hit},
+                    "output_tokens": output_tokens,
+                    "output_tokens_details": {"reasoning_tokens": 0},
+                    "total_tokens": tokens + output_tokens,
+                }
+                response = shapes.responses_response(
+                    number, body, items, None if server.omit_usage else usage
+                )
+                if body.get("stream"):
+                    events = shapes.responses_events(response)
+                    self._send_events((e["type"], e) for e in events)
+                    return
+                self._send_json(200, response)
+
+            def _send_events(self, events: Iterable[tuple[str, dict[str, Any]]]) -> None:
+                """Server-sent events ``event: <name>`` / ``data: <json>``, then close."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for name, data in events:
+                    self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+                self.wfile.flush()
+                self.close_connection = True
 
             def _stream(
                 self,

@@ -26,6 +26,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
@@ -53,8 +54,58 @@ from veil_proxy.conversations import (
     split_system,
 )
 from veil_proxy.upstream import Upstream, UpstreamError
+from veil_proxy.window import HEADER as MAX_TOKENS_HEADER
+from veil_proxy.window import Room, WindowTooSmall, completion_room
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class Fitted:
+    """A request made ready: its conversation, the fitted prompt
+    (:class:`veil.core.prompt.context.Prompt`: ``messages``, ``indices``...) and its
+    completion :class:`~veil_proxy.window.Room`."""
+
+    conversation: Conversation
+    prompt: Any
+    room: Room
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The fitted messages (OpenAI chat)."""
+        return self.prompt.messages
+
+    def positions(self) -> list[int | None]:
+        """For each fitted message, its client's history position (None: veil's own)."""
+        return self.conversation.positions(self.prompt.indices)
+
+    def headers(self) -> dict[str, str]:
+        """The answer's headers: the session, and :data:`veil_proxy.window.HEADER` when
+        ``max_tokens`` was lowered."""
+        headers = {SESSION_ID_HEADER: self.conversation.session.id}
+        if self.room.lowered:
+            headers[MAX_TOKENS_HEADER] = self.room.header()
+        return headers
+
+
+def log_lowered(conversation: Conversation, room: Room) -> None:
+    """Say in the log that ``max_tokens`` was lowered: a warning the first time in a
+    conversation, then at info level."""
+    level = logging.INFO if getattr(conversation, "lowered_said", False) else logging.WARNING
+    conversation.lowered_said = True  # type: ignore[attr-defined]
+    log.log(
+        level,
+        "veil proxy: session %s: max_tokens lowered from %d to %d: the system prompt (%d tokens) "
+        "and tool schemas (%d tokens) leave %d of the %d-token window for the conversation and "
+        "the answer",
+        conversation.session.id,
+        room.asked,
+        room.allowed,
+        room.system_tokens,
+        room.tools_tokens,
+        room.window - room.system_tokens - room.tools_tokens,
+        room.window,
+    )
 
 
 class ProxyError(Exception):
@@ -134,10 +185,30 @@ class ProxyState:
         return model.strip()
 
     def prepare(
-        self, key: str, model: str, messages: list[dict[str, Any]], body: dict[str, Any]
-    ) -> tuple[Conversation, list[dict[str, Any]]]:
-        """Capture what is new and fit the prompt (runs in a worker thread: the store is
-        synchronous). Returns the conversation and the fitted messages."""
+        self,
+        key: str,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        asked: int | None,
+        thinking_budget: int | None = None,
+    ) -> Fitted:
+        """Capture what is new, decide the completion room and fit the prompt (runs in a worker
+        thread: the store is synchronous).
+
+        Args:
+            key: the conversation's key (:func:`conversation_key`).
+            model: the upstream model.
+            messages: the client's messages as OpenAI chat messages (system ones first).
+            tools: the client's tool schemas as OpenAI ``tools`` entries (their tokens count
+                against the window).
+            asked: the completion tokens the client asked for (None: it named no limit).
+            thinking_budget: the client's ``thinking.budget_tokens`` (Anthropic), if any.
+
+        Raises:
+            WindowTooSmall: the system prompt and tool schemas leave no room for the
+                conversation and an answer (:func:`veil_proxy.window.completion_room`).
+        """
         system, history = split_system(messages)
         conversation = self.book.get(key, model)
         for attempt in range(2):
@@ -148,12 +219,50 @@ class ProxyState:
                     if attempt:
                         raise
                 else:
-                    reserve = body.get("max_completion_tokens") or body.get("max_tokens")
-                    tools = list(body.get("tools") or []) + self.offered_memory_tools(conversation)
-                    fitted = conversation.harness.build_prompt(tools, reserve)
-                    return conversation, fitted
+                    return self._fit(conversation, tools, asked, thinking_budget)
             conversation = self.book.restart(key, model)
         raise AssertionError("unreachable")
+
+    def _fit(
+        self,
+        conversation: Conversation,
+        tools: list[dict[str, Any]] | None,
+        asked: int | None,
+        thinking_budget: int | None,
+    ) -> Fitted:
+        harness = conversation.harness
+        offered = list(tools or []) + self.offered_memory_tools(conversation)
+        system_tokens, tools_tokens = harness.fixed_tokens(offered)
+        room = completion_room(
+            harness.context_window,
+            system_tokens,
+            tools_tokens,
+            len(offered),
+            asked,
+            thinking_budget,
+        )
+        prompt = harness.prompt(offered, room.allowed)
+        figures = {
+            "client_tokens": conversation.client_tokens(),
+            "client_messages": len(conversation.seen),
+            "sent_tokens": int(prompt.tokens),
+            "tools_tokens": int(tools_tokens),
+            "max_tokens_asked": asked,
+            "max_tokens_sent": room.allowed,
+        }
+        conversation.record_request(figures)
+        if room.lowered:
+            log_lowered(conversation, room)
+        log.info(
+            "veil proxy: session %s: the client's history %d tokens in %d messages, %d sent "
+            "(window %d)",
+            conversation.session.id,
+            figures["client_tokens"],
+            figures["client_messages"],
+            figures["sent_tokens"],
+            room.window,
+        )
+        return Fitted(conversation, prompt, room)
 
     def offered_memory_tools(self, conversation: Conversation) -> list[dict[str, Any]]:
         """veil's memory tools when offered (off by default), else []."""
@@ -265,6 +374,17 @@ class ProxyState:
         )
 
 
+def with_max_tokens(body: dict[str, Any], room: Room, fields: tuple[str, ...]) -> dict[str, Any]:
+    """``body`` with its completion limit (the first of ``fields`` it names) set to what
+    ``room`` allows, when that is lower (a copy; ``body`` itself is not changed)."""
+    if not room.lowered:
+        return body
+    for name in fields:
+        if body.get(name) is not None:
+            return {**body, name: room.allowed}
+    return body
+
+
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
     """The request's JSON object body.
 
@@ -346,18 +466,22 @@ async def chat_completions(request: Request) -> Response:
                 raise ProxyError(400, f"{field}: must be a positive integer, got {value!r}")
         model = state.model_for(body)
         key = conversation_key(messages, request.headers.get(SESSION_HEADER))
-        conversation, fitted = await run_in_threadpool(state.prepare, key, model, messages, body)
+        asked = body.get("max_completion_tokens") or body.get("max_tokens")
+        ready = await run_in_threadpool(state.prepare, key, model, messages, tools, asked)
     except BadConversation as exc:
         return openai_error(400, str(exc), "invalid_request_error")
     except ProxyError as exc:
         return openai_error(exc.status, exc.message, exc.kind)
+    except WindowTooSmall as exc:
+        return openai_error(400, exc.message, "invalid_request_error", "context_length_exceeded")
     except VeilError as exc:
         return openai_error(exc.http_status, exc.message, "invalid_request_error", exc.code)
     try:
         upstream = Upstream.for_veil(state.veil, model)
     except VeilError as exc:
         return openai_error(500, exc.message, "api_error", exc.code)
-    headers = {SESSION_ID_HEADER: conversation.session.id}
+    conversation, fitted, headers = ready.conversation, ready.messages, ready.headers()
+    body = with_max_tokens(body, ready.room, ("max_completion_tokens", "max_tokens"))
     started = time.monotonic()
     if body.get("stream"):
         try:
@@ -413,6 +537,47 @@ async def _stream_events(
     if started is not None:
         await run_in_threadpool(state.record_usage, conversation, model, usage, started)
     yield b"data: [DONE]\n\n"
+
+
+async def native_response(
+    state: ProxyState,
+    conversation: Conversation,
+    model: str,
+    answer: Any,
+    headers: dict[str, str],
+    started: float,
+) -> Response:
+    """The client's answer to a request forwarded in its own API
+    (:class:`veil_proxy.native.NativeAnswer`): the provider's body, or its stream byte for
+    byte; the usage it reported is recorded (after the last byte of a stream)."""
+    usage = answer.usage
+    if answer.chunks is None:
+        if usage.seen:
+            await run_in_threadpool(
+                state.record_usage, conversation, model, _native_usage(usage), started
+            )
+        if isinstance(answer.body, (dict, list)):
+            return JSONResponse(answer.body, status_code=answer.status, headers=headers)
+        return Response(
+            str(answer.body),
+            status_code=answer.status,
+            media_type=answer.media_type,
+            headers=headers,
+        )
+
+    async def relay() -> AsyncIterator[bytes]:
+        async for chunk in answer.chunks:
+            yield chunk
+        if usage.seen:
+            await run_in_threadpool(
+                state.record_usage, conversation, model, _native_usage(usage), started
+            )
+
+    return StreamingResponse(relay(), media_type="text/event-stream", headers=headers)
+
+
+def _native_usage(usage: Any) -> dict[str, int]:
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
 
 
 async def internal_error(request: Request, exc: Exception) -> Response:

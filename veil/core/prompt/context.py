@@ -77,6 +77,11 @@ class Prompt:
         budget: tokens the kept messages were fitted into.
         tools_tokens: tokens of the tool schemas the budget left room for.
         reserve_tokens: completion tokens the budget left room for.
+        indices: for each of ``messages``, the index in ``session.messages`` of the stored
+            message it shows (as it is or as a stub), None for what veil wrote (the system
+            message, a summary, the notes, a result made up for an interrupted call) and for
+            every message of a prompt built at the moment a compaction ran. Front ends that
+            keep their own form of each message (``veil proxy``) use it to send that form.
     """
 
     messages: list[Message]
@@ -88,6 +93,7 @@ class Prompt:
     budget: int = 0
     tools_tokens: int = 0
     reserve_tokens: int = 0
+    indices: list[int | None] = field(default_factory=list)
 
 
 def stub_handle(item: ContextItem) -> str:
@@ -1045,6 +1051,23 @@ def tool_schema_tokens(session: Session, tools: list[dict[str, Any]] | None) -> 
     return max(0, count_message_tokens([], name, tools=tools) - count_message_tokens([], name))
 
 
+def fixed_prompt_tokens(session: Session, tools: list[dict[str, Any]] | None) -> tuple[int, int]:
+    """What a prompt of ``session`` takes before any message: the tokens of the system message
+    veil sends (the base prompt and every section, with any compaction summary) and of the tool
+    schemas ``tools`` (:func:`tool_schema_tokens`), both with the main model's tokenizer.
+
+    A front end that may lower the completion tokens it asks for (``veil proxy``) sets them from
+    these: the window less both is what the conversation and the answer share."""
+    system_msg, anchored, note = _split(system_sections(session))
+    summary = (
+        [{"role": "system", "content": SUMMARY_PREFIX + session.compact_summary}]
+        if session.compact_summary
+        else []
+    )
+    parts = [system_msg, *summary, *(m for m in (anchored, note) if m is not None)]
+    return _message_tokens(session, parts), tool_schema_tokens(session, tools)
+
+
 def _note_message(volatile: list[PromptSection]) -> Message | None:
     if not volatile:
         return None
@@ -1194,8 +1217,14 @@ def build_prompt(
     if squeezed is not None:
         (messages, idxs), changed = squeezed, True
 
-    body, anchored_sent = _place_anchored(session, repair_pairing(messages), anchored, changed)
+    known = list(idxs) if len(idxs) == len(messages) else [None] * len(messages)
+    repaired, kept_idx = repair_indexed(messages, known)
+    body, anchored_sent = _place_anchored(session, repaired, anchored, changed)
+    if anchored_sent is not None:
+        at = next(k for k, m in enumerate(body) if m is anchored_sent)
+        kept_idx = [*kept_idx[:at], None, *kept_idx[at:]]
     final = [system_msg, *summary_msgs, *body, *([note] if note else [])]
+    indices = [None] * (1 + len(summary_msgs)) + kept_idx + ([None] if note else [])
     return Prompt(
         final,
         _message_tokens(session, final),
@@ -1206,6 +1235,7 @@ def build_prompt(
         budget=budget,
         tools_tokens=tools_tokens,
         reserve_tokens=reserve_tokens,
+        indices=indices,
     )
 
 
