@@ -1,4 +1,6 @@
-"""The proxy's Starlette app: OpenAI's ``POST /v1/chat/completions`` and ``GET /v1/models``.
+"""The proxy's Starlette app: OpenAI's ``POST /v1/chat/completions`` and ``GET /v1/models``
+(Anthropic's ``POST /v1/messages``: :mod:`veil_proxy.anthropic`; OpenAI's ``POST /v1/responses``:
+:mod:`veil_proxy.responses`).
 
 For each chat request (see :mod:`veil_proxy.conversations` for the first three steps):
 
@@ -640,6 +642,7 @@ def create_app(
     """
     from veil_proxy.anthropic import count_tokens
     from veil_proxy.anthropic import messages as anthropic_messages
+    from veil_proxy.responses import responses
 
     http = veil.config.settings.http
     if token is None and http.token is not None:
@@ -650,6 +653,8 @@ def create_app(
         Route("/chat/completions", guarded(chat_completions), methods=["POST"]),
         Route("/v1/messages", guarded(anthropic_messages), methods=["POST"]),
         Route("/v1/messages/count_tokens", guarded(count_tokens), methods=["POST"]),
+        Route("/v1/responses", guarded(responses), methods=["POST"]),
+        Route("/responses", guarded(responses), methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/models", list_models, methods=["GET"]),
     ]
