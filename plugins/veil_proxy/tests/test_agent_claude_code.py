@@ -1,0 +1,141 @@
+"""The real Claude Code (``claude -p``, pinned) in front of ``veil proxy``, with an upstream that
+speaks Anthropic's Messages API (the scripted server on 127.0.0.1, a provider of type
+``anthropic``): Claude Code's requests reach it in their own form, thinking blocks and
+``cache_control`` markers included, with only the conversation fitted by veil.
+
+Claude Code asks ``max_tokens`` 128,000, and its system prompt and 11 tool schemas take about
+11,000 tokens before any message (the scripted server's count): at a 40,000-token window the
+proxy lowers ``max_tokens`` to what fits; at 8,000 nothing fits and Claude Code gets Anthropic's
+error shape naming the window and what took it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from veil.testing.agents import (
+    ProxyProcess,
+    by_step,
+    install_agent,
+    proxy_requests,
+    write_settings,
+)
+from veil.testing.provider_checks import cache_breakpoints
+from veil.testing.scripted_server import ScriptedOpenAIServer
+
+MODEL = "claude-opus-5-5"
+"""The model Claude Code 2.1.332 names by default; the proxy sends it on as it is."""
+
+FILES = 8
+
+
+def module_text(n: int) -> str:
+    """A source file of about 3,500 cl100k_base tokens, distinct per ``n``."""
+    return "\n".join(
+        f"def parse_section_{n}_{k}(stream, limit={k}):\n"
+        f"    return [line.strip() for line in stream.readlines()[:limit] if 'key_{n}_{k}' in line]\n"
+        for k in range(90)
+    )
+
+
+def claude_env(home: Path, proxy_url: str) -> dict[str, str]:
+    """What puts Claude Code in front of the proxy (README's "Claude Code" lines), with a home
+    of its own and no traffic but the model's."""
+    return {
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": proxy_url,
+        "ANTHROPIC_AUTH_TOKEN": "unused",
+        "ANTHROPIC_API_KEY": "",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+
+
+def test_claude_code_through_veil_proxy(tmp_path: Path) -> None:
+    claude = install_agent("claude-code")
+    window = 40_000
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    for n in range(1, FILES + 1):
+        (project / "src" / f"mod_{n}.py").write_text(module_text(n), encoding="utf-8")
+    steps: list[dict | str] = [
+        {
+            "tool_calls": [
+                {"name": "Read", "arguments": {"file_path": str(project / f"src/mod_{n}.py")}}
+            ]
+        }
+        for n in range(1, FILES + 1)
+    ]
+    steps.append(
+        {
+            "content": "Writing the notes.",
+            "tool_calls": [
+                {
+                    "name": "Write",
+                    "arguments": {
+                        "file_path": str(project / "NOTES.md"),
+                        "content": "eight modules of parsers\n",
+                    },
+                }
+            ],
+        }
+    )
+    steps.append("NOTES.md lists the eight modules.")
+    script = by_step(steps, prefix="toolu_veil_")
+    with ScriptedOpenAIServer(script, context_window=window) as upstream:
+        write_settings(project, upstream, MODEL, window, "anthropic")
+        with ProxyProcess(project, tmp_path / "veil-home", MODEL) as proxy:
+            done = claude.run(
+                [
+                    "-p",
+                    "Read every file under src/ and write NOTES.md about them.",
+                    "--allowedTools",
+                    "Read,Write",
+                ],
+                cwd=project,
+                env=claude_env(tmp_path / "home", proxy.url),
+            )
+        log = proxy.output()
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + log[-3000:]
+    assert (project / "NOTES.md").read_text() == "eight modules of parsers\n"
+    assert "NOTES.md lists the eight modules." in done.stdout
+    sent = [r for r in upstream.requests if r.api == "anthropic"]
+    assert len(sent) == len(steps)
+    assert upstream.problems() == []
+    # max_tokens lowered to what fits: prompt + max_tokens inside the window, said in the log
+    assert all(r.prompt_tokens + r.body["max_tokens"] <= window for r in sent)
+    assert all(r.body["max_tokens"] < 128_000 for r in sent)
+    assert "max_tokens lowered from 128000 to" in log
+    # thinking on (adaptive): every assistant turn went back with its signed thinking block
+    last = sent[-1].body
+    assert last["thinking"]["type"] == "adaptive"
+    turns = [m for m in last["messages"] if m["role"] == "assistant"]
+    assert len(turns) == len(steps) - 1
+    assert all(t["content"][0]["type"] == "thinking" for t in turns)
+    # the client's cache breakpoints reached the upstream, and its betas
+    assert all(cache_breakpoints(r.body) >= 2 for r in sent)
+    assert all("per-turn-control" in r.headers.get("anthropic-beta", "") for r in sent)
+    (figures,) = proxy_requests(project).values()
+    assert figures[-1]["client_tokens"] > window - max(f["max_tokens_sent"] for f in figures)
+    assert max(f["sent_tokens"] for f in figures) <= window
+
+
+def test_claude_code_hears_when_the_window_cannot_hold_its_prompt(tmp_path: Path) -> None:
+    claude = install_agent("claude-code")
+    window = 8_000
+    project = tmp_path / "project"
+    project.mkdir()
+    with ScriptedOpenAIServer(["never sent"], context_window=window) as upstream:
+        write_settings(project, upstream, MODEL, window, "anthropic")
+        with ProxyProcess(project, tmp_path / "veil-home", MODEL) as proxy:
+            done = claude.run(
+                ["-p", "Say hello.", "--allowedTools", "Read"],
+                cwd=project,
+                env=claude_env(tmp_path / "home", proxy.url),
+                timeout=120,
+            )
+    assert upstream.requests == []  # nothing forwarded to be refused
+    text = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "the context window of 8,000 tokens cannot hold this request" in text
+    assert "tool schemas" in text and "before any message" in text

@@ -1,0 +1,102 @@
+"""The real pi coding agent (``pi -p``, pinned) in front of ``veil proxy``: a provider in pi's
+``models.json`` with ``"api": "openai-completions"`` and the proxy's base URL, an upstream that
+speaks OpenAI chat completions (streamed, as pi asks). pi reads six files and writes a seventh;
+its history outgrows the 8,000-token window, and every request the upstream received pairs its
+tool calls and fits the window."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from veil.testing.agents import (
+    ProxyProcess,
+    by_step,
+    install_agent,
+    proxy_requests,
+    write_settings,
+)
+from veil.testing.scripted_server import ScriptedOpenAIServer
+
+WINDOW = 8_000
+MODEL = "gpt-4o-mini"
+FILES = 6
+
+
+def models_json(proxy_url: str) -> dict:
+    """pi's ``~/.pi/agent/models.json`` for the proxy: README's "pi" lines. The window pi is
+    told is large: veil fits the prompt, and pi's own compaction stays out of the way."""
+    return {
+        "providers": {
+            "veil": {
+                "baseUrl": f"{proxy_url}/v1",
+                "api": "openai-completions",
+                "apiKey": "unused",
+                "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+                "models": [{"id": MODEL, "contextWindow": 1_000_000, "maxTokens": 4_000}],
+            }
+        }
+    }
+
+
+def module_text(n: int) -> str:
+    """A source file of about 1,550 cl100k_base tokens, distinct per ``n``."""
+    return "\n".join(
+        f"def parse_section_{n}_{k}(stream, limit={k}):\n"
+        f"    return [line.strip() for line in stream.readlines()[:limit] if 'key_{n}_{k}' in line]\n"
+        for k in range(40)
+    )
+
+
+def test_pi_through_veil_proxy(tmp_path: Path) -> None:
+    pi = install_agent("pi")
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    for n in range(1, FILES + 1):
+        (project / "src" / f"mod_{n}.py").write_text(module_text(n), encoding="utf-8")
+    steps: list[dict | str] = [
+        {"tool_calls": [{"name": "read", "arguments": {"path": f"src/mod_{n}.py"}}]}
+        for n in range(1, FILES + 1)
+    ]
+    steps.append(
+        {
+            "content": "Writing the notes.",
+            "tool_calls": [
+                {
+                    "name": "write",
+                    "arguments": {"path": "NOTES.md", "content": "six modules of parsers\n"},
+                }
+            ],
+        }
+    )
+    steps.append("NOTES.md lists the six modules.")
+    home = tmp_path / "home"
+    agent_dir = home / ".pi" / "agent"
+    agent_dir.mkdir(parents=True)
+    with ScriptedOpenAIServer(by_step(steps), context_window=WINDOW, count_completion=True) as up:
+        write_settings(project, up, MODEL, WINDOW, "openai")
+        with ProxyProcess(project, tmp_path / "veil-home", MODEL) as proxy:
+            (agent_dir / "models.json").write_text(json.dumps(models_json(proxy.url)))
+            done = pi.run(
+                [
+                    "--provider",
+                    "veil",
+                    "--model",
+                    MODEL,
+                    "-p",
+                    "Read every file under src/ and write NOTES.md about them.",
+                ],
+                cwd=project,
+                env={"HOME": str(home)},
+            )
+        log = proxy.output()
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + log[-3000:]
+    assert (project / "NOTES.md").read_text() == "six modules of parsers\n"
+    assert "NOTES.md lists the six modules." in done.stdout
+    sent = [r for r in up.requests if r.api == "chat"]
+    assert len(sent) == len(steps)
+    assert up.problems() == []  # calls paired; prompt + max_completion_tokens inside the window
+    assert all(r.body["stream"] is True for r in sent)
+    (figures,) = proxy_requests(project).values()
+    assert figures[-1]["client_tokens"] > WINDOW
+    assert max(f["sent_tokens"] for f in figures) <= WINDOW
