@@ -156,7 +156,7 @@ async def messages(request: Request) -> Response:
         key = conversation_key(history, request.headers.get(SESSION_HEADER))
         budget = thinking_budget(body)
         ready = await run_in_threadpool(
-            state.prepare, key, model, history, tools, body["max_tokens"], budget
+            state.prepare, key, model, history, tools, body["max_tokens"], budget, view.kept
         )
     except BadConversation as exc:
         return anthropic_error(400, str(exc))

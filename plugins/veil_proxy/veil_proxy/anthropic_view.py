@@ -126,6 +126,11 @@ def to_view(body: dict[str, Any]) -> View:
                             },
                         }
                     )
+            view.kept += [
+                str(b.get("thinking") or b.get("data") or "")
+                for b in blocks
+                if b.get("type") in _THINKING
+            ]
             assistant: dict[str, Any] = {"role": "assistant", "content": _text_of(blocks) or None}
             if calls:
                 assistant["tool_calls"] = calls

@@ -194,6 +194,7 @@ class ProxyState:
         tools: list[dict[str, Any]] | None,
         asked: int | None,
         thinking_budget: int | None = None,
+        kept: list[str] | None = None,
     ) -> Fitted:
         """Capture what is new, decide the completion room and fit the prompt (runs in a worker
         thread: the store is synchronous).
@@ -206,6 +207,8 @@ class ProxyState:
                 against the window).
             asked: the completion tokens the client asked for (None: it named no limit).
             thinking_budget: the client's ``thinking.budget_tokens`` (Anthropic), if any.
+            kept: texts sent as the client wrote them beside the messages
+                (:attr:`veil_proxy.views.View.kept`): their tokens are left free too.
 
         Raises:
             WindowTooSmall: the system prompt and tool schemas leave no room for the
@@ -221,7 +224,7 @@ class ProxyState:
                     if attempt:
                         raise
                 else:
-                    return self._fit(conversation, tools, asked, thinking_budget)
+                    return self._fit(conversation, tools, asked, thinking_budget, kept or [])
             conversation = self.book.restart(key, model)
         raise AssertionError("unreachable")
 
@@ -231,10 +234,16 @@ class ProxyState:
         tools: list[dict[str, Any]] | None,
         asked: int | None,
         thinking_budget: int | None,
+        kept: list[str],
     ) -> Fitted:
+        from veil.core.prompt.context import completion_reserve
+
         harness = conversation.harness
         offered = list(tools or []) + self.offered_memory_tools(conversation)
         system_tokens, tools_tokens = harness.fixed_tokens(offered)
+        session = conversation.session
+        # each kept block or item counted as a message of its own (its framing included)
+        kept_tokens = session.count_tokens([{"role": "assistant", "content": t} for t in kept])
         room = completion_room(
             harness.context_window,
             system_tokens,
@@ -242,8 +251,10 @@ class ProxyState:
             len(offered),
             asked,
             thinking_budget,
+            kept_tokens,
         )
-        prompt = harness.prompt(offered, room.allowed)
+        reserve = room.allowed if room.allowed is not None else completion_reserve(session)
+        prompt = harness.prompt(offered, reserve + kept_tokens)
         figures = {
             "client_tokens": conversation.client_tokens(),
             "client_messages": len(conversation.seen),

@@ -93,7 +93,9 @@ async def responses(request: Request) -> Response:
         native = NativeUpstream.for_upstream(upstream, "responses")
         tools = openai_tools(body.get("tools"))
         key = conversation_key(history, request.headers.get(SESSION_HEADER))
-        ready = await run_in_threadpool(state.prepare, key, model, history, tools, asked)
+        ready = await run_in_threadpool(
+            state.prepare, key, model, history, tools, asked, None, view.kept
+        )
     except BadConversation as exc:
         return openai_error(400, str(exc), "invalid_request_error")
     except ProxyError as exc:
@@ -117,6 +119,10 @@ async def responses(request: Request) -> Response:
             message = f"upstream model {model!r} could not answer: {exc.message}"
             return openai_error(exc.status, message, "api_error")
         return await native_response(state, conversation, model, answer, headers, started)
+    if sent.get("max_output_tokens") is None:
+        # litellm's bridge asks the provider's own maximum when no limit is named (Anthropic:
+        # the model's whole output, refused beside a prompt): ask what the window holds
+        sent["max_output_tokens"] = ready.room.cap
     try:
         result = await upstream.responses(sent, stream)
     except UpstreamError as exc:

@@ -19,6 +19,7 @@ message in the client's form (verbatim when veil sends it unchanged: ids, ``encr
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from veil.core.models.tokens import content_text
@@ -123,11 +124,19 @@ def to_view(body: dict[str, Any]) -> View:
             pending, open_turn = [], False
         else:  # reasoning, and items veil does not read: sent as they are
             pending.append(i)
+            view.kept.append(_kept_text(item))
     view.system_text = "\n\n".join(
         content_text(m.get("content")) for m in view.messages[: view.system_count] if m["content"]
     )
     view.trailing = tuple(pending)
     return view
+
+
+def _kept_text(item: dict[str, Any]) -> str:
+    """The text of an item sent as it is: a reasoning item's summary, else the item as JSON."""
+    if item_kind(item) == "reasoning":
+        return "\n".join(str(s.get("text") or "") for s in item.get("summary") or [])
+    return json.dumps(item)
 
 
 def render(

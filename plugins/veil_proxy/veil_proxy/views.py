@@ -64,6 +64,11 @@ class View:
             count += 1
         return count
 
+    kept: list[str] = field(default_factory=list)
+    """The text of what is sent as the client wrote it but is not in ``messages`` (Anthropic
+    thinking text, Responses reasoning summaries and items veil does not read), one entry per
+    block or item: it takes room in the window beside veil's messages."""
+
     def add(self, message: dict[str, Any], origin: Origin) -> None:
         """Append a message with its origin."""
         self.messages.append(message)

@@ -62,6 +62,8 @@ class Room:
         asked: what the client asked (None: it named no limit).
         allowed: what is sent (None: no limit named, veil's default reserve applies).
         thinking_budget: the thinking budget to send (None: unchanged or none).
+        cap: the most an answer may take (the limit sent to an upstream that needs one when
+            the client named none).
     """
 
     window: int
@@ -70,6 +72,7 @@ class Room:
     asked: int | None
     allowed: int | None
     thinking_budget: int | None = None
+    cap: int = MIN_COMPLETION_TOKENS
 
     @property
     def lowered(self) -> bool:
@@ -88,6 +91,7 @@ def completion_room(
     tool_count: int,
     asked: int | None,
     thinking_budget: int | None = None,
+    kept_tokens: int = 0,
 ) -> Room:
     """The :class:`Room` of a request (see the module docstring).
 
@@ -99,20 +103,24 @@ def completion_room(
         asked: the request's ``max_tokens`` (or ``max_completion_tokens``,
             ``max_output_tokens``), None when it names none.
         thinking_budget: the request's ``thinking.budget_tokens``, None without one.
+        kept_tokens: what is sent as the client wrote it beside veil's messages (thinking
+            blocks, reasoning items: :attr:`veil_proxy.views.View.kept`): part of the fixed
+            part.
 
     Raises:
         WindowTooSmall: the room left by the fixed part is under twice the floor.
     """
     floor = MIN_COMPLETION_TOKENS * (2 if thinking_budget is not None else 1)
-    room = window - system_tokens - tools_tokens
+    room = window - system_tokens - tools_tokens - kept_tokens
     if room < 2 * floor:
         asked_text = f"max_tokens {asked:,}" if asked is not None else "no max_tokens"
-        fixed = system_tokens + tools_tokens
+        fixed = system_tokens + tools_tokens + kept_tokens
+        kept = f", its thinking and reasoning blocks {kept_tokens:,}" if kept_tokens else ""
         raise WindowTooSmall(
             f"the context window of {window:,} tokens cannot hold this request: its system "
             f"prompt takes {system_tokens:,} tokens (the agent's own and veil's sections) and "
             f"its {tool_count} tool schema{'s' if tool_count != 1 else ''} {tools_tokens:,} "
-            f"tokens, {fixed:,} before any message, which leaves {max(room, 0):,} for the "
+            f"tokens{kept}, {fixed:,} before any message, which leaves {max(room, 0):,} for the "
             f"conversation and the answer ({asked_text} asked; at least {2 * floor:,} needed). "
             f"Nothing was sent upstream. Use a model with a larger window "
             f"(models.main.contextWindow in .veil/settings.json) or offer the agent fewer tools"
@@ -122,4 +130,4 @@ def completion_room(
     budget = None
     if thinking_budget is not None and allowed is not None and thinking_budget >= allowed:
         budget = max(MIN_THINKING_BUDGET, allowed // 2)
-    return Room(window, system_tokens, tools_tokens, asked, allowed, budget)
+    return Room(window, system_tokens, tools_tokens, asked, allowed, budget, cap)
