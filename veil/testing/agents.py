@@ -11,6 +11,9 @@ subprocess in front of a scripted upstream, and scripting the upstream's answers
   sends besides: the step is read from the id of the newest tool result in the request (the
   scripted calls are named ``<prefix><n>``), so a request veil fitted (old results as stubs,
   compacted turns) gets the same answer as the agent's whole history would.
+- :func:`replay_per_step` reads the session log an agent wrote with ``veil replay`` (a
+  subprocess) and :func:`replay_disagreements` compares its prompt tokens per step with what
+  the proxy measured for the same session (:func:`proxy_requests`).
 """
 
 from __future__ import annotations
@@ -370,3 +373,52 @@ def write_settings(project: Path, upstream: Any, model: str, window: int, provid
     )
     settings = {"models": {"main": {"model": model, "contextWindow": window}}}
     (veil_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+
+
+REPLAY_TOLERANCE = 0.02
+"""How far ``veil replay``'s figures for an agent's own log may be from what the proxy measured
+for the same session (issue 31: within 2%)."""
+
+
+def replay_per_step(log: Path, project: Path, home: Path) -> list[int]:
+    """``veil replay LOG --per-step`` in a subprocess: the prompt tokens of the ``full`` policy
+    (the agent's whole history, nothing evicted) at each step of the session ``log`` holds.
+
+    Raises:
+        AssertionError: the command failed (its output in the message).
+    """
+    from veil.testing.cli import run_veil
+
+    done = run_veil(project, "replay", str(log), "--per-step", home=home)
+    assert done.returncode == 0, f"veil replay {log} failed:\n{done.stdout}\n{done.stderr}"
+    (result,) = json.loads(done.stdout)["files"]
+    return [int(step["prompt_tokens"]) for step in result["full"]["per_step"]]
+
+
+def replay_disagreements(
+    replayed: Sequence[int],
+    measured: Sequence[Mapping[str, Any]],
+    tolerance: float = REPLAY_TOLERANCE,
+) -> list[str]:
+    """Where ``veil replay``'s prompt tokens per step (:func:`replay_per_step`) and the proxy's
+    figures for the same session (:func:`proxy_requests`, ``client_tokens`` per request) differ
+    by more than ``tolerance``, one line per step; [] when they agree.
+
+    Both count cl100k_base over message contents. What an agent's log does not hold (Claude
+    Code's system prompt and the environment it sends as a system turn; the proxy leaves the
+    system prompt out, Codex's rollout holds it) is the same at every step, so each side is
+    compared from its first step: the history a step adds, as the log rebuilds it and as the
+    agent sent it. A step count that differs is a disagreement too.
+    """
+    sent = [int(f["client_tokens"]) for f in measured]
+    if len(sent) != len(replayed):
+        return [f"{len(replayed)} steps replayed, {len(sent)} requests measured"]
+    out = []
+    for step, (replay, proxy) in enumerate(zip(replayed, sent, strict=True)):
+        grown_replay, grown_proxy = replay - replayed[0], proxy - sent[0]
+        if abs(grown_replay - grown_proxy) > tolerance * max(grown_replay, grown_proxy, 1):
+            out.append(
+                f"step {step}: replay {replay} ({grown_replay:+d} since step 0), proxy {proxy} "
+                f"({grown_proxy:+d})"
+            )
+    return out

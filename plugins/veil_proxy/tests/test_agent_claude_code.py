@@ -3,20 +3,28 @@ speaks Anthropic's Messages API (the scripted server on 127.0.0.1, a provider of
 ``anthropic``): Claude Code's requests reach it in their own form, thinking blocks and
 ``cache_control`` markers included, with only the conversation fitted by veil.
 
-Claude Code asks ``max_tokens`` 128,000, and its system prompt and 11 tool schemas take about
-11,000 tokens before any message (the scripted server's count): at a 40,000-token window the
+Claude Code asks ``max_tokens`` 128,000, and its first request takes about 10,000 tokens before
+the task (its prompt, 11 tool schemas and the environment it sends as a system turn, as the
+scripted server counts them): at a 40,000-token window the
 proxy lowers ``max_tokens`` to what fits; at 8,000 nothing fits and Claude Code gets Anthropic's
-error shape naming the window and what took it."""
+error shape naming the window and what took it. ``veil replay`` reads the transcript Claude Code
+wrote with the prompt tokens the proxy measured."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from veil.testing.agents import (
     ProxyProcess,
     by_step,
     install_agent,
     proxy_requests,
+    replay_disagreements,
+    replay_per_step,
     write_settings,
 )
 from veil.testing.provider_checks import cache_breakpoints
@@ -51,10 +59,26 @@ def claude_env(home: Path, proxy_url: str) -> dict[str, str]:
     }
 
 
-def test_claude_code_through_veil_proxy(tmp_path: Path) -> None:
+@dataclass
+class Session:
+    """What one Claude Code run left: its output, the project, its home, the upstream."""
+
+    done: Any
+    log: str
+    project: Path
+    home: Path
+    upstream: ScriptedOpenAIServer
+    steps: int
+
+
+WINDOW = 40_000
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
     claude = install_agent("claude-code")
-    window = 40_000
-    project = tmp_path / "project"
+    root = tmp_path_factory.mktemp("claude")
+    project = root / "project"
     (project / "src").mkdir(parents=True)
     for n in range(1, FILES + 1):
         (project / "src" / f"mod_{n}.py").write_text(module_text(n), encoding="utf-8")
@@ -66,25 +90,16 @@ def test_claude_code_through_veil_proxy(tmp_path: Path) -> None:
         }
         for n in range(1, FILES + 1)
     ]
+    notes = {"file_path": str(project / "NOTES.md"), "content": "eight modules of parsers\n"}
     steps.append(
-        {
-            "content": "Writing the notes.",
-            "tool_calls": [
-                {
-                    "name": "Write",
-                    "arguments": {
-                        "file_path": str(project / "NOTES.md"),
-                        "content": "eight modules of parsers\n",
-                    },
-                }
-            ],
-        }
+        {"content": "Writing the notes.", "tool_calls": [{"name": "Write", "arguments": notes}]}
     )
     steps.append("NOTES.md lists the eight modules.")
     script = by_step(steps, prefix="toolu_veil_")
-    with ScriptedOpenAIServer(script, context_window=window) as upstream:
-        write_settings(project, upstream, MODEL, window, "anthropic")
-        with ProxyProcess(project, tmp_path / "veil-home", MODEL) as proxy:
+    home = root / "home"
+    with ScriptedOpenAIServer(script, context_window=WINDOW) as upstream:
+        write_settings(project, upstream, MODEL, WINDOW, "anthropic")
+        with ProxyProcess(project, root / "veil-home", MODEL) as proxy:
             done = claude.run(
                 [
                     "-p",
@@ -93,31 +108,45 @@ def test_claude_code_through_veil_proxy(tmp_path: Path) -> None:
                     "Read,Write",
                 ],
                 cwd=project,
-                env=claude_env(tmp_path / "home", proxy.url),
+                env=claude_env(home, proxy.url),
             )
         log = proxy.output()
+    return Session(done, log, project, home, upstream, len(steps))
+
+
+def test_claude_code_through_veil_proxy(session: Session) -> None:
+    done, log = session.done, session.log
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + log[-3000:]
-    assert (project / "NOTES.md").read_text() == "eight modules of parsers\n"
+    assert (session.project / "NOTES.md").read_text() == "eight modules of parsers\n"
     assert "NOTES.md lists the eight modules." in done.stdout
-    sent = [r for r in upstream.requests if r.api == "anthropic"]
-    assert len(sent) == len(steps)
-    assert upstream.problems() == []
+    sent = [r for r in session.upstream.requests if r.api == "anthropic"]
+    assert len(sent) == session.steps
+    assert session.upstream.problems() == []
     # max_tokens lowered to what fits: prompt + max_tokens inside the window, said in the log
-    assert all(r.prompt_tokens + r.body["max_tokens"] <= window for r in sent)
+    assert all(r.prompt_tokens + r.body["max_tokens"] <= WINDOW for r in sent)
     assert all(r.body["max_tokens"] < 128_000 for r in sent)
     assert "max_tokens lowered from 128000 to" in log
     # thinking on (adaptive): every assistant turn went back with its signed thinking block
     last = sent[-1].body
     assert last["thinking"]["type"] == "adaptive"
     turns = [m for m in last["messages"] if m["role"] == "assistant"]
-    assert len(turns) == len(steps) - 1
+    assert len(turns) == session.steps - 1
     assert all(t["content"][0]["type"] == "thinking" for t in turns)
     # the client's cache breakpoints reached the upstream, and its betas
     assert all(cache_breakpoints(r.body) >= 2 for r in sent)
     assert all("per-turn-control" in r.headers.get("anthropic-beta", "") for r in sent)
-    (figures,) = proxy_requests(project).values()
-    assert figures[-1]["client_tokens"] > window - max(f["max_tokens_sent"] for f in figures)
-    assert max(f["sent_tokens"] for f in figures) <= window
+    # the session outgrew what the window leaves the conversation; each prompt stayed inside
+    (figures,) = proxy_requests(session.project).values()
+    assert figures[-1]["client_tokens"] > WINDOW - max(f["max_tokens_sent"] for f in figures)
+    assert max(f["sent_tokens"] for f in figures) <= WINDOW
+
+
+def test_veil_replay_reads_the_claude_code_transcript(session: Session) -> None:
+    assert session.done.returncode == 0
+    (transcript,) = (session.home / ".claude" / "projects").glob("*/*.jsonl")
+    replayed = replay_per_step(transcript, session.project, session.home / "veil")
+    (figures,) = proxy_requests(session.project).values()
+    assert replay_disagreements(replayed, figures) == []
 
 
 def test_claude_code_hears_when_the_window_cannot_hold_its_prompt(tmp_path: Path) -> None:

@@ -1,18 +1,25 @@
 """The real Codex CLI (``codex exec``, pinned) in front of ``veil proxy``: it speaks only OpenAI's
 Responses API, streamed, so the proxy serves ``POST /v1/responses`` and forwards it to an
-upstream that speaks Responses (the scripted server on 127.0.0.1). Codex reads five files and
-writes a sixth; its history outgrows the 16,000-token window, and every request the upstream
-received is one OpenAI would accept and fits the window."""
+upstream that speaks Responses (the scripted server on 127.0.0.1). Codex reads eight files and
+writes a ninth; its history outgrows the 16,000-token window, every request the upstream
+received is one OpenAI would accept and fits the window, and ``veil replay`` reads the rollout
+Codex wrote with the prompt tokens the proxy measured."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from veil.testing.agents import (
     ProxyProcess,
     by_step,
     install_agent,
     proxy_requests,
+    replay_disagreements,
+    replay_per_step,
     write_settings,
 )
 from veil.testing.scripted_server import ScriptedOpenAIServer
@@ -30,11 +37,11 @@ base_url = "{url}/v1"
 wire_api = "responses"
 env_key = "VEIL_PROXY_KEY"
 """
-"""Codex's ``~/.codex/config.toml`` for the proxy: the lines README's "Codex" section shows."""
+"""Codex's ``~/.codex/config.toml`` for the proxy: the lines the proxy's README shows."""
 
 
 def module_text(n: int) -> str:
-    """A source file of about 1,900 cl100k_base tokens, distinct per ``n``."""
+    """A source file of about 2,300 cl100k_base tokens, distinct per ``n``."""
     return "\n".join(
         f"def parse_section_{n}_{k}(stream, limit={k}):\n"
         f"    return [line.strip() for line in stream.readlines()[:limit] if 'key_{n}_{k}' in line]\n"
@@ -42,9 +49,23 @@ def module_text(n: int) -> str:
     )
 
 
-def test_codex_exec_through_veil_proxy(tmp_path: Path) -> None:
+@dataclass
+class Session:
+    """What one Codex run left: its output, the project, Codex's home, the upstream."""
+
+    done: Any
+    log: str
+    project: Path
+    home: Path
+    upstream: ScriptedOpenAIServer
+    steps: int
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
     codex = install_agent("codex")
-    project = tmp_path / "project"
+    root = tmp_path_factory.mktemp("codex")
+    project = root / "project"
     (project / "src").mkdir(parents=True)
     for n in range(1, FILES + 1):
         (project / "src" / f"mod_{n}.py").write_text(module_text(n), encoding="utf-8")
@@ -52,23 +73,19 @@ def test_codex_exec_through_veil_proxy(tmp_path: Path) -> None:
         {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": f"cat src/mod_{n}.py"}}]}
         for n in range(1, FILES + 1)
     ]
+    notes = "printf 'eight modules of parsers\\n' > NOTES.md"
     steps.append(
         {
             "content": "Writing the notes.",
-            "tool_calls": [
-                {
-                    "name": "exec_command",
-                    "arguments": {"cmd": "printf 'eight modules of parsers\\n' > NOTES.md"},
-                }
-            ],
+            "tool_calls": [{"name": "exec_command", "arguments": {"cmd": notes}}],
         }
     )
     steps.append("NOTES.md lists the eight modules.")
-    home = tmp_path / "home"
+    home = root / "home"
     (home / ".codex").mkdir(parents=True)
     with ScriptedOpenAIServer(by_step(steps), context_window=WINDOW) as upstream:
         write_settings(project, upstream, MODEL, WINDOW, "openai")
-        with ProxyProcess(project, tmp_path / "veil-home", MODEL) as proxy:
+        with ProxyProcess(project, root / "veil-home", MODEL) as proxy:
             (home / ".codex" / "config.toml").write_text(
                 CONFIG.format(model=MODEL, url=proxy.url), encoding="utf-8"
             )
@@ -83,21 +100,32 @@ def test_codex_exec_through_veil_proxy(tmp_path: Path) -> None:
                 env={"HOME": str(home), "CODEX_HOME": str(home / ".codex"), "VEIL_PROXY_KEY": "x"},
             )
         log = proxy.output()
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + log[-3000:]
-    assert (project / "NOTES.md").read_text() == "eight modules of parsers\n"
+    return Session(done, log, project, home, upstream, len(steps))
+
+
+def test_codex_exec_through_veil_proxy(session: Session) -> None:
+    done = session.done
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + session.log[-3000:]
+    assert (session.project / "NOTES.md").read_text() == "eight modules of parsers\n"
     assert "NOTES.md lists the eight modules." in done.stdout
-    sent = [r for r in upstream.requests if r.api == "responses"]
-    assert len(sent) == len(steps)  # one upstream request per model turn, none refused
-    assert upstream.problems() == []
+    sent = [r for r in session.upstream.requests if r.api == "responses"]
+    assert len(sent) == session.steps  # one upstream request per model turn, none refused
+    assert session.upstream.problems() == []
     assert all(r.prompt_tokens <= WINDOW for r in sent)
     assert all(r.body["stream"] is True for r in sent)
     # the reasoning items went back as issued (checked by problems()), and the call ids too
     last = sent[-1].body["input"]
     calls = [i["call_id"] for i in last if i.get("type") == "function_call"]
-    assert calls == [f"call_veil_{n}" for n in range(len(steps) - 1)]
+    assert calls == [f"call_veil_{n}" for n in range(session.steps - 1)]
     # the session outgrew the window: the client's history passed it while each prompt stayed in
-    (figures,) = proxy_requests(project).values()
-    assert figures[-1]["client_tokens"] > WINDOW, [
-        (f["client_tokens"], f["sent_tokens"]) for f in figures
-    ]
+    (figures,) = proxy_requests(session.project).values()
+    assert figures[-1]["client_tokens"] > WINDOW
     assert max(f["sent_tokens"] for f in figures) <= WINDOW
+
+
+def test_veil_replay_reads_the_codex_rollout(session: Session) -> None:
+    assert session.done.returncode == 0
+    (rollout,) = (session.home / ".codex" / "sessions").rglob("rollout-*.jsonl")
+    replayed = replay_per_step(rollout, session.project, session.home / "veil")
+    (figures,) = proxy_requests(session.project).values()
+    assert replay_disagreements(replayed, figures) == []

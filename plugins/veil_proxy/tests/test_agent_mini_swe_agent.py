@@ -1,19 +1,26 @@
 """The real mini-swe-agent (``mini -y``, pinned) in front of ``veil proxy``: its litellm model
 pointed at the proxy (``model.model_kwargs.api_base``), an upstream that speaks OpenAI chat
 completions. The agent reads six files with its bash tool, writes a seventh and submits; its
-history outgrows the 8,000-token window, and every request the upstream received pairs its tool
-calls and fits the window."""
+history outgrows the 8,000-token window, every request the upstream received pairs its tool calls
+and fits the window, and ``veil replay`` reads the trajectory it wrote with the prompt tokens the
+proxy measured."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from veil.testing.agents import (
     ProxyProcess,
     by_step,
     install_agent,
     proxy_requests,
+    replay_disagreements,
+    replay_per_step,
     write_settings,
 )
 from veil.testing.scripted_server import ScriptedOpenAIServer
@@ -54,9 +61,23 @@ def mini_args(proxy_url: str, task: str, output: Path) -> list[str]:
     ]
 
 
-def test_mini_swe_agent_through_veil_proxy(tmp_path: Path) -> None:
+@dataclass
+class Session:
+    """What one mini-swe-agent run left: its output, the project, its trajectory, the upstream."""
+
+    done: Any
+    log: str
+    project: Path
+    trajectory: Path
+    upstream: ScriptedOpenAIServer
+    steps: int
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
     mini = install_agent("mini-swe-agent")
-    project = tmp_path / "project"
+    root = tmp_path_factory.mktemp("mini")
+    project = root / "project"
     (project / "src").mkdir(parents=True)
     for n in range(1, FILES + 1):
         (project / "src" / f"mod_{n}.py").write_text(module_text(n), encoding="utf-8")
@@ -67,46 +88,47 @@ def test_mini_swe_agent_through_veil_proxy(tmp_path: Path) -> None:
         }
         for n in range(1, FILES + 1)
     ]
-    notes = "printf 'six modules of parsers\\n' > NOTES.md"
+    notes = {"command": "printf 'six modules of parsers\\n' > NOTES.md"}
     steps.append(
-        {
-            "content": "Writing the notes.",
-            "tool_calls": [{"name": "bash", "arguments": {"command": notes}}],
-        }
+        {"content": "Writing the notes.", "tool_calls": [{"name": "bash", "arguments": notes}]}
     )
-    steps.append(
-        {
-            "content": "Done.",
-            "tool_calls": [
-                {
-                    "name": "bash",
-                    "arguments": {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"},
-                }
-            ],
-        }
-    )
-    trajectory = tmp_path / "run.traj.json"
+    submit = {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}
+    steps.append({"content": "Done.", "tool_calls": [{"name": "bash", "arguments": submit}]})
+    trajectory = root / "run.traj.json"
     with ScriptedOpenAIServer(by_step(steps), context_window=WINDOW) as up:
         write_settings(project, up, MODEL, WINDOW, "openai")
-        with ProxyProcess(project, tmp_path / "veil-home", MODEL) as proxy:
+        with ProxyProcess(project, root / "veil-home", MODEL) as proxy:
             done = mini.run(
                 mini_args(proxy.url, "Read every file under src/ and write NOTES.md.", trajectory),
                 cwd=project,
                 env={
-                    "HOME": str(tmp_path / "home"),
+                    "HOME": str(root / "home"),
                     "MSWEA_CONFIGURED": "true",
                     "MSWEA_COST_TRACKING": "ignore_errors",
+                    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
                 },
             )
         log = proxy.output()
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + log[-3000:]
-    assert (project / "NOTES.md").read_text() == "six modules of parsers\n"
-    recorded = json.loads(trajectory.read_text())
+    return Session(done, log, project, trajectory, up, len(steps))
+
+
+def test_mini_swe_agent_through_veil_proxy(session: Session) -> None:
+    done = session.done
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + session.log[-3000:]
+    assert (session.project / "NOTES.md").read_text() == "six modules of parsers\n"
+    recorded = json.loads(session.trajectory.read_text())
     assert recorded["info"]["exit_status"] == "Submitted"
-    sent = [r for r in up.requests if r.api == "chat"]
-    assert len(sent) == len(steps)
-    assert up.problems() == []
+    sent = [r for r in session.upstream.requests if r.api == "chat"]
+    assert len(sent) == session.steps
+    assert session.upstream.problems() == []
     assert all(r.prompt_tokens <= WINDOW for r in sent)
-    (figures,) = proxy_requests(project).values()
+    (figures,) = proxy_requests(session.project).values()
     assert figures[-1]["client_tokens"] > WINDOW
     assert max(f["sent_tokens"] for f in figures) <= WINDOW
+
+
+def test_veil_replay_reads_the_mini_swe_agent_trajectory(session: Session) -> None:
+    assert session.done.returncode == 0
+    replayed = replay_per_step(session.trajectory, session.project, session.project / "veil")
+    (figures,) = proxy_requests(session.project).values()
+    assert replay_disagreements(replayed, figures) == []

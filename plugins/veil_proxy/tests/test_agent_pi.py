@@ -1,19 +1,26 @@
 """The real pi coding agent (``pi -p``, pinned) in front of ``veil proxy``: a provider in pi's
 ``models.json`` with ``"api": "openai-completions"`` and the proxy's base URL, an upstream that
 speaks OpenAI chat completions (streamed, as pi asks). pi reads six files and writes a seventh;
-its history outgrows the 8,000-token window, and every request the upstream received pairs its
-tool calls and fits the window."""
+its history outgrows the 8,000-token window, every request the upstream received pairs its tool
+calls and fits the window, and ``veil replay`` reads the session file pi wrote with the prompt
+tokens the proxy measured."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from veil.testing.agents import (
     ProxyProcess,
     by_step,
     install_agent,
     proxy_requests,
+    replay_disagreements,
+    replay_per_step,
     write_settings,
 )
 from veil.testing.scripted_server import ScriptedOpenAIServer
@@ -48,9 +55,23 @@ def module_text(n: int) -> str:
     )
 
 
-def test_pi_through_veil_proxy(tmp_path: Path) -> None:
+@dataclass
+class Session:
+    """What one pi run left: its output, the project, its home, the upstream."""
+
+    done: Any
+    log: str
+    project: Path
+    home: Path
+    upstream: ScriptedOpenAIServer
+    steps: int
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
     pi = install_agent("pi")
-    project = tmp_path / "project"
+    root = tmp_path_factory.mktemp("pi")
+    project = root / "project"
     (project / "src").mkdir(parents=True)
     for n in range(1, FILES + 1):
         (project / "src" / f"mod_{n}.py").write_text(module_text(n), encoding="utf-8")
@@ -58,24 +79,17 @@ def test_pi_through_veil_proxy(tmp_path: Path) -> None:
         {"tool_calls": [{"name": "read", "arguments": {"path": f"src/mod_{n}.py"}}]}
         for n in range(1, FILES + 1)
     ]
+    notes = {"path": "NOTES.md", "content": "six modules of parsers\n"}
     steps.append(
-        {
-            "content": "Writing the notes.",
-            "tool_calls": [
-                {
-                    "name": "write",
-                    "arguments": {"path": "NOTES.md", "content": "six modules of parsers\n"},
-                }
-            ],
-        }
+        {"content": "Writing the notes.", "tool_calls": [{"name": "write", "arguments": notes}]}
     )
     steps.append("NOTES.md lists the six modules.")
-    home = tmp_path / "home"
+    home = root / "home"
     agent_dir = home / ".pi" / "agent"
     agent_dir.mkdir(parents=True)
     with ScriptedOpenAIServer(by_step(steps), context_window=WINDOW, count_completion=True) as up:
         write_settings(project, up, MODEL, WINDOW, "openai")
-        with ProxyProcess(project, tmp_path / "veil-home", MODEL) as proxy:
+        with ProxyProcess(project, root / "veil-home", MODEL) as proxy:
             (agent_dir / "models.json").write_text(json.dumps(models_json(proxy.url)))
             done = pi.run(
                 [
@@ -90,13 +104,27 @@ def test_pi_through_veil_proxy(tmp_path: Path) -> None:
                 env={"HOME": str(home)},
             )
         log = proxy.output()
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + log[-3000:]
-    assert (project / "NOTES.md").read_text() == "six modules of parsers\n"
+    return Session(done, log, project, home, up, len(steps))
+
+
+def test_pi_through_veil_proxy(session: Session) -> None:
+    done = session.done
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + session.log[-3000:]
+    assert (session.project / "NOTES.md").read_text() == "six modules of parsers\n"
     assert "NOTES.md lists the six modules." in done.stdout
-    sent = [r for r in up.requests if r.api == "chat"]
-    assert len(sent) == len(steps)
-    assert up.problems() == []  # calls paired; prompt + max_completion_tokens inside the window
+    sent = [r for r in session.upstream.requests if r.api == "chat"]
+    assert len(sent) == session.steps
+    # calls paired; prompt + max_completion_tokens inside the window
+    assert session.upstream.problems() == []
     assert all(r.body["stream"] is True for r in sent)
-    (figures,) = proxy_requests(project).values()
+    (figures,) = proxy_requests(session.project).values()
     assert figures[-1]["client_tokens"] > WINDOW
     assert max(f["sent_tokens"] for f in figures) <= WINDOW
+
+
+def test_veil_replay_reads_the_pi_session(session: Session) -> None:
+    assert session.done.returncode == 0
+    (log,) = (session.home / ".pi" / "agent" / "sessions").glob("*/*.jsonl")
+    replayed = replay_per_step(log, session.project, session.home / "veil")
+    (figures,) = proxy_requests(session.project).values()
+    assert replay_disagreements(replayed, figures) == []
