@@ -380,16 +380,19 @@ REPLAY_TOLERANCE = 0.02
 for the same session (issue 31: within 2%)."""
 
 
-def replay_per_step(log: Path, project: Path, home: Path) -> list[int]:
-    """``veil replay LOG --per-step`` in a subprocess: the prompt tokens of the ``full`` policy
-    (the agent's whole history, nothing evicted) at each step of the session ``log`` holds.
+def replay_per_step(log: Path, scratch: Path) -> list[int]:
+    """``veil replay LOG --per-step`` in a subprocess (in a project and a ``VEIL_HOME`` of its
+    own under ``scratch``): the prompt tokens of the ``full`` policy (the agent's whole history,
+    nothing evicted) at each step of the session ``log`` holds.
 
     Raises:
         AssertionError: the command failed (its output in the message).
     """
     from veil.testing.cli import run_veil
 
-    done = run_veil(project, "replay", str(log), "--per-step", home=home)
+    project = scratch / "replay-project"
+    project.mkdir(parents=True, exist_ok=True)
+    done = run_veil(project, "replay", str(log), "--per-step", home=scratch / "replay-home")
     assert done.returncode == 0, f"veil replay {log} failed:\n{done.stdout}\n{done.stderr}"
     (result,) = json.loads(done.stdout)["files"]
     return [int(step["prompt_tokens"]) for step in result["full"]["per_step"]]

@@ -144,7 +144,7 @@ def test_claude_code_through_veil_proxy(session: Session) -> None:
 def test_veil_replay_reads_the_claude_code_transcript(session: Session) -> None:
     assert session.done.returncode == 0
     (transcript,) = (session.home / ".claude" / "projects").glob("*/*.jsonl")
-    replayed = replay_per_step(transcript, session.project, session.home / "veil")
+    replayed = replay_per_step(transcript, session.project.parent)
     (figures,) = proxy_requests(session.project).values()
     assert replay_disagreements(replayed, figures) == []
 

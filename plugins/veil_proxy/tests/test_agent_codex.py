@@ -126,6 +126,6 @@ def test_codex_exec_through_veil_proxy(session: Session) -> None:
 def test_veil_replay_reads_the_codex_rollout(session: Session) -> None:
     assert session.done.returncode == 0
     (rollout,) = (session.home / ".codex" / "sessions").rglob("rollout-*.jsonl")
-    replayed = replay_per_step(rollout, session.project, session.home / "veil")
+    replayed = replay_per_step(rollout, session.project.parent)
     (figures,) = proxy_requests(session.project).values()
     assert replay_disagreements(replayed, figures) == []

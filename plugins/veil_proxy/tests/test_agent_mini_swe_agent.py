@@ -129,6 +129,6 @@ def test_mini_swe_agent_through_veil_proxy(session: Session) -> None:
 
 def test_veil_replay_reads_the_mini_swe_agent_trajectory(session: Session) -> None:
     assert session.done.returncode == 0
-    replayed = replay_per_step(session.trajectory, session.project, session.project / "veil")
+    replayed = replay_per_step(session.trajectory, session.project.parent)
     (figures,) = proxy_requests(session.project).values()
     assert replay_disagreements(replayed, figures) == []

@@ -125,6 +125,6 @@ def test_pi_through_veil_proxy(session: Session) -> None:
 def test_veil_replay_reads_the_pi_session(session: Session) -> None:
     assert session.done.returncode == 0
     (log,) = (session.home / ".pi" / "agent" / "sessions").glob("*/*.jsonl")
-    replayed = replay_per_step(log, session.project, session.home / "veil")
+    replayed = replay_per_step(log, session.project.parent)
     (figures,) = proxy_requests(session.project).values()
     assert replay_disagreements(replayed, figures) == []
