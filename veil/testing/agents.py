@@ -61,6 +61,20 @@ test environment's litellm."""
 
 INSTALL_TIMEOUT_S = 900
 
+UNREACHABLE_MARKERS = (
+    "ENOTFOUND",
+    "EAI_AGAIN",
+    "ECONNREFUSED",
+    "ECONNRESET",
+    "ETIMEDOUT",
+    "Temporary failure in name resolution",
+    "Failed to establish a new connection",
+    "No matching distribution found",
+    "Could not find a version that satisfies",
+)
+"""What npm and pip print when the registry cannot be reached (the install is then skipped
+outside CI); any other failure fails the test."""
+
 
 def agents_dir() -> Path:
     """The cache folder installs go to (``VEIL_TEST_AGENTS_DIR``, else
@@ -81,8 +95,9 @@ def install_agent(name: str) -> AgentInstall:
     folder; a file lock keeps parallel test processes from installing it twice).
 
     Raises:
-        pytest.skip.Exception: the registry or its client cannot be reached (outside CI).
-        pytest.fail.Exception: the same under ``CI=true``, or the install broke.
+        pytest.skip.Exception: the registry or its client cannot be reached (outside CI:
+            :data:`UNREACHABLE_MARKERS` in its output, or npm missing).
+        pytest.fail.Exception: the same under ``CI=true``, or the install broke otherwise.
     """
     agent = AGENTS[name]
     folder = agents_dir() / f"{name}-{agent.version}"
@@ -136,8 +151,11 @@ def _install(agent: Agent, folder: Path) -> None:
         return
     if done.returncode != 0:
         shutil.rmtree(folder, ignore_errors=True)
-        tail = (done.stderr or done.stdout)[-1500:]
-        _unavailable(f"installing {agent.package} {agent.version} failed:\n{tail}")
+        output = done.stderr + done.stdout
+        reason = f"installing {agent.package} {agent.version} failed:\n{output[-1500:]}"
+        if any(marker in output for marker in UNREACHABLE_MARKERS):
+            _unavailable(reason)
+        pytest.fail(reason)
 
 
 @dataclass(frozen=True)

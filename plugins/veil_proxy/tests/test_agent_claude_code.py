@@ -36,6 +36,11 @@ MODEL = "claude-opus-5-5"
 FILES = 8
 
 
+pytestmark = pytest.mark.timeout(1200)
+"""The first test of the module installs the agent (hundreds of MB from npm on a cold cache)
+and runs its whole session in its setup."""
+
+
 def module_text(n: int) -> str:
     """A source file of about 3,500 cl100k_base tokens, distinct per ``n``."""
     return "\n".join(

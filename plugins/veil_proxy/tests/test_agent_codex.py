@@ -40,6 +40,11 @@ env_key = "VEIL_PROXY_KEY"
 """Codex's ``~/.codex/config.toml`` for the proxy: the lines the proxy's README shows."""
 
 
+pytestmark = pytest.mark.timeout(1200)
+"""The first test of the module installs the agent (hundreds of MB from npm on a cold cache)
+and runs its whole session in its setup."""
+
+
 def module_text(n: int) -> str:
     """A source file of about 2,300 cl100k_base tokens, distinct per ``n``."""
     return "\n".join(

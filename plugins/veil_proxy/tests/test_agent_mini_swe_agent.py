@@ -30,6 +30,11 @@ MODEL = "gpt-4o-mini"
 FILES = 6
 
 
+pytestmark = pytest.mark.timeout(1200)
+"""The first test of the module installs the agent (hundreds of MB from npm on a cold cache)
+and runs its whole session in its setup."""
+
+
 def module_text(n: int) -> str:
     """A source file of about 1,550 cl100k_base tokens, distinct per ``n``."""
     return "\n".join(

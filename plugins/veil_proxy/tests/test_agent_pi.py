@@ -30,6 +30,11 @@ MODEL = "gpt-4o-mini"
 FILES = 6
 
 
+pytestmark = pytest.mark.timeout(1200)
+"""The first test of the module installs the agent (hundreds of MB from npm on a cold cache)
+and runs its whole session in its setup."""
+
+
 def models_json(proxy_url: str) -> dict:
     """pi's ``~/.pi/agent/models.json`` for the proxy: README's "pi" lines. The window pi is
     told is large: veil fits the prompt, and pi's own compaction stays out of the way."""
