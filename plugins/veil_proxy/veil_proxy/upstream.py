@@ -203,7 +203,13 @@ class Upstream:
         tried: list[str] = []
         params = {k: v for k, v in body.items() if k not in ("model", "stream") and v is not None}
         for route in self.routes:
-            kwargs: dict[str, Any] = {"model": route.model_string(self.model), **params}
+            # OpenAI's own fields (prompt_cache_key, client_metadata, include...) mean nothing
+            # to another provider: litellm leaves out what the provider does not take
+            kwargs: dict[str, Any] = {
+                "model": route.model_string(self.model),
+                **params,
+                "drop_params": True,
+            }
             if route.base_url:
                 kwargs["api_base"] = route.base_url
             if route.api_key:
