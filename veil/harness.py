@@ -10,7 +10,12 @@ to send::
     while True:
         tools = my_tools + hooks["tools"]
         messages = hooks["build_prompt"](tools)       # system + kept messages + context note
-        reply = my_model(messages, tools=tools)
+        try:
+            reply = my_model(messages, tools=tools)
+        except Exception as error:                  # "prompt is too long": a smaller window
+            if not hooks["on_context_refused"](error):
+                raise
+            reply = my_model(hooks["build_prompt"](tools), tools=tools)  # once more
         hooks["on_assistant_message"](reply)
         if not reply.get("tool_calls"):
             break
@@ -108,6 +113,7 @@ class VeilHarness:
         self.session = self.veil.new_session(agent=agent)
         self._pending: dict[str, Message] = {}
         self._ask_permission = ask_permission
+        self._last_prompt: Any = None  # the last build_prompt's Prompt (on_context_refused)
 
     @classmethod
     def attach(cls, veil: Any, session: Any) -> VeilHarness:
@@ -126,6 +132,7 @@ class VeilHarness:
         harness.session = session
         harness._pending = {}
         harness._ask_permission = None  # nobody to ask: the permission rules decide
+        harness._last_prompt = None
         return harness
 
     # -- what the host tells the harness ---------------------------------------------------------
@@ -235,10 +242,7 @@ class VeilHarness:
             max_tokens: the completion tokens the host will request; left free in the window
                 (default ``loop.completionReserve``, 1,024).
         """
-        offered = self.tools() if tools is None else tools
-        prompt = build_prompt(self.session, tools=offered, reserve=max_tokens)
-        self.session.last_prompt_tokens = prompt.tokens
-        return prompt.messages
+        return self.prompt(tools, max_tokens).messages
 
     def prompt(
         self, tools: list[dict[str, Any]] | None = None, max_tokens: int | None = None
@@ -249,6 +253,7 @@ class VeilHarness:
         offered = self.tools() if tools is None else tools
         prompt = build_prompt(self.session, tools=offered, reserve=max_tokens)
         self.session.last_prompt_tokens = prompt.tokens
+        self._last_prompt = prompt
         return prompt
 
     def fixed_tokens(self, tools: list[dict[str, Any]] | None = None) -> tuple[int, int]:
@@ -263,6 +268,43 @@ class VeilHarness:
     def context_window(self) -> int:
         """The window (tokens) the session's prompts are fitted to."""
         return int(self.session.context_window)
+
+    def on_context_refused(self, error: BaseException | str) -> bool:
+        """The host's model refused the messages :meth:`build_prompt` gave last as longer than
+        its context window (the harness's ``context_window`` or the model's ``contextWindow``
+        is larger than the provider accepts): the session learns the window the refusal
+        implies and keeps it (:meth:`veil.core.session.Session.learn_context_window`), so the
+        next :meth:`build_prompt` fits into it (evicting or compacting). Call
+        :meth:`build_prompt` again and retry once, as veil's own loop does.
+
+        Args:
+            error: the provider's error (litellm's ``ContextWindowExceededError``, veil's, or
+                any exception or text whose wording is a context-length refusal:
+                :func:`veil.core.models.context_refusal.is_context_refusal`).
+
+        Returns:
+            True when ``error`` is such a refusal and a smaller window was learned; False
+            otherwise (nothing changed: the error is something else, or no prompt was built).
+
+        Raises:
+            SessionConflict: another process changed the session.
+        """
+        from veil.core.models.context_refusal import is_context_refusal, refusal_figures
+
+        text = str(error)
+        figures = getattr(error, "figures", None)
+        named = type(error).__name__ == "ContextWindowExceededError"
+        prompt = getattr(self, "_last_prompt", None)
+        if prompt is None or not (named or is_context_refusal(text)):
+            return False
+        before = self.session.context_window
+        after = self.session.learn_context_window(
+            figures if figures is not None else refusal_figures(text),
+            prompt.tokens,
+            prompt.tools_tokens,
+            prompt.reserve_tokens,
+        )
+        return after < before
 
     def manifest(self) -> str:
         """The manifest section alone (what is loaded, what is stored outside the prompt); empty
@@ -283,9 +325,12 @@ class VeilHarness:
         return [t.schema() for n, t in self.veil.tools.items() if self.is_memory_tool(n)]
 
     def is_memory_tool(self, name: str) -> bool:
-        """Whether ``name`` is one of the harness's memory tools (the host runs the others)."""
+        """Whether ``name`` is one of the harness's memory tools (the host runs the others): a
+        registered tool that declares the effect ``"memory"``
+        (:attr:`veil.core.types.Tool.effect`; its name does not count). Whether it runs unasked
+        is the permission rules' answer (:meth:`check_permission`)."""
         tool = self.veil.tools.get(name)
-        return tool is not None and (name.startswith("veil_") or name.startswith("memory_"))
+        return tool is not None and tool.effect == "memory"
 
     def call_tool(self, name: str, arguments: dict[str, Any] | str, tool_call_id: str) -> str:
         """Run a memory tool; returns the text for the tool message (errors as text too)."""
@@ -317,6 +362,7 @@ class VeilHarness:
             "check_permission": self.check_permission,
             "deny_tool_call": self.deny_tool_call,
             "build_prompt": self.build_prompt,
+            "on_context_refused": self.on_context_refused,
             "manifest": self.manifest,
             "tools": self.tools(),
             "is_memory_tool": self.is_memory_tool,

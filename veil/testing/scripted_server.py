@@ -22,9 +22,11 @@ What it answers:
   ``{"content": str | None, "tool_calls": [{"name", "arguments": dict | str, "id"?}]}`` (as for
   :class:`veil.testing.scripted_model.ScriptedModel`), or a :class:`Reply` for the special cases
   (content sent as raw JSON text, an answer held back until an event is set).
-- A prompt over ``context_window`` tokens gets OpenAI's HTTP 400 ``context_length_exceeded``
-  error (the body real OpenAI-compatible servers send, which litellm maps to its
-  ``ContextWindowExceededError``) and uses no reply.
+- A prompt over ``context_window`` tokens gets an HTTP 400 and uses no reply: OpenAI's
+  ``context_length_exceeded`` error (the body real OpenAI-compatible servers send, which litellm
+  maps to its ``ContextWindowExceededError``), or with ``refusal`` another provider's body
+  (:data:`REFUSALS`: Anthropic's "prompt is too long", as gateways relay it; llama.cpp's
+  server's ``exceed_context_size_error``).
 - ``usage`` counts the prompt with ``count`` (by default :func:`openai_prompt_tokens`) and the
   answer with tiktoken's ``cl100k_base``; ``omit_usage=True`` leaves it out, as some
   OpenAI-compatible servers (older llama.cpp servers, proxies, self-hosted gateways) do.
@@ -33,7 +35,8 @@ What it answers:
   events when asked), with a signed ``thinking`` block first when the request turns thinking on;
   ``POST <anything>/messages/count_tokens`` answers ``{"input_tokens": n}``. A prompt whose
   tokens plus ``max_tokens`` exceed ``context_window`` gets Anthropic's 400
-  ``invalid_request_error`` ("input length and `max_tokens` exceed context limit").
+  ``invalid_request_error`` ("prompt is too long: N tokens > W maximum" when the prompt alone
+  does, else "input length and `max_tokens` exceed context limit").
 - ``POST <anything>/responses``: the reply as OpenAI Responses output items (a ``reasoning`` item
   when the request sets ``reasoning``, a ``message``, ``function_call`` items), streamed as
   Responses events when asked. Over ``context_window``: 400 ``context_length_exceeded``.
@@ -198,6 +201,57 @@ class RecordedRequest:
         return json.dumps({"path": self.path, "headers": self.headers, "body": self.body})
 
 
+REFUSALS = ("openai", "anthropic", "llama.cpp")
+"""The refusal bodies :class:`ScriptedOpenAIServer` can answer a prompt over its window with."""
+
+
+def refusal_body(style: str, window: int, tokens: int) -> dict[str, Any]:
+    """The HTTP 400 body a provider sends for a prompt of ``tokens`` over its ``window``.
+
+    Args:
+        style: ``"openai"``: OpenAI's error (``code`` ``context_length_exceeded``, "This
+            model's maximum context length is ..."); ``"anthropic"``: Anthropic's error body
+            ("prompt is too long: N tokens > M maximum"), which an OpenAI-compatible gateway
+            relays as it came; ``"llama.cpp"``: llama.cpp server's (``type``
+            ``exceed_context_size_error`` with ``n_prompt_tokens`` and ``n_ctx``).
+
+    Raises:
+        ValueError: an unknown ``style``.
+    """
+    if style == "openai":  # the wording and fields litellm's exception mapping reads
+        return {
+            "error": {
+                "message": (
+                    f"This model's maximum context length is {window} tokens. However, your "
+                    f"messages resulted in {tokens} tokens. Please reduce the length of the "
+                    "messages."
+                ),
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }
+    if style == "anthropic":
+        return {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": f"prompt is too long: {tokens} tokens > {window} maximum",
+            },
+        }
+    if style == "llama.cpp":
+        return {
+            "error": {
+                "code": 400,
+                "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": tokens,
+                "n_ctx": window,
+            }
+        }
+    raise ValueError(f"refusal: expected one of {', '.join(REFUSALS)}, got {style!r}")
+
+
 def openai_prompt_tokens(messages: list[dict[str, Any]]) -> int:
     """cl100k_base tokens of a chat prompt under OpenAI's accounting: 3 per message, the tokens of
     its role, text, name (+1) and tool calls (name and arguments), and 3 for the reply.
@@ -231,6 +285,8 @@ class ScriptedOpenAIServer:
         default: the answer once the list of ``replies`` is used up; None answers HTTP 500.
         context_window: prompts over this many tokens (per ``count``) get HTTP 400
             ``context_length_exceeded``; None accepts any size.
+        refusal: the body of that 400, as one of :data:`REFUSALS` sends it
+            (:func:`refusal_body`; ``"openai"`` by default).
         omit_usage: leave ``usage`` out of every answer.
         count: prompt size of a request's ``messages`` (default :func:`openai_prompt_tokens`).
         model: the model name reported in answers and ``/models`` (default: the request's
@@ -256,6 +312,7 @@ class ScriptedOpenAIServer:
         *,
         default: ReplyLike | None = None,
         context_window: int | None = None,
+        refusal: str = "openai",
         omit_usage: bool = False,
         count: Callable[[list[dict[str, Any]]], int] = openai_prompt_tokens,
         model: str | None = None,
@@ -272,6 +329,8 @@ class ScriptedOpenAIServer:
             self._replies = list(replies)
         self.default = default
         self.context_window = context_window
+        refusal_body(refusal, 1, 2)  # refuse an unknown style now, not at the first refusal
+        self.refusal = refusal
         self.omit_usage = omit_usage
         self.count = count
         self.model = model
@@ -431,19 +490,7 @@ class ScriptedOpenAIServer:
         return message
 
     def _refusal(self, tokens: int) -> dict[str, Any]:
-        # the wording and fields of OpenAI's own error, which litellm's exception mapping reads
-        return {
-            "error": {
-                "message": (
-                    f"This model's maximum context length is {self.context_window} tokens. "
-                    f"However, your messages resulted in {tokens} tokens. "
-                    "Please reduce the length of the messages."
-                ),
-                "type": "invalid_request_error",
-                "param": "messages",
-                "code": "context_length_exceeded",
-            }
-        }
+        return refusal_body(self.refusal, int(self.context_window or 0), tokens)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -567,10 +614,12 @@ class ScriptedOpenAIServer:
                 request.prompt_tokens = tokens = shapes.anthropic_prompt_tokens(body)
                 request.refused = server.over_window(request, "anthropic")
                 number, reply = server._take(request)
-                if reply is None:
+                if reply is None:  # Anthropic's two wordings: the prompt alone, or with room
                     limit = request.completion_limit() or 0
                     text = (
-                        f"input length and `max_tokens` exceed context limit: {tokens} + "
+                        f"prompt is too long: {tokens} tokens > {server.context_window} maximum"
+                        if tokens > (server.context_window or 0)
+                        else f"input length and `max_tokens` exceed context limit: {tokens} + "
                         f"{limit} > {server.context_window}, decrease input length or "
                         f"`max_tokens` and try again"
                     )

@@ -199,3 +199,41 @@ def test_a_window_that_cannot_hold_the_request_is_answered_not_forwarded(run_pro
     assert text.startswith("the context window of 3,000 tokens cannot hold this request")
     assert "its 6 tool schemas" in text and "max_tokens 32,000 asked" in text
     assert run.upstream.requests == []
+
+
+def test_a_refusal_as_too_long_is_fitted_again_and_sent_once_more(run_proxy):
+    """veil's window (settings) is larger than the upstream's: the upstream's "prompt is too
+    long" teaches the session its window, and the request is fitted again and resent."""
+    count = 14
+    steps = [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": f"m{n}.py"}}]}
+        for n in range(count)
+    ]
+    run = run_proxy(
+        [*steps, "Read them all."],
+        window=20_000,
+        upstream_window=5_000,
+        model=MODEL,
+        provider="anthropic",
+    )
+    client = client_for(run)
+    history: list[dict] = [{"role": "user", "content": "Read the files."}]
+    for n in range(count + 1):
+        answer = client.messages.create(model=MODEL, max_tokens=500, messages=history, tools=TOOLS)
+        history.append(
+            {
+                "role": "assistant",
+                "content": [b.model_dump(exclude_none=True) for b in answer.content],
+            }
+        )
+        uses = [b for b in answer.content if b.type == "tool_use"]
+        if not uses:
+            break
+        result = {"type": "tool_result", "tool_use_id": uses[0].id, "content": file_text(n)}
+        history.append({"role": "user", "content": [result]})
+    assert [b.text for b in answer.content if b.type == "text"] == ["Read them all."]
+    refused = [r for r in run.upstream.requests if r.refused]
+    assert len(refused) == 1  # once: the session keeps the window it learned
+    accepted = [r for r in run.upstream.requests if not r.refused]
+    assert len(accepted) == count + 1
+    assert all(r.prompt_tokens + r.body["max_tokens"] <= 5_000 for r in accepted)

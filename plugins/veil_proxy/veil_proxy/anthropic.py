@@ -169,12 +169,24 @@ async def messages(request: Request) -> Response:
     conversation, headers = ready.conversation, ready.headers()
     started = time.monotonic()
     if native is not None:
-        sent = render(body, view, ready.messages, ready.positions())
-        sent["max_tokens"] = ready.room.allowed
-        if ready.room.thinking_budget is not None:
-            sent["thinking"] = {**sent["thinking"], "budget_tokens": ready.room.thinking_budget}
+
+        def rendered(fitted: Any) -> dict[str, Any]:
+            sent = render(body, view, fitted.messages, fitted.positions())
+            sent["max_tokens"] = fitted.room.allowed
+            if fitted.room.thinking_budget is not None:
+                budget = fitted.room.thinking_budget
+                sent["thinking"] = {**sent["thinking"], "budget_tokens": budget}
+            return sent
+
+        stream = bool(body.get("stream"))
         try:
-            answer = await native.send(sent, dict(request.headers), bool(body.get("stream")))
+            try:
+                answer = await native.send(rendered(ready), dict(request.headers), stream)
+            except NativeError as exc:  # too long for the upstream: fit again, send once more
+                again = await state.refit_native(ready, exc)
+                if again is None:
+                    raise
+                answer = await native.send(rendered(again), dict(request.headers), stream)
         except NativeError as exc:
             if isinstance(exc.body, dict) and exc.body.get("type") == "error":
                 return JSONResponse(exc.body, status_code=exc.status, headers=headers)

@@ -10,6 +10,8 @@ For each chat request (see :mod:`veil_proxy.conversations` for the first three s
    (:meth:`veil.harness.VeilHarness.build_prompt`: eviction to pointer stubs, compaction, the
    cache-stable prefix), leaving room for the client's tools and ``max_tokens``;
 4. the fitted request goes to the upstream model through litellm (:mod:`veil_proxy.upstream`);
+   when the upstream refuses it as too long, the session learns the window the refusal implies
+   and the prompt is fitted again and sent once more (:meth:`ProxyState._answer`);
 5. the answer goes back as the upstream gave it (streamed chunk by chunk when asked), and its
    usage is recorded in the store (``veil usage``).
 
@@ -42,7 +44,7 @@ from veil_http.hosts import HostCheck, loopback_names
 
 from veil.core.errors import BadRequest, ConfigError, VeilError
 from veil.core.jsonio import MAX_DEPTH, loads
-from veil.core.models.llm import message_from_response
+from veil.core.models.llm import ContextWindowExceededError, message_from_response
 from veil.core.settings import is_loopback
 from veil_proxy.conversations import (
     SESSION_HEADER,
@@ -55,7 +57,7 @@ from veil_proxy.conversations import (
     conversation_key,
     split_system,
 )
-from veil_proxy.upstream import Upstream, UpstreamError
+from veil_proxy.upstream import CONTEXT_LENGTH_EXCEEDED, Upstream, UpstreamError
 from veil_proxy.window import HEADER as MAX_TOKENS_HEADER
 from veil_proxy.window import Room, WindowTooSmall, completion_room
 
@@ -71,6 +73,9 @@ class Fitted:
     conversation: Conversation
     prompt: Any
     room: Room
+    args: tuple[Any, ...] = ()
+    """What the request asked (tools, ``max_tokens``, thinking budget, kept texts), to fit it
+    again (:meth:`ProxyState.refit_native`)."""
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -224,7 +229,8 @@ class ProxyState:
                     if attempt:
                         raise
                 else:
-                    return self._fit(conversation, tools, asked, thinking_budget, kept or [])
+                    args = (tools, asked, thinking_budget, kept or [])
+                    return self._fit(conversation, *args)
             conversation = self.book.restart(key, model)
         raise AssertionError("unreachable")
 
@@ -235,6 +241,7 @@ class ProxyState:
         asked: int | None,
         thinking_budget: int | None,
         kept: list[str],
+        record: bool = True,
     ) -> Fitted:
         from veil.core.prompt.context import completion_reserve
 
@@ -254,7 +261,8 @@ class ProxyState:
             kept_tokens,
         )
         reserve = room.allowed if room.allowed is not None else completion_reserve(session)
-        prompt = harness.prompt(offered, reserve + kept_tokens)
+        reserve += kept_tokens
+        prompt = harness.prompt(offered, reserve)
         figures = {
             "client_tokens": conversation.client_tokens(),
             "client_messages": len(conversation.seen),
@@ -263,6 +271,8 @@ class ProxyState:
             "max_tokens_asked": asked,
             "max_tokens_sent": room.allowed,
         }
+        if not record:  # fitted again for the same request: measured once
+            return Fitted(conversation, prompt, room, (tools, asked, thinking_budget, kept))
         conversation.record_request(figures)
         if room.lowered:
             log_lowered(conversation, room)
@@ -275,7 +285,34 @@ class ProxyState:
             figures["sent_tokens"],
             room.window,
         )
-        return Fitted(conversation, prompt, room)
+        return Fitted(conversation, prompt, room, (tools, asked, thinking_budget, kept))
+
+    async def refit_native(self, ready: Fitted, error: Any) -> Fitted | None:
+        """``ready`` fitted again after a native upstream refused it as too long
+        (:class:`veil_proxy.native.NativeError`), as :meth:`_refit` does for the litellm path:
+        the session learns the window the refusal implies and the prompt is built again; None
+        when ``error`` is not such a refusal or the prompt did not get smaller."""
+        from veil.core.models.context_refusal import is_context_refusal, refusal_figures
+
+        text = f"{error.message} {json.dumps(error.body) if error.body is not None else ''}"
+        if error.status != 400 or not is_context_refusal(text):
+            return None
+        refused = ContextWindowExceededError(text, refusal_figures(text))
+        try:
+            return await run_in_threadpool(self._refit_ready, ready, refused)
+        except WindowTooSmall:  # the window learned cannot hold it: the refusal stands
+            return None
+
+    def _refit_ready(self, ready: Fitted, refused: ContextWindowExceededError) -> Fitted | None:
+        conversation = ready.conversation
+        harness = conversation.harness
+        with conversation.lock, self.veil.session_lock(conversation.session.id):
+            before = harness.session.last_prompt_tokens
+            if not harness.on_context_refused(refused):
+                return None
+            # the completion room too is weighed against the window learned
+            again = self._fit(conversation, *ready.args, record=False)
+            return again if again.prompt.tokens < before else None
 
     def offered_memory_tools(self, conversation: Conversation) -> list[dict[str, Any]]:
         """veil's memory tools when offered (off by default), else []."""
@@ -299,7 +336,7 @@ class ProxyState:
         """
         if not self.memory_tools:
             started = time.monotonic()
-            response = await upstream.complete(body, fitted)
+            response, _ = await self._answer(conversation, upstream, body, fitted)
             await run_in_threadpool(
                 self.record_usage, conversation, upstream.model, _usage(response), started
             )
@@ -308,7 +345,7 @@ class ProxyState:
         offered["tools"] += conversation.harness.tools()
         for _ in range(MAX_MEMORY_ROUNDS):
             started = time.monotonic()
-            response = await upstream.complete(offered, fitted)
+            response, fitted = await self._answer(conversation, upstream, offered, fitted)
             await run_in_threadpool(
                 self.record_usage, conversation, upstream.model, _usage(response), started
             )
@@ -322,6 +359,54 @@ class ProxyState:
             )
         _drop_memory_calls(response, conversation)
         return response
+
+    async def _answer(
+        self,
+        conversation: Conversation,
+        upstream: Upstream,
+        body: dict[str, Any],
+        fitted: list[dict[str, Any]],
+    ) -> tuple[Any, list[dict[str, Any]]]:
+        """The upstream's answer to ``fitted`` and the messages that got it. A context-length
+        refusal (the upstream's window is smaller than veil's figure for it) is answered as
+        veil's own loop answers it: the session learns the window the refusal implies, the
+        prompt is fitted again and sent once more (:meth:`_refit`).
+
+        Raises:
+            UpstreamError: the upstream failed, or refused the prompt fitted again too.
+        """
+        try:
+            return await upstream.complete(body, fitted), fitted
+        except UpstreamError as exc:
+            refit = await self._refit(conversation, body, exc)
+            if refit is None:
+                raise
+            return await upstream.complete(body, refit), refit
+
+    async def _refit(
+        self, conversation: Conversation, body: dict[str, Any], error: UpstreamError
+    ) -> list[dict[str, Any]] | None:
+        """The prompt fitted again after ``error``, when it is a context-length refusal that
+        taught the session a smaller window and the prompt got smaller; else None."""
+        if error.code != CONTEXT_LENGTH_EXCEEDED:
+            return None
+        refused = ContextWindowExceededError(error.message, error.figures)
+        return await run_in_threadpool(self._refit_held, conversation, body, refused)
+
+    def _refit_held(
+        self,
+        conversation: Conversation,
+        body: dict[str, Any],
+        refused: ContextWindowExceededError,
+    ) -> list[dict[str, Any]] | None:
+        harness = conversation.harness
+        with conversation.lock, self.veil.session_lock(conversation.session.id):
+            before = harness.session.last_prompt_tokens
+            if not harness.on_context_refused(refused):
+                return None
+            reserve = body.get("max_completion_tokens") or body.get("max_tokens")
+            fitted = harness.build_prompt(list(body.get("tools") or []), reserve)
+            return fitted if harness.session.last_prompt_tokens < before else None
 
     def _run_memory_calls(
         self,
@@ -362,7 +447,13 @@ class ProxyState:
             UpstreamError: the upstream failed before its first chunk.
         """
         if not self.memory_tools:
-            first, rest = await upstream.stream(body, fitted)
+            try:
+                first, rest = await upstream.stream(body, fitted)
+            except UpstreamError as exc:  # before the first chunk: nothing was sent yet
+                refit = await self._refit(conversation, body, exc)
+                if refit is None:
+                    raise
+                first, rest = await upstream.stream(body, refit)
             return first, rest, True
         from litellm.llms.base_llm.base_model_iterator import convert_model_response_to_streaming
 

@@ -105,14 +105,25 @@ async def responses(request: Request) -> Response:
     except VeilError as exc:
         return openai_error(exc.http_status, exc.message, "invalid_request_error", exc.code)
     conversation, headers = ready.conversation, ready.headers()
-    sent = render(body, view, ready.messages, ready.positions())
-    if ready.room.lowered:
-        sent["max_output_tokens"] = ready.room.allowed
+
+    def rendered(fitted: Any) -> dict[str, Any]:
+        sent = render(body, view, fitted.messages, fitted.positions())
+        if fitted.room.lowered:
+            sent["max_output_tokens"] = fitted.room.allowed
+        return sent
+
+    sent = rendered(ready)
     stream = bool(body.get("stream"))
     started = time.monotonic()
     if native is not None:
         try:
-            answer = await native.send(sent, dict(request.headers), stream)
+            try:
+                answer = await native.send(sent, dict(request.headers), stream)
+            except NativeError as exc:  # too long for the upstream: fit again, send once more
+                again = await state.refit_native(ready, exc)
+                if again is None:
+                    raise
+                answer = await native.send(rendered(again), dict(request.headers), stream)
         except NativeError as exc:
             if isinstance(exc.body, dict) and isinstance(exc.body.get("error"), dict):
                 return JSONResponse(exc.body, status_code=exc.status, headers=headers)
