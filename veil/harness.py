@@ -60,6 +60,7 @@ from typing import Any
 from veil.core import turn
 from veil.core.prompt.context import build_prompt
 from veil.core.safety.permissions import PermissionDecision, PermissionRequest, authorize
+from veil.core.text import clean_message, clean_text
 from veil.core.types import Message, ToolContext, ToolResult
 
 
@@ -141,13 +142,14 @@ class VeilHarness:
         """A user message starts an exchange (task tags are taken from it). Credentials in it
         are redacted before it is stored (as everything the harness is told:
         :mod:`veil.core.safety.redaction`)."""
-        turn.record_user(self.session, text)
+        turn.record_user(self.session, clean_text(text))
 
     def on_assistant_message(self, message: Message) -> None:
         """The host's model replied (an OpenAI assistant message, with or without tool calls).
 
         A reply without tool calls is the final answer: the turn ends here (``turn_end``, as in
         veil's loop, so defaultCompaction's ``autoThreshold`` is checked after it)."""
+        message = clean_message(message)
         self.session.step += 1
         msg = {"role": "assistant", "content": message.get("content")}
         if message.get("tool_calls"):
@@ -161,6 +163,7 @@ class VeilHarness:
 
     def before_tool_call(self, name: str, arguments: dict[str, Any], tool_call_id: str) -> None:
         """A tool call is about to run (``capture`` on the way in, arguments redacted)."""
+        name, arguments, tool_call_id = clean_message([name, arguments, tool_call_id])
         msg = self._pending.get(tool_call_id, {"role": "assistant", "content": None})
         turn.record_tool_call(
             self.session, msg, name, tool_call_id, self.veil.redactor.value(arguments)
@@ -179,7 +182,14 @@ class VeilHarness:
         """A tool call returned ``output`` (``capture`` on the way out; stored as its result).
 
         The result that completes the newest assistant message's calls ends a tool batch:
-        ``after_iteration`` runs then, once per batch as in veil's loop (not once per result)."""
+        ``after_iteration`` runs then, once per batch as in veil's loop (not once per result).
+
+        Text that UTF-8 cannot hold (a lone surrogate, from a tool that decoded bytes with
+        ``surrogateescape``, or a JSON ``"\\ud800"`` escape) is stored with U+FFFD in its place,
+        as veil's own loop does (:func:`veil.core.text.clean_text`)."""
+        name, arguments, tool_call_id, output, outcome = clean_message(
+            [name, arguments, tool_call_id, output, outcome]
+        )
         self._pending.pop(tool_call_id, None)
         result = ToolResult(output, is_error=is_error, outcome=outcome)  # type: ignore[arg-type]
         idx, _ = turn.record_tool_result(
@@ -204,9 +214,10 @@ class VeilHarness:
             A :class:`~veil.core.safety.permissions.PermissionDecision`, ``allowed`` or not; a refusal's
             ``tool_result_text()`` says why and what would allow it.
         """
+        name, arguments, tool_call_id = clean_message([name, arguments, tool_call_id])
         if isinstance(arguments, str):
             try:
-                parsed = json.loads(arguments or "{}")
+                parsed = clean_message(json.loads(arguments or "{}"))  # "\\ud800" escapes too
             except ValueError:
                 parsed = {}
             arguments = parsed if isinstance(parsed, dict) else {}
@@ -250,7 +261,7 @@ class VeilHarness:
         """:meth:`build_prompt` with everything known about what it built: the
         :class:`veil.core.prompt.context.Prompt` (``messages``, ``tokens``, ``indices`` -- the
         stored message each one shows --, ``tools_tokens``, ``reserve_tokens``, ``notes``)."""
-        offered = self.tools() if tools is None else tools
+        offered = self.tools() if tools is None else clean_message(tools)
         prompt = build_prompt(self.session, tools=offered, reserve=max_tokens)
         self.session.last_prompt_tokens = prompt.tokens
         self._last_prompt = prompt
@@ -336,9 +347,10 @@ class VeilHarness:
         """Run a memory tool; returns the text for the tool message (errors as text too)."""
         from veil.core.errors import BadRequest
 
+        name, arguments, tool_call_id = clean_message([name, arguments, tool_call_id])
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments or "{}")
+                arguments = clean_message(json.loads(arguments or "{}"))
             except ValueError as exc:
                 return f"{name}: invalid JSON arguments: {exc}"
         if not self.is_memory_tool(name):

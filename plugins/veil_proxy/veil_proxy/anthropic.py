@@ -30,10 +30,11 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from veil.core.errors import VeilError
 from veil_proxy.anthropic_view import render, to_view
+from veil_proxy.app import CleanJSONResponse
 from veil_proxy.conversations import (
     SESSION_HEADER,
     BadConversation,
@@ -63,7 +64,7 @@ def anthropic_error(status: int, message: str, headers: dict[str, str] | None = 
     ``api_error``)."""
     kind = _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
     body = {"type": "error", "error": {"type": kind, "message": message}}
-    return JSONResponse(body, status_code=status, headers=headers)
+    return CleanJSONResponse(body, status_code=status, headers=headers)
 
 
 def _adapter() -> Any:
@@ -189,7 +190,7 @@ async def messages(request: Request) -> Response:
                 answer = await native.send(rendered(again), dict(request.headers), stream)
         except NativeError as exc:
             if isinstance(exc.body, dict) and exc.body.get("type") == "error":
-                return JSONResponse(exc.body, status_code=exc.status, headers=headers)
+                return CleanJSONResponse(exc.body, status_code=exc.status, headers=headers)
             return anthropic_error(
                 exc.status, f"upstream model {model!r} could not answer: {exc.message}", headers
             )
@@ -229,7 +230,7 @@ async def messages(request: Request) -> Response:
     answer = adapter.translate_completion_output_params(response, tool_name_mapping=names)
     if hasattr(answer, "model_dump"):
         answer = answer.model_dump(exclude_none=True)
-    return JSONResponse(dict(answer), headers=headers)
+    return CleanJSONResponse(dict(answer), headers=headers)
 
 
 async def count_tokens(request: Request) -> Response:
@@ -251,4 +252,4 @@ async def count_tokens(request: Request) -> Response:
     except ProxyError as exc:
         return anthropic_error(exc.status, exc.message)
     tokens = await run_in_threadpool(count_message_tokens, history, model, tools=tools or None)
-    return JSONResponse({"input_tokens": int(tokens)})
+    return CleanJSONResponse({"input_tokens": int(tokens)})

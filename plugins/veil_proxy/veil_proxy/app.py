@@ -46,6 +46,7 @@ from veil.core.errors import BadRequest, ConfigError, VeilError
 from veil.core.jsonio import MAX_DEPTH, loads
 from veil.core.models.llm import ContextWindowExceededError, message_from_response
 from veil.core.settings import is_loopback
+from veil.core.text import clean_message
 from veil_proxy.conversations import (
     SESSION_HEADER,
     SESSION_ID_HEADER,
@@ -62,6 +63,17 @@ from veil_proxy.window import HEADER as MAX_TOKENS_HEADER
 from veil_proxy.window import Room, WindowTooSmall, completion_room
 
 log = logging.getLogger(__name__)
+
+
+class CleanJSONResponse(JSONResponse):
+    """A JSON answer whose text is always UTF-8: starlette encodes strictly, so a lone surrogate
+    in what it carries (a provider's ``"\\udcff"`` in its reply, an error message quoting one)
+    failed the request with a 500; it becomes U+FFFD (:func:`veil.core.text.clean_message`),
+    as in veil's own loop."""
+
+    def render(self, content: Any) -> bytes:
+        """``content`` as UTF-8 JSON, lone surrogates replaced."""
+        return super().render(clean_message(content))
 
 
 @dataclass
@@ -128,7 +140,7 @@ class ProxyError(Exception):
 def openai_error(status: int, message: str, kind: str, code: str | None = None) -> Response:
     """OpenAI's error answer: ``{"error": {"message", "type", "param", "code"}}``."""
     body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    return JSONResponse(body, status_code=status)
+    return CleanJSONResponse(body, status_code=status)
 
 
 class ProxyState:
@@ -490,7 +502,10 @@ def with_max_tokens(body: dict[str, Any], room: Room, fields: tuple[str, ...]) -
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The request's JSON object body.
+    """The request's JSON object body, with every lone surrogate (a JSON ``"\\ud800"``
+    escape, which UTF-8 cannot hold) replaced by U+FFFD (:func:`veil.core.text.clean_message`):
+    the body is stored, fingerprinted and sent upstream as UTF-8, and a client resending the
+    same history gets the same replacement each time.
 
     Raises:
         ProxyError: 413 over ``limit`` bytes; 400 when it is not a JSON object.
@@ -504,7 +519,7 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
         raise ProxyError(400, f"body: not valid JSON ({exc})") from None
     if not isinstance(body, dict):
         raise ProxyError(400, "body: must be a JSON object")
-    return body
+    return clean_message(body)
 
 
 MAX_MEMORY_ROUNDS = 8
@@ -591,7 +606,7 @@ async def chat_completions(request: Request) -> Response:
         try:
             first, rest, record = await state.stream(conversation, upstream, body, fitted)
         except UpstreamError as exc:
-            return JSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
+            return CleanJSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
         wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         events = _stream_events(
             state, conversation, model, first, rest, wants_usage, started if record else None
@@ -600,8 +615,8 @@ async def chat_completions(request: Request) -> Response:
     try:
         response = await state.complete(conversation, upstream, body, fitted)
     except UpstreamError as exc:
-        return JSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
-    return JSONResponse(_dump(response), headers=headers)
+        return CleanJSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
+    return CleanJSONResponse(_dump(response), headers=headers)
 
 
 async def _stream_events(
@@ -661,7 +676,7 @@ async def native_response(
                 state.record_usage, conversation, model, _native_usage(usage), started
             )
         if isinstance(answer.body, (dict, list)):
-            return JSONResponse(answer.body, status_code=answer.status, headers=headers)
+            return CleanJSONResponse(answer.body, status_code=answer.status, headers=headers)
         return Response(
             str(answer.body),
             status_code=answer.status,
@@ -719,7 +734,7 @@ async def list_models(request: Request) -> Response:
     state: ProxyState = request.app.state.proxy
     model = state.upstream_model or state.default_model
     data = [{"id": model, "object": "model", "created": 0, "owned_by": "veil"}] if model else []
-    return JSONResponse({"object": "list", "data": data})
+    return CleanJSONResponse({"object": "list", "data": data})
 
 
 def create_app(

@@ -28,7 +28,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from veil.core.errors import VeilError
 from veil_proxy.conversations import (
@@ -72,7 +72,13 @@ def openai_tools(tools: Any) -> list[dict[str, Any]]:
 
 async def responses(request: Request) -> Response:
     """``POST /v1/responses`` (see the module docstring)."""
-    from veil_proxy.app import ProxyError, native_response, openai_error, read_json
+    from veil_proxy.app import (
+        CleanJSONResponse,
+        ProxyError,
+        native_response,
+        openai_error,
+        read_json,
+    )
 
     state = request.app.state.proxy
     try:
@@ -126,7 +132,7 @@ async def responses(request: Request) -> Response:
                 answer = await native.send(rendered(again), dict(request.headers), stream)
         except NativeError as exc:
             if isinstance(exc.body, dict) and isinstance(exc.body.get("error"), dict):
-                return JSONResponse(exc.body, status_code=exc.status, headers=headers)
+                return CleanJSONResponse(exc.body, status_code=exc.status, headers=headers)
             message = f"upstream model {model!r} could not answer: {exc.message}"
             return openai_error(exc.status, message, "api_error")
         return await native_response(state, conversation, model, answer, headers, started)
@@ -137,14 +143,14 @@ async def responses(request: Request) -> Response:
     try:
         result = await upstream.responses(sent, stream)
     except UpstreamError as exc:
-        return JSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
+        return CleanJSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
     if not stream:
         data = _dump(result)
         usage = Usage()
         usage.read("responses", data)
         if usage.seen:
             await run_in_threadpool(state.record_usage, conversation, model, _usage(usage), started)
-        return JSONResponse(data, headers=headers)
+        return CleanJSONResponse(data, headers=headers)
 
     async def events() -> AsyncIterator[bytes]:
         usage = Usage()
