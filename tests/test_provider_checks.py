@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from veil.testing.provider_checks import (
+    BARE_REASONING,
+    ROOM_OVER_WINDOW,
+    UNPAIRED_CALL,
+    UNSIGNED_THINKING,
     anthropic_request_problems,
+    broken_copies,
     cache_breakpoints,
     chat_request_problems,
     responses_request_problems,
 )
+from veil.testing.scripted_server import ScriptedOpenAIServer
+from veil.testing.scripted_shapes import anthropic_prompt_tokens
 
 CHAT = {
     "model": "gpt-4o",
@@ -194,3 +203,59 @@ def test_responses_changed_encrypted_content():
     assert responses_request_problems(body, {"enc-1": "rs_1"}) == [
         "input[1].encrypted_content: could not be verified"
     ]
+
+
+def test_broken_copies_are_each_refused_for_their_reason():
+    # each copy of an accepted request breaks one rule; the server's check names that rule
+    # (a 5,000-token window holds each request and ANTHROPIC's max_tokens of 4,000)
+    with ScriptedOpenAIServer(context_window=5000) as server:
+        server.issued.signatures["sig-1"] = "Read it."
+        server.issued.encrypted["enc-1"] = "rs_1"
+        caught = {}
+        for api, body in (("chat", CHAT), ("anthropic", ANTHROPIC), ("responses", RESPONSES)):
+            assert server.check(api, body) == []
+            copies = broken_copies(api, body, 5000)
+            caught[api] = {name: server.check(api, copy_) for name, copy_ in copies.items()}
+    assert caught["chat"] == {
+        UNPAIRED_CALL: [
+            "messages[4]: an assistant message with 'tool_calls' must be followed by tool "
+            "messages responding to each 'tool_call_id'; not answered: c2"
+        ],
+        ROOM_OVER_WINDOW: [],  # chat counts the prompt alone unless count_completion
+    }
+    anthropic_tokens = anthropic_prompt_tokens(ANTHROPIC)
+    assert caught["anthropic"] == {
+        UNPAIRED_CALL: [
+            "messages.2: `tool_use` ids were found without `tool_result` blocks immediately "
+            "after: t1"
+        ],
+        UNSIGNED_THINKING: ["messages.1.content.0: Invalid `signature` in `thinking` block"],
+        ROOM_OVER_WINDOW: [
+            f"prompt of {anthropic_tokens} tokens (completion room 5000) over the window of 5000"
+        ],
+    }
+    assert caught["responses"] == {
+        UNPAIRED_CALL: ["input: No tool output found for function call c1."],
+        BARE_REASONING: [
+            "input[1]: Item with id 'rs_1' not found. Items are not persisted when `store` is "
+            "set to false."
+        ],
+        ROOM_OVER_WINDOW: [],
+    }
+    with ScriptedOpenAIServer(context_window=5000, count_completion=True) as server:
+        server.issued.encrypted["enc-1"] = "rs_1"
+        for api, body in (("chat", CHAT), ("responses", RESPONSES)):
+            (roomy,) = [
+                b for n, b in broken_copies(api, body, 5000).items() if n == ROOM_OVER_WINDOW
+            ]
+            assert roomy.get("max_tokens", roomy.get("max_output_tokens")) == 5000
+            (problem,) = server.check(api, roomy)
+            assert problem.endswith("(completion room 5000) over the window of 5000")
+
+
+def test_broken_copies_leave_out_what_a_request_does_not_hold():
+    plain = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    assert sorted(broken_copies("chat", plain, 100)) == [ROOM_OVER_WINDOW]
+    assert "max_tokens" not in plain  # the request itself is left as it was
+    with pytest.raises(ValueError, match="api: 'gemini'"):
+        broken_copies("gemini", plain, 100)

@@ -443,3 +443,49 @@ def replay_disagreements(
                 f"({grown_proxy:+d})"
             )
     return out
+
+
+_CAUGHT_AS = {
+    "chat": ("must be followed by tool messages", "have no tool messages"),
+    "anthropic": ("`tool_use` ids were found without `tool_result` blocks",),
+    "responses": ("No tool output found for function call",),
+}
+"""How each API's check words a tool call left without its result."""
+
+
+def uncaught_breakages(
+    upstream: Any, request: Any, window: int, expected: Sequence[str]
+) -> list[str]:
+    """Break a request ``upstream`` (a :class:`~veil.testing.scripted_server.ScriptedOpenAIServer`)
+    accepted each way :func:`veil.testing.provider_checks.broken_copies` knows, and check the
+    server's :meth:`~veil.testing.scripted_server.ScriptedOpenAIServer.check` refuses every copy
+    for that reason: what went wrong, one line each ([] when each copy named in ``expected``
+    could be made and was caught). So a test shows its validator can fail on the agent's own
+    requests, not only on hand-written ones.
+
+    Args:
+        upstream: the server that recorded ``request``.
+        request: a :class:`~veil.testing.scripted_server.RecordedRequest` it accepted.
+        window: the window the completion room is pushed over.
+        expected: the names of the copies this agent's request must allow.
+    """
+    from veil.testing import provider_checks as checks
+
+    reasons = {
+        checks.UNPAIRED_CALL: _CAUGHT_AS[request.api],
+        checks.UNSIGNED_THINKING: ("Invalid `signature` in `thinking` block",),
+        checks.BARE_REASONING: ("not persisted when `store` is set to false",),
+        checks.ROOM_OVER_WINDOW: (f"over the window of {window}",),
+    }
+    out = []
+    if upstream.check(request.api, request.body, request.headers):
+        out.append("the request itself was refused: nothing to break")
+    copies = checks.broken_copies(request.api, request.body, window)
+    out += [
+        f"{name}: could not be made from the request" for name in expected if name not in copies
+    ]
+    for name, body in copies.items():
+        found = upstream.check(request.api, body, request.headers)
+        if not any(reason in p for p in found for reason in reasons[name]):
+            out.append(f"{name}: not caught (the check said {found})")
+    return out

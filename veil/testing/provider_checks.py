@@ -328,3 +328,108 @@ def responses_request_problems(body: Any, encrypted: Mapping[str, str] | None = 
         if call_id not in answered:
             problems.append(f"input: No tool output found for function call {call_id}.")
     return problems
+
+
+# -- requests broken on purpose -------------------------------------------------------------------
+
+UNPAIRED_CALL = "a tool call without its result"
+UNSIGNED_THINKING = "a thinking block without its signature"
+BARE_REASONING = "a reasoning item without its encrypted content"
+ROOM_OVER_WINDOW = "completion room over the window"
+"""The names :func:`broken_copies` gives its copies."""
+
+_LIMIT_FIELDS = {
+    "chat": ("max_completion_tokens", "max_tokens"),
+    "anthropic": ("max_tokens",),
+    "responses": ("max_output_tokens",),
+}
+
+
+def broken_copies(api: str, body: Mapping[str, Any], window: int) -> dict[str, dict[str, Any]]:
+    """Copies of an accepted request ``body`` of ``api`` (``chat``, ``anthropic`` or
+    ``responses``), each broken one way a provider refuses, by name; a test checks that its
+    validator finds each (a validator that cannot fail proves nothing):
+
+    - :data:`UNPAIRED_CALL`: the newest tool result taken out (chat: the last ``tool`` message;
+      Anthropic: the last ``tool_result`` block, a text block in its place so the turn stays;
+      Responses: the last ``function_call_output`` item);
+    - :data:`UNSIGNED_THINKING` (Anthropic): the ``signature`` of the newest ``thinking`` block
+      dropped;
+    - :data:`BARE_REASONING` (Responses, ``store: false``): the ``encrypted_content`` of the
+      newest ``reasoning`` item dropped;
+    - :data:`ROOM_OVER_WINDOW`: the completion room the request asks (the field it uses, else
+      ``max_tokens`` / ``max_output_tokens``) set to ``window`` tokens, so prompt and room
+      exceed the window of ``window`` tokens.
+
+    A copy is left out when the request holds nothing to break that way (no tool result, no
+    thinking block).
+
+    Raises:
+        ValueError: ``api`` is none of the three.
+    """
+    import copy
+
+    if api not in _LIMIT_FIELDS:
+        raise ValueError(f"api: {api!r} is not one of chat, anthropic, responses")
+    out: dict[str, dict[str, Any]] = {}
+    unpaired = copy.deepcopy(dict(body))
+    if _drop_newest_result(api, unpaired):
+        out[UNPAIRED_CALL] = unpaired
+    if api == "anthropic":
+        unsigned = copy.deepcopy(dict(body))
+        thinking = [
+            b
+            for m in unsigned.get("messages") or []
+            if isinstance(m, dict)
+            for b in _blocks(m)
+            if b.get("type") == "thinking" and "signature" in b
+        ]
+        if thinking:
+            del thinking[-1]["signature"]
+            out[UNSIGNED_THINKING] = unsigned
+    if api == "responses" and body.get("store", True) is False:
+        bare = copy.deepcopy(dict(body))
+        reasoning = [
+            i
+            for i in bare.get("input") or []
+            if isinstance(i, dict) and i.get("type") == "reasoning" and i.get("encrypted_content")
+        ]
+        if reasoning:
+            del reasoning[-1]["encrypted_content"]
+            out[BARE_REASONING] = bare
+    roomy = copy.deepcopy(dict(body))
+    fields = _LIMIT_FIELDS[api]
+    field = next((f for f in fields if f in roomy), fields[-1])
+    roomy[field] = window
+    out[ROOM_OVER_WINDOW] = roomy
+    return out
+
+
+def _drop_newest_result(api: str, body: dict[str, Any]) -> bool:
+    """Take the newest tool result out of ``body`` in place; False when it holds none."""
+    if api == "responses":
+        items = body.get("input")
+        if not isinstance(items, list):
+            return False
+        for index in range(len(items) - 1, -1, -1):
+            item = items[index]
+            if isinstance(item, dict) and str(item.get("type", "")).endswith("call_output"):
+                del items[index]
+                return True
+        return False
+    messages = body.get("messages") or []
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if not isinstance(message, dict):
+            continue
+        if api == "chat" and message.get("role") == "tool":
+            del messages[index]
+            return True
+        content = message.get("content")
+        if api == "anthropic" and isinstance(content, list):
+            for k in range(len(content) - 1, -1, -1):
+                block = content[k]
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    content[k] = {"type": "text", "text": "(the result was lost)"}
+                    return True
+    return False

@@ -409,32 +409,55 @@ class ScriptedOpenAIServer:
 
     def problems(self) -> list[str]:
         """What the real provider would have refused in the requests received so far
-        (:mod:`veil.testing.provider_checks` for each request's API, and any prompt refused as
-        over ``context_window``), one line each: ``request 3 (anthropic): ...``; [] when every
+        (:meth:`check` on each), one line each: ``request 3 (anthropic): ...``; [] when every
         request would have been accepted."""
-        from veil.testing import provider_checks as checks
-
         with self._lock:
             recorded = list(self.requests)
         out = []
         for number, request in enumerate(recorded, 1):
-            found: list[str] = []
-            if request.api == "chat":
-                found = checks.chat_request_problems(request.body)
-            elif request.api == "anthropic":
-                beta = request.headers.get("anthropic-beta", "")
-                found = checks.anthropic_request_problems(
-                    request.body, beta, self.issued.signatures
-                )
-            elif request.api == "responses":
-                found = checks.responses_request_problems(request.body, self.issued.encrypted)
-            if request.refused:
-                found.append(
-                    f"prompt of {request.prompt_tokens} tokens (completion room "
-                    f"{request.completion_limit()}) over the window of {self.context_window}"
-                )
+            if request.api is None:
+                continue
+            found = self.check(request.api, request.body, request.headers)
             out += [f"request {number} ({request.api}): {p}" for p in found]
         return out
+
+    def check(self, api: str, body: Any, headers: dict[str, str] | None = None) -> list[str]:
+        """What the real provider would refuse ``body`` for, had it reached this server as an
+        ``api`` request (``chat``, ``anthropic`` or ``responses``) with ``headers`` (names
+        lower-cased): :mod:`veil.testing.provider_checks` for that API, with the thinking
+        signatures and encrypted reasoning this server issued, and a prompt over
+        ``context_window`` as the server counts it (with its completion room where
+        :meth:`over_window` counts it). One line per problem; [] when it would be accepted.
+        A test runs it on a recorded request it broke on purpose, to show the check can fail.
+
+        Raises:
+            ValueError: ``api`` is none of the three.
+        """
+        from veil.testing import provider_checks as checks
+        from veil.testing import scripted_shapes as shapes
+
+        headers = headers or {}
+        if api == "chat":
+            found = checks.chat_request_problems(body)
+            messages = body.get("messages") if isinstance(body, dict) else None
+            tokens = self.count(messages) if isinstance(messages, list) else None
+        elif api == "anthropic":
+            beta = headers.get("anthropic-beta", "")
+            found = checks.anthropic_request_problems(body, beta, self.issued.signatures)
+            tokens = shapes.anthropic_prompt_tokens(body) if isinstance(body, dict) else None
+        elif api == "responses":
+            found = checks.responses_request_problems(body, self.issued.encrypted)
+            usable = isinstance(body, dict) and body.get("input") not in (None, [], "")
+            tokens = shapes.responses_prompt_tokens(body) if usable else None
+        else:
+            raise ValueError(f"api: {api!r} is not one of chat, anthropic, responses")
+        sized = RecordedRequest("POST", "", headers, body, tokens)
+        if self.over_window(sized, api):
+            found.append(
+                f"prompt of {tokens} tokens (completion room {sized.completion_limit()}) over "
+                f"the window of {self.context_window}"
+            )
+        return found
 
     def over_window(self, request: RecordedRequest, api: str) -> bool:
         """Whether ``request``'s prompt (with its completion room for Anthropic, and for the

@@ -25,9 +25,15 @@ from veil.testing.agents import (
     proxy_requests,
     replay_disagreements,
     replay_per_step,
+    uncaught_breakages,
     write_settings,
 )
-from veil.testing.provider_checks import cache_breakpoints
+from veil.testing.provider_checks import (
+    ROOM_OVER_WINDOW,
+    UNPAIRED_CALL,
+    UNSIGNED_THINKING,
+    cache_breakpoints,
+)
 from veil.testing.scripted_server import ScriptedOpenAIServer
 
 MODEL = "claude-opus-5-5"
@@ -173,3 +179,16 @@ def test_claude_code_hears_when_the_window_cannot_hold_its_prompt(tmp_path: Path
     assert done.returncode != 0
     assert "the context window of 8,000 tokens cannot hold this request" in text
     assert "tool schemas" in text and "before any message" in text
+
+
+def test_the_checks_refuse_a_broken_claude_code_request(session: Session) -> None:
+    # the validator that passed every request above fails on the last one broken each way
+    # a provider refuses: it reads Claude Code's own request shape
+    assert session.done.returncode == 0
+    last = [r for r in session.upstream.requests if r.api == "anthropic"][-1]
+    assert (
+        uncaught_breakages(
+            session.upstream, last, WINDOW, [UNPAIRED_CALL, UNSIGNED_THINKING, ROOM_OVER_WINDOW]
+        )
+        == []
+    )

@@ -20,8 +20,10 @@ from veil.testing.agents import (
     proxy_requests,
     replay_disagreements,
     replay_per_step,
+    uncaught_breakages,
     write_settings,
 )
+from veil.testing.provider_checks import BARE_REASONING, ROOM_OVER_WINDOW, UNPAIRED_CALL
 from veil.testing.scripted_server import ScriptedOpenAIServer
 
 WINDOW = 16_000
@@ -88,7 +90,9 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
     steps.append("NOTES.md lists the eight modules.")
     home = root / "home"
     (home / ".codex").mkdir(parents=True)
-    with ScriptedOpenAIServer(by_step(steps), context_window=WINDOW) as upstream:
+    # the completion room a request asks counts inside the window, as OpenAI counts it
+    server = ScriptedOpenAIServer(by_step(steps), context_window=WINDOW, count_completion=True)
+    with server as upstream:
         write_settings(project, upstream, MODEL, WINDOW, "openai")
         with ProxyProcess(project, root / "veil-home", MODEL) as proxy:
             (home / ".codex" / "config.toml").write_text(
@@ -134,3 +138,16 @@ def test_veil_replay_reads_the_codex_rollout(session: Session) -> None:
     replayed = replay_per_step(rollout, session.project.parent)
     (figures,) = proxy_requests(session.project).values()
     assert replay_disagreements(replayed, figures) == []
+
+
+def test_the_checks_refuse_a_broken_codex_request(session: Session) -> None:
+    # the validator that passed every request above fails on the last one broken each way
+    # a provider refuses: it reads Codex's own request shape
+    assert session.done.returncode == 0
+    last = [r for r in session.upstream.requests if r.api == "responses"][-1]
+    assert (
+        uncaught_breakages(
+            session.upstream, last, WINDOW, [UNPAIRED_CALL, BARE_REASONING, ROOM_OVER_WINDOW]
+        )
+        == []
+    )

@@ -21,8 +21,10 @@ from veil.testing.agents import (
     proxy_requests,
     replay_disagreements,
     replay_per_step,
+    uncaught_breakages,
     write_settings,
 )
+from veil.testing.provider_checks import ROOM_OVER_WINDOW, UNPAIRED_CALL
 from veil.testing.scripted_server import ScriptedOpenAIServer
 
 WINDOW = 8_000
@@ -100,7 +102,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
     submit = {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}
     steps.append({"content": "Done.", "tool_calls": [{"name": "bash", "arguments": submit}]})
     trajectory = root / "run.traj.json"
-    with ScriptedOpenAIServer(by_step(steps), context_window=WINDOW) as up:
+    with ScriptedOpenAIServer(by_step(steps), context_window=WINDOW, count_completion=True) as up:
         write_settings(project, up, MODEL, WINDOW, "openai")
         with ProxyProcess(project, root / "veil-home", MODEL) as proxy:
             done = mini.run(
@@ -137,3 +139,13 @@ def test_veil_replay_reads_the_mini_swe_agent_trajectory(session: Session) -> No
     replayed = replay_per_step(session.trajectory, session.project.parent)
     (figures,) = proxy_requests(session.project).values()
     assert replay_disagreements(replayed, figures) == []
+
+
+def test_the_checks_refuse_a_broken_mini_swe_agent_request(session: Session) -> None:
+    # the validator that passed every request above fails on the last one broken each way
+    # a provider refuses: it reads mini-swe-agent's own request shape
+    assert session.done.returncode == 0
+    last = [r for r in session.upstream.requests if r.api == "chat"][-1]
+    assert (
+        uncaught_breakages(session.upstream, last, WINDOW, [UNPAIRED_CALL, ROOM_OVER_WINDOW]) == []
+    )

@@ -21,8 +21,10 @@ from veil.testing.agents import (
     proxy_requests,
     replay_disagreements,
     replay_per_step,
+    uncaught_breakages,
     write_settings,
 )
+from veil.testing.provider_checks import ROOM_OVER_WINDOW, UNPAIRED_CALL
 from veil.testing.scripted_server import ScriptedOpenAIServer
 
 WINDOW = 8_000
@@ -133,3 +135,13 @@ def test_veil_replay_reads_the_pi_session(session: Session) -> None:
     replayed = replay_per_step(log, session.project.parent)
     (figures,) = proxy_requests(session.project).values()
     assert replay_disagreements(replayed, figures) == []
+
+
+def test_the_checks_refuse_a_broken_pi_request(session: Session) -> None:
+    # the validator that passed every request above fails on the last one broken each way
+    # a provider refuses: it reads pi's own request shape
+    assert session.done.returncode == 0
+    last = [r for r in session.upstream.requests if r.api == "chat"][-1]
+    assert (
+        uncaught_breakages(session.upstream, last, WINDOW, [UNPAIRED_CALL, ROOM_OVER_WINDOW]) == []
+    )
