@@ -3,7 +3,8 @@ subprocess in front of a scripted upstream, and scripting the upstream's answers
 
 - :func:`install_agent` installs Claude Code, Codex or pi from npm, or mini-swe-agent from PyPI,
   at the version :data:`AGENTS` pins, into a cache folder reused by every test and run
-  (``VEIL_TEST_AGENTS_DIR``, default ``~/.cache/veil-test-agents``). When the registry cannot be
+  (``VEIL_TEST_AGENTS_DIR``, default ``~/.cache/veil-test-agents``), npm's download cache
+  (``npm-cache``) with them. When the registry cannot be
   reached the test is skipped with the reason, except under ``CI=true``, where it fails.
 - :class:`ProxyProcess` serves ``veil proxy`` (``python -m veil.cli proxy``) on a free loopback
   port for a project pointed at a :class:`veil.testing.scripted_server.ScriptedOpenAIServer`.
@@ -126,6 +127,11 @@ def _install(agent: Agent, folder: Path) -> None:
             "--no-audit",
             "--no-fund",
             "--no-save",
+            # one download cache for the three npm agents, kept with their installs (a CI cache
+            # of agents_dir() keeps it too); what it holds is not asked of the registry again
+            "--cache",
+            str(folder.parent / "npm-cache"),
+            "--prefer-offline",
             f"{agent.package}@{agent.version}",
         ]
     else:
@@ -489,3 +495,20 @@ def uncaught_breakages(
         if not any(reason in p for p in found for reason in reasons[name]):
             out.append(f"{name}: not caught (the check said {found})")
     return out
+
+
+def fenced_block(markdown: Path, after: str, lang: str) -> str:
+    """The text of the first fenced code block in ``lang`` (```` ```toml ````...) that follows
+    the first line of ``markdown`` containing ``after``: a set-up a README shows, for the test
+    that runs it to compare with its own.
+
+    Raises:
+        AssertionError: no such line, or no such block after it (the README lost the set-up).
+    """
+    lines = markdown.read_text(encoding="utf-8").splitlines()
+    start = next((i for i, line in enumerate(lines) if after in line), None)
+    assert start is not None, f"{markdown}: no line with {after!r}"
+    opening = next((i for i in range(start, len(lines)) if lines[i].strip() == f"```{lang}"), None)
+    assert opening is not None, f"{markdown}: no ```{lang} block after {after!r}"
+    closing = next(i for i in range(opening + 1, len(lines)) if lines[i].strip() == "```")
+    return "\n".join(lines[opening + 1 : closing]) + "\n"

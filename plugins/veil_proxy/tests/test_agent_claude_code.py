@@ -21,6 +21,7 @@ import pytest
 from veil.testing.agents import (
     ProxyProcess,
     by_step,
+    fenced_block,
     install_agent,
     proxy_requests,
     replay_disagreements,
@@ -40,6 +41,11 @@ MODEL = "claude-opus-5-5"
 """The model Claude Code 2.1.332 names by default; the proxy sends it on as it is."""
 
 FILES = 8
+
+README = Path(__file__).parents[1] / "README.md"
+"""The proxy's README, whose set-up for this agent the test runs."""
+PROXY_PORT_URL = "http://127.0.0.1:5052"
+"""The proxy's default address, as the README writes it."""
 
 
 pytestmark = pytest.mark.timeout(1200)
@@ -192,3 +198,11 @@ def test_the_checks_refuse_a_broken_claude_code_request(session: Session) -> Non
         )
         == []
     )
+
+
+def test_the_readme_shows_the_claude_code_lines_this_test_runs() -> None:
+    env = claude_env(Path("home"), PROXY_PORT_URL)
+    shown = fenced_block(README, "**Claude Code**", "sh").split()
+    assert shown == [f"{k}={env[k]}" for k in ("ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN")] + [
+        "claude"
+    ]

@@ -16,6 +16,7 @@ import pytest
 from veil.testing.agents import (
     ProxyProcess,
     by_step,
+    fenced_block,
     install_agent,
     proxy_requests,
     replay_disagreements,
@@ -40,6 +41,11 @@ wire_api = "responses"
 env_key = "VEIL_PROXY_KEY"
 """
 """Codex's ``~/.codex/config.toml`` for the proxy: the lines the proxy's README shows."""
+
+README = Path(__file__).parents[1] / "README.md"
+"""The proxy's README, whose set-up for this agent the test runs."""
+PROXY_PORT_URL = "http://127.0.0.1:5052"
+"""The proxy's default address, as the README writes it."""
 
 
 pytestmark = pytest.mark.timeout(1200)
@@ -106,7 +112,11 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
                     "Read every file under src/ and write NOTES.md about them.",
                 ],
                 cwd=project,
-                env={"HOME": str(home), "CODEX_HOME": str(home / ".codex"), "VEIL_PROXY_KEY": "x"},
+                env={
+                    "HOME": str(home),
+                    "CODEX_HOME": str(home / ".codex"),
+                    "VEIL_PROXY_KEY": "unused",
+                },
             )
         log = proxy.output()
     return Session(done, log, project, home, upstream, len(steps))
@@ -151,3 +161,9 @@ def test_the_checks_refuse_a_broken_codex_request(session: Session) -> None:
         )
         == []
     )
+
+
+def test_the_readme_shows_the_codex_config_this_test_runs() -> None:
+    shown = fenced_block(README, "**Codex**", "toml")
+    assert shown == CONFIG.format(model=MODEL, url=PROXY_PORT_URL)
+    assert "VEIL_PROXY_KEY=unused codex exec" in README.read_text(encoding="utf-8")

@@ -8,6 +8,7 @@ proxy measured."""
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from veil.testing.agents import (
     ProxyProcess,
     by_step,
+    fenced_block,
     install_agent,
     proxy_requests,
     replay_disagreements,
@@ -30,6 +32,11 @@ from veil.testing.scripted_server import ScriptedOpenAIServer
 WINDOW = 8_000
 MODEL = "gpt-4o-mini"
 FILES = 6
+
+README = Path(__file__).parents[1] / "README.md"
+"""The proxy's README, whose set-up for this agent the test runs."""
+PROXY_PORT_URL = "http://127.0.0.1:5052"
+"""The proxy's default address, as the README writes it."""
 
 
 pytestmark = pytest.mark.timeout(1200)
@@ -46,11 +53,15 @@ def module_text(n: int) -> str:
     )
 
 
+SETUP_ARGS = 8
+"""How many of :func:`mini_args` put mini in front of the proxy (README's line); the rest run it
+unattended on the test's task."""
+
+
 def mini_args(proxy_url: str, task: str, output: Path) -> list[str]:
-    """``mini``'s command line for the proxy: README's "mini-swe-agent" lines."""
+    """``mini``'s command line for the proxy: README's "mini-swe-agent" line (the first
+    :data:`SETUP_ARGS`), then what runs it unattended."""
     return [
-        "-y",
-        "--exit-immediately",
         "--model",
         f"openai/{MODEL}",
         "-c",
@@ -59,6 +70,8 @@ def mini_args(proxy_url: str, task: str, output: Path) -> list[str]:
         f"model.model_kwargs.api_base={proxy_url}/v1",
         "-c",
         "model.model_kwargs.api_key=unused",
+        "-y",
+        "--exit-immediately",
         "--cost-limit",
         "0",
         "--task",
@@ -149,3 +162,9 @@ def test_the_checks_refuse_a_broken_mini_swe_agent_request(session: Session) -> 
     assert (
         uncaught_breakages(session.upstream, last, WINDOW, [UNPAIRED_CALL, ROOM_OVER_WINDOW]) == []
     )
+
+
+def test_the_readme_shows_the_mini_line_this_test_runs() -> None:
+    block = fenced_block(README, "**mini-swe-agent**", "sh")
+    shown = shlex.split(block.replace("\\\n", " "))  # a shell's line continuation
+    assert shown == ["mini", *mini_args(PROXY_PORT_URL, "task", Path("out"))[:SETUP_ARGS]]

@@ -17,6 +17,7 @@ import pytest
 from veil.testing.agents import (
     ProxyProcess,
     by_step,
+    fenced_block,
     install_agent,
     proxy_requests,
     replay_disagreements,
@@ -30,6 +31,11 @@ from veil.testing.scripted_server import ScriptedOpenAIServer
 WINDOW = 8_000
 MODEL = "gpt-4o-mini"
 FILES = 6
+
+README = Path(__file__).parents[1] / "README.md"
+"""The proxy's README, whose set-up for this agent the test runs."""
+PROXY_PORT_URL = "http://127.0.0.1:5052"
+"""The proxy's default address, as the README writes it."""
 
 
 pytestmark = pytest.mark.timeout(1200)
@@ -145,3 +151,9 @@ def test_the_checks_refuse_a_broken_pi_request(session: Session) -> None:
     assert (
         uncaught_breakages(session.upstream, last, WINDOW, [UNPAIRED_CALL, ROOM_OVER_WINDOW]) == []
     )
+
+
+def test_the_readme_shows_the_pi_models_json_this_test_runs() -> None:
+    shown = json.loads(fenced_block(README, "**pi**", "json"))
+    assert shown == models_json(PROXY_PORT_URL)
+    assert f"pi --provider veil --model {MODEL}" in README.read_text(encoding="utf-8")
