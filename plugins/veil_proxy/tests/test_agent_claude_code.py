@@ -203,6 +203,5 @@ def test_the_checks_refuse_a_broken_claude_code_request(session: Session) -> Non
 def test_the_readme_shows_the_claude_code_lines_this_test_runs() -> None:
     env = claude_env(Path("home"), PROXY_PORT_URL)
     shown = fenced_block(README, "**Claude Code**", "sh").split()
-    assert shown == [f"{k}={env[k]}" for k in ("ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN")] + [
-        "claude"
-    ]
+    variables = [f"{k}={env[k]}" for k in ("ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN")]
+    assert shown == [*variables, "claude"]
