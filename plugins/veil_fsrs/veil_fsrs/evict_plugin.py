@@ -29,6 +29,7 @@ The hooks that keep that state, at the moments the policy needs it:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from veil.core.prompt.items import ItemBatch
@@ -38,6 +39,7 @@ from veil_fsrs.batch_index import as_batch as _as_batch
 from veil_fsrs.eviction import STALE_RECENCY as _STALE_RECENCY
 from veil_fsrs.eviction import Controller as _Controller
 from veil_fsrs.eviction import evict_pass as _evict_pass
+from veil_fsrs.levels import plan_levels as _plan_levels
 from veil_fsrs.session_state import embeds_turns as _embeds_turns
 from veil_fsrs.session_state import existing_state as _existing_state
 from veil_fsrs.session_state import session_state as _session_state
@@ -104,6 +106,12 @@ def evict(
     if not len(batch):
         return EvictionPlan(threshold=controller.threshold)
     own = _existing_state(session)
+    levels = None
+    if getattr(settings, "levels", False) and own is not None:
+        levels = partial(_plan_levels, stats=own.name_stats(), lines_of=own.lines_of)
+    target = _optional_setting(settings, "target_tokens", None)
+    if target is not None and budget_tokens > target:
+        budget_tokens = target  # a large window: passes aim at the target; the window stays
     return _evict_pass(
         batch,
         scores,
@@ -119,6 +127,7 @@ def evict(
         page_in=lambda: _page_in(paged_out, paged_scores),
         mentions=lambda: own.identifier_mentions() if own is not None else None,
         history=lambda: _history(session),
+        levels=levels,
     )
 
 

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from veil.core.prompt.tags import content_identifiers, item_identifiers
+from veil_fsrs.levels import LineInfo, NameStats, line_info
 from veil_fsrs.turn_embeddings import TurnEmbeddings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,6 +55,34 @@ class FsrsSessionState:
         )
         # a resumed session counts its stored items on first use (identifier_mentions)
         self._mentions: Counter[str] | None = None if session.resumed else Counter()
+        # the names' statistics for the levels' value of a line (name_stats), the same way
+        self._names: NameStats | None = None if session.resumed else NameStats()
+        # item id -> its lines' names and sizes (an item's content never changes)
+        self._lines: dict[str, LineInfo] = {}
+
+    def name_stats(self) -> NameStats:
+        """The session's :class:`~veil_fsrs.levels.NameStats`: per name, the turns that
+        mentioned it, the other items that held it, when, and its owner (the newest item
+        holding it). A resumed session reads its stored items once, in capture order."""
+        if self._names is None:
+            stats = NameStats()
+            veil = self.session.veil
+            tiers = veil.tiers
+            for item in veil.stored_items(self.session.id, ("live", "warm", "cold")):
+                if item.tier == "cold":
+                    names = content_identifiers(tiers.content(item.id) or item.content)
+                else:
+                    names = item_identifiers(item)
+                stats.add(item, names)
+            self._names = stats
+        return self._names
+
+    def lines_of(self, item: ContextItem) -> LineInfo:
+        """``item``'s :class:`~veil_fsrs.levels.LineInfo`, computed once per item."""
+        found = self._lines.get(item.id)
+        if found is None:
+            found = self._lines[item.id] = line_info(item)
+        return found
 
     def identifier_mentions(self) -> Counter[str]:
         """Identifier (DESIGN.md "Measures" shape) -> how many of this session's items mention
@@ -79,6 +108,9 @@ class FsrsSessionState:
         if self._mentions is not None:
             for item in items:
                 self._mentions.update(item_identifiers(item))
+        if self._names is not None:
+            for item in items:
+                self._names.add(item, item_identifiers(item))
         self.turn_embeddings.add(items)
 
     def resumed_under_pressure(self) -> bool:

@@ -120,6 +120,16 @@ class FsrsContextSettings(SettingsSection):
     evicted item costs, in tokens (7-9 for veil's warm stubs), so eviction counts what it frees.
     ``rescue_cosine``: how similar (cosine of turn embeddings) an old turn must be to the
     current request for the rescue to keep it.
+
+    Levels (issue 29, :mod:`veil_fsrs.levels`): with ``levels`` on (the default) a pass chooses
+    for each item whole, an *excerpt* (the lines whose names the agent is likely to use next,
+    verbatim) or a pointer stub; off, the stages of :mod:`veil_fsrs.eviction` move whole items.
+    ``excerpt_whole_share``: an excerpt costing at least this share of its item is shown whole.
+    ``shallow_reach``: a pass first tries to change only the newest items whose size is this
+    many times what it must free (0: every pass chooses every level again).
+    ``retention_weight``: how much the scorer's retention weighs a line's value (0: the names
+    alone). ``target_tokens``: the prompt size a pass aims at when the model's window is larger
+    (None: the window; the window stays the hard limit).
     """
 
     weights: ScoreWeights = Field(default_factory=ScoreWeights)
@@ -138,6 +148,11 @@ class FsrsContextSettings(SettingsSection):
     rescue_cosine: float = Field(default=0.7, ge=0, le=1)
     stale_recency: float = Field(default=0.9, gt=0, le=1)
     pointer_tokens: int = Field(default=9, ge=0)
+    levels: bool = True
+    excerpt_whole_share: float = Field(default=0.6, gt=0, le=1, allow_inf_nan=False)
+    shallow_reach: float = Field(default=2.0, ge=0, le=100, allow_inf_nan=False)
+    retention_weight: float = Field(default=1.0, ge=0, le=2, allow_inf_nan=False)
+    target_tokens: int | None = Field(default=None, gt=0)
 
 
 DESIGN_REFERENCE_CONTEXT: dict[str, Any] = {

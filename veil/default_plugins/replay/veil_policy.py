@@ -26,6 +26,7 @@ from veil.core import turn
 from veil.core.models.llm import LLM, Completion
 from veil.core.models.tokens import cl100k_count
 from veil.core.prompt.context import build_prompt
+from veil.core.prompt.excerpts import shown_lines
 from veil.core.types import ToolResult, seeded_ids
 from veil.default_plugins.capture.rules import assistant_text
 from veil.default_plugins.replay.formats import Trajectory
@@ -261,14 +262,23 @@ class VeilReplayPolicy:
         if tokens > self.budget:
             self.over_budget.append((t, tokens, "protected context alone exceeds the budget"))
         stubs = set(session.stubs.values())
+        # an excerpt holds its item's lines verbatim; its markers are veil's own text
+        excerpts = {
+            session.stubs[item.message_index]: "\n".join(shown_lines(item.content, item.excerpt))
+            for item in session.paged_out.values()
+            if item.excerpt and item.message_index in session.stubs
+        }
         kept = [s.text for s in prompt.sections if not s.name.startswith("manifest")]
         # the context notes hold the manifest and the volatile sections already counted above
         notes = [n for n in (prompt.note, prompt.anchored_note) if n is not None]
-        kept += [
-            m.get("content") or ""
-            for m in messages[1:]
-            if m.get("content") not in stubs and not any(m is n for n in notes)
-        ]
+        for m in messages[1:]:
+            content = m.get("content")
+            if any(m is n for n in notes):
+                continue
+            if content in excerpts:
+                kept.append(excerpts[content])
+            elif content not in stubs:
+                kept.append(content or "")
         return messages, SEPARATOR.join(kept)
 
     def close(self) -> None:
