@@ -139,10 +139,11 @@ def test_a_line_holds_only_whole_and_exact():
     line = "    return util_mod.split_fields(text)"
     assert line_misses(refs, f"a\n{line}\nb", recorded) == set()
     assert line_misses(refs, f"first message\x00{line}", recorded) == set()  # any message
+    assert line_misses(refs, f"{line}\x00last message", recorded) == set()
     # the identifier is there, the line is not: a longer line, a stripped one, a mention
-    for text in (f"{line}  # edited", line.strip(), "see split_fields", f"{line}\x00extra"[:-7]):
-        expected = set() if text == line else {"split_fields"}
-        assert line_misses(refs, text, recorded) == expected, text
+    for text in (f"{line}  # edited", line.strip(), "see split_fields", line[:-1]):
+        assert line_misses(refs, text, recorded) == {"split_fields"}, text
+    assert line_misses(refs, f"{line}  # edited\n{line}", recorded) == set()  # 2nd occurrence
     assert misses(refs, "see split_fields") == set()
     assert line_misses(refs, "nothing", recorded) == {"split_fields"}  # identifier miss too
     # the source is the latest message holding the reference: a newer mention moves it there

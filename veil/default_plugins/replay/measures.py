@@ -134,7 +134,12 @@ class RecordedLines:
         return [line for line in lines if ref in line]
 
 
-def line_misses(refs: set[str], prompt_text: str, recorded: RecordedLines) -> set[str]:
+def line_misses(
+    refs: set[str],
+    prompt_text: str,
+    recorded: RecordedLines,
+    missed: set[str] | None = None,
+) -> set[str]:
     """References of ``refs`` that no line of ``prompt_text`` holds (the line-miss rule of the
     module docstring).
 
@@ -143,22 +148,40 @@ def line_misses(refs: set[str], prompt_text: str, recorded: RecordedLines) -> se
         prompt_text: the match text of the prompt built for the step: message contents joined
             by :data:`SEPARATOR` (each message's lines are its text split at ``"\\n"``).
         recorded: the recorded assistant turns and observations before the step, in order.
+        missed: the step's identifier misses (:func:`misses` of the same text) when the caller
+            has them: they are line misses without a search.
 
     Returns:
         The references whose source holds no line that is a whole line of ``prompt_text``;
         includes every identifier miss (:func:`misses`).
     """
-    out: set[str] = set()
-    framed: str | None = None  # "\n" + every line of the prompt + "\n", built when needed
+    if missed is None:
+        missed = misses(refs, prompt_text)
+    out = set(missed)
     for ref in refs:
-        if ref not in prompt_text:
-            out.add(ref)
-            continue
-        if framed is None:
-            framed = "\n" + prompt_text.replace(SEPARATOR, "\n") + "\n"
-        # a recorded line holding the separator (a NUL byte in a tool's output) is framed as
-        # the prompt text is
-        lines = ("\n" + line.replace(SEPARATOR, "\n") + "\n" for line in recorded.lines_with(ref))
-        if not any(line in framed for line in lines):
+        if ref not in missed and not any(
+            is_line_of(line, prompt_text) for line in recorded.lines_with(ref)
+        ):
             out.add(ref)
     return out
+
+
+_BOUNDS = ("\n", SEPARATOR)
+
+
+def is_line_of(line: str, text: str) -> bool:
+    """Whether ``line`` is a whole line of one of the texts joined by :data:`SEPARATOR` in
+    ``text``: an occurrence that starts at the text's start or after ``"\\n"`` or the separator,
+    and ends at its end or before one of them. Searches occurrence by occurrence (no copy of
+    ``text``). An empty ``line`` never is one (a line holding a reference is never empty).
+    """
+    if not line:
+        return False
+    n, size = len(text), len(line)
+    i = text.find(line)
+    while i >= 0:
+        end = i + size
+        if (i == 0 or text[i - 1] in _BOUNDS) and (end == n or text[end] in _BOUNDS):
+            return True
+        i = text.find(line, i + 1)
+    return False

@@ -423,14 +423,15 @@ def run_policies(
             messages, match_text = policy.prompt_for_step(traj, t)
             sizes = [count(message_text(m)) for m in messages]
             cached, prefix_break = caches[policy.name].step(messages, sizes)
+            missed = misses(refs, match_text)
             results[policy.name].add_step(
                 sum(sizes),
                 len(refs),
-                len(misses(refs, match_text)),
+                len(missed),
                 budgets[policy.name],
                 cached,
                 prefix_break,
-                len(line_misses(refs, match_text, recorded)) if refs else 0,
+                len(line_misses(refs, match_text, recorded, missed)) if refs else 0,
             )
         recorded.add(step.assistant)
         if step.observation is not None:
