@@ -5,6 +5,7 @@ plots it draws."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -239,3 +240,34 @@ def test_bench_script_sweeps_plots_and_redraws(files, tmp_path):
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert proc.returncode != 0 and says in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_veil_replay_sweep_from_the_command_line(tmp_path):
+    """``veil replay --sweep`` replays veil too (a real session per file and budget)."""
+    recording = _write(tmp_path / "rec.traj.json", 8)
+    project = tmp_path / "project"
+    project.mkdir()
+    prefix = tmp_path / "sweep.png"
+    proc = subprocess.run(
+        [sys.executable, "-m", "veil.cli", "--project", str(project), "replay", str(recording),
+         "--sweep", "--budgets", "1500", "--plot", str(prefix)],
+        capture_output=True, text=True, timeout=600, cwd=project, env=_env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| veil | budget=1,500 |" in proc.stdout
+    assert "| masking-budget | budget=1,500 |" in proc.stdout
+    assert "never dearer than full: veil budget=1500:" in proc.stdout
+    assert (tmp_path / "sweep-misses.png").is_file()
+    assert (tmp_path / "sweep-line-misses.png").is_file()
+    bad = subprocess.run(
+        [sys.executable, "-m", "veil.cli", "replay", str(recording), "--sweep", "--budgets", "0"],
+        capture_output=True, text=True, timeout=600, cwd=project, env=_env(),
+    )  # fmt: skip
+
+    assert bad.returncode != 0 and "budgets" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
+    env.update(HF_HUB_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
+    return env

@@ -42,10 +42,13 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veil.core.errors import BadRequest
 from veil.default_plugins.replay.cache import effective_tokens
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.default_plugins.replay.veil_policy import CompactionMode
 
 DEFAULT_BUDGETS = (4000, 6000, 8000, 12000, 16000)
 """veil's budgets and those of the budgeted baselines (issue 29, item 5)."""
@@ -294,9 +297,12 @@ def measure_veil(
     *,
     project_dir: str | None = None,
     max_steps: int | None = None,
+    compaction: CompactionMode | None = None,
+    disable: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Replay one recording through veil at ``budget`` tokens (the settings of
-    ``project_dir``) and return its policy object.
+    ``project_dir``, ``compaction`` and the plugins blocked by ``disable`` as ``veil replay``
+    takes them) and return its policy object.
 
     Raises:
         BadRequest: the recording cannot be read or holds no step.
@@ -306,7 +312,9 @@ def measure_veil(
     from veil.default_plugins.replay.veil_policy import VeilReplayPolicy
 
     traj = _load(path, max_steps)
-    policy = VeilReplayPolicy(traj, budget, project_dir=project_dir)
+    policy = VeilReplayPolicy(
+        traj, budget, project_dir=project_dir, compaction=compaction, disable=disable
+    )
     try:
         return run_policies(traj, [policy], budget)["veil"].to_json()
     finally:
@@ -334,7 +342,12 @@ def _job(kind: str, path: str, arg: Any, options: dict[str, Any]) -> tuple[float
         )
     else:
         result = measure_veil(
-            path, arg, project_dir=options["project_dir"], max_steps=options["max_steps"]
+            path,
+            arg,
+            project_dir=options["project_dir"],
+            max_steps=options["max_steps"],
+            compaction=options["compaction"],
+            disable=options["disable"],
         )
     return time.perf_counter() - started, result
 
@@ -371,6 +384,8 @@ def sweep(
     blocks: Sequence[int] = MASKING_BLOCKS,
     with_veil: bool = True,
     project_dir: str | Path | None = None,
+    compaction: CompactionMode | None = None,
+    disable: Sequence[str] = (),
     jobs: int = 1,
     cache_folder: str | Path | None = None,
     reference_budget: int = REFERENCE_BUDGET,
@@ -386,6 +401,8 @@ def sweep(
         keeps: masking's N values. blocks: masking-blocks' G values.
         with_veil: replay veil's points too (without them the sweep takes seconds).
         project_dir: the project whose settings veil runs with (default: the current one).
+        compaction: veil's compaction mode (None: what the settings say).
+        disable: plugins blocked in veil's sessions.
         jobs: processes to replay in (each file x budget of veil is one job, the baselines of
             a file another); 1 replays in this process.
         cache_folder: where baseline results are cached (:class:`BaselineCache`); None: no
@@ -418,6 +435,8 @@ def sweep(
         "max_steps": max_steps,
         "cache_folder": str(cache_folder) if cache_folder is not None else None,
         "project_dir": str(project_dir) if project_dir is not None else None,
+        "compaction": compaction,
+        "disable": tuple(disable),
     }
     # the longest recordings first, so the last jobs to finish are short ones
     by_size = sorted(paths, key=lambda p: Path(p).stat().st_size, reverse=True)
