@@ -27,13 +27,13 @@ def _run(args: list[str]) -> subprocess.CompletedProcess:
     proc = subprocess.run(
         [sys.executable, *args], capture_output=True, text=True, timeout=900, cwd=BENCH.parent
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "|" in proc.stdout, "a benchmark prints a table"
     skipped = [line for line in proc.stdout.splitlines() if "skipped:" in line]
     if skipped:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{args[0]} measured nothing under CI: {skipped[0]}")
         pytest.skip(skipped[0])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "|" in proc.stdout, "a benchmark prints a table"
     return proc
 
 
