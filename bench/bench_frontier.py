@@ -6,8 +6,9 @@ Usage:
     python bench/bench_frontier.py [--data DIR] [--folders NAMES] [--subset K [--every 8]]
         [--budgets 4000,6000,8000,12000,16000] [--keeps 3,5,10,20] [--blocks 5,10,20]
         [--jobs N] [--veil-settings JSON|FILE | --project DIR] [--no-veil]
-        [--json OUT.json] [--plot PREFIX] [--cache DIR | --no-cache] [--small]
-    python bench/bench_frontier.py --plot-only OUT.json [--plot PREFIX]
+        [--json OUT.json] [--plot PREFIX] [--compare LABEL=OLD.json] [--cache DIR | --no-cache]
+        [--small]
+    python bench/bench_frontier.py --plot-only OUT.json [--plot PREFIX] [--compare LABEL=OLD.json]
 
 Points (``veil.default_plugins.replay.frontier``): veil at each budget; masking at each N
 (observations kept); masking-blocks at each G (N = 10); recency, recency-hysteresis and
@@ -19,7 +20,8 @@ from the K-th (earlier sessions' subsets: A = 0, B = 4). ``--jobs N`` replays in
 neither: defaults. Baseline results are cached under ``--cache`` (default
 ``$XDG_CACHE_HOME/veil/frontier``), keyed by each recording's bytes and the code of the
 measure, so a second sweep of veil under other settings replays only veil. ``--json`` keeps
-every figure, per file, for ``--plot-only``. ``--small`` (CI): the first 30 steps of one short
+every figure, per file, for ``--plot-only``; ``--compare "veil before=OLD.json"`` draws the
+veil points of an earlier sweep on the same files beside this one's, dashed. ``--small`` (CI): the first 30 steps of one short
 recording, veil at 4,000 and 8,000, no cache, the plots in a scratch folder.
 
 Prints the Markdown table (policy, knob, effective / full history's at 0.1 and 0.5, identifier
@@ -121,6 +123,13 @@ def main(argv: list[str] | None = None) -> int:
         "--plot", default=None, metavar="PREFIX", help="PNG prefix (default bench/frontier)"
     )
     parser.add_argument("--title", default=None, help="the plots' title")
+    parser.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="LABEL=JSON",
+        help="draw the veil points of an earlier sweep's --json too (same files), dashed",
+    )
     parser.add_argument("--cache", type=Path, default=None, help="baseline cache folder")
     parser.add_argument("--no-cache", action="store_true")
     parser.add_argument("--small", action="store_true", help="30 steps of one file (CI)")
@@ -132,16 +141,26 @@ def main(argv: list[str] | None = None) -> int:
     from veil.default_plugins.replay import frontier
 
     plot_prefix = args.plot or str(Path(__file__).resolve().parent / "frontier")
+    compare = []
+    for item in args.compare:
+        label, _, path = item.rpartition("=")
+        try:
+            compare.append((label or "veil before", json.loads(Path(path).read_text("utf-8"))))
+        except (OSError, ValueError) as exc:
+            print(f"bench_frontier.py: --compare {path}: {exc}", file=sys.stderr)
+            return 2
     if args.plot_only is not None:
         try:
             result = json.loads(args.plot_only.read_text(encoding="utf-8"))
             print(frontier.render_table(result))
             print()
             print(frontier.render_targets(result))
-            for path in frontier.plot_frontier(result, plot_prefix, title=args.title):
+            paths = frontier.plot_frontier(result, plot_prefix, title=args.title, compare=compare)
+            for path in paths:
                 print(f"plot written to {path}")
         except (OSError, ValueError, KeyError, VeilError) as exc:
-            print(f"bench_frontier.py: --plot-only {args.plot_only}: {exc}", file=sys.stderr)
+            message = exc.message if isinstance(exc, VeilError) else exc
+            print(f"bench_frontier.py: --plot-only {args.plot_only}: {message}", file=sys.stderr)
             return 2
         return 0
 
@@ -216,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.small:
             plot_prefix = str(Path(scratch) / "frontier")
         try:
-            for path in frontier.plot_frontier(result, plot_prefix, title=args.title):
+            paths = frontier.plot_frontier(result, plot_prefix, title=args.title, compare=compare)
+            for path in paths:
                 print(f"plot written to {path}")
         except VeilError as exc:  # matplotlib missing: the figures above still stand
             print(f"bench_frontier.py: no plot: {exc.message}", file=sys.stderr)

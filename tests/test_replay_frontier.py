@@ -271,3 +271,13 @@ def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
     env.update(HF_HUB_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
     return env
+
+
+def test_an_earlier_sweep_of_veil_is_drawn_beside(tmp_path):
+    pytest.importorskip("matplotlib")
+    before = _synthetic()
+    paths = frontier.plot_frontier(_synthetic(), tmp_path / "f", compare=[("veil before", before)])
+    assert all(p.is_file() for p in paths)
+    before["meta"]["steps"] = {"b": 10}
+    with pytest.raises(BadRequest, match="other files"):
+        frontier.plot_frontier(_synthetic(), tmp_path / "g", compare=[("veil before", before)])

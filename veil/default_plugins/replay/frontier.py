@@ -693,17 +693,27 @@ def plot_frontier(
     prefix: str | Path,
     prices: Sequence[float] = PRICES,
     title: str | None = None,
+    compare: Sequence[tuple[str, dict[str, Any]]] = (),
 ) -> list[Path]:
     """Draw the frontier: effective cost (x, a ratio to full history's) against misses (y), one
     line per policy over its knob (each point labelled with its knob's value), one panel per
     cache price; one figure for identifier misses (``<prefix>-misses.png``) and one for line
     misses (``<prefix>-line-misses.png``).
 
+    Args:
+        result: a :func:`sweep` result.
+        prefix: the PNGs' path without ``-misses.png``.
+        prices: one panel per cache price.
+        title: the figures' heading.
+        compare: ``(label, other sweep)`` pairs whose veil points are drawn too, dashed and
+            grey (an earlier sweep of veil on the same files, e.g. ``"veil before"``): each
+            priced against its own full history.
+
     Returns:
         The two paths written.
 
     Raises:
-        BadRequest: the sweep has no full-history point.
+        BadRequest: a sweep has no full-history point, or a compared sweep covers other files.
         PlotUnavailable: matplotlib is not installed.
         OSError: an image cannot be written.
     """
@@ -721,6 +731,11 @@ def plot_frontier(
     rows = ratios(result, prices)
     meta = result.get("meta", {})
     n_files, n_steps = len(meta.get("files", [])), sum((meta.get("steps") or {}).values())
+    others = []
+    for label, other in compare:
+        if other.get("meta", {}).get("steps") != meta.get("steps"):
+            raise BadRequest(f"compare: {label!r} was measured on other files or steps")
+        others.append((label, [r for r in ratios(other, prices) if r["policy"] == "veil"]))
     written = []
     for measure, name, suffix in (
         ("misses", "identifier misses", "misses"),
@@ -752,6 +767,17 @@ def plot_frontier(
                         fontsize=7,
                         color=COLORS[policy],
                     )
+            for k, (label, series) in enumerate(others):
+                ax.plot(
+                    [r["ratio"][price] for r in series],
+                    [r[measure] for r in series],
+                    marker="o",
+                    color=("#7f7f7f", "#bcbd22", "#8c564b", "#e377c2")[k % 4],
+                    linestyle="--",
+                    linewidth=1.4,
+                    markersize=4,
+                    label=label,
+                )
             ax.axvline(1.0, color="#888888", linestyle=":", linewidth=1)
             ax.set_xlabel(f"effective cost / full history's (cached input at {price}x)")
             ax.set_ylabel(f"{name} (summed over steps)")
