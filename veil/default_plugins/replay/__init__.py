@@ -7,8 +7,8 @@ Modules (each imported only when ``veil replay`` runs, so loading the plugin cos
 
 * :mod:`~veil.default_plugins.replay.formats`: ``load_trajectory(path) -> Trajectory`` for
   mini-swe-agent, SWE-agent and OpenHands recordings.
-* :mod:`~veil.default_plugins.replay.measures`: identifier tokens, references and misses
-  (DESIGN.md "Measures").
+* :mod:`~veil.default_plugins.replay.measures`: identifier tokens, references, misses and line
+  misses (DESIGN.md "Measures").
 * :mod:`~veil.default_plugins.replay.baselines`: the full, masking, recency, masking-blocks,
   recency-hysteresis and masking-budget prompts.
 * :mod:`~veil.default_plugins.replay.cache`: the prompt-cache measure (cached and effective
@@ -18,6 +18,9 @@ Modules (each imported only when ``veil replay`` runs, so loading the plugin cos
 * :mod:`~veil.default_plugins.replay.veil_policy`: veil itself as a replay policy.
 * :mod:`~veil.default_plugins.replay.report` / :mod:`~veil.default_plugins.replay.plot`:
   ``veil replay``'s table, policy choice and ``--plot``.
+* :mod:`~veil.default_plugins.replay.frontier`: ``veil replay --sweep`` and
+  ``bench/bench_frontier.py``: every policy over its own knob, priced at several cache prices,
+  the dominance check and the frontier plots (issue 29).
 """
 
 from __future__ import annotations

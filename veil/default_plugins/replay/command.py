@@ -70,6 +70,29 @@ def add_replay_command(cli: click.Group) -> None:
         type=click.IntRange(min=1),
         help="How many files (the first ones) --plot draws, a row each.",
     )
+    @click.option(
+        "--sweep",
+        is_flag=True,
+        help="The cost / misses frontier: veil and the budgeted baselines at each of --budgets, "
+        "masking over N 3, 5, 10, 20, masking-blocks over G 5, 10, 20, full once; a table "
+        "priced at cache prices 0.1 and 0.5, the dominance check, and with --plot PREFIX two "
+        "PNGs (PREFIX-misses.png, PREFIX-line-misses.png).",
+    )
+    @click.option(
+        "--budgets",
+        "budgets_text",
+        default="4000,6000,8000,12000,16000",
+        show_default=True,
+        metavar="LIST",
+        help="With --sweep: comma-separated budgets (tokens).",
+    )
+    @click.option(
+        "--jobs",
+        default=1,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="With --sweep: processes to replay in.",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print the JSON result only.")
     @click.pass_obj
     def replay_cmd(
@@ -82,6 +105,9 @@ def add_replay_command(cli: click.Group) -> None:
         per_step: bool,
         plot_path: str | None,
         plot_files: int,
+        sweep: bool,
+        budgets_text: str,
+        jobs: int,
         as_json: bool,
     ) -> None:
         """Replay recorded agent sessions (mini-swe-agent, SWE-agent, OpenHands) through veil and
@@ -89,6 +115,9 @@ def add_replay_command(cli: click.Group) -> None:
         misses, prefix breaks and evictions."""
         from veil.default_plugins.replay.report import parse_policies, run_replay
 
+        if sweep:
+            _sweep(state, files, budgets_text, compaction, jobs, plot_path, as_json)
+            return
         as_json = as_json or per_step
         try:
             policies = parse_policies(policies_text)
@@ -130,3 +159,54 @@ def add_replay_command(cli: click.Group) -> None:
             click.echo(render_table(result))
             if plot_path is not None:
                 click.echo(f"plot written to {plot_path}")
+
+
+def _sweep(
+    state: Any,
+    files: tuple[str, ...],
+    budgets_text: str,
+    compaction: str | None,
+    jobs: int,
+    plot_prefix: str | None,
+    as_json: bool,
+) -> None:
+    """``veil replay --sweep``: :func:`veil.default_plugins.replay.frontier.sweep` over
+    ``files``, its table and targets (or its JSON), and the frontier plots."""
+    from veil.default_plugins.replay import frontier
+
+    try:
+        budgets = [int(b) for b in budgets_text.split(",") if b.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"expected comma-separated whole numbers, got {budgets_text!r}",
+            param_hint="--budgets",
+        ) from None
+    try:
+        result = frontier.sweep(
+            list(files),
+            budgets=budgets,
+            project_dir=state.project,
+            compaction=compaction,  # type: ignore[arg-type]
+            disable=tuple(state.disabled),
+            jobs=jobs,
+        )
+        written = []
+        if plot_prefix is not None:
+            prefix = plot_prefix[:-4] if plot_prefix.endswith(".png") else plot_prefix
+            written = frontier.plot_frontier(result, prefix)
+    except PluginHookFailed:
+        raise
+    except VeilError as exc:
+        raise click.ClickException(exc.message) from exc
+    except OSError as exc:
+        raise click.ClickException(f"--plot: cannot write {plot_prefix}: {exc}") from exc
+    for entry in result["meta"]["skipped"]:
+        click.echo(f"veil replay: skipped {entry['reason']}", err=True)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(frontier.render_table(result))
+    click.echo()
+    click.echo(frontier.render_targets(result))
+    for path in written:
+        click.echo(f"plot written to {path}")

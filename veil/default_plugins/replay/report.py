@@ -161,8 +161,8 @@ def render_table(result: dict[str, Any]) -> str:
 
     Columns: prompt tokens (summed over steps) and their ratio to full history's, the cached
     share of them, effective tokens (uncached + cache price x cached) and their ratio to full
-    history's, the peak prompt, references, misses, prefix breaks, steps over the budget and
-    evictions. Ratios show "-" when full history was not run.
+    history's, the peak prompt, references, misses, line misses, prefix breaks, steps over the
+    budget and evictions. Ratios show "-" when full history was not run.
     """
     total = result["total"]
     names = [n for n in DISPLAY_ORDER if n in total]
@@ -171,8 +171,8 @@ def render_table(result: dict[str, Any]) -> str:
     full_eff = full["effective_tokens"] if full else None
     lines = [
         f"{'policy':<19} {'prompt tokens':>13} {'/full':>6} {'cached':>7} {'effective':>11} "
-        f"{'/full':>6} {'peak':>7} {'refs':>6} {'misses':>6} {'breaks':>6} {'over':>5} "
-        f"{'evictions':>9}"
+        f"{'/full':>6} {'peak':>7} {'refs':>6} {'misses':>6} {'lines':>6} {'breaks':>6} "
+        f"{'over':>5} {'evictions':>9}"
     ]
     for name in names:
         p = total[name]
@@ -182,7 +182,7 @@ def render_table(result: dict[str, Any]) -> str:
             f"{name:<19} {raw:>13,} {_ratio(raw, full_raw):>6} {share:>7} "
             f"{p['effective_tokens']:>11,.0f} {_ratio(p['effective_tokens'], full_eff):>6} "
             f"{p['peak_prompt_tokens']:>7,} {p['references']:>6,} {p['misses']:>6,} "
-            f"{p['prefix_breaks']:>6,} {p['over_budget_steps']:>5,} "
+            f"{p.get('line_misses', 0):>6,} {p['prefix_breaks']:>6,} {p['over_budget_steps']:>5,} "
             f"{format(p['evictions'], ',') if 'evictions' in p else '':>9}"
         )
     compaction = result.get("compaction")
@@ -198,8 +198,9 @@ def render_table(result: dict[str, Any]) -> str:
     )
     lines.append(
         "cached: share of prompt tokens a prompt cache reuses from the policy's previous step; "
-        "effective: uncached + price x cached; breaks: steps whose system message changed; "
-        "over: steps over the budget"
+        "effective: uncached + price x cached; misses: references no longer in the prompt; "
+        "lines: references whose source line is not in it word for word (line misses); "
+        "breaks: steps whose system message changed; over: steps over the budget"
     )
     for f in result["files"]:
         conv = f.get("convergence")
@@ -207,9 +208,11 @@ def render_table(result: dict[str, Any]) -> str:
         parts = []
         for name in names:
             p = f[name]
-            parts.append(f"{name} {p['prompt_tokens']:,} / {p['misses']}")
+            parts.append(
+                f"{name} {p['prompt_tokens']:,} / {p['misses']} / {p.get('line_misses', 0)}"
+            )
         lines.append(
-            f"  {Path(f['file']).name}: {f['steps']} steps; tokens / misses: "
+            f"  {Path(f['file']).name}: {f['steps']} steps; tokens / misses / line misses: "
             + ", ".join(parts)
             + conv_text
         )

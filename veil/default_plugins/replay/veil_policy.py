@@ -11,6 +11,13 @@ messages.
 Token accounting matches DESIGN.md "Measures": cl100k_base over message contents, no
 per-message overhead, tool schemas and tool-call arguments not counted (the command text is in
 the assistant content already). The window veil manages is the budget itself.
+
+What may hold a reference (the *match text*, :mod:`veil.default_plugins.replay.measures`): the
+system message's sections but the manifest, and the contents of the other messages but the
+pointer stubs and the context notes; inside those contents, a line veil wrote itself is left
+out too (:meth:`RecordedText.veil_marker_line`: an elision marker ``[12 lines repeated later in this
+conversation]``, a pointer note, the mask of a masked result, the marker lines of an excerpt).
+Text veil writes never holds a reference, under either measure.
 """
 
 from __future__ import annotations
@@ -86,6 +93,63 @@ class ReplayModel:
             model=self.name,
             provider=self.provider,
         )
+
+
+def is_bracketed(line: str) -> bool:
+    """Whether ``line``, blanks stripped, is one ``[...]``: the shape of every line veil writes
+    into a message it sends (stubs, masks, elision markers, pointer notes, excerpt markers)."""
+    text = line.strip()
+    return len(text) >= 2 and text[0] == "[" and text[-1] == "]"
+
+
+class RecordedText:
+    """What the recording showed before the step being built (system prompt, task, assistant
+    turns and observations), as one growing text, to tell veil's own lines from recorded ones.
+
+    A line of veil's prompt is *veil's own* (:meth:`veil_marker_line`) when it is bracketed
+    (:func:`is_bracketed`) and occurs nowhere in the recorded text: a recorded line such as
+    ``[tool.pytest]`` stays content, and so does a line cut short by a pointer (a substring of
+    what was recorded). Answers are cached per line; a line not found is searched again only
+    in text added since.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[str] = []  # added since the text was last joined
+        self._text = ""
+        self._seen: dict[str, int] = {}  # line -> length of the text searched (-1: found)
+
+    def add(self, text: str) -> None:
+        """Append one recorded text."""
+        self._pending.append(text)
+
+    def _joined(self) -> str:
+        if self._pending:  # joined only when a bracketed line must be looked up
+            self._text = SEPARATOR.join([self._text, *self._pending])
+            self._pending = []
+        return self._text
+
+    def veil_marker_line(self, line: str) -> bool:
+        """Whether ``line`` is a line veil wrote itself (bracketed, and recorded nowhere)."""
+        if not is_bracketed(line):
+            return False
+        searched = self._seen.get(line, 0)
+        if searched < 0:
+            return False
+        text = self._joined()
+        # a match may start up to len(line) - 1 characters before the text searched last time
+        if text.find(line, max(0, searched - len(line))) >= 0:
+            self._seen[line] = -1
+            return False
+        self._seen[line] = len(text)
+        return True
+
+    def content(self, text: str) -> str:
+        """``text`` without the lines veil wrote itself (:meth:`veil_marker_line`)."""
+        if "[" not in text:
+            return text
+        lines = text.split("\n")
+        kept = [line for line in lines if not self.veil_marker_line(line)]
+        return text if len(kept) == len(lines) else "\n".join(kept)
 
 
 def _outcome(observation: str) -> str | None:
@@ -167,6 +231,9 @@ class VeilReplayPolicy:
         self._start = next((s.timestamp for s in traj.steps if s.timestamp is not None), None)
         self._task_sent = False
         self._batch_embedded = False
+        self._recorded = RecordedText()
+        for text in (traj.system, traj.task):
+            self._recorded.add(text)
         self.traj = traj
         self._ids = random.Random(f"{Path(traj.path).name}:{len(traj.steps)}")
 
@@ -253,6 +320,10 @@ class VeilReplayPolicy:
         while self.ingested < t:
             self._embed_turns_in_one_batch()
             self._ingest(self.ingested)
+            recorded = traj.steps[self.ingested]
+            self._recorded.add(recorded.assistant)
+            if recorded.observation is not None:
+                self._recorded.add(recorded.observation)
             self.ingested += 1
         session.step = t + 1
         session.clock_override = self._time(t)
@@ -278,7 +349,7 @@ class VeilReplayPolicy:
             if content in excerpts:
                 kept.append(excerpts[content])
             elif content not in stubs:
-                kept.append(content or "")
+                kept.append(self._recorded.content(content or ""))
         return messages, SEPARATOR.join(kept)
 
     def close(self) -> None:
