@@ -54,10 +54,10 @@ Everything is deterministic: ties go to the older item and the lower line.
 
 from __future__ import annotations
 
-import heapq
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -66,7 +66,13 @@ from veil.core.prompt.items import ItemBatch
 from veil.core.prompt.tags import identifier_tokens
 from veil.core.types import ContextItem, EvictionPlan
 from veil_fsrs.batch_index import index_for
-from veil_fsrs.reference_weights import reference_weight
+from veil_fsrs.reference_weights import (
+    AGE_BOUNDS,
+    MAX_COUNT,
+    NEVER,
+    RESULT_COUNT_MAX,
+    weight_table,
+)
 from veil_fsrs.rescue import max_cosine
 
 __all__ = [
@@ -108,11 +114,13 @@ class LineInfo:
             newline included), float64.
         anchor: for a turn, the line a protected turn keeps at least (:func:`_anchor`);
             None for other items.
+        where: name -> the lines holding it, in order.
     """
 
     names: list[frozenset[str]]
     tokens: np.ndarray
     anchor: int | None
+    where: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 def line_info(item: ContextItem) -> LineInfo:
@@ -132,7 +140,11 @@ def line_info(item: ContextItem) -> LineInfo:
         for line in lines
     ]
     anchor = _anchor(lines) if item.source == "assistant" else None
-    return LineInfo(names, tokens, anchor)
+    where: dict[str, list[int]] = {}
+    for i, line_names in enumerate(names):
+        for name in line_names:
+            where.setdefault(name, []).append(i)
+    return LineInfo(names, tokens, anchor, {k: tuple(v) for k, v in where.items()})
 
 
 ANCHOR_CHARS = 200
@@ -156,7 +168,7 @@ def _anchor(lines: list[str]) -> int:
 class NameStats:
     """What the session knows about each name, for :func:`reference_weight`: turns that
     mentioned it, other items that held it, the step each last happened, and its owner (the
-    newest item holding it, by message order).
+    newest item holding it, by message order; ``owned``: item id -> the names it owns).
 
     Feed items with :meth:`add` in the order they were captured (their message order).
     """
@@ -167,6 +179,7 @@ class NameStats:
         self.last_step: dict[str, int] = {}
         self.last_assistant_step: dict[str, int] = {}
         self.owner: dict[str, str] = {}
+        self.owned: dict[str, set[str]] = {}
         self._owner_order: dict[str, tuple[float, int]] = {}
         self._seq = 0
 
@@ -189,20 +202,24 @@ class NameStats:
                 self.last_step[name] = step
             if item.message_index is not None and order >= self._owner_order.get(name, (-1.0, 0)):
                 self._owner_order[name] = order
+                before = self.owner.get(name)
+                if before is not None and before != item.id:
+                    self.owned[before].discard(name)
                 self.owner[name] = item.id
+                self.owned.setdefault(item.id, set()).add(name)
 
     def weight(self, name: str, step: int) -> float:
-        """:func:`reference_weight` of ``name`` at ``step``."""
+        """:func:`reference_weight` of ``name`` at ``step`` (0 for a name never seen)."""
         last = self.last_step.get(name)
         if last is None:
             return 0.0
         said = self.last_assistant_step.get(name)
-        return reference_weight(
-            self.assistant.get(name, 0),
-            self.results.get(name, 0),
-            step - 1 - last,
-            None if said is None else step - 1 - said,
-        )
+        table = weight_table()
+        a = min(self.assistant.get(name, 0), MAX_COUNT)
+        r = min(self.results.get(name, 0), RESULT_COUNT_MAX)
+        g = bisect_left(AGE_BOUNDS, step - 1 - last)
+        s = NEVER if said is None else bisect_left(AGE_BOUNDS, step - 1 - said)
+        return table[a][g][r][s]
 
 
 @dataclass
@@ -401,18 +418,21 @@ def plan_levels(
     kept_prefix, suffix = candidates[:cut], candidates[cut:]
 
     # -- names already held whatever happens ----------------------------------------------------
-    owner = stats.owner
+    owned_by = stats.owned
     covered: set[str] = set()
     for pos in whole_fixed:
-        item = items[pos]
-        covered.update(name for name in _names(item, lines_of) if owner.get(name) == item.id)
+        covered.update(owned_by.get(items[pos].id, ()))
     for c in kept_prefix:
+        own = owned_by.get(c.item.id)
+        if not own:
+            continue
         shown = _shown(c)
         if shown is None:
-            covered.update(n for n in _names(c.item, lines_of) if owner.get(n) == c.item.id)
-        else:
-            for i in shown:
-                covered.update(n for n in c.info.names[i] if owner.get(n) == c.item.id)
+            covered.update(own)
+        elif shown:
+            lines_shown = set(shown)
+            where = c.info.where
+            covered.update(x for x in own if any(i in lines_shown for i in where.get(x, ())))
     room = target - base - sum(current[:cut]) - pointer_tokens * len(suffix)
 
     # -- the greedy over lines ------------------------------------------------------------------
@@ -422,57 +442,61 @@ def plan_levels(
         if c.protected_turn and c.info.anchor is not None:
             chosen[k].add(c.info.anchor)
             spent += float(c.info.tokens[c.info.anchor]) + MARKER_TOKENS
-            covered.update(n for n in c.info.names[c.info.anchor] if owner.get(n) == c.item.id)
+            own = owned_by.get(c.item.id)
+            if own:
+                covered.update(own & c.info.names[c.info.anchor])
     weights: dict[str, float] = {}
-
-    def weigh(name: str) -> float:
-        w = weights.get(name)
-        if w is None:
-            w = weights[name] = stats.weight(name, current_step)
-        return w
-
-    def line_value(k: int, i: int) -> float:
-        c = suffix[k]
-        item_id = c.item.id
-        total = 0.0
-        for name in c.info.names[i]:
-            if name not in covered and owner.get(name) == item_id:
-                total += weigh(name)
-        return total * c.multiplier
-
+    # The names each candidate may bring (owned by it, not held yet; without one it is a
+    # stub). Each name counts on one line of its owner: the one with the fewest tokens per
+    # owned name (the first of those), so a line's value is fixed for the pass and the greedy
+    # is one sort (a name on several lines of one item is worth keeping once).
+    keys: list[tuple[int, int]] = []
+    values: list[float] = []
+    costs: list[float] = []
     half_marker = MARKER_TOKENS / 2
-    heap: list[tuple[float, int, int]] = []
     for k, c in enumerate(suffix):
-        item_id = c.item.id
-        for i, names in enumerate(c.info.names):
-            if not names or i in chosen[k]:
+        own = (owned_by.get(c.item.id) or set()) - covered
+        if not own:
+            continue
+        where = c.info.where
+        tokens = c.info.tokens
+        per_line: dict[int, int] = {}
+        for name in own:
+            for i in where.get(name, ()):
+                per_line[i] = per_line.get(i, 0) + 1
+        line_value: dict[int, float] = {}
+        for name in own:
+            spots = where.get(name)
+            if not spots:
                 continue
-            if not any(owner.get(name) == item_id for name in names):
+            best = spots[0]
+            for i in spots[1:]:  # the cheapest line per name it owns, then the first
+                if tokens[i] / per_line[i] < tokens[best] / per_line[best]:
+                    best = i
+            w = weights.get(name)
+            if w is None:
+                w = weights[name] = stats.weight(name, current_step)
+            line_value[best] = line_value.get(best, 0.0) + w
+        tokens = c.info.tokens
+        for i, value in line_value.items():
+            if value > 0 and i not in chosen[k]:
+                keys.append((k, i))
+                values.append(value * c.multiplier)
+                costs.append(float(tokens[i]) + half_marker)
+    if keys:
+        ratio = np.asarray(values) / np.asarray(costs)
+        # best value per token first; ties: the older item, then the lower line
+        order = np.lexsort((np.array([i for _, i in keys]), np.array([k for k, _ in keys]), -ratio))
+        for pos in order.tolist():
+            k, i = keys[pos]
+            lines = chosen[k]
+            cost = float(suffix[k].info.tokens[i])
+            if (i - 1) not in lines and (i + 1) not in lines:
+                cost += MARKER_TOKENS
+            if spent + cost > room:
                 continue
-            value = line_value(k, i)
-            if value > 0:
-                heap.append((-value / (float(c.info.tokens[i]) + half_marker), k, i))
-    heapq.heapify(heap)
-    while heap:
-        neg, k, i = heapq.heappop(heap)
-        value = line_value(k, i)
-        if value <= 0:
-            continue
-        ratio = value / (float(suffix[k].info.tokens[i]) + half_marker)
-        if heap and ratio < -heap[0][0] - 1e-12:
-            heapq.heappush(heap, (-ratio, k, i))
-            continue
-        lines = chosen[k]
-        cost = float(suffix[k].info.tokens[i])
-        if (i - 1) not in lines and (i + 1) not in lines:
-            cost += MARKER_TOKENS
-        if spent + cost > room:
-            continue
-        lines.add(i)
-        spent += cost
-        covered.update(
-            n for n in suffix[k].info.names[i] if owner.get(n) == suffix[k].item.id
-        )
+            lines.add(i)
+            spent += cost
 
     # -- excerpts worth showing whole, then the room left brings more back whole -------------
     level: list[tuple[int, ...] | None] = []  # None: whole; () : stub; lines: excerpt
@@ -529,13 +553,6 @@ def _shown(c: _Candidate) -> tuple[int, ...] | None:
     if c.live:
         return None
     return c.current or ()
-
-
-def _names(item: ContextItem, lines_of: Callable[[ContextItem], LineInfo]) -> set[str]:
-    names: set[str] = set()
-    for line_names in lines_of(item).names:
-        names.update(line_names)
-    return names
 
 
 def _over_budget(

@@ -24,6 +24,7 @@ agents do rather than those 84 sessions.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from functools import lru_cache
 from importlib import resources
 
@@ -35,6 +36,7 @@ __all__ = [
     "count_bucket",
     "features",
     "reference_weight",
+    "weight_table",
 ]
 
 HORIZON = 5
@@ -55,10 +57,7 @@ NEVER = len(AGE_BOUNDS) + 2
 
 def age_bucket(age: float) -> int:
     """The bucket of an age in steps (:data:`AGE_BOUNDS`; negative ages count as 0)."""
-    for bucket, bound in enumerate(AGE_BOUNDS):
-        if age <= bound:
-            return bucket
-    return len(AGE_BOUNDS)
+    return bisect_left(AGE_BOUNDS, age)
 
 
 def count_bucket(count: int, top: int = MAX_COUNT) -> int:
@@ -80,13 +79,28 @@ def features(
 
 
 @lru_cache(maxsize=1)
-def _table() -> tuple[dict[tuple[int, int, int, int], float], dict[tuple[int, int], float], float]:
+def weight_table() -> list[list[list[list[float]]]]:
+    """Every cell's probability as nested lists ``[assistant][age][results][assistant_age]``
+    (buckets as :func:`features` gives them): the fitted cell, else its coarse cell
+    ``(assistant, age)``, else the overall rate. Read once from
+    ``data/reference_weights.json``."""
     raw = json.loads(
         resources.files("veil_fsrs").joinpath("data/reference_weights.json").read_text("utf-8")
     )
     fine = {tuple(int(x) for x in key.split(",")): float(p) for key, p in raw["table"].items()}
     coarse = {tuple(int(x) for x in key.split(",")): float(p) for key, p in raw["coarse"].items()}
-    return fine, coarse, float(raw["prior"])  # type: ignore[return-value]
+    prior = float(raw["prior"])
+    ages = len(AGE_BOUNDS) + 1
+    return [
+        [
+            [
+                [fine.get((a, g, r, s), coarse.get((a, g), prior)) for s in range(NEVER + 1)]
+                for r in range(RESULT_COUNT_MAX + 1)
+            ]
+            for g in range(ages)
+        ]
+        for a in range(MAX_COUNT + 1)
+    ]
 
 
 def reference_weight(assistant: int, results: int, age: float, assistant_age: float | None) -> float:
@@ -103,9 +117,5 @@ def reference_weight(assistant: int, results: int, age: float, assistant_age: fl
         fit saw too rarely, that of the coarser cell ``(assistant count, age)``; else the
         overall rate.
     """
-    fine, coarse, prior = _table()
-    key = features(assistant, results, age, assistant_age)
-    found = fine.get(key)
-    if found is not None:
-        return found
-    return coarse.get((key[0], key[1]), prior)
+    a, g, r, s = features(assistant, results, age, assistant_age)
+    return weight_table()[a][g][r][s]

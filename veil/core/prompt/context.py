@@ -1248,6 +1248,25 @@ def _summary_part(session: Session, cap: int) -> list[Message]:
 
 
 def context_report(session: Session) -> dict[str, Any]:
-    """Counts for front ends: live / warm / cold items and the tokens of the last prompt."""
+    """Counts for front ends: live / warm / cold items, the tokens of the last prompt, and the
+    items the prompt shows as an excerpt (``excerpts``: ``[{"id", "messageIndex", "lines",
+    "of"}]``, lines shown of the item's lines, in message order)."""
     counts = session.veil.store.tier_counts(session.id)
-    return {"tiers": counts, "lastPromptTokens": session.last_prompt_tokens}
+    excerpts = sorted(
+        (
+            {
+                "id": item.id,
+                "messageIndex": item.message_index,
+                "lines": len(item.excerpt),
+                "of": item.content.count("\n") + 1,
+            }
+            for item in session.paged_out.values()
+            if item.excerpt and item.message_index is not None
+        ),
+        key=lambda e: e["messageIndex"],
+    )
+    return {
+        "tiers": counts,
+        "lastPromptTokens": session.last_prompt_tokens,
+        "excerpts": excerpts,
+    }
