@@ -236,3 +236,59 @@ def test_marker_tokens_match_the_tokenizer():
         cl100k_count(f"[... {n} lines elided: #{m} ...]\n") for n, m in ((1, 3), (120, 42), (9999, 1234))
     ]
     assert sizes == [12, 12, 14] and MARKER_TOKENS == min(sizes)
+
+
+# --- a target for large windows ---------------------------------------------------------------
+
+
+def _recording(steps: int = 24):
+    from veil.default_plugins.replay.formats import ReplayStep, Trajectory
+
+    return Trajectory(
+        path="synthetic.traj.json",
+        format="mini-swe-agent",
+        system="You are a careful coding agent.",
+        task="Fix the bug in src/app.py.",
+        steps=[
+            ReplayStep(
+                index=t,
+                assistant=f"Look at part {t}.\n\n```bash\ncat src/mod_{t}.py\n```",
+                action=f"cat src/mod_{t}.py",
+                observation="\n".join(
+                    f"def func_{t}_{n}(value_{n}): return helper_{n}(value_{n})" for n in range(40)
+                ),
+            )
+            for t in range(steps)
+        ],
+    )
+
+
+def _prompt_sizes(project, window, *, from_window):
+    from veil.core.models.tokens import cl100k_count
+    from veil.default_plugins.replay.veil_policy import VeilReplayPolicy
+
+    traj = _recording()
+    policy = VeilReplayPolicy(traj, window, project_dir=project, budget_from_window=from_window)
+    try:
+        return [
+            sum(cl100k_count(m.get("content") or "") for m in policy.prompt_for_step(traj, t)[0])
+            for t in range(len(traj.steps))
+        ]
+    finally:
+        policy.close()
+
+
+def test_a_large_window_aims_at_the_target_and_a_set_budget_wins(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    project = tmp_path / "project"
+    (project / ".veil").mkdir(parents=True)
+    (project / ".veil" / "settings.json").write_text(
+        json.dumps({"context": {"targetTokens": 6000}}), encoding="utf-8"
+    )
+    # 24 steps of ~700 tokens: the whole history reaches ~17,000 tokens, under the window
+    unset = _prompt_sizes(project, 40_000, from_window=True)
+    assert max(unset) <= 6000 + 200  # the target (the manifest's note may sit on top)
+    assert max(unset) < 0.5 * 17_000
+    # the same window given as the user's own budget (context.budgetTokens): no target
+    explicit = _prompt_sizes(project, 40_000, from_window=False)
+    assert max(explicit) > 15_000

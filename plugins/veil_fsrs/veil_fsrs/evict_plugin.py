@@ -107,11 +107,18 @@ def evict(
         return EvictionPlan(threshold=controller.threshold)
     own = _existing_state(session)
     levels = None
-    if getattr(settings, "levels", False) and own is not None:
-        levels = partial(_plan_levels, stats=own.name_stats(), lines_of=own.lines_of)
+    name_stats = getattr(own, "name_stats", None)
+    if getattr(settings, "levels", False) and callable(name_stats):
+        # the session keeps the names' statistics and lines the levels planner reads (a bare
+        # session double keeps none: it gets the whole-item planner)
+        levels = partial(_plan_levels, stats=name_stats(), lines_of=own.lines_of)
     target = _optional_setting(settings, "target_tokens", None)
-    if target is not None and budget_tokens > target:
-        budget_tokens = target  # a large window: passes aim at the target; the window stays
+    if target is not None and budget_tokens > target and not _optional_setting(
+        settings, "budget_tokens", None
+    ):
+        # a window larger than what pays off, and no budget of the user's: passes aim at the
+        # target (the window stays the hard limit: the core never sends more than it holds)
+        budget_tokens = target
     return _evict_pass(
         batch,
         scores,

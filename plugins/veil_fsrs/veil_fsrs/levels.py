@@ -98,6 +98,16 @@ controller reads as pressure)."""
 PROTECTED = "over budget: protected"
 """Reason for a fixed item moved because the fixed items alone exceed the budget."""
 
+WINDOW = 4.0
+"""A pass chooses levels for the newest candidates whose current size adds up to this many times
+its target (every candidate of a session the policy keeps near its budget); older items in the
+prompt leave as stubs and older ones out of it stay as they are. It bounds a pass's work when
+the prompt is far over the target (a model with a large window, the first pass of a resumed
+session): the lines of what cannot fit are never read."""
+
+MAX_CANDIDATES = 2_000
+"""At most this many candidates per pass (the newest), for the same reason."""
+
 LINE_SCAN_CHARS = 4_000
 """Characters of one line searched for names (a minified file's one line stays bounded)."""
 
@@ -225,11 +235,16 @@ class NameStats:
 @dataclass
 class _Candidate:
     item: ContextItem
-    info: LineInfo
+    lines_of: Callable[[ContextItem], LineInfo]
     live: bool
     multiplier: float
     current: tuple[int, ...] | None  # excerpt lines shown now (warm), None: whole or stub
     protected_turn: bool
+
+    @property
+    def info(self) -> LineInfo:
+        """The item's lines (computed on first use: a pass reads only those it may change)."""
+        return self.lines_of(self.item)
 
 
 def _retention(
@@ -374,7 +389,7 @@ def plan_levels(
         candidates.append(
             _Candidate(
                 item,
-                lines_of(item),
+                lines_of,
                 True,
                 max(0.05, 1.0 + weight_of * (float(retention[pos]) - 0.5)),
                 None,
@@ -389,7 +404,7 @@ def plan_levels(
             candidates.append(
                 _Candidate(
                     item,
-                    lines_of(item),
+                    lines_of,
                     False,
                     max(0.05, 1.0 + weight_of * (float(paged_retention[pos]) - 0.5)),
                     item.excerpt,
@@ -400,21 +415,35 @@ def plan_levels(
     if not candidates:
         return _over_budget(plan, items, whole_fixed, [], used_tokens, budget, pointer_tokens)
 
-    # -- a shallow pass if it can reach the target, else a deep one ---------------------------
+    # -- what a pass may reach: the newest candidates, WINDOW x the target of them ------------
     current = [_current_cost(c, pointer_tokens) for c in candidates]
     base = float(used_tokens) - sum(current)  # what stays whatever this pass does
+    start, acc = len(candidates), 0.0
+    while start > 0 and len(candidates) - start < MAX_CANDIDATES:
+        if acc + current[start - 1] > WINDOW * target and acc > 0:
+            break
+        start -= 1
+        acc += current[start]
+    for k in range(start):  # older: a live one leaves as a stub, a warm one stays as it is
+        c = candidates[k]
+        if c.live:
+            plan.to_warm.append(c.item.id)
+            plan.reasons[c.item.id] = LOW_VALUE
+            c.live, current[k] = False, float(pointer_tokens)
+
+    # -- a shallow pass if it can reach the target, else a deep one ---------------------------
     need = float(used_tokens) - target
-    cut = 0
+    cut = start
     reach = settings.shallow_reach
     if reach > 0:
         acc, cut = 0.0, len(candidates)
-        while cut > 0 and acc < reach * need:
+        while cut > start and acc < reach * need:
             cut -= 1
             acc += current[cut]
         prefix_cost = sum(current[:cut])
         room_left = target - base - prefix_cost - pointer_tokens * (len(candidates) - cut)
-        if cut == 0 or room_left < 0.2 * need:
-            cut = 0
+        if cut == start or room_left < 0.2 * need:
+            cut = start
     kept_prefix, suffix = candidates[:cut], candidates[cut:]
 
     # -- names already held whatever happens ----------------------------------------------------

@@ -150,8 +150,8 @@ class FsrsContextSettings(SettingsSection):
     pointer_tokens: int = Field(default=9, ge=0)
     levels: bool = True
     excerpt_whole_share: float = Field(default=0.6, gt=0, le=1, allow_inf_nan=False)
-    shallow_reach: float = Field(default=2.0, ge=0, le=100, allow_inf_nan=False)
-    retention_weight: float = Field(default=1.0, ge=0, le=2, allow_inf_nan=False)
+    shallow_reach: float = Field(default=0.0, ge=0, le=100, allow_inf_nan=False)
+    retention_weight: float = Field(default=0.25, ge=0, le=2, allow_inf_nan=False)
     target_tokens: int | None = Field(default=None, gt=0)
 
 

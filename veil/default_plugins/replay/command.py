@@ -28,6 +28,14 @@ def add_replay_command(cli: click.Group) -> None:
         help="Prompt budget in tokens (cl100k_base).",
     )
     @click.option(
+        "--window",
+        default=None,
+        type=click.IntRange(min=1),
+        help="Replay veil as a model with this context window and no budget set "
+        "(context.budgetTokens unset), as a session on a large-window model runs: veil's "
+        "context.targetTokens applies. The baselines use it as their budget. Replaces --budget.",
+    )
+    @click.option(
         "--compaction",
         type=click.Choice(["none", "masking", "full", "both"]),
         default=None,
@@ -99,6 +107,7 @@ def add_replay_command(cli: click.Group) -> None:
         state: Any,
         files: tuple[str, ...],
         budget: int,
+        window: int | None,
         compaction: str | None,
         cache_price: float,
         policies_text: str | None,
@@ -123,7 +132,7 @@ def add_replay_command(cli: click.Group) -> None:
             policies = parse_policies(policies_text)
             result = run_replay(
                 list(files),
-                budget,
+                window or budget,
                 project_dir=state.project,
                 compaction=compaction,
                 disable=tuple(state.disabled),
@@ -131,6 +140,7 @@ def add_replay_command(cli: click.Group) -> None:
                 policies=policies,
                 cache_price=cache_price,
                 per_step=per_step or plot_path is not None,
+                budget_from_window=window is not None,
             )
         except PluginHookFailed:
             raise  # a plugin's hook failed: veil.cli.main reports it as veil: error: ...

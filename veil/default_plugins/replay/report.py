@@ -57,6 +57,7 @@ def run_replay(
     policies: tuple[str, ...] = POLICIES,
     cache_price: float = CACHE_PRICE,
     per_step: bool = False,
+    budget_from_window: bool = False,
 ) -> dict[str, Any]:
     """Replay ``files`` and return the JSON contract of :mod:`veil.default_plugins.replay.runner`,
     extended per file with ``convergence`` (and whatever else ``replay_report``
@@ -79,6 +80,9 @@ def run_replay(
             session is opened, which is fast).
         cache_price: cached-input price relative to uncached input, from 0 to 1.
         per_step: include each file's per-step measures.
+        budget_from_window: ``budget`` is the model's context window with no budget set, as a
+            session on a large-window model runs (veil's own target size may apply; see
+            :class:`VeilReplayPolicy`); the baselines use it as their budget.
 
     Raises:
         BadRequest: a file is unreadable or in no known format (the message names it), no file
@@ -115,6 +119,7 @@ def run_replay(
             compaction=compaction,
             disable=disable,
             summariser=summariser,
+            budget_from_window=budget_from_window,
         )
         veil_policies.append(policy)
         return policy

@@ -172,6 +172,10 @@ class VeilReplayPolicy:
         summariser: the ``compact`` model role for full compaction (for example the bundled
             model, to see real summaries); default: :class:`ReplayModel`'s offline extractive
             summary. The replay's own token counting stays cl100k_base either way.
+        budget_from_window: ``budget`` is the model's context window and no budget is set
+            (``context.budgetTokens`` unset), as for a user on a large-window model: the eviction
+            policy may aim lower (veil_fsrs' ``context.targetTokens``). Default: ``budget`` is
+            set as ``context.budgetTokens`` (the frontier's knob).
 
     Attributes:
         evictions: items evicted so far. over_budget: ``[(step, tokens, reason)]`` of steps whose
@@ -189,6 +193,7 @@ class VeilReplayPolicy:
         compaction: CompactionMode | None = None,
         disable: tuple[str, ...] = (),
         summariser: Any = None,
+        budget_from_window: bool = False,
     ) -> None:
         from veil.core.app import open_veil
         from veil.core.settings import load_config
@@ -196,7 +201,10 @@ class VeilReplayPolicy:
         config = load_config(project_dir)
         settings = config.settings
         settings.loop.completion_reserve = 0
-        settings.context.budget_tokens = None
+        # the budget the replay is run at is the user's own (context.budgetTokens), unless it
+        # stands for a model's window alone (a large-window session: the eviction policy's
+        # own target size may then apply)
+        settings.context.budget_tokens = None if budget_from_window else budget
         if settings.context.rescue_embeddings == "background":
             settings.context.rescue_embeddings = "sync"  # a replay must be deterministic
         if traj.system:
