@@ -7,7 +7,7 @@ Usage:
         [--budgets 4000,6000,8000,12000,16000] [--keeps 3,5,10,20] [--blocks 5,10,20]
         [--jobs N] [--veil-settings JSON|FILE | --project DIR] [--no-veil]
         [--json OUT.json] [--plot PREFIX] [--compare LABEL=OLD.json] [--cache DIR | --no-cache]
-        [--small]
+        [--checkpoint DIR] [--small]
     python bench/bench_frontier.py --plot-only OUT.json [--plot PREFIX] [--compare LABEL=OLD.json]
 
 Points (``veil.default_plugins.replay.frontier``): veil at each budget; masking at each N
@@ -21,7 +21,9 @@ neither: defaults. Baseline results are cached under ``--cache`` (default
 ``$XDG_CACHE_HOME/veil/frontier``), keyed by each recording's bytes and the code of the
 measure, so a second sweep of veil under other settings replays only veil. ``--json`` keeps
 every figure, per file, for ``--plot-only``; ``--compare "veil before=OLD.json"`` draws the
-veil points of an earlier sweep on the same files beside this one's, dashed. ``--small`` (CI): the first 30 steps of one short
+veil points of an earlier sweep on the same files beside this one's, dashed. ``--checkpoint DIR``
+keeps each finished job in DIR: the same command run again after a crash or a kill replays only
+the jobs that had not finished (a changed recording, option, setting or code is replayed). ``--small`` (CI): the first 30 steps of one short
 recording, veil at 4,000 and 8,000, no cache, the plots in a scratch folder.
 
 Prints the Markdown table (policy, knob, effective / full history's at 0.1 and 0.5, identifier
@@ -132,6 +134,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cache", type=Path, default=None, help="baseline cache folder")
     parser.add_argument("--no-cache", action="store_true")
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep each finished job here; the same command run again resumes",
+    )
     parser.add_argument("--small", action="store_true", help="30 steps of one file (CI)")
     args = parser.parse_args(argv)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -203,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                 reference_budget=args.reference_budget,
                 max_steps=max_steps,
                 progress=lambda line: print(line, file=sys.stderr, flush=True),
+                checkpoint=args.checkpoint,
             )
         except VeilError as exc:
             print(f"bench_frontier.py: {exc.message}", file=sys.stderr)
