@@ -93,14 +93,22 @@ def _settings_project(text: str, scratch: Path) -> Path:
     return scratch
 
 
+FIRST_SUBSETS = (4, 0)
+"""Without ``--subset``, the files of the sessions' subsets B (4) then A (0) are replayed first,
+so a run cut short has whole subsets to compare with earlier sessions' figures."""
+
+
 def pick_files(data: Path, folders: list[str], subset: int | None, every: int) -> list[Path]:
-    """The recordings of ``folders`` under ``data``, sorted by name; with ``subset`` K every
-    ``every``-th file of each folder from the K-th."""
-    files: list[Path] = []
-    for folder in folders:
-        found = sorted((data / folder).glob("*.traj.json"))
-        files += found[subset::every] if subset is not None else found
-    return files
+    """The recordings of ``folders`` under ``data``: with ``subset`` K every ``every``-th file
+    of each folder from the K-th (sorted by name); without, every file, those of the subsets
+    :data:`FIRST_SUBSETS` first, each group longest first."""
+    found = {folder: sorted((data / folder).glob("*.traj.json")) for folder in folders}
+    if subset is not None:
+        return [f for folder in folders for f in found[folder][subset::every]]
+    groups = [[f for folder in folders for f in found[folder][k::every]] for k in FIRST_SUBSETS]
+    taken = {f for group in groups for f in group}
+    groups.append([f for folder in folders for f in found[folder] if f not in taken])
+    return [f for group in groups for f in sorted(group, key=lambda f: -f.stat().st_size)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -488,7 +488,7 @@ def sweep(
         compaction: veil's compaction mode (None: what the settings say).
         disable: plugins blocked in veil's sessions.
         jobs: processes to replay in (each file x budget of veil is one job, the baselines of
-            a file another); 1 replays in this process.
+            a file another, started in the order of ``files``); 1 replays in this process.
         cache_folder: where baseline results are cached (:class:`BaselineCache`); None: no
             cache.
         reference_budget: what the unbudgeted baselines' steps are counted over.
@@ -524,12 +524,12 @@ def sweep(
         "compaction": compaction,
         "disable": tuple(disable),
     }
-    # the longest recordings first, so the last jobs to finish are short ones
-    by_size = sorted(paths, key=lambda p: Path(p).stat().st_size, reverse=True)
+    # in the order given (bench_frontier.py puts the sessions' subsets first, so a run cut
+    # short has whole subsets), every budget of a file together
     work: list[tuple[str, str, Any]] = []
     if with_veil:
-        work += [("veil", p, b) for p in by_size for b in budgets]
-    work += [("baselines", p, points) for p in by_size]
+        work += [("veil", p, b) for p in paths for b in budgets]
+    work += [("baselines", p, points) for p in paths]
     started = time.perf_counter()
     done: dict[tuple[str, str, Any], Any] = {}
     seconds: dict[str, float] = {}
