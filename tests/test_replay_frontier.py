@@ -310,3 +310,21 @@ def test_a_stopped_sweep_resumes_from_its_checkpoint(files, tmp_path, monkeypatc
     # other options are other jobs
     frontier.sweep(files, budgets=[600], keeps=[4], blocks=[5], with_veil=False, checkpoint=kept)
     assert len(list(kept.glob("baselines-*.json"))) == 4
+
+
+def test_files_of_the_subsets_come_first(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import bench_frontier
+
+    for folder in ("x", "y"):
+        (tmp_path / folder).mkdir()
+        for i in range(10):  # f00 ... f09, f0i of i + 1 bytes
+            (tmp_path / folder / f"f{i:02}.traj.json").write_text("." * (i + 1))
+    names = [f"{p.parent.name}/{p.name[:3]}" for p in
+             bench_frontier.pick_files(tmp_path, ["x", "y"], None, 8)]  # fmt: skip
+    # subset B (from the 5th, every 8th: f04) then A (f00, f08), each longest first, then the rest
+    assert names[:6] == ["x/f04", "y/f04", "x/f08", "y/f08", "x/f00", "y/f00"]
+    assert sorted(names) == sorted(f"{d}/f{i:02}" for d in "xy" for i in range(10))
+    assert len(set(names)) == 20
+    subset = bench_frontier.pick_files(tmp_path, ["x", "y"], 0, 8)
+    assert [f"{p.parent.name}/{p.name[:3]}" for p in subset] == ["x/f00", "x/f08", "y/f00", "y/f08"]
