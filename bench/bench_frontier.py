@@ -7,7 +7,7 @@ Usage:
         [--budgets 4000,6000,8000,12000,16000] [--keeps 3,5,10,20] [--blocks 5,10,20]
         [--jobs N] [--veil-settings JSON|FILE | --project DIR] [--no-veil]
         [--json OUT.json] [--plot PREFIX] [--compare LABEL=OLD.json] [--cache DIR | --no-cache]
-        [--small]
+        [--checkpoint DIR] [--small]
     python bench/bench_frontier.py --plot-only OUT.json [--plot PREFIX] [--compare LABEL=OLD.json]
 
 Points (``veil.default_plugins.replay.frontier``): veil at each budget; masking at each N
@@ -21,7 +21,9 @@ neither: defaults. Baseline results are cached under ``--cache`` (default
 ``$XDG_CACHE_HOME/veil/frontier``), keyed by each recording's bytes and the code of the
 measure, so a second sweep of veil under other settings replays only veil. ``--json`` keeps
 every figure, per file, for ``--plot-only``; ``--compare "veil before=OLD.json"`` draws the
-veil points of an earlier sweep on the same files beside this one's, dashed. ``--small`` (CI): the first 30 steps of one short
+veil points of an earlier sweep on the same files beside this one's, dashed. ``--checkpoint DIR``
+keeps each finished job in DIR: the same command run again after a crash or a kill replays only
+the jobs that had not finished (a changed recording, option, setting or code is replayed). ``--small`` (CI): the first 30 steps of one short
 recording, veil at 4,000 and 8,000, no cache, the plots in a scratch folder.
 
 Prints the Markdown table (policy, knob, effective / full history's at 0.1 and 0.5, identifier
@@ -91,14 +93,22 @@ def _settings_project(text: str, scratch: Path) -> Path:
     return scratch
 
 
+FIRST_SUBSETS = (4, 0)
+"""Without ``--subset``, the files of the sessions' subsets B (4) then A (0) are replayed first,
+so a run cut short has whole subsets to compare with earlier sessions' figures."""
+
+
 def pick_files(data: Path, folders: list[str], subset: int | None, every: int) -> list[Path]:
-    """The recordings of ``folders`` under ``data``, sorted by name; with ``subset`` K every
-    ``every``-th file of each folder from the K-th."""
-    files: list[Path] = []
-    for folder in folders:
-        found = sorted((data / folder).glob("*.traj.json"))
-        files += found[subset::every] if subset is not None else found
-    return files
+    """The recordings of ``folders`` under ``data``: with ``subset`` K every ``every``-th file
+    of each folder from the K-th (sorted by name); without, every file, those of the subsets
+    :data:`FIRST_SUBSETS` first, each group longest first."""
+    found = {folder: sorted((data / folder).glob("*.traj.json")) for folder in folders}
+    if subset is not None:
+        return [f for folder in folders for f in found[folder][subset::every]]
+    groups = [[f for folder in folders for f in found[folder][k::every]] for k in FIRST_SUBSETS]
+    taken = {f for group in groups for f in group}
+    groups.append([f for folder in folders for f in found[folder] if f not in taken])
+    return [f for group in groups for f in sorted(group, key=lambda f: -f.stat().st_size)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,6 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cache", type=Path, default=None, help="baseline cache folder")
     parser.add_argument("--no-cache", action="store_true")
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep each finished job here; the same command run again resumes",
+    )
     parser.add_argument("--small", action="store_true", help="30 steps of one file (CI)")
     args = parser.parse_args(argv)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -203,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                 reference_budget=args.reference_budget,
                 max_steps=max_steps,
                 progress=lambda line: print(line, file=sys.stderr, flush=True),
+                checkpoint=args.checkpoint,
             )
         except VeilError as exc:
             print(f"bench_frontier.py: {exc.message}", file=sys.stderr)

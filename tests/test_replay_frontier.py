@@ -108,11 +108,11 @@ def test_baselines_are_cached_by_file_and_code(files, tmp_path, monkeypatch):
     def replayed(*args, **kwargs):
         raise AssertionError("a cached point was replayed")
 
-    monkeypatch.setattr("veil.default_plugins.replay.runner.run_policies", replayed)
-    again = frontier.sweep(files, budgets=[600], keeps=[3], blocks=[5], with_veil=False,
-                           cache_folder=cache)  # fmt: skip
+    with monkeypatch.context() as patched:
+        patched.setattr("veil.default_plugins.replay.runner.run_policies", replayed)
+        again = frontier.sweep(files, budgets=[600], keeps=[3], blocks=[5], with_veil=False,
+                               cache_folder=cache)  # fmt: skip
     assert again["points"] == first["points"]
-    monkeypatch.undo()
     # a damaged entry is replayed again; a changed recording is another entry
     entry = sorted(cache.glob("*.json"))[0]
     entry.write_text("{not json", encoding="utf-8")
@@ -281,3 +281,50 @@ def test_an_earlier_sweep_of_veil_is_drawn_beside(tmp_path):
     before["meta"]["steps"] = {"b": 10}
     with pytest.raises(BadRequest, match="other files"):
         frontier.plot_frontier(_synthetic(), tmp_path / "g", compare=[("veil before", before)])
+
+
+def test_a_stopped_sweep_resumes_from_its_checkpoint(files, tmp_path, monkeypatch):
+    kept = tmp_path / "kept"
+    first = frontier.sweep(files, budgets=[600], keeps=[3], blocks=[5], with_veil=False,
+                           checkpoint=kept)  # fmt: skip
+    assert len(list(kept.glob("baselines-*.json"))) == 2  # one job per recording
+
+    def replayed(*args, **kwargs):
+        raise AssertionError("a finished job was replayed")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("veil.default_plugins.replay.runner.run_policies", replayed)
+        again = frontier.sweep(files, budgets=[600], keeps=[3], blocks=[5], with_veil=False,
+                               checkpoint=kept)  # fmt: skip
+    assert again["points"] == first["points"]
+    # a job that did not finish (its file is missing) is replayed, the other is not
+    sorted(kept.glob("baselines-*.json"))[0].unlink()
+    calls = []
+    real = frontier.measure_baselines
+    monkeypatch.setattr(
+        frontier, "measure_baselines", lambda p, *a, **k: calls.append(p) or real(p, *a, **k)
+    )
+    assert frontier.sweep(files, budgets=[600], keeps=[3], blocks=[5], with_veil=False,
+                          checkpoint=kept)["points"] == first["points"]  # fmt: skip
+    assert len(calls) == 1, calls
+    # other options are other jobs
+    frontier.sweep(files, budgets=[600], keeps=[4], blocks=[5], with_veil=False, checkpoint=kept)
+    assert len(list(kept.glob("baselines-*.json"))) == 4
+
+
+def test_files_of_the_subsets_come_first(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import bench_frontier
+
+    for folder in ("x", "y"):
+        (tmp_path / folder).mkdir()
+        for i in range(10):  # f00 ... f09, f0i of i + 1 bytes
+            (tmp_path / folder / f"f{i:02}.traj.json").write_text("." * (i + 1))
+    names = [f"{p.parent.name}/{p.name[:3]}" for p in
+             bench_frontier.pick_files(tmp_path, ["x", "y"], None, 8)]  # fmt: skip
+    # subset B (from the 5th, every 8th: f04) then A (f00, f08), each longest first, then the rest
+    assert names[:6] == ["x/f04", "y/f04", "x/f08", "y/f08", "x/f00", "y/f00"]
+    assert sorted(names) == sorted(f"{d}/f{i:02}" for d in "xy" for i in range(10))
+    assert len(set(names)) == 20
+    subset = bench_frontier.pick_files(tmp_path, ["x", "y"], 0, 8)
+    assert [f"{p.parent.name}/{p.name[:3]}" for p in subset] == ["x/f00", "x/f08", "y/f00", "y/f08"]

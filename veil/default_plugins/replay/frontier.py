@@ -39,7 +39,7 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -241,6 +241,89 @@ class BaselineCache:
         os.replace(tmp, entry)
 
 
+def veil_code_version() -> str:
+    """A hash of every ``.py`` file of the veil package and, beside it, of ``plugins/`` (a
+    checkout): what a veil point's figures depend on besides the settings."""
+    import veil
+
+    root = Path(veil.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for folder in (root, root.parent / "plugins"):
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.rglob("*.py")):
+            if ".venv" in path.parts or "tests" in path.parts:
+                continue
+            digest.update(str(path.relative_to(folder.parent)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+class Checkpoint:
+    """The finished jobs of a sweep on disk, one JSON file per job, so a sweep stopped half way
+    (a crash, a kill, a reboot) is run again and replays only what was not finished.
+
+    A job's file name hashes everything its figures depend on: the recording's bytes, the
+    job (veil at a budget, or the baseline points), the sweep's options, veil's code
+    (:func:`veil_code_version`), the measure's code (:func:`code_version`), the project's
+    ``.veil/settings.json`` and the ``VEIL_*`` variables. So a checkpoint folder may be reused
+    across runs with other options or code: what no longer matches is replayed. Writes are
+    atomic (a temporary file renamed).
+
+    Args:
+        folder: where job files live (created when first written).
+        options: the sweep's options (JSON-able values).
+    """
+
+    def __init__(self, folder: str | Path, options: dict[str, Any]) -> None:
+        self.folder = Path(folder)
+        settings = ""
+        project = options.get("project_dir")
+        settings_file = Path(project or ".") / ".veil" / "settings.json"
+        if settings_file.is_file():
+            settings = settings_file.read_text(encoding="utf-8", errors="replace")
+        fingerprint = {
+            # the project counts by its settings (a scratch project's path changes per run)
+            "options": {
+                k: v for k, v in options.items() if k not in ("cache_folder", "project_dir")
+            },
+            "settings": settings,
+            "env": sorted((k, v) for k, v in os.environ.items() if k.startswith("VEIL_")),
+            "veil": veil_code_version(),
+            "measure": code_version(),
+        }
+        self._fingerprint = json.dumps(fingerprint, sort_keys=True, default=str)
+        self._hashes: dict[str, str] = {}
+
+    def _path(self, kind: str, path: str, arg: Any) -> Path:
+        if path not in self._hashes:
+            self._hashes[path] = _file_hash(path)
+        what = arg if kind == "veil" else [p.label for p in arg]
+        key = json.dumps([self._fingerprint, kind, self._hashes[path], what], default=str)
+        digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+        return self.folder / f"{kind}-{Path(path).name}-{digest}.json"
+
+    def get(self, kind: str, path: str, arg: Any) -> tuple[float, Any] | None:
+        """``(seconds, result)`` of a finished job, or None (never run, or unreadable)."""
+        try:
+            data = json.loads(self._path(kind, path, arg).read_text(encoding="utf-8"))
+            return float(data["seconds"]), data["result"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, kind: str, path: str, arg: Any, seconds: float, result: Any) -> None:
+        """Keep a finished job's result.
+
+        Raises:
+            OSError: the folder cannot be written.
+        """
+        target = self._path(kind, path, arg)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"seconds": seconds, "result": result}), encoding="utf-8")
+        os.replace(tmp, target)
+
+
 def _load(path: str, max_steps: int | None) -> Any:
     from veil.default_plugins.replay.formats import load_trajectory
 
@@ -391,6 +474,7 @@ def sweep(
     reference_budget: int = REFERENCE_BUDGET,
     max_steps: int | None = None,
     progress: Callable[[str], None] | None = None,
+    checkpoint: str | Path | None = None,
 ) -> dict[str, Any]:
     """Replay ``files`` at every point of the frontier and add up the totals.
 
@@ -404,12 +488,14 @@ def sweep(
         compaction: veil's compaction mode (None: what the settings say).
         disable: plugins blocked in veil's sessions.
         jobs: processes to replay in (each file x budget of veil is one job, the baselines of
-            a file another); 1 replays in this process.
+            a file another, started in the order of ``files``); 1 replays in this process.
         cache_folder: where baseline results are cached (:class:`BaselineCache`); None: no
             cache.
         reference_budget: what the unbudgeted baselines' steps are counted over.
         max_steps: replay only the first N steps of each file (CI).
         progress: called with a line per finished job.
+        checkpoint: a folder where each finished job is kept (:class:`Checkpoint`): run the
+            same sweep again after a crash or a kill and only unfinished jobs are replayed.
 
     Returns:
         The JSON of the module docstring.
@@ -438,37 +524,48 @@ def sweep(
         "compaction": compaction,
         "disable": tuple(disable),
     }
-    # the longest recordings first, so the last jobs to finish are short ones
-    by_size = sorted(paths, key=lambda p: Path(p).stat().st_size, reverse=True)
+    # in the order given (bench_frontier.py puts the sessions' subsets first, so a run cut
+    # short has whole subsets), every budget of a file together
     work: list[tuple[str, str, Any]] = []
     if with_veil:
-        work += [("veil", p, b) for p in by_size for b in budgets]
-    work += [("baselines", p, points) for p in by_size]
+        work += [("veil", p, b) for p in paths for b in budgets]
+    work += [("baselines", p, points) for p in paths]
     started = time.perf_counter()
     done: dict[tuple[str, str, Any], Any] = {}
     seconds: dict[str, float] = {}
+    kept = Checkpoint(checkpoint, options) if checkpoint is not None else None
 
-    def record(item: tuple[str, str, Any], took: float, result: Any) -> None:
+    def record(item: tuple[str, str, Any], took: float, result: Any, resumed: bool) -> None:
         kind, path, arg = item
         key = "baselines" if kind == "baselines" else f"veil budget={arg}"
         seconds[key] = seconds.get(key, 0.0) + took
         done[(kind, path, arg if kind == "veil" else None)] = result
+        if kept is not None and not resumed:
+            kept.put(*item, took, result)
         if progress is not None:
-            progress(f"{key}: {Path(path).parent.name}/{Path(path).name} {took:.1f} s")
+            where = f"{Path(path).parent.name}/{Path(path).name}"
+            progress(f"{key}: {where} {took:.1f} s" + (" (from the checkpoint)" if resumed else ""))
 
+    todo = []
+    for item in work:
+        found = kept.get(*item) if kept is not None else None
+        if found is not None:
+            record(item, *found, resumed=True)
+        else:
+            todo.append(item)
     if jobs == 1:
-        for item in work:
+        for item in todo:
             took, result = _job(*item, options)
-            record(item, took, result)
-    else:
+            record(item, took, result, resumed=False)
+    elif todo:
         context = multiprocessing.get_context("spawn")  # no torch state shared with workers
         with ProcessPoolExecutor(jobs, mp_context=context, initializer=_quiet_worker) as pool:
-            futures: list[tuple[tuple[str, str, Any], Future]] = [
-                (item, pool.submit(_job, *item, options)) for item in work
-            ]
-            for item, future in futures:
+            futures: dict[Future, tuple[str, str, Any]] = {
+                pool.submit(_job, *item, options): item for item in todo
+            }
+            for future in as_completed(futures):  # kept as each finishes
                 took, result = future.result()
-                record(item, took, result)
+                record(futures[future], took, result, resumed=False)
 
     from veil.default_plugins.replay.runner import PolicyResult
 
