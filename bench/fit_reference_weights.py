@@ -29,7 +29,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "trajectories"
-FOLDERS = ("mini-swe-agent", "mini-swe-agent-rerun", "mini-swe-agent-lite", "mini-swe-agent-reasoner")
+FOLDERS = (
+    "mini-swe-agent",
+    "mini-swe-agent-rerun",
+    "mini-swe-agent-lite",
+    "mini-swe-agent-reasoner",
+)
 OUT = ROOT / "plugins" / "veil_fsrs" / "veil_fsrs" / "data" / "reference_weights.json"
 MIN_SAMPLES = 20
 
@@ -107,7 +112,9 @@ def fit(paths: list[Path]) -> dict:
             for k, n in sorted(samples.items())
             if n >= MIN_SAMPLES
         },
-        "coarse": {",".join(map(str, k)): rate(coarse_p[k], n) for k, n in sorted(coarse_n.items())},
+        "coarse": {
+            ",".join(map(str, k)): rate(coarse_p[k], n) for k, n in sorted(coarse_n.items())
+        },
     }
 
 
@@ -128,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or (Path(tempfile.mkdtemp()) / "reference_weights.json" if args.small else OUT)
     out.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(f"fitted on {table['files']} recordings, {table['samples']:,} samples -> {out}")
-    print(f"cells: {len(table['table'])} (coarse {len(table['coarse'])}), overall rate {table['prior']}")
+    print(
+        f"cells: {len(table['table'])} (coarse {len(table['coarse'])}), overall rate {table['prior']}"
+    )
     return 0
 
 

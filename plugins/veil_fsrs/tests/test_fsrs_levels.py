@@ -152,7 +152,7 @@ def test_an_excerpt_costing_most_of_its_item_is_shown_whole():
 def test_protected_turns_keep_at_least_their_command():
     turn = _item(
         "turn",
-        "Let me look.\n\n```bash\ncat src/big.py\n```\nbash({\"command\": \"cat src/big.py\"})",
+        'Let me look.\n\n```bash\ncat src/big.py\n```\nbash({"command": "cat src/big.py"})',
         index=2,
         step=STEP - 3,
         source="assistant",
@@ -192,7 +192,9 @@ def test_a_shallow_pass_leaves_older_levels_as_they_are():
     # 560 is covered by `new` alone (600): only `new` may change (room left 1620 - 100 - 1200 -
     # 9 = 311, more than a fifth of 280), and `old`, which owns no name (`mid` and `new` hold
     # all of its), stays whole
-    shallow = _plan(items, budget=1800, used=used, low_water=0.9, settings=_settings(shallowReach=2))
+    shallow = _plan(
+        items, budget=1800, used=used, low_water=0.9, settings=_settings(shallowReach=2)
+    )
     assert shallow.to_warm == ["new"]
     # a deep pass chooses every level: `old` owns nothing and becomes a stub
     deep = _plan(items, budget=1800, used=used, low_water=0.9)
@@ -233,7 +235,8 @@ def test_marker_tokens_match_the_tokenizer():
     from veil.core.models.tokens import cl100k_count
 
     sizes = [
-        cl100k_count(f"[... {n} lines elided: #{m} ...]\n") for n, m in ((1, 3), (120, 42), (9999, 1234))
+        cl100k_count(f"[... {n} lines elided: #{m} ...]\n")
+        for n, m in ((1, 3), (120, 42), (9999, 1234))
     ]
     assert sizes == [12, 12, 14] and MARKER_TOKENS == min(sizes)
 

@@ -113,8 +113,10 @@ def evict(
         # session double keeps none: it gets the whole-item planner)
         levels = partial(_plan_levels, stats=name_stats(), lines_of=own.lines_of)
     target = _optional_setting(settings, "target_tokens", None)
-    if target is not None and budget_tokens > target and not _optional_setting(
-        settings, "budget_tokens", None
+    if (
+        target is not None
+        and budget_tokens > target
+        and not _optional_setting(settings, "budget_tokens", None)
     ):
         # a window larger than what pays off, and no budget of the user's: passes aim at the
         # target (the window stays the hard limit: the core never sends more than it holds)

@@ -408,7 +408,8 @@ def plan_levels(
                     False,
                     max(0.05, 1.0 + weight_of * (float(paged_retention[pos]) - 0.5)),
                     item.excerpt,
-                    item.source == "assistant" and item.step > current_step - settings.protected_turns,
+                    item.source == "assistant"
+                    and item.step > current_step - settings.protected_turns,
                 )
             )
     candidates.sort(key=lambda c: (c.item.message_index, c.item.step))

@@ -103,7 +103,9 @@ def weight_table() -> list[list[list[list[float]]]]:
     ]
 
 
-def reference_weight(assistant: int, results: int, age: float, assistant_age: float | None) -> float:
+def reference_weight(
+    assistant: int, results: int, age: float, assistant_age: float | None
+) -> float:
     """Probability in [0, 1] that a name is used within the next :data:`HORIZON` steps.
 
     Args:

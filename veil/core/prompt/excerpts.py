@@ -36,7 +36,9 @@ _MARKER_TAIL = " ...]"
 
 def is_marker(line: str) -> bool:
     """Whether ``line`` is an excerpt's elision marker (veil's text, not the item's)."""
-    return line.startswith(_MARKER_HEAD) and line.endswith(_MARKER_TAIL) and " lines elided: " in line
+    return (
+        line.startswith(_MARKER_HEAD) and line.endswith(_MARKER_TAIL) and " lines elided: " in line
+    )
 
 
 def normalised(lines: Iterable[int], line_count: int) -> tuple[int, ...]:
