@@ -838,7 +838,7 @@ def plot_frontier(
         ("misses", "identifier misses", "misses"),
         ("line_misses", "line misses", "line-misses"),
     ):
-        fig, axes = plt.subplots(1, len(prices), figsize=(6.2 * len(prices), 5.4), squeeze=False)
+        fig, axes = plt.subplots(1, len(prices), figsize=(6.2 * len(prices), 6.0), squeeze=False)
         for ax, price in zip(axes[0], prices, strict=True):
             for policy in POLICY_ORDER:
                 series = [r for r in rows if r["policy"] == policy]
@@ -882,10 +882,11 @@ def plot_frontier(
             ax.grid(alpha=0.3)
             ax.set_ylim(bottom=0)
             ax.set_xlim(left=0)
-        axes[0][0].legend(fontsize=8, loc="upper right")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
         heading = title or "Cost against misses, each policy over its knob"
         fig.suptitle(f"{heading}: {name}, {n_files} files, {n_steps:,} steps", fontsize=11)
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0.1, 1, 1))  # the legend's rows below the panels
         out = Path(f"{prefix}-{suffix}.png")
         fig.savefig(out, dpi=110)
         plt.close(fig)
