@@ -636,7 +636,7 @@ def evict_pass(
             paged_scores=paged_scores,
             mentions=counts,
         )
-    pressure = bool(set(plan.reasons.values()) - {REASONS[1], PAGED_IN, "excerpt"})
+    pressure = bool(set(plan.reasons.values()) - {REASONS[1], PAGED_IN, "excerpt", "superseded"})
     controller.record_pass(now, plan.to_warm, pressure)
     for item_id in plan.to_live:  # brought back by the policy itself: not a re-request
         controller.state["evicted"].pop(item_id, None)

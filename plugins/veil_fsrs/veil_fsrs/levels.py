@@ -78,6 +78,8 @@ from veil_fsrs.rescue import max_cosine
 __all__ = [
     "EXCERPT",
     "LOW_VALUE",
+    "SUPERSEDED",
+    "SUPERSEDED_FACTOR",
     "MARKER_TOKENS",
     "PROTECTED",
     "LineInfo",
@@ -95,6 +97,14 @@ EXCERPT = "excerpt"
 LOW_VALUE = "low score"
 """Reason recorded for an item that leaves as a pointer stub (the old stage-2 reason, which the
 controller reads as pressure)."""
+SUPERSEDED = "superseded"
+"""Reason for a tool result a newer one supersedes (:mod:`veil_fsrs.superseded`): like
+``"stale"``, not a sign of pressure."""
+SUPERSEDED_FACTOR = 0.5
+"""What a superseded result's lines weigh against the same lines of a current one: the names
+only the older copy still holds (what the newer one changed or dropped) are worth keeping less,
+so such lines leave before lines of equal value elsewhere. Chosen by replay (bench/RESULTS.md,
+issue 29)."""
 PROTECTED = "over budget: protected"
 """Reason for a fixed item moved because the fixed items alone exceed the budget."""
 
@@ -240,6 +250,7 @@ class _Candidate:
     multiplier: float
     current: tuple[int, ...] | None  # excerpt lines shown now (warm), None: whole or stub
     protected_turn: bool
+    superseded: bool = False
 
     @property
     def info(self) -> LineInfo:
@@ -311,6 +322,7 @@ def plan_levels(
     paged_out: Sequence[ContextItem] | None = None,
     paged_scores: Any = None,
     embeddings: Mapping[str, Any] | None = None,
+    superseded: Mapping[str, str] | None = None,
 ) -> EvictionPlan:
     """Choose a level for each item eviction may move (see the module docstring).
 
@@ -332,6 +344,9 @@ def plan_levels(
             ``excerpt`` says what they show now); None or empty: the pass only moves live items.
         paged_scores: retention scores aligned with ``paged_out`` (default 0.5 each).
         embeddings: item id -> vector, for the rescue of old turns (seed 002).
+        superseded: tool result item id -> the id of a newer result that supersedes it
+            (:func:`veil_fsrs.superseded.superseded_by`): its lines weigh
+            ``SUPERSEDED_FACTOR`` of their value and it is never shown whole again.
 
     Returns:
         An :class:`EvictionPlan`: ``to_warm`` (live items leaving, with ``excerpts`` for those
@@ -373,6 +388,7 @@ def plan_levels(
     retention = _retention(items, score, turn_weights, cosine)
     whole_fixed: list[int] = []
     candidates: list[_Candidate] = []
+    stale = superseded or {}
     weight_of = settings.retention_weight
     for pos, item in enumerate(items):
         zero_weight = item.source in ("user", "assistant") and turn_weights.get(item.kind, 1.0) == 0
@@ -394,6 +410,7 @@ def plan_levels(
                 max(0.05, 1.0 + weight_of * (float(retention[pos]) - 0.5)),
                 None,
                 item.source == "assistant" and bool(turn_window[pos]),
+                item.id in stale,
             )
         )
     if paged_out:
@@ -410,6 +427,7 @@ def plan_levels(
                     item.excerpt,
                     item.source == "assistant"
                     and item.step > current_step - settings.protected_turns,
+                    item.id in stale,
                 )
             )
     candidates.sort(key=lambda c: (c.item.message_index, c.item.step))
@@ -511,7 +529,7 @@ def plan_levels(
         for i, value in line_value.items():
             if value > 0 and i not in chosen[k]:
                 keys.append((k, i))
-                values.append(value * c.multiplier)
+                values.append(value * c.multiplier * (SUPERSEDED_FACTOR if c.superseded else 1.0))
                 costs.append(float(tokens[i]) + half_marker)
     if keys:
         ratio = np.asarray(values) / np.asarray(costs)
@@ -539,7 +557,9 @@ def plan_levels(
             continue
         cost = _excerpt_cost(c.info, lines)
         whole = float(c.item.tokens)
-        if cost >= whole_share * whole and total - cost + whole <= room:
+        if c.superseded:  # a stale copy keeps at most the lines that differ
+            level.append(lines)
+        elif cost >= whole_share * whole and total - cost + whole <= room:
             total += whole - cost
             level.append(None)
         else:
@@ -547,7 +567,7 @@ def plan_levels(
     upgrades = sorted(
         (float(c.item.tokens) - _excerpt_cost(c.info, level[k]), k)
         for k, c in enumerate(suffix)
-        if level[k]
+        if level[k] and not c.superseded
     )
     for extra, k in upgrades:
         if total + extra > room:
@@ -565,15 +585,13 @@ def plan_levels(
             plan.to_warm.append(item_id)
             if lv:
                 plan.excerpts[item_id] = lv
-                plan.reasons[item_id] = EXCERPT
-            else:
-                plan.reasons[item_id] = LOW_VALUE
+            plan.reasons[item_id] = SUPERSEDED if c.superseded else EXCERPT if lv else LOW_VALUE
         elif lv is None:
             plan.to_live.append(item_id)
             plan.reasons[item_id] = "paged in"
         elif lv != (c.current or ()):
             plan.excerpts[item_id] = lv
-            plan.reasons[item_id] = EXCERPT if lv else LOW_VALUE
+            plan.reasons[item_id] = SUPERSEDED if c.superseded else EXCERPT if lv else LOW_VALUE
     estimate = base + sum(current[:cut]) + pointer_tokens * len(suffix) + total
     return _over_budget(plan, items, whole_fixed, suffix, estimate, budget, pointer_tokens)
 

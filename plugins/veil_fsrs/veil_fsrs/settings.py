@@ -128,7 +128,9 @@ class FsrsContextSettings(SettingsSection):
     ``shallow_reach``: a pass first tries to change only the newest items whose size is this
     many times what it must free (0: every pass chooses every level again).
     ``retention_weight``: how much the scorer's retention weighs a line's value (0: the names
-    alone). ``target_tokens``: the prompt size a pass aims at when the model's window is larger
+    alone). ``superseded``: an older copy of a file or an older run of a command that a later
+    tool result supersedes (:mod:`veil_fsrs.superseded`) leaves first and keeps at most the
+    lines that differ (off: only the names' ownership does it). ``target_tokens``: the prompt size a pass aims at when the model's window is larger
     (None: the window; the window stays the hard limit).
     """
 
@@ -152,6 +154,7 @@ class FsrsContextSettings(SettingsSection):
     excerpt_whole_share: float = Field(default=0.6, gt=0, le=1, allow_inf_nan=False)
     shallow_reach: float = Field(default=0.0, ge=0, le=100, allow_inf_nan=False)
     retention_weight: float = Field(default=0.25, ge=0, le=2, allow_inf_nan=False)
+    superseded: bool = True
     target_tokens: int | None = Field(default=None, gt=0)
 
 
