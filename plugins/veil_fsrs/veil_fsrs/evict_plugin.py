@@ -111,11 +111,12 @@ def evict(
     if getattr(settings, "levels", False) and callable(name_stats):
         # the session keeps the names' statistics and lines the levels planner reads (a bare
         # session double keeps none: it gets the whole-item planner)
+        superseded = getattr(own, "superseded", None)
         levels = partial(
             _plan_levels,
             stats=name_stats(),
             lines_of=own.lines_of,
-            superseded=own.superseded() if settings.superseded else None,
+            superseded=superseded() if settings.superseded and callable(superseded) else None,
         )
     target = _optional_setting(settings, "target_tokens", None)
     if (

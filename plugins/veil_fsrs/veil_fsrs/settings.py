@@ -101,6 +101,13 @@ class TurnWeights(SettingsSection):
     exploration: float = Field(default=0.8, ge=0)
 
 
+TARGET_TOKENS = 8_000
+"""The prompt size a pass aims at when no budget is set and the model's window is larger: the
+largest budget of the frontier whose effective cost stays at most 0.8x full history's (84
+recorded sessions, cached input at 0.1x: 8,000 costs 0.739x with 834 identifier misses, 12,000
+0.900x with 289; bench/RESULTS.md, issue 29)."""
+
+
 class FsrsContextSettings(SettingsSection):
     """The ``context`` fields of veil_fsrs (seed 002; DESIGN.md reference defaults).
 
@@ -130,8 +137,9 @@ class FsrsContextSettings(SettingsSection):
     ``retention_weight``: how much the scorer's retention weighs a line's value (0: the names
     alone). ``superseded``: an older copy of a file or an older run of a command that a later
     tool result supersedes (:mod:`veil_fsrs.superseded`) leaves first and keeps at most the
-    lines that differ (off: only the names' ownership does it). ``target_tokens``: the prompt size a pass aims at when the model's window is larger
-    (None: the window; the window stays the hard limit).
+    lines that differ (off: only the names' ownership does it). ``target_tokens``: the
+    prompt size a pass aims at when no budget is set and the model's window is larger
+    (:data:`TARGET_TOKENS`; None: the window; the window stays the hard limit).
     """
 
     weights: ScoreWeights = Field(default_factory=ScoreWeights)
@@ -155,7 +163,7 @@ class FsrsContextSettings(SettingsSection):
     shallow_reach: float = Field(default=0.0, ge=0, le=100, allow_inf_nan=False)
     retention_weight: float = Field(default=0.25, ge=0, le=2, allow_inf_nan=False)
     superseded: bool = True
-    target_tokens: int | None = Field(default=None, gt=0)
+    target_tokens: int | None = Field(default=TARGET_TOKENS, gt=0)
 
 
 DESIGN_REFERENCE_CONTEXT: dict[str, Any] = {
