@@ -42,10 +42,11 @@ MIN_SAMPLES = 20
 def fit(paths: list[Path]) -> dict:
     """The table (``{"table", "coarse", "prior", "horizon", "samples", "files"}``) fitted on
     ``paths`` (recordings the replay reads)."""
+    from veil_fsrs.reference_weights import HORIZON, features
+
     from veil.core.prompt.tags import identifier_tokens
     from veil.default_plugins.replay.formats import EmptyTrajectory, load_trajectory
     from veil.default_plugins.replay.measures import SEPARATOR, references_in
-    from veil_fsrs.reference_weights import HORIZON, features
 
     samples: Counter = Counter()
     positives: Counter = Counter()

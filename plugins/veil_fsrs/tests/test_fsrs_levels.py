@@ -238,7 +238,7 @@ def test_marker_tokens_match_the_tokenizer():
         cl100k_count(f"[... {n} lines elided: #{m} ...]\n")
         for n, m in ((1, 3), (120, 42), (9999, 1234))
     ]
-    assert sizes == [12, 12, 14] and MARKER_TOKENS == min(sizes)
+    assert sizes == [12, 12, 14] and min(sizes) == MARKER_TOKENS
 
 
 # --- a target for large windows ---------------------------------------------------------------

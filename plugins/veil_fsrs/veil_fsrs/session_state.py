@@ -25,13 +25,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from veil.core.prompt.tags import content_identifiers, item_identifiers
-from veil_fsrs.levels import LineInfo, NameStats, line_info
 from veil_fsrs.superseded import Source, source_of, superseded_by
 from veil_fsrs.turn_embeddings import TurnEmbeddings
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session_api import PluginSession
     from veil.core.types import ContextItem
+    from veil_fsrs.levels import LineInfo, NameStats
 
 PLUGIN_NAME = "veil_fsrs_evict"
 """The namespace's name: the eviction plugin's entry point name, whose hooks keep it."""
@@ -59,6 +59,9 @@ class FsrsSessionState:
         # a resumed session counts its stored items on first use (identifier_mentions)
         self._mentions: Counter[str] | None = None if session.resumed else Counter()
         # the names' statistics for the levels' value of a line (name_stats), the same way
+        # (veil_fsrs.levels needs numpy: imported when a session starts, not by ``veil --help``)
+        from veil_fsrs.levels import NameStats
+
         self._names: NameStats | None = None if session.resumed else NameStats()
         # item id -> its lines' names and sizes (an item's content never changes)
         self._lines: dict[str, LineInfo] = {}
@@ -71,6 +74,8 @@ class FsrsSessionState:
         mentioned it, the other items that held it, when, and its owner (the newest item
         holding it). A resumed session reads its stored items once, in capture order."""
         if self._names is None:
+            from veil_fsrs.levels import NameStats
+
             stats = NameStats()
             veil = self.session.veil
             tiers = veil.tiers
@@ -87,6 +92,8 @@ class FsrsSessionState:
         """``item``'s :class:`~veil_fsrs.levels.LineInfo`, computed once per item."""
         found = self._lines.get(item.id)
         if found is None:
+            from veil_fsrs.levels import line_info
+
             found = self._lines[item.id] = line_info(item)
         return found
 
