@@ -36,6 +36,8 @@ a0 2, o0 3, a1 2, o1 6, a2 4, o2 6, a3 2, o3 7, a4 4, o4 1, a5 3, o5 1, the mask
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from veil.default_plugins.replay.formats import ReplayStep, Trajectory
@@ -227,14 +229,25 @@ def test_the_json_carries_line_misses_beside_misses():
 # --- veil, through a real veil session ----------------------------------------------------------
 
 
-def _veil(budget: int):
+def _veil(budget: int, project=None):
     from veil.default_plugins.replay.veil_policy import VeilReplayPolicy
 
     # compaction off: the replay's stand-in summariser lists identifiers, which would hold
     # references this hand count does not expect; padding makes each observation about 410
     # tokens, so at the small budget only the newest one (protected) can stay whole
     traj = recording(padding=40)
-    return traj, VeilReplayPolicy(traj, budget, compaction="none")
+    return traj, VeilReplayPolicy(traj, budget, compaction="none", project_dir=project)
+
+
+def _whole_items_project(tmp_path):
+    """A project whose eviction moves whole items (``context.levels`` off): the hand count
+    below is for stubs, not excerpts (what is measured, the misses of the prompt sent, is the
+    same rule for both)."""
+    (tmp_path / ".veil").mkdir()
+    (tmp_path / ".veil" / "settings.json").write_text(
+        json.dumps({"context": {"levels": False}}), encoding="utf-8"
+    )
+    return tmp_path
 
 
 class _Recorded:
@@ -281,7 +294,7 @@ def test_veil_with_room_for_everything_misses_nothing(budget):
     assert result.evictions == 0
 
 
-def test_veil_at_a_small_budget_by_hand():
+def test_veil_at_a_small_budget_by_hand(tmp_path):
     """At 600 tokens (its system message alone is about 60, each padded observation about 410)
     veil's prompt holds, besides its system message, stubs and notes, the task, every assistant
     turn and the newest observation only: asserted first, since the hand count below is for
@@ -298,7 +311,7 @@ def test_veil_at_a_small_budget_by_hand():
     would give 0 and 0: this test fails on that mistake.
     """
     budget = 600
-    traj, policy = _veil(budget)
+    traj, policy = _veil(budget, _whole_items_project(tmp_path))
     try:
         recorded = _Recorded(policy)
         result = run_policies(traj, [recorded], budget)["veil"]

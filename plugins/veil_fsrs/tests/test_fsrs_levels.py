@@ -295,3 +295,17 @@ def test_a_large_window_aims_at_the_target_and_a_set_budget_wins(tmp_path, monke
     # the same window given as the user's own budget (context.budgetTokens): no target
     explicit = _prompt_sizes(project, 40_000, from_window=False)
     assert max(explicit) > 15_000
+
+
+def test_a_protected_turn_older_than_what_a_pass_reads_stays():
+    # A 100,000-token result fills the pass's window (4 x the 1,000 target) alone, so the
+    # pass reads nothing older: older live candidates leave as stubs, but the turn that
+    # called for the result is one of the last 12 turns (seed 002: protected outright).
+    turn = _item("turn", "read big.log", index=1, step=38, source="assistant", tokens=30)
+    old = _item("old", "an older result", index=0, step=10, tokens=40)
+    big = _item("big", "x" * 200, index=2, step=38, tokens=100_000)
+    now = _item("now", "z", index=3, step=STEP, tokens=100)
+    settings = _settings(protectedTurns=12)
+    plan = _plan([old, turn, big, now], budget=1000, used=100_170, settings=settings)
+    assert "turn" not in plan.to_warm
+    assert "old" in plan.to_warm and "big" in plan.to_warm

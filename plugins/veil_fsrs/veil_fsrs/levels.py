@@ -445,7 +445,7 @@ def plan_levels(
         acc += current[start]
     for k in range(start):  # older: a live one leaves as a stub, a warm one stays as it is
         c = candidates[k]
-        if c.live:
+        if c.live and not c.protected_turn:  # a protected turn never leaves the prompt
             plan.to_warm.append(c.item.id)
             plan.reasons[c.item.id] = LOW_VALUE
             c.live, current[k] = False, float(pointer_tokens)
