@@ -278,6 +278,7 @@ POLICY_KEYS = [
     "effective_tokens",
     "prefix_breaks",
     "over_budget_steps",
+    "line_misses",  # issue 29, added last
 ]
 
 
@@ -291,7 +292,7 @@ def test_json_contract_has_the_cache_keys_and_per_step_on_request(enc):
         assert list(first[name]) == [*POLICY_KEYS, "per_step"]
         assert list(out["total"][name]) == POLICY_KEYS
         assert [list(s) for s in first[name]["per_step"]] == [
-            ["prompt_tokens", "cached_tokens", "misses"]
+            ["prompt_tokens", "cached_tokens", "misses", "line_misses"]
         ] * 3
     full = first["full"]
     s_t = ntok(enc, traj.system) + ntok(enc, traj.task)

@@ -29,6 +29,7 @@ The hooks that keep that state, at the moments the policy needs it:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from veil.core.prompt.items import ItemBatch
@@ -38,6 +39,7 @@ from veil_fsrs.batch_index import as_batch as _as_batch
 from veil_fsrs.eviction import STALE_RECENCY as _STALE_RECENCY
 from veil_fsrs.eviction import Controller as _Controller
 from veil_fsrs.eviction import evict_pass as _evict_pass
+from veil_fsrs.levels import plan_levels as _plan_levels
 from veil_fsrs.session_state import embeds_turns as _embeds_turns
 from veil_fsrs.session_state import existing_state as _existing_state
 from veil_fsrs.session_state import session_state as _session_state
@@ -104,6 +106,27 @@ def evict(
     if not len(batch):
         return EvictionPlan(threshold=controller.threshold)
     own = _existing_state(session)
+    levels = None
+    name_stats = getattr(own, "name_stats", None)
+    if getattr(settings, "levels", False) and callable(name_stats):
+        # the session keeps the names' statistics and lines the levels planner reads (a bare
+        # session double keeps none: it gets the whole-item planner)
+        superseded = getattr(own, "superseded", None)
+        levels = partial(
+            _plan_levels,
+            stats=name_stats(),
+            lines_of=own.lines_of,
+            superseded=superseded() if settings.superseded and callable(superseded) else None,
+        )
+    target = _optional_setting(settings, "target_tokens", None)
+    if (
+        target is not None
+        and budget_tokens > target
+        and not _optional_setting(settings, "budget_tokens", None)
+    ):
+        # a window larger than what pays off, and no budget of the user's: passes aim at the
+        # target (the window stays the hard limit: the core never sends more than it holds)
+        budget_tokens = target
     return _evict_pass(
         batch,
         scores,
@@ -119,6 +142,7 @@ def evict(
         page_in=lambda: _page_in(paged_out, paged_scores),
         mentions=lambda: own.identifier_mentions() if own is not None else None,
         history=lambda: _history(session),
+        levels=levels,
     )
 
 

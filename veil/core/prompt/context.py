@@ -124,6 +124,15 @@ def pointer_stub(item: ContextItem, preview_chars: int = 48) -> str:
     return f"[evicted turn {stub_handle(item)}]"
 
 
+def excerpt_stub(item: ContextItem) -> str:
+    """What stands for a warm item that keeps some lines in the prompt (``item.excerpt``): those
+    lines verbatim and one elision marker per run of lines left out, each naming the handle
+    ``veil_hydrate`` follows back (:func:`veil.core.prompt.excerpts.render_excerpt`)."""
+    from veil.core.prompt.excerpts import render_excerpt
+
+    return render_excerpt(item.content, item.excerpt or (), stub_handle(item))
+
+
 def session_date(session: Session) -> str:
     """The date the base prompt shows: the UTC date the session started (ISO ``YYYY-MM-DD``).
     Fixed for the session's life, resumed or not, so the system message never changes at
@@ -361,7 +370,7 @@ def _stubbed(
     stubs = session.stubs
     idxs = list(range(session.compact_size, len(session.messages)))
     msgs = [
-        _with_stub(session.messages[i], stubs[i]) if i in stubs else session.messages[i]
+        _with_stub(session.messages[i], stubs[i], i) if i in stubs else session.messages[i]
         for i in idxs
     ]
     squeezed = squeezed_messages(session) if budget is not None else {}
@@ -451,16 +460,19 @@ def pinned_requests(session: Session, cap: int | None = None) -> list[Message]:
     return out
 
 
-def _with_stub(message: Message, stub: str) -> Message:
-    """``message`` with its content replaced by ``stub``. An evicted assistant turn's item holds
-    its tool calls' arguments too (the capture plugin's
+def _with_stub(message: Message, stub: str, index: int | None = None) -> Message:
+    """``message`` with its content replaced by ``stub`` (a pointer stub or an excerpt). An
+    evicted assistant turn's item holds its tool calls' arguments too (the capture plugin's
     :func:`veil.default_plugins.capture.rules.assistant_text`), so those leave with it: each call
     keeps its id and name (its result stays paired) and its arguments become
-    ``{"evicted": "<the stub's handle>"}``, valid JSON for every provider."""
+    ``{"evicted": "<the handle>"}``, valid JSON for every provider (a pointer stub's own handle,
+    its last word; ``#<index>`` for an excerpt)."""
     out = {**message, "content": stub}
     calls = message.get("tool_calls")
     if calls and message.get("role") == "assistant":
-        marker = json.dumps({"evicted": stub.rstrip("]").rsplit(" ", 1)[-1]})
+        plain = index is None or stub.startswith(("[evicted ", "[cold "))
+        handle = stub.rstrip("]").rsplit(" ", 1)[-1] if plain else f"#{index}"
+        marker = json.dumps({"evicted": handle})
         out["tool_calls"] = [
             {**tc, "function": {**tc.get("function", {}), "arguments": marker}} for tc in calls
         ]
@@ -642,7 +654,9 @@ def _collapse(
     alike, so stubs do not pile up (each would cost ~15 tokens forever). The manifest counts
     them; ``veil_recall`` / ``veil_history`` find them; nothing leaves the store. Returns the
     stored indices of what is kept, and the messages."""
-    stubs = session.stubs
+    # an excerpt still shows lines of its message: only plain stubs collapse
+    excerpted = session.excerpt_indices()
+    stubs = {i: s for i, s in session.stubs.items() if i not in excerpted}
     out: list[Message] = []
     out_idx: list[int] = []
     collapsed = 0
@@ -1303,6 +1317,25 @@ def _summary_part(session: Session, cap: int) -> list[Message]:
 
 
 def context_report(session: Session) -> dict[str, Any]:
-    """Counts for front ends: live / warm / cold items and the tokens of the last prompt."""
+    """Counts for front ends: live / warm / cold items, the tokens of the last prompt, and the
+    items the prompt shows as an excerpt (``excerpts``: ``[{"id", "messageIndex", "lines",
+    "of"}]``, lines shown of the item's lines, in message order)."""
     counts = session.veil.store.tier_counts(session.id)
-    return {"tiers": counts, "lastPromptTokens": session.last_prompt_tokens}
+    excerpts = sorted(
+        (
+            {
+                "id": item.id,
+                "messageIndex": item.message_index,
+                "lines": len(item.excerpt),
+                "of": item.content.count("\n") + 1,
+            }
+            for item in session.paged_out.values()
+            if item.excerpt and item.message_index is not None
+        ),
+        key=lambda e: e["messageIndex"],
+    )
+    return {
+        "tiers": counts,
+        "lastPromptTokens": session.last_prompt_tokens,
+        "excerpts": excerpts,
+    }
