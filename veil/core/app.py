@@ -640,7 +640,12 @@ class Veil:
 
     def close(self) -> None:
         """Release the store's connection, once plugins finished their background work on it
-        (``before_close`` hook: veil_fsrs' turn embeddings of this app's sessions)."""
+        (``before_close`` hook: veil_fsrs' turn embeddings of this app's sessions). A second
+        call does nothing (``veil serve`` closes its project, then the CLI closes what it
+        opened)."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         try:
             self.pm.hook.before_close(veil=self)
         finally:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from prompt_toolkit import PromptSession
@@ -10,6 +9,7 @@ from prompt_toolkit.history import History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
 from rich.markup import escape
 
+from veil.core import background
 from veil.core.errors import SessionConflict, UnsafeVeilPath, VeilError
 from veil.core.safety.paths import veil_file
 from veil_repl import display, permission
@@ -256,9 +256,8 @@ class Repl:
         """Loop until /exit or Ctrl-D."""
         display.active = self.display
         permission.active = self.permission_prompt
-        threading.Thread(
-            target=warm_up, args=(self.veil,), name="veil-warm-up", daemon=True
-        ).start()
+        # a loader thread: stopped at its next import when veil exits (veil.core.background)
+        background.start_loader("veil-warm-up", lambda: warm_up(self.veil))
         try:
             self.banner()
             while True:

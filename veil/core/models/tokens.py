@@ -150,10 +150,10 @@ def _start_fast_loader() -> None:
         warnings.filterwarnings(
             "ignore", "open_binary is deprecated", DeprecationWarning, "bpe_openai"
         )
-        _fast_loader = threading.Thread(
-            target=_load_fast_encoding, name="veil-bpe-openai", daemon=True
-        )
-        _fast_loader.start()
+        # a loader thread: stopped at its next import when veil exits (veil.core.background)
+        from veil.core import background
+
+        _fast_loader = background.start_loader("veil-bpe-openai", _load_fast_encoding)
 
 
 def _load_fast_encoding() -> None:
