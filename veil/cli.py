@@ -77,6 +77,19 @@ class VeilContext:
                 self._veil.config.settings.permissions.mode = "allow"
         return self._veil
 
+    def close(self, code: int) -> int:
+        """Close the project if this invocation opened it (its plugins' background work, the
+        store's queued writes); returns ``code``, or 1 when closing failed (said on stderr)."""
+        veil, self._veil = self._veil, None
+        if veil is None:
+            return code
+        try:
+            veil.close()
+        except Exception as exc:  # noqa: BLE001 - reported; the exit status says it
+            click.echo(f"veil: error: closing the project: {exc}", err=True)
+            return code or 1
+        return code
+
 
 def blocked_command_provider(command: str, blocked: frozenset[str]) -> str | None:
     """The blocked default plugin that would add ``veil COMMAND``, or None.
@@ -652,20 +665,49 @@ def _register_commands(pm: Any, group: click.Group) -> dict[str, PluginHookFaile
     return failures
 
 
+_VALUED_OPTIONS = frozenset({"--project", "--disable-plugin", "-p", "--print", "--resume"})
+_VALUED_OPTIONS |= {"--agent", "--model"}
+
+
+def _asks_for_help_only(argv: list[str]) -> bool:
+    """Whether ``argv`` asks the top-level command for its help or version (``veil --help``,
+    ``veil --project X -h``, ``veil --version``) and names no subcommand."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-h", "--help", "--version"):
+            return True
+        if not arg.startswith("-"):
+            return False  # a subcommand (its own --help lists its options)
+        i += 2 if arg in _VALUED_OPTIONS else 1
+    return False
+
+
 def build_cli(argv: list[str] | None = None) -> click.Group:
     """Return the ``veil`` group with plugin commands added (plugins chosen from ``argv``)."""
     argv = sys.argv[1:] if argv is None else argv
-    from veil.core.plugins import load_plugins, new_plugin_manager, plugin_selection
-    from veil.core.settings import load_config
+    from veil.core.plugins import (
+        listed_plugin_selection,
+        load_plugins,
+        new_plugin_manager,
+        plugin_selection,
+    )
 
     disabled = _prescan_disabled(argv)
-    try:
-        config = load_config(_prescan_project(argv))
-        selection = plugin_selection(
-            config.settings.plugins.disable, config.settings.plugins.load, disabled
-        )
-    except ConfigError:
-        selection = plugin_selection((), None, disabled)  # reported when the project opens
+    if _asks_for_help_only(argv):
+        # `veil --help` lists commands and opens nothing: the selection is read without
+        # validating the settings (pydantic and every settings model: issue 30's 0.3 s)
+        selection = listed_plugin_selection(_prescan_project(argv), disabled)
+    else:
+        from veil.core.settings import load_config
+
+        try:
+            config = load_config(_prescan_project(argv))
+            selection = plugin_selection(
+                config.settings.plugins.disable, config.settings.plugins.load, disabled
+            )
+        except ConfigError:
+            selection = plugin_selection((), None, disabled)  # reported when the project opens
     try:
         pm = load_plugins(new_plugin_manager(), selection)
     except (ConfigError, ImportError) as exc:
@@ -688,16 +730,25 @@ def main(argv: list[str] | None = None) -> None:
     install_signal_handlers()  # SIGTERM / SIGHUP also end the commands tools started
     utf8_stdio()  # UTF-8 in and out whatever the locale (LANG=C...)
     argv = [argument_text(a) for a in (sys.argv[1:] if argv is None else argv)]
+    code: int | str | None = 0
+    state = VeilContext(_prescan_project(argv), _prescan_disabled(argv))
     try:
         group = build_cli(argv)
-        group.main(
-            args=argv,
-            prog_name="veil",
-            obj=VeilContext(_prescan_project(argv), _prescan_disabled(argv)),
-        )
+        group.main(args=argv, prog_name="veil", obj=state)
     except PluginHookFailed as exc:  # at start (session_start, register_*) or in a command
         report_plugin_failure(exc)
-        sys.exit(1)
+        code = 1
+    except SystemExit as exc:  # click ends every command this way
+        code = exc.code
+    if isinstance(code, str):  # sys.exit("message") prints it; os._exit would not
+        click.echo(code, err=True)
+        code = 1
+    code = state.close(code or 0)
+    # every command ends here: loader threads stopped, litellm's clients closed and the atexit
+    # handlers run while the interpreter is whole, then os._exit (veil.core.background)
+    from veil.core import background
+
+    background.finish(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,17 +13,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from veil.core.types import PromptSection, RecallHit, Route, SlashCommand, Tool
 from veil.hookspecs import hookimpl
-from veil_memoryfiles.injection import build_memory_section
-from veil_memoryfiles.routes import memory_routes
-from veil_memoryfiles.service import MemoryService
-from veil_memoryfiles.settings import InjectionSettings
-from veil_memoryfiles.tools import memory_tools, slash_commands
-from veil_memoryfiles.trust import REPOSITORY_LABEL, quote
 
+# Each hook imports the module it calls when it is called: ``veil --help`` loads every plugin,
+# and these modules bring the store, pydantic and the memory service with them (issue 30).
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session_api import PluginSession
+    from veil.core.types import PromptSection, RecallHit, Route, SlashCommand, Tool
 
 log = logging.getLogger(__name__)
 
@@ -34,18 +30,24 @@ SECTION_ORDER = 100
 @hookimpl
 def register_tools(veil: Any) -> list[Tool]:
     """memory_write, memory_read, memory_search."""
+    from veil_memoryfiles.tools import memory_tools
+
     return memory_tools()
 
 
 @hookimpl
 def register_routes(veil: Any) -> list[Route]:
     """GET/PUT ``/memory/{file}`` and ``/agents/{name}/memory/{file}``."""
+    from veil_memoryfiles.routes import memory_routes
+
     return memory_routes()
 
 
 @hookimpl
 def register_slash_commands(veil: Any) -> list[SlashCommand]:
     """``/memory`` and ``/remember TEXT``."""
+    from veil_memoryfiles.tools import slash_commands
+
     return slash_commands()
 
 
@@ -81,6 +83,9 @@ def system_prompt_sections(session: PluginSession) -> PromptSection | None:
     The cache lives in ``session.state["veil_memoryfiles"]`` as JSON-safe values:
     ``section_text`` (str, or None when there is nothing to inject) and ``injection`` (tokens,
     cap, entries shown / omitted per scope, truncated files)."""
+    from veil.core.types import PromptSection
+    from veil_memoryfiles.injection import build_memory_section
+
     state = session.state.setdefault(STATE_KEY, {})
     if "section_text" not in state:
         result = build_memory_section(
@@ -115,6 +120,10 @@ def recall(session: PluginSession | None, query: str, limit: int) -> list[Recall
     BM25's). Returns None without a session (no agent to read for). An entry veil did not write
     comes quoted under the repository-provided label (``meta["provenance"]`` is
     ``repository``), as in ``memory_search``."""
+    from veil.core.types import RecallHit
+    from veil_memoryfiles.service import MemoryService
+    from veil_memoryfiles.trust import REPOSITORY_LABEL, quote
+
     if session is None or not query or not query.strip():
         return None
     svc = MemoryService(session.config, session.agent)
@@ -141,4 +150,6 @@ def recall(session: PluginSession | None, query: str, limit: int) -> list[Recall
 def register_settings() -> dict[str, Any]:
     """``memory.instructionFiles`` and ``memory.injectionShare``
     (:class:`~veil_memoryfiles.settings.InjectionSettings`)."""
+    from veil_memoryfiles.settings import InjectionSettings
+
     return {"memory": InjectionSettings}
