@@ -54,6 +54,17 @@ class VeilContext:
         self._veil: Any = None
         self.json = False
         self.yes = False
+        self.loaded: tuple[str | None, Any] | None = None
+        """``(project, configuration)`` as :func:`build_cli` loaded it (None when it did not,
+        or it failed): opening that project reuses it instead of reading and validating
+        every file again."""
+
+    def loaded_config(self) -> Any:
+        """The configuration :func:`build_cli` loaded, if it is of :attr:`project` (``veil
+        serve --project`` may name another one), else None."""
+        if self.loaded is not None and self.loaded[0] == self.project:
+            return self.loaded[1]
+        return None
 
     def open(self, keep_going: bool = False, *, store: bool = True) -> Any:
         """Open the project (config, plugins, store); config errors become clean CLI errors.
@@ -64,12 +75,15 @@ class VeilContext:
         if self._veil is None:
             from veil.core.app import open_veil
 
+            config = self.loaded_config()
+            loaded = {"config": config} if config is not None else {}
             try:
                 self._veil = open_veil(
                     self.project,
                     disable=self.disabled,
                     keep_going=keep_going,
                     db_path=None if store else ":memory:",
+                    **loaded,
                 )
             except (ConfigError, ImportError) as exc:
                 raise click.ClickException(str(exc)) from exc
@@ -264,7 +278,8 @@ def _plugin_names_named(state: VeilContext) -> list[tuple[str, str]]:
     from veil.core.settings import load_config
 
     try:
-        plugins = load_config(state.project).settings.plugins
+        config = state.loaded_config() or load_config(state.project)
+        plugins = config.settings.plugins
         disable, load = plugins.disable, plugins.load
     except (ConfigError, OSError):
         disable, load = [], None
@@ -683,8 +698,11 @@ def _asks_for_help_only(argv: list[str]) -> bool:
     return False
 
 
-def build_cli(argv: list[str] | None = None) -> click.Group:
-    """Return the ``veil`` group with plugin commands added (plugins chosen from ``argv``)."""
+def build_cli(argv: list[str] | None = None, state: VeilContext | None = None) -> click.Group:
+    """Return the ``veil`` group with plugin commands added (plugins chosen from ``argv``).
+
+    ``state``: the invocation's context, which keeps the configuration loaded here
+    (:attr:`VeilContext.config`) so the command does not load it again."""
     argv = sys.argv[1:] if argv is None else argv
     from veil.core.plugins import (
         listed_plugin_selection,
@@ -703,6 +721,8 @@ def build_cli(argv: list[str] | None = None) -> click.Group:
 
         try:
             config = load_config(_prescan_project(argv))
+            if state is not None:
+                state.loaded = (_prescan_project(argv), config)
             selection = plugin_selection(
                 config.settings.plugins.disable, config.settings.plugins.load, disabled
             )
@@ -733,7 +753,7 @@ def main(argv: list[str] | None = None) -> None:
     code: int | str | None = 0
     state = VeilContext(_prescan_project(argv), _prescan_disabled(argv))
     try:
-        group = build_cli(argv)
+        group = build_cli(argv, state)
         group.main(args=argv, prog_name="veil", obj=state)
     except PluginHookFailed as exc:  # at start (session_start, register_*) or in a command
         report_plugin_failure(exc)

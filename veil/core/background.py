@@ -149,7 +149,7 @@ def finish(code: int) -> NoReturn:
     prompt exit with status ``code``.
 
     1. stop the loaders (:func:`stop_loaders`) and wait for the other threads that are not
-       daemons, as the interpreter would;
+       daemons, as the interpreter would (``threading._shutdown``, which it calls);
     2. close litellm's clients (:func:`close_litellm_clients`);
     3. run the :mod:`atexit` handlers (veil's own: the tool commands killed; the log handlers
        flushed; litellm's) and flush stdout and stderr;
@@ -162,10 +162,12 @@ def finish(code: int) -> NoReturn:
     left = stop_loaders()
     if left:
         log.debug("loaders still running at exit: %s", ", ".join(left))
-    main = threading.main_thread()
-    for thread in threading.enumerate():
-        if thread is not main and not thread.daemon and thread is not threading.current_thread():
-            thread.join()
+    # what Py_FinalizeEx does first: the threading module's exit callbacks (a
+    # ThreadPoolExecutor's workers are told to stop there), then a join of every thread that
+    # is not a daemon
+    wait_for_threads = getattr(threading, "_shutdown", None)
+    if wait_for_threads is not None and threading.current_thread() is threading.main_thread():
+        wait_for_threads()
     close_litellm_clients()
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)  # what Py_FinalizeEx calls
     if run_exit_handlers is not None:

@@ -19,7 +19,8 @@ What it answers:
   request), or a function of the request body. A reply is a str (the assistant's text), a dict
   ``{"content": str | None, "tool_calls": [{"name", "arguments": dict | str, "id"?}]}`` (as for
   :class:`veil.testing.scripted_model.ScriptedModel`), or a :class:`Reply` for the special cases
-  (content sent as raw JSON text, an answer held back until an event is set).
+  (content sent as raw JSON text, an answer held back until an event is set, an HTTP error such
+  as a 401 or a 429 in OpenAI's error shape).
 - A prompt over ``context_window`` tokens gets OpenAI's HTTP 400 ``context_length_exceeded``
   error (the body real OpenAI-compatible servers send, which litellm maps to its
   ``ContextWindowExceededError``) and uses no reply.
@@ -65,12 +66,18 @@ class Reply:
             Python str).
         wait: an event the answer waits for (up to :data:`WAIT_LIMIT_S`) before it is sent, to
             keep a turn running while a test does something else. The request is recorded first.
+        status: an HTTP error status to answer with instead (401, 429, 503...): the body is
+            OpenAI's error shape, ``{"error": {"message": content, "type": ..., "code": ...}}``
+            with ``error_code`` as its code.
+        error_code: the ``code`` of that error (``invalid_api_key``, ``rate_limit_exceeded``...).
     """
 
     content: str | None = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     content_json: str | None = None
     wait: threading.Event | None = None
+    status: int | None = None
+    error_code: str | None = None
 
     @classmethod
     def of(cls, value: Reply | str | dict[str, Any]) -> Reply:
@@ -405,6 +412,11 @@ class ScriptedOpenAIServer:
                     return
                 if reply.wait is not None:
                     reply.wait.wait(WAIT_LIMIT_S)
+                if reply.status is not None:
+                    kind = "invalid_request_error" if reply.status < 500 else "server_error"
+                    error = {"message": reply.content or "", "type": kind, "code": reply.error_code}
+                    self._send_json(reply.status, {"error": error})
+                    return
                 message = server._message(reply, number)
                 completion_tokens = cl100k_count(message.get("content") or "") + sum(
                     cl100k_count(c["function"]["arguments"])

@@ -261,8 +261,9 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
 
 
 def message_from_response(response: Any) -> tuple[dict[str, Any], str | None]:
-    """The OpenAI assistant message dict and finish reason of a litellm ``ModelResponse``."""
-    choice = response.choices[0]
+    """The OpenAI assistant message dict and finish reason of a litellm ``ModelResponse`` or
+    of OpenAI's JSON answer (a dict, :mod:`veil.core.models.openai_http`)."""
+    choice = _get(response, "choices")[0]
     raw = _get(choice, "message")
     message: dict[str, Any] = {"role": "assistant", "content": _get(raw, "content")}
     calls = []
@@ -383,27 +384,111 @@ class LiteLLMModel:
                 provider would repeat (authentication, bad request); the message names each
                 provider tried and its error, keys redacted.
         """
-        litellm = import_litellm()
+        litellm: Any = None  # imported only when a route needs it (openai_http does not)
         failures: list[str] = []
         secrets = self._secrets()
         for route in self.routes:
             model = route.model_string(self.name)
             streamed = [False]
+            direct = self._direct(route)
             try:
+                if direct:
+                    return self._call_direct(route, model, messages, tools, on_token, streamed)
+                if litellm is None:
+                    litellm = import_litellm()
                 return self._call(litellm, route, model, messages, tools, on_token, streamed)
             except _CallbackError as failed:  # the caller's on_token raised: not a provider error
                 raise failed.original from None
             except Exception as exc:
-                text = redact(f"{type(exc).__name__}: {exc}", secrets)[:600]
+                kind = getattr(exc, "kind", None) if direct else None
+                text = redact(f"{kind or type(exc).__name__}: {exc}", secrets)[:600]
                 failures.append(f"{route.name} ({model}): {text}")
-                if isinstance(exc, litellm.ContextWindowExceededError):
+                if (
+                    getattr(exc, "context_window", False)
+                    if direct
+                    else isinstance(exc, litellm.ContextWindowExceededError)
+                ):
                     raise ContextWindowExceededError(
                         f"the prompt is longer than {model}'s context window: {text}"
                     ) from None
-                if not _is_retryable(litellm, exc) or streamed[0]:
+                retry = getattr(exc, "retryable", False) if direct else _is_retryable(litellm, exc)
+                if not retry or streamed[0]:
                     break
         tried = "; ".join(failures)
         raise ProviderError(f"model {self.name!r} could not answer: {tried}") from None
+
+    def _options(self, route: Route) -> dict[str, Any]:
+        """The role's options as sent to ``route`` (a project provider gets only
+        :data:`~veil.core.safety.trust.PROJECT_MODEL_OPTIONS`)."""
+        return filter_project_options(self.options) if route.from_project else self.options
+
+    def _direct(self, route: Route) -> bool:
+        """Whether the call to ``route`` goes over :mod:`veil.core.models.openai_http` (a
+        provider of type ``openai`` and options it sends) instead of litellm."""
+        from veil.core.models import openai_http
+
+        return openai_http.can_send(route.type, self._options(route))
+
+    def uses_litellm(self) -> bool:
+        """Whether a call may go through litellm (a route :meth:`_direct` does not take), or
+        its context window is looked up there (none configured)."""
+        return self._context_window is None or not all(self._direct(r) for r in self.routes)
+
+    def prepare(self) -> None:
+        """Load now what the first call needs, so that it waits for nothing (``veil serve``
+        before it reports ready, the REPL while the user types): litellm when a route or the
+        context window needs it, else the HTTP client; and this model's tokenizer."""
+        if self.uses_litellm():
+            import_litellm()
+        else:
+            from veil.core.models import openai_http
+
+            openai_http.client()
+        _ = self.context_window
+        self.count_tokens([{"role": "user", "content": "warm"}])
+
+    def _call_direct(
+        self,
+        route: Route,
+        model: str,
+        messages: list[dict],
+        tools: list[dict] | None,
+        on_token: Callable[[str], None] | None,
+        streamed: list[bool],
+    ) -> Completion:
+        """One call over :mod:`veil.core.models.openai_http`; an exception of ``on_token``
+        comes out as :class:`_CallbackError`."""
+        from veil.core.models import openai_http
+
+        token: Callable[[str], None] | None = None
+        if on_token is not None:
+
+            def token(piece: str) -> None:
+                try:
+                    on_token(piece)
+                except Exception as exc:
+                    raise _CallbackError(exc) from exc
+
+        response = openai_http.chat_completion(
+            model=model,
+            messages=messages,
+            tools=tools,
+            options=self._options(route),
+            base_url=route.base_url,
+            api_key=route.api_key,
+            on_token=token,
+            streamed=streamed,
+        )
+        message, finish_reason = message_from_response(response)
+        usage, estimated = counted_usage(response.get("usage"), messages, tools, message, model)
+        return Completion(
+            message=message,
+            usage=usage,
+            model=model,
+            provider=route.name,
+            finish_reason=finish_reason,
+            usage_estimated=estimated,
+        )
 
     def _call(
         self,
@@ -415,8 +500,7 @@ class LiteLLMModel:
         on_token: Callable[[str], None] | None,
         streamed: list[bool],
     ) -> Completion:
-        options = filter_project_options(self.options) if route.from_project else self.options
-        kwargs: dict[str, Any] = {"model": model, "messages": messages, **options}
+        kwargs: dict[str, Any] = {"model": model, "messages": messages, **self._options(route)}
         if route.base_url:
             kwargs["api_base"] = route.base_url
         if route.api_key:
@@ -910,10 +994,9 @@ class LLM:
         local = self._local_model_named(name)
         if local is not None:
             return None if local.available() else f"the offline model {local.name} cannot run here"
-        litellm = import_litellm()
         reasons = []
         for route in self.routes():
-            reason = _route_problem(litellm, route, name)
+            reason = _route_problem(route, name)
             if reason is None:
                 return None
             where = "no provider in auth.json" if route.name == "litellm" else route.name
@@ -931,10 +1014,20 @@ class LLM:
         }
 
 
-def _route_problem(litellm: Any, route: Route, name: str) -> str | None:
-    """Why ``route`` cannot serve model ``name`` (see :meth:`LLM.unservable_reason`), or None."""
+def _route_problem(route: Route, name: str) -> str | None:
+    """Why ``route`` cannot serve model ``name`` (see :meth:`LLM.unservable_reason`), or None.
+    A provider of type ``openai`` is answered without litellm (every model string of its
+    routes is litellm's ``openai`` provider): it needs a key, its own endpoint or
+    ``OPENAI_API_KEY``."""
+    import os
+
     from veil.core.models.providers import AMBIENT_CREDENTIAL_TYPES
 
+    if route.type == "openai":
+        if route.api_key or route.base_url or os.environ.get("OPENAI_API_KEY"):
+            return None
+        return "no API key for openai (OPENAI_API_KEY is not set)"
+    litellm = import_litellm()
     model = route.model_string(name)
     try:
         provider = litellm.get_llm_provider(model, api_base=route.base_url)[1]
