@@ -156,9 +156,9 @@ def test_an_auth_error_stops_at_once_and_the_key_is_never_repeated():
     with (
         ScriptedOpenAIServer([Reply(echo, status=401, error_code="invalid_api_key")]) as first,
         ScriptedOpenAIServer(["never"]) as second,
+        pytest.raises(ProviderError) as info,
     ):
-        with pytest.raises(ProviderError) as info:
-            _model(first, second).complete(HI)
+        _model(first, second).complete(HI)
     assert second.requests == []  # another provider would refuse the same request
     text = str(info.value)
     assert "p0 (openai/gpt-4o-mini): AuthenticationError" in text
@@ -169,9 +169,9 @@ def test_a_prompt_over_the_window_is_a_context_window_error_without_fallback():
     with (
         ScriptedOpenAIServer(["never"], context_window=5) as first,
         ScriptedOpenAIServer(["never"]) as second,
+        pytest.raises(ContextWindowExceededError) as info,
     ):
-        with pytest.raises(ContextWindowExceededError) as info:
-            _model(first, second).complete([{"role": "user", "content": "word " * 50}])
+        _model(first, second).complete([{"role": "user", "content": "word " * 50}])
     assert first.requests[0].refused and second.requests == []
     assert "maximum context length is 5 tokens" in str(info.value)
 
@@ -191,9 +191,12 @@ def test_a_callback_error_is_the_callers_not_a_provider_failure():
     def stop(_: str) -> None:
         raise Stop("enough")
 
-    with ScriptedOpenAIServer(["a b c"]) as first, ScriptedOpenAIServer(["x"]) as second:
-        with pytest.raises(Stop):
-            _model(first, second).complete(HI, on_token=stop)
+    with (
+        ScriptedOpenAIServer(["a b c"]) as first,
+        ScriptedOpenAIServer(["x"]) as second,
+        pytest.raises(Stop),
+    ):
+        _model(first, second).complete(HI, on_token=stop)
     assert second.requests == []
 
 
