@@ -45,10 +45,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "gpt-4o-mini"
@@ -97,11 +99,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+PYCACHE = Path(tempfile.gettempdir()) / "veil-bench-startup-pycache"
+"""Where the timed processes keep their compiled modules (``PYTHONPYCACHEPREFIX``): a user's
+installation has them (pip compiles at install time, Python writes them at first import), and
+``PYTHONDONTWRITEBYTECODE`` (set on this project's machines) would have every run compile veil
+from source. A warm-up run of each command fills it before anything is timed."""
+
+
 def environment(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The caller's environment without its ``VEIL_*`` variables, with ``VEIL_HOME``."""
+    """The caller's environment without its ``VEIL_*`` variables, with ``VEIL_HOME`` and
+    compiled modules kept in :data:`PYCACHE`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
-    env.pop("PYTHONPROFILEIMPORTTIME", None)
-    env.update(VEIL_HOME=str(home), TERM="dumb", COLUMNS="100", LINES="30", **(extra or {}))
+    for name in ("PYTHONPROFILEIMPORTTIME", "PYTHONDONTWRITEBYTECODE"):
+        env.pop(name, None)
+    env.update(
+        VEIL_HOME=str(home),
+        PYTHONPYCACHEPREFIX=str(PYCACHE),
+        TERM="dumb",
+        COLUMNS="100",
+        LINES="30",
+        **(extra or {}),
+    )
     return env
 
 
@@ -194,6 +212,39 @@ def _read_until(fd: int, done: Callable[[bytes], bool], deadline: float) -> byte
     return None
 
 
+class _Drain:
+    """Reads a pipe on a thread until it closes (a child that writes more than a pipe holds
+    must not block on it), and waits for a pattern in what it read."""
+
+    def __init__(self, pipe: Any) -> None:
+        self.data = b""
+        self._pipe = pipe
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        for chunk in iter(lambda: self._pipe.read1(65536), b""):
+            with self._changed:
+                self.data += chunk
+                self._changed.notify_all()
+
+    def wait_for(self, pattern: re.Pattern[bytes], deadline: float) -> re.Match[bytes] | None:
+        """The first match of ``pattern`` in what was read, waiting up to ``deadline``."""
+        with self._changed:
+            while True:
+                found = pattern.search(self.data)
+                left = deadline - time.perf_counter()
+                if found is not None or left <= 0 or not self._thread.is_alive():
+                    return found
+                self._changed.wait(min(left, 0.05))
+
+    def finish(self, timeout: float) -> bytes:
+        """Everything read once the pipe closed (or after ``timeout`` seconds)."""
+        self._thread.join(timeout)
+        return self.data
+
+
 def time_server(
     install: Install,
     project: Path,
@@ -212,10 +263,9 @@ def time_server(
         [str(install.veil), command, "--port", str(port)], cwd=project, env=env,
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
+    drain = _Drain(proc.stderr)
     try:
-        log = _read_until(proc.stderr.fileno(), lambda b: READY.search(b) is not None,
-                          start + timeout)  # fmt: skip
-        if log is None or READY.search(log) is None:
+        if drain.wait_for(READY, start + timeout) is None:
             return [Run(None)] * 3
         ready = time.perf_counter()
         try:
@@ -234,6 +284,7 @@ def time_server(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        drain.finish(timeout)
         proc.stderr.close()
 
 
@@ -310,17 +361,16 @@ def import_profile(install: Install, url: str, timeout: float, top: int) -> dict
             [str(install.veil), "serve", "--port", str(port)], cwd=project, env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )  # fmt: skip
+        drain = _Drain(proc.stderr)
         try:
-            log = _read_until(proc.stderr.fileno(), lambda b: READY.search(b) is not None,
-                              time.perf_counter() + timeout)  # fmt: skip
-            if log is not None:
+            if drain.wait_for(READY, time.perf_counter() + timeout) is not None:
                 serve_first_turn(f"http://127.0.0.1:{port}")
         finally:
             proc.send_signal(signal.SIGTERM)
-            rest, _ = proc.communicate(timeout=timeout)
-        out["veil serve + first answer"] = top_imports(
-            ((log or b"") + (rest or b"")).decode("utf-8", "replace"), top
-        )
+            proc.wait(timeout=timeout)
+        log = drain.finish(timeout)
+        proc.stderr.close()
+        out["veil serve + first answer"] = top_imports(log.decode("utf-8", "replace"), top)
     return out
 
 
@@ -372,6 +422,8 @@ def main() -> int:
             parser.error(f"no veil script beside {install.python}")
     profiles: dict[str, dict[str, list]] = {}
     with ScriptedOpenAIServer(default="hello") as server:
+        for install in installs:  # untimed: compiles every module into PYCACHE
+            measure(Install("warm-up", install.python), server.url, args.timeout)
         for _ in range(runs):
             for install in installs:
                 measure(install, server.url, args.timeout)

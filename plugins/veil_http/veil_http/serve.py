@@ -65,6 +65,9 @@ def run_headless(state: Any, project: str | None, build: Callable[[Any], Any]) -
             "nothing will be evicted",
             err=True,
         )
+    # what the first turn would load (the loop, the tokenizer, litellm where a call needs
+    # it) loads before uvicorn says it is running: the first request waited 8.5-9.5 s for it
+    veil.prepare()
     try:
         server.run()
     finally:

@@ -47,16 +47,16 @@ def last_exchanges(
     return exchanges[-count:] if count > 0 else []
 
 
-def warm_up(veil: Any) -> None:
-    """Load what the first turn needs while the user types its message: litellm (about 3 s to
-    import) when a provider answers, and the embedding model behind capture and recall (about
-    5 s). Without it the first turn shows nothing for those seconds before the spinner starts.
-    Runs in a daemon thread; a failure here is left for the turn itself to report."""
+def warm_up(veil: Any, model: str | None = None) -> None:
+    """Load what the first turn needs while the user types its message
+    (:meth:`veil.core.app.Veil.prepare`: the loop's modules, the tokenizer, litellm only when
+    the session's model goes through it), then the embedding model behind eviction's rescue
+    and recall (about 5 s). Without it the first turn shows nothing for those seconds before
+    the spinner starts. Runs on a loader thread (veil.core.background), which ends at its
+    next import when veil exits; a failure here is left for the turn itself to report."""
     try:
         if not veil.llm.is_offline_default:
-            from veil.core.models.offline import import_litellm
-
-            import_litellm()
+            veil.prepare(model)
         if veil.context_layer_on:
             veil.tiers.embedder.warm()
     except Exception:  # noqa: BLE001 - the first turn meets (and reports) the same problem
@@ -257,7 +257,7 @@ class Repl:
         display.active = self.display
         permission.active = self.permission_prompt
         # a loader thread: stopped at its next import when veil exits (veil.core.background)
-        background.start_loader("veil-warm-up", lambda: warm_up(self.veil))
+        background.start_loader("veil-warm-up", lambda: warm_up(self.veil, self.session.model))
         try:
             self.banner()
             while True:
