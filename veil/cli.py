@@ -545,6 +545,67 @@ def settings_cmd(state: VeilContext) -> None:
     click.echo(config.redactor.text(json.dumps(out, indent=2)))
 
 
+MODELS_SHOWN = 20
+"""Model names ``veil models`` prints per provider (``--json`` lists them all)."""
+
+
+@cli.command("models")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (every model listed).")
+@click.option(
+    "--no-fetch",
+    is_flag=True,
+    help="Do not ask the providers that speak OpenAI's API for their models (GET /models).",
+)
+@click.pass_obj
+def models_cmd(state: VeilContext, as_json: bool, no_fetch: bool) -> None:
+    """List the providers of auth.json: what each serves, and which model role uses it.
+
+    A provider that speaks OpenAI's API (type openai, or one with a base_url) is asked for its
+    models (GET /models with its key); another lists the models litellm knows for its type.
+    Use a provider that no role uses with --model NAME/MODEL or /model NAME/MODEL."""
+    from veil.core.models.catalog import provider_listing
+
+    veil = state.open(store=False)
+    llm = veil.llm
+    listing = provider_listing(llm, fetch=not no_fetch)
+    redact = veil.config.redactor.text  # a key a provider echoes in an error never prints
+    if as_json:
+        click.echo(redact(json.dumps({"providers": listing}, indent=2)))
+        return
+    if not listing:
+        click.echo(
+            "no provider is configured (auth.json: providers); "
+            + ("the offline model answers" if llm.is_offline_default else "see README, The model")
+        )
+        return
+    for p in listing:
+        where = [p["type"]]
+        if p["baseUrl"]:
+            where.append(p["baseUrl"])
+        where.append("key set" if p["keySet"] else "no key")
+        where.append(f"{p['definedIn']}'s auth.json")
+        routing = f" · routing {p['routing']}" if p["routing"] else ""
+        click.echo(redact(f"{p['name']} ({', '.join(where)}){routing}"))
+        roles = [
+            f"{r['role']} {r['model']}" + (" (fallback)" if r["fallback"] else "")
+            for r in p["roles"]
+        ]
+        click.echo(
+            "  roles: "
+            + (", ".join(roles) if roles else f"none; use it with --model {p['name']}/MODEL")
+        )
+        if p["error"]:
+            click.echo(redact(f"  models: could not list them: {p['error']}"))
+        elif p["models"] is not None:
+            shown = ", ".join(p["models"][:MODELS_SHOWN])
+            more = len(p["models"]) - MODELS_SHOWN
+            tail = f", ... and {more} more (--json lists all)" if more > 0 else ""
+            source = "its /models" if p["modelsFrom"].startswith("GET") else "litellm's list"
+            click.echo(redact(f"  models ({source}): {shown or 'none'}{tail}"))
+        else:
+            click.echo("  models: not asked (--no-fetch)")
+
+
 @cli.command("plugins")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj

@@ -841,23 +841,42 @@ class LLM:
                 f"auth.json: routing.default: not set and there are {len(auth.providers)} "
                 f"providers ({names}); name the one to use"
             )
-        routes = []
-        for name in order:
-            p = auth.providers[name]
-            key = p.api_key.get_secret_value() if p.api_key is not None else None
-            from_project = name in self.config.project_providers
-            if from_project and p.base_url and not key:
-                key = KEYLESS_API_KEY
-            routes.append(
-                Route(
-                    name=name,
-                    type=p.type,
-                    base_url=p.base_url,
-                    api_key=key,
-                    from_project=from_project,
-                )
-            )
-        return routes
+        return [self.provider_route(name) for name in order]
+
+    def provider_route(self, name: str) -> Route:
+        """The :class:`Route` of the auth.json provider called ``name`` (see :meth:`routes`
+        for the key a keyless project provider gets).
+
+        Raises:
+            KeyError: no provider has that name.
+        """
+        p = self.config.auth.providers[name]
+        key = p.api_key.get_secret_value() if p.api_key is not None else None
+        from_project = name in self.config.project_providers
+        if from_project and p.base_url and not key:
+            key = KEYLESS_API_KEY
+        return Route(
+            name=name, type=p.type, base_url=p.base_url, api_key=key, from_project=from_project
+        )
+
+    def named_provider(self, model: str) -> tuple[str, str] | None:
+        """``(provider, model)`` when ``model`` is ``NAME/MODEL`` and ``NAME`` is an auth.json
+        provider: ``--model local/qwen3`` and ``/model local/qwen3`` go to the provider called
+        ``local`` alone, as ``qwen3``; None otherwise (``anthropic/claude-...`` is then a
+        litellm provider prefix, sent through :meth:`routes`). A provider's name wins over the
+        litellm prefix it may spell (a provider called ``openai``).
+
+        Raises:
+            ConfigError: ``NAME`` is a provider the project's auth.json defines and the user
+                has not allowed the project's providers (issue 17's consent: a model name in a
+                project file must not reach a server the project chose).
+        """
+        provider, slash, rest = model.partition("/")
+        if not slash or not rest or provider not in self.config.auth.providers:
+            return None
+        if provider in self.config.project_providers:
+            _check_named_project_provider(self.config, provider, model)
+        return provider, rest
 
     def model_for(self, role: str = "main", model: str | None = None) -> ChatModel:
         """The model answering ``role``, with usage recorded in :attr:`usage_log`.
@@ -960,9 +979,10 @@ class LLM:
             if local is not None:
                 model: ChatModel = _load_local(local)
             else:
+                named = self.named_provider(name)  # type: ignore[arg-type]
                 model = LiteLLMModel(
-                    name,  # type: ignore[arg-type]
-                    self.routes(),
+                    named[1] if named else name,  # type: ignore[arg-type]
+                    [self.provider_route(named[0])] if named else self.routes(),
                     options=role_cfg.options if role_cfg else None,
                     context_window=role_cfg.context_window if role_cfg else None,
                 )
@@ -994,6 +1014,10 @@ class LLM:
         local = self._local_model_named(name)
         if local is not None:
             return None if local.available() else f"the offline model {local.name} cannot run here"
+        named = self.named_provider(name)
+        if named is not None:  # NAME/MODEL: that provider alone
+            reason = _route_problem(self.provider_route(named[0]), named[1])
+            return None if reason is None else f"{named[0]}: {reason}"
         reasons = []
         for route in self.routes():
             reason = _route_problem(route, name)
@@ -1012,6 +1036,35 @@ class LLM:
             "prompt_tokens": sum(e["prompt_tokens"] for e in entries),
             "completion_tokens": sum(e["completion_tokens"] for e in entries),
         }
+
+
+def _check_named_project_provider(config: Config, provider: str, model: str) -> None:
+    """Refuse a model name that selects a provider of the project's auth.json unless the user
+    allowed the project's providers (:func:`veil.core.safety.trust.check_project_provider_consent`,
+    the check a routing entry naming it gets when the configuration loads).
+
+    Raises:
+        ConfigError: naming the model and both ways to allow it.
+    """
+    import os
+
+    from veil.core.safety.trust import (
+        check_project_provider_consent,
+        pop_project_provider_consent,
+    )
+    from veil.core.settings import read_json_file, user_auth_file
+
+    user_path = user_auth_file()
+    allowed = pop_project_provider_consent(read_json_file(user_path), user_path)
+    check_project_provider_consent(
+        [(f"model {model!r}", provider)],
+        frozenset({provider}),
+        config.project_dir,
+        config.veil_dir / "auth.json",
+        user_path,
+        allowed,
+        dict(os.environ),
+    )
 
 
 def _route_problem(route: Route, name: str) -> str | None:
