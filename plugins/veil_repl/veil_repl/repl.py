@@ -7,6 +7,7 @@ from typing import Any
 from prompt_toolkit import PromptSession
 from prompt_toolkit.history import History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.utils import is_dumb_terminal
 from rich.markup import escape
 
 from veil.core import background
@@ -120,6 +121,7 @@ class Repl:
             self.display.console, input=input, output=output, before=self.display._end_stream
         )
         self.commands = veil.slash_commands()
+        self._warm_up_started = False
 
     def _initial_status(self) -> ContextStatus:
         """The status of the session as loaded: its model, and for a resumed session the usage
@@ -252,12 +254,22 @@ class Repl:
         elif result.status != "done":
             self.display.console.print(f"[yellow]{result.status}: {result.reason}[/yellow]")
 
+    def start_warm_up(self, *_: Any) -> None:
+        """Start :func:`warm_up` on a loader thread (stopped at its next import when veil exits:
+        veil.core.background), once."""
+        if self._warm_up_started:
+            return
+        self._warm_up_started = True
+        background.start_loader("veil-warm-up", lambda: warm_up(self.veil, self.session.model))
+
     def run(self) -> None:
         """Loop until /exit or Ctrl-D."""
         display.active = self.display
         permission.active = self.permission_prompt
-        # a loader thread: stopped at its next import when veil exits (veil.core.background)
-        background.start_loader("veil-warm-up", lambda: warm_up(self.veil, self.session.model))
+        if is_dumb_terminal():  # a dumb terminal's prompt is drawn by another application
+            self.start_warm_up()
+        else:  # once the first prompt is on screen: loading competes with drawing it
+            self.prompt.app.after_render += self.start_warm_up
         try:
             self.banner()
             while True:
