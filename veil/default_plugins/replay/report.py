@@ -81,8 +81,7 @@ def run_replay(
         per_step: include each file's per-step measures.
 
     Raises:
-        BadRequest: a file is unreadable or in no known format (the message names it), no file
-            holds a step to replay, the
+        BadRequest: a file is unreadable or in no known format (the message names it), the
             budget is not a positive integer, the cache price is not from 0 to 1, or a policy
             name is unknown.
     """
@@ -98,8 +97,6 @@ def run_replay(
             trajectories.append(load_trajectory(f))
         except EmptyTrajectory as exc:  # nothing to measure: skipped, said in the result
             skipped.append({"file": str(f), "reason": exc.message})
-    if not trajectories:
-        raise BadRequest("no file to replay: " + "; ".join(s["reason"] for s in skipped))
     if max_steps is not None:
         for traj in trajectories:
             traj.steps = traj.steps[:max_steps]
@@ -164,6 +161,9 @@ def render_table(result: dict[str, Any]) -> str:
     history's, the peak prompt, references, misses, prefix breaks, steps over the budget and
     evictions. Ratios show "-" when full history was not run.
     """
+    if not result["files"]:  # every file was skipped (the README: "skipped", not an error)
+        skipped = len(result.get("skipped", []))
+        return f"nothing to replay: {skipped} file(s) skipped, none holds a step"
     total = result["total"]
     names = [n for n in DISPLAY_ORDER if n in total]
     full = total.get("full")
