@@ -33,8 +33,14 @@ from typing import Any, NoReturn
 log = logging.getLogger(__name__)
 
 STOP_WAIT_S = 2.0
-"""Longest :func:`finish` waits for the loaders to stop (seconds): one module's import after the
-stop is asked, a C extension's load at worst (torch's takes about a second on a loaded machine)."""
+"""Longest :func:`stop_loaders` waits by default for the loaders to stop (seconds): one
+module's import after the stop is asked, a C extension's load at worst (torch's takes about a
+second on a loaded machine)."""
+
+FINISH_WAIT_S = 0.25
+"""Longest :func:`finish` waits for the loaders: it leaves with :func:`os._exit`, so a loader
+still inside a C extension's load can neither hang the exit nor be harmed by it; the short wait
+only lets one between two imports end by itself."""
 
 
 class LoaderStopped(BaseException):
@@ -148,8 +154,9 @@ def finish(code: int) -> NoReturn:
     """End the process: its background work first, while the interpreter is whole, then a
     prompt exit with status ``code``.
 
-    1. stop the loaders (:func:`stop_loaders`) and wait for the other threads that are not
-       daemons, as the interpreter would (``threading._shutdown``, which it calls);
+    1. stop the loaders (:func:`stop_loaders`, up to :data:`FINISH_WAIT_S`) and wait for the
+       other threads that are not daemons, as the interpreter would (``threading._shutdown``,
+       which it calls);
     2. close litellm's clients (:func:`close_litellm_clients`);
     3. run the :mod:`atexit` handlers (veil's own: the tool commands killed; the log handlers
        flushed; litellm's) and flush stdout and stderr;
@@ -159,7 +166,7 @@ def finish(code: int) -> NoReturn:
 
     The caller has saved and closed what it holds (the CLI closes the project's store first).
     """
-    left = stop_loaders()
+    left = stop_loaders(FINISH_WAIT_S)
     if left:
         log.debug("loaders still running at exit: %s", ", ".join(left))
     # what Py_FinalizeEx does first: the threading module's exit callbacks (a

@@ -23,7 +23,10 @@ from veil.hookspecs import hookimpl
 
 # The hooks import what they use when they are called: ``veil --help`` loads every plugin, and
 # these modules bring numpy and pydantic with them (issue 30: nothing that may never be used is
-# imported on the way to the first prompt).
+# imported on the way to the first prompt). No module of this package may be named after a hook
+# of it: importing ``veil_compaction.<name>`` later sets the package's attribute ``<name>`` to
+# the module, and a plugin manager made after that would not find the hook (the summariser's
+# module is summariser.py, not summarise.py).
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session_api import PluginSession
     from veil.core.types import Message, SlashCommand, Summary

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -50,7 +51,19 @@ def _one_run(index: int, project: Path, env: dict[str, str]) -> str | None:
         try:
             child.expect(pexpect.EOF, timeout=EXIT_LIMIT_S)
         except pexpect.TIMEOUT:
-            return f"run {index}: still running {EXIT_LIMIT_S} s after the exit was asked"
+            # faulthandler (PYTHONFAULTHANDLER) prints every thread's stack on SIGABRT
+            child.kill(signal.SIGABRT)
+            try:
+                child.expect(pexpect.EOF, timeout=10)
+            except pexpect.TIMEOUT:
+                pass
+            stacks = "\n".join(
+                line for line in child.before.splitlines() if "frozen importlib" not in line
+            )
+            return (
+                f"run {index}: still running {EXIT_LIMIT_S} s after the exit was asked; "
+                f"its threads:\n{stacks[-3000:]}"
+            )
         child.close()  # reaps it
         took = time.monotonic() - sent
         if took > EXIT_LIMIT_S:
@@ -71,7 +84,12 @@ def test_context_then_exit_returns_within_five_seconds_fifty_times(tmp_path):
     home.mkdir()
     project.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
-    env.update(VEIL_HOME=str(home), TERM="dumb", LITELLM_LOCAL_MODEL_COST_MAP="True")
+    env.update(
+        VEIL_HOME=str(home),
+        TERM="dumb",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        PYTHONFAULTHANDLER="1",
+    )
     with ScriptedOpenAIServer(default="hello") as server:
         auth = {
             "providers": {"local": server.provider()},

@@ -215,11 +215,15 @@ class Repl:
         # a command that compacts (/compact) reports the result itself: the compaction event's
         # line is held and shown only when the command says nothing
         self.display.held = []
+        # a spinner while the command works (/compact calls the model for a while); a model
+        # call it makes shows its own, and any event it shows stops it
+        self.display.start_working(f"/{name}")
         try:
             out = cmd.handler(self.session, arg.strip())
         except Exception as exc:  # noqa: BLE001 - a command's error is shown, the REPL goes on
             out = self.kept(f"/{name} failed: {exc}")
         finally:
+            self.display.stop_waiting()
             held, self.display.held = self.display.held, None
         if out:
             self.display.console.print(out, markup=False, highlight=False)
