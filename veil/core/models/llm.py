@@ -707,7 +707,8 @@ def no_model_message() -> str:
         f"provider in {user_auth_text()} (providers, routing) and name its model under "
         "models.main (auth.json or .veil/settings.json), or install veil's bundled offline "
         "model, the veil_bundled plugin (from a clone of veil: pip install "
-        "./plugins/veil_bundled; it compiles llama.cpp, about 10 minutes of CPU), and check "
+        "./plugins/veil_bundled, or pipx inject veil ./plugins/veil_bundled where veil is "
+        "installed as a tool; it compiles llama.cpp, about 10 minutes of CPU), and check "
         "that no setting blocks it (veil plugins)"
     )
 
@@ -958,9 +959,9 @@ class LLM:
             if self.config.auth.providers:
                 names = ", ".join(sorted(self.config.auth.providers))
                 raise ConfigError(
-                    f"models.main: not set, but auth.json has providers ({names}); set "
-                    'models.main.model in .veil/settings.json, e.g. {"models": {"main": '
-                    '{"model": "gpt-4o"}}}'
+                    f"models.main: not set, but auth.json has providers ({names}); name the "
+                    "model beside them in auth.json (or in .veil/settings.json), e.g. "
+                    '"models": {"main": {"model": "gpt-4o", "contextWindow": 128000}}'
                 )
             local = self.default_local_model()
             if local is None:
