@@ -3,7 +3,8 @@ profile that explains it, and optionally a second installation (the baseline) in
 
     python bench/bench_startup.py                              # 5 runs of each command
     python bench/bench_startup.py --baseline OTHER/.venv/bin/python   # old beside new
-    python bench/bench_startup.py --small                      # 1 run each, no profile (CI)
+    python bench/bench_startup.py --small                      # 1 run each, no warm-up run,
+                                                               # no profile (CI)
 
 Each command runs as users run it, ``<venv>/bin/veil ...``, in a fresh temporary project, with
 a private ``VEIL_HOME`` whose ``auth.json`` points at
@@ -422,7 +423,7 @@ def main() -> int:
             parser.error(f"no veil script beside {install.python}")
     profiles: dict[str, dict[str, list]] = {}
     with ScriptedOpenAIServer(default="hello") as server:
-        for install in installs:  # untimed: compiles every module into PYCACHE
+        for install in installs if not args.small else ():  # untimed: fills PYCACHE
             measure(Install("warm-up", install.python), server.url, args.timeout)
         for _ in range(runs):
             for install in installs:
