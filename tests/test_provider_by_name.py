@@ -144,5 +144,5 @@ def test_veil_models_says_when_a_provider_cannot_list(dirs):
     lines = result.stdout.splitlines()
     assert lines[0].startswith("gone (openai, http://127.0.0.1:9/v1, key set")
     assert lines[1] == "  roles: main x, compact x"
-    assert lines[2].startswith("  models: could not list them: ConnectError")
+    assert lines[2].startswith("  models: could not list them: APIConnectionError")
     assert lines[4] == "  roles: none; use it with --model main/MODEL"

@@ -227,6 +227,12 @@ def cli(
         raise click.UsageError("--json goes with -p TASK (the REPL has no JSON mode)")
     if task is not None and not task.strip():
         raise click.UsageError("-p: the task is empty")
+    if task is not None:
+        # a model answers next: its client (the openai SDK, which litellm imports too) loads on
+        # a loader thread while the project opens (the REPL loads it after its first prompt)
+        from veil.core.models import openai_chat
+
+        openai_chat.start_loading()
     veil = state.open()
     try:
         session = _pick_session(veil, cont, resume_id, agent, model)

@@ -14,8 +14,8 @@ themselves is slow: 6.4 s after ``import litellm``, 8 s after ``import sentence_
 on this project's loaded 2-core machine. So every ``veil`` command ends with :func:`finish`,
 which stops the loaders (the next module a loader imports raises :class:`LoaderStopped`: a
 ``sys.meta_path`` finder that acts only in a stopped loader's thread ends an import chain of
-thousands of modules within one module), closes litellm's clients, runs the :mod:`atexit`
-handlers and leaves with :func:`os._exit`.
+thousands of modules within one module), closes litellm's and the openai SDK's clients, runs
+the :mod:`atexit` handlers and leaves with :func:`os._exit`.
 """
 
 from __future__ import annotations
@@ -150,6 +150,16 @@ def close_litellm_clients() -> None:
         import litellm.llms.custom_httpx.aiohttp_transport  # noqa: F401
 
 
+def close_openai_clients() -> None:
+    """Close the ``openai`` SDK's clients veil made (:func:`veil.core.models.openai_chat.
+    close_clients`), when that module was imported (never imports it). Failures are ignored:
+    this only tidies up."""
+    chat = sys.modules.get("veil.core.models.openai_chat")
+    if chat is not None:
+        with contextlib.suppress(Exception):
+            chat.close_clients()
+
+
 def finish(code: int) -> NoReturn:
     """End the process: its background work first, while the interpreter is whole, then a
     prompt exit with status ``code``.
@@ -157,7 +167,8 @@ def finish(code: int) -> NoReturn:
     1. stop the loaders (:func:`stop_loaders`, up to :data:`FINISH_WAIT_S`) and wait for the
        other threads that are not daemons, as the interpreter would (``threading._shutdown``,
        which it calls);
-    2. close litellm's clients (:func:`close_litellm_clients`);
+    2. close litellm's clients (:func:`close_litellm_clients`) and the ``openai`` SDK's
+       (:func:`close_openai_clients`);
     3. run the :mod:`atexit` handlers (veil's own: the tool commands killed; the log handlers
        flushed; litellm's) and flush stdout and stderr;
     4. leave with :func:`os._exit`, skipping the interpreter's teardown of every module: with
@@ -176,6 +187,7 @@ def finish(code: int) -> NoReturn:
     if wait_for_threads is not None and threading.current_thread() is threading.main_thread():
         wait_for_threads()
     close_litellm_clients()
+    close_openai_clients()
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)  # what Py_FinalizeEx calls
     if run_exit_handlers is not None:
         with contextlib.suppress(BaseException):

@@ -186,7 +186,8 @@ class ScriptedOpenAIServer:
 
     Args:
         replies: answers in order, or a function ``(request_body) -> reply`` called per request.
-        default: the answer once the list of ``replies`` is used up; None answers HTTP 500.
+        default: the answer once the list of ``replies`` is used up; None answers HTTP 500
+            with ``x-should-retry: false`` (so the openai SDK does not retry it).
         context_window: prompts over this many tokens (per ``count``) get HTTP 400
             ``context_length_exceeded``; None accepts any size.
         omit_usage: leave ``usage`` out of every answer.
@@ -362,10 +363,19 @@ class ScriptedOpenAIServer:
             def log_message(self, *args: Any) -> None:  # quiet: tests read .requests
                 pass
 
-            def _send_json(self, status: int, payload: Any, *, raw: bytes | None = None) -> None:
+            def _send_json(
+                self,
+                status: int,
+                payload: Any,
+                *,
+                raw: bytes | None = None,
+                headers: dict[str, str] | None = None,
+            ) -> None:
                 data = raw if raw is not None else json.dumps(payload).encode("utf-8")
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -408,7 +418,9 @@ class ScriptedOpenAIServer:
                     return
                 if isinstance(reply, str):
                     error = {"message": reply, "type": "server_error"}
-                    self._send_json(500, {"error": error})
+                    # a used-up script is the test's mistake, not a passing failure: the openai
+                    # SDK (and litellm through it) honours this header and does not retry
+                    self._send_json(500, {"error": error}, headers={"x-should-retry": "false"})
                     return
                 if reply.wait is not None:
                     reply.wait.wait(WAIT_LIMIT_S)

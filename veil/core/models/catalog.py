@@ -111,39 +111,20 @@ def provider_listing(llm: LLM, *, fetch: bool = True) -> list[dict[str, Any]]:
 
 
 def _fetch_models(entry: dict[str, Any], base_url: str | None, api_key: str | None) -> None:
-    """Fill ``entry``'s ``models`` from ``GET <base_url>/models`` (or its ``error``)."""
-    import os
+    """Fill ``entry``'s ``models`` from ``GET <base_url>/models`` (or its ``error``), asked
+    through the ``openai`` SDK (:func:`veil.core.models.openai_chat.list_models`)."""
+    from veil.core.models import openai_chat
 
-    import httpx
-
-    from veil.core.models import openai_http
-
-    base = base_url or os.environ.get("OPENAI_BASE_URL") or openai_http.DEFAULT_BASE_URL
-    url = base.rstrip("/") + "/models"
-    entry["modelsFrom"] = f"GET {url}"
-    key = api_key or os.environ.get("OPENAI_API_KEY")
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    base = openai_chat.base_url_of(base_url)
+    entry["modelsFrom"] = f"GET {base.rstrip('/')}/models"
     try:
-        response = openai_http.client().get(url, headers=headers, timeout=FETCH_TIMEOUT_S)
-    except httpx.HTTPError as exc:
-        entry["error"] = f"{type(exc).__name__}: {exc}"
-        return
-    try:
-        data = response.json()
-    except ValueError:
-        data = None
-    if response.status_code >= 400:
-        error = data.get("error") if isinstance(data, dict) else None
-        text = error.get("message") if isinstance(error, dict) else None
-        entry["error"] = f"HTTP {response.status_code}" + (f": {text}" if text else "")
-        return
-    listed = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(listed, list):
-        entry["error"] = "the answer is not a model list ({'data': [{'id': ...}]})"
-        return
-    entry["models"] = sorted(
-        str(m["id"]) for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)
-    )
+        entry["models"] = openai_chat.list_models(base, api_key, FETCH_TIMEOUT_S)
+    except openai_chat.OpenAIChatError as exc:
+        text = str(exc).removeprefix("OpenAIException - ")
+        if exc.status is not None:
+            entry["error"] = f"HTTP {exc.status}: {text}"
+        else:
+            entry["error"] = f"{exc.kind}: {text}"
 
 
 def _litellm_models(provider_type: str) -> list[str]:

@@ -262,7 +262,7 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
 
 def message_from_response(response: Any) -> tuple[dict[str, Any], str | None]:
     """The OpenAI assistant message dict and finish reason of a litellm ``ModelResponse`` or
-    of OpenAI's JSON answer (a dict, :mod:`veil.core.models.openai_http`)."""
+    or of the ``openai`` SDK's ``ChatCompletion`` (:mod:`veil.core.models.openai_chat`)."""
     choice = _get(response, "choices")[0]
     raw = _get(choice, "message")
     message: dict[str, Any] = {"role": "assistant", "content": _get(raw, "content")}
@@ -384,7 +384,7 @@ class LiteLLMModel:
                 provider would repeat (authentication, bad request); the message names each
                 provider tried and its error, keys redacted.
         """
-        litellm: Any = None  # imported only when a route needs it (openai_http does not)
+        litellm: Any = None  # imported only when a route needs it (openai_chat does not)
         failures: list[str] = []
         secrets = self._secrets()
         for route in self.routes:
@@ -423,11 +423,11 @@ class LiteLLMModel:
         return filter_project_options(self.options) if route.from_project else self.options
 
     def _direct(self, route: Route) -> bool:
-        """Whether the call to ``route`` goes over :mod:`veil.core.models.openai_http` (a
-        provider of type ``openai`` and options it sends) instead of litellm."""
-        from veil.core.models import openai_http
+        """Whether the call to ``route`` goes through :mod:`veil.core.models.openai_chat` (the
+        ``openai`` SDK: a provider of type ``openai`` and options it sends) instead of litellm."""
+        from veil.core.models import openai_chat
 
-        return openai_http.can_send(route.type, self._options(route))
+        return openai_chat.can_send(route.type, self._options(route))
 
     def uses_litellm(self) -> bool:
         """Whether a call may go through litellm (a route :meth:`_direct` does not take), or
@@ -437,13 +437,18 @@ class LiteLLMModel:
     def prepare(self) -> None:
         """Load now what the first call needs, so that it waits for nothing (``veil serve``
         before it reports ready, the REPL while the user types): litellm when a route or the
-        context window needs it, else the HTTP client; and this model's tokenizer."""
+        context window needs it; the ``openai`` SDK's client of each route called through it;
+        and this model's tokenizer."""
+        import os
+
+        from veil.core.models import openai_chat
+
         if self.uses_litellm():
             import_litellm()
-        else:
-            from veil.core.models import openai_http
-
-            openai_http.client()
+        for route in self.routes:
+            key = route.api_key or os.environ.get("OPENAI_API_KEY")
+            if self._direct(route) and key:
+                openai_chat.client(route.base_url, key)
         _ = self.context_window
         self.count_tokens([{"role": "user", "content": "warm"}])
 
@@ -456,9 +461,9 @@ class LiteLLMModel:
         on_token: Callable[[str], None] | None,
         streamed: list[bool],
     ) -> Completion:
-        """One call over :mod:`veil.core.models.openai_http`; an exception of ``on_token``
+        """One call through :mod:`veil.core.models.openai_chat`; an exception of ``on_token``
         comes out as :class:`_CallbackError`."""
-        from veil.core.models import openai_http
+        from veil.core.models import openai_chat
 
         token: Callable[[str], None] | None = None
         if on_token is not None:
@@ -469,7 +474,7 @@ class LiteLLMModel:
                 except Exception as exc:
                     raise _CallbackError(exc) from exc
 
-        response = openai_http.chat_completion(
+        response = openai_chat.chat_completion(
             model=model,
             messages=messages,
             tools=tools,
@@ -480,7 +485,7 @@ class LiteLLMModel:
             streamed=streamed,
         )
         message, finish_reason = message_from_response(response)
-        usage, estimated = counted_usage(response.get("usage"), messages, tools, message, model)
+        usage, estimated = counted_usage(response.usage, messages, tools, message, model)
         return Completion(
             message=message,
             usage=usage,

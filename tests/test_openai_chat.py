@@ -1,6 +1,7 @@
-"""Calls to ``openai`` providers over HTTP without litellm (veil.core.models.openai_http), through
-a real server on 127.0.0.1 (veil.testing.scripted_server): what it receives, and what veil makes
-of each answer, compared with what the same answer gives through litellm."""
+"""Calls to ``openai`` providers through the official ``openai`` SDK without litellm
+(veil.core.models.openai_chat), against a real server on 127.0.0.1 (veil.testing.scripted_server):
+what it receives, and what veil makes of each answer, compared with what the same answer gives
+through litellm."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import sys
 
 import pytest
 
+from veil.core import background
 from veil.core.errors import ProviderError
-from veil.core.models import openai_http
+from veil.core.models import openai_chat
 from veil.core.models.llm import ContextWindowExceededError, LiteLLMModel, Route
 from veil.core.models.tokens import count_message_tokens, count_text_tokens
 from veil.testing.scripted_server import Reply, ScriptedOpenAIServer
@@ -53,6 +55,7 @@ def test_a_plain_answer_and_what_the_server_received():
     [request] = server.requests
     assert request.path == "/v1/chat/completions"
     assert request.api_key == KEY_A
+    assert request.headers["user-agent"].startswith("OpenAI/Python")  # the SDK sent it
     assert request.body == {
         "model": "gpt-4o-mini",  # the openai/ prefix is litellm's, not the wire's
         "messages": HI,
@@ -130,7 +133,7 @@ def test_a_transient_failure_moves_on_to_the_next_provider(failure, kind):
         ScriptedOpenAIServer([failure]) as first,
         ScriptedOpenAIServer(["from the backup"]) as second,
     ):
-        model = _model(first, second)
+        model = _model(first, second, options={"max_retries": 0})
         result = model.complete(HI)
         with pytest.raises(ProviderError) as info:  # both fail: each failure is named
             first.add(failure)
@@ -143,11 +146,26 @@ def test_a_transient_failure_moves_on_to_the_next_provider(failure, kind):
     assert (result.provider, result.content) == ("p1", "from the backup")
 
 
+def test_the_sdk_retries_a_transient_failure_on_the_same_provider_first():
+    """Without ``max_retries`` in the role's options the SDK's default applies (2 retries, as
+    litellm passes it): a 503 then an answer from the same server is one answer, and the
+    backup is never asked."""
+    with (
+        ScriptedOpenAIServer([Reply("overloaded", status=503), "second try"]) as first,
+        ScriptedOpenAIServer(["never"]) as second,
+    ):
+        result = _model(first, second).complete(HI)
+    assert (result.provider, result.content) == ("p0", "second try")
+    assert len(first.requests) == 2 and second.requests == []
+    assert first.requests[1].headers["x-stainless-retry-count"] == "1"
+
+
 def test_an_unreachable_provider_moves_on():
     with ScriptedOpenAIServer(["ok"]) as alive:
         dead = Route(name="dead", type="openai", base_url="http://127.0.0.1:9/v1", api_key=KEY_A)
         backup = Route(name="backup", type="openai", base_url=alive.url, api_key=KEY_B)
-        result = LiteLLMModel("gpt-4o-mini", [dead, backup], context_window=8192).complete(HI)
+        model = LiteLLMModel("gpt-4o-mini", [dead, backup], {"max_retries": 0}, 8192)
+        result = model.complete(HI)
     assert (result.provider, result.content) == ("backup", "ok")
 
 
@@ -200,16 +218,28 @@ def test_a_callback_error_is_the_callers_not_a_provider_failure():
     assert second.requests == []
 
 
-def test_which_calls_go_over_http_and_which_through_litellm(monkeypatch):
-    assert openai_http.can_send("openai", {"temperature": 0, "timeout": 30})
-    assert not openai_http.can_send("openai", {"mock_response": "hi"})  # litellm's own option
-    assert not openai_http.can_send("anthropic", {})
+def test_which_calls_go_through_the_sdk_and_which_through_litellm(monkeypatch):
+    assert openai_chat.can_send("openai", {"temperature": 0, "timeout": 30, "max_retries": 1})
+    assert not openai_chat.can_send("openai", {"mock_response": "hi"})  # litellm's own option
+    assert not openai_chat.can_send("anthropic", {})
     monkeypatch.setenv("VEIL_DIRECT_OPENAI", "0")
-    assert not openai_http.can_send("openai", {})
+    assert not openai_chat.can_send("openai", {})
+
+
+def test_the_sdk_clients_are_closed_when_veil_ends_and_made_again_after():
+    with ScriptedOpenAIServer(["one", "two"]) as server:
+        model = _model(server)
+        assert model.complete(HI).content == "one"
+        made = openai_chat.client(server.url, KEY_A)
+        assert not made.is_closed()
+        background.close_openai_clients()  # what background.finish() runs before it exits
+        assert made.is_closed()
+        assert model.complete(HI).content == "two"  # a later call makes a new client
+        assert openai_chat.client(server.url, KEY_A) is not made
 
 
 def test_the_same_answers_give_the_same_completions_through_litellm(monkeypatch):
-    """Parity: each reply once over openai_http and once through litellm (VEIL_DIRECT_OPENAI=0)
+    """Parity: each reply once through the SDK and once through litellm (VEIL_DIRECT_OPENAI=0)
     gives equal messages, finish reasons and usage."""
     replies = [
         "plain text",
@@ -233,8 +263,8 @@ def test_the_same_answers_give_the_same_completions_through_litellm(monkeypatch)
 
 
 def test_veil_print_against_an_openai_provider_never_imports_litellm(tmp_path):
-    """``veil -p`` with a provider of type openai and a contextWindow: the answer comes without
-    litellm in the process (issue 30: importing it was most of 8-12 s)."""
+    """``veil -p`` with a provider of type openai and a contextWindow: the answer comes through
+    the openai SDK without litellm in the process (issue 30: importing it was most of 8-12 s)."""
     home, project = tmp_path / "home", tmp_path / "project"
     home.mkdir()
     project.mkdir()
@@ -263,5 +293,5 @@ def test_veil_print_against_an_openai_provider_never_imports_litellm(tmp_path):
             stdin=subprocess.DEVNULL,
         )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["Hello from the server", "LOADED []"]
+    assert proc.stdout.splitlines() == ["Hello from the server", "LOADED ['openai']"]
     assert server.requests[0].api_key == server.provider()["api_key"]
