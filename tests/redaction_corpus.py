@@ -368,6 +368,37 @@ def secret_cases(seed: int = 17) -> list[SecretCase]:
         "GET /cb?access_token={}&page=2 HTTP/1.1\n",
         (g.body(40), "assignment:access_token"),
     )
+    # an AWS secret access key printed with no telling name, near its key id (issue 33)
+    add(
+        "AWS secret printed on its own after its key id (aws configure get)",
+        "$ aws configure get aws_access_key_id\n{}\n"
+        "$ aws configure get aws_secret_access_key\n{}\n",
+        ("AK" + "IA" + g.body(16, BASE32), "aws_access_key"),
+        (g.body(40, B64), "aws_secret_key"),
+    )
+    add(
+        "AWS key pair in aws configure list",
+        "      Name                    Value             Type    Location\n"
+        "      ----                    -----             ----    --------\n"
+        "   profile                <not set>             None    None\n"
+        "access_key     {} shared-credentials-file\n"
+        "secret_key     {} shared-credentials-file\n"
+        "    region                us-east-1      config-file    ~/.aws/config\n",
+        ("AK" + "IA" + g.body(16, BASE32), "aws_access_key"),
+        (g.body(40, B64), "aws_secret_key"),
+    )
+    add(
+        "AWS key pair in a CI job's environment under names that say nothing",
+        "Run ./deploy.sh\n  env:\n    DEPLOY_ID: {}\n    DEPLOY_SK: {}\n    REGION: eu-west-1\n",
+        ("AS" + "IA" + g.body(16, BASE32), "aws_access_key"),
+        (g.body(40, B64), "aws_secret_key"),
+    )
+    add(
+        "AWS credentials.csv from the IAM console",
+        "User name,Access key ID,Secret access key\nci-deployer,{},{}\n",
+        ("AK" + "IA" + g.body(16, BASE32), "aws_access_key"),
+        (g.body(40, B64), "aws_secret_key"),
+    )
     return cases
 
 

@@ -55,9 +55,12 @@ def test_print_mode_json_and_continue(project, scripted):
     assert (out["status"], out["final"]) == ("done", "first")
     again = json.loads(invoke(project, "-c", "-p", "more", "--json").stdout)
     assert again["sessionId"] == out["sessionId"]
-    # the resumed session sent the earlier exchange to the model (then the context note)
-    assert [m["content"] for m in scripted.calls[1][1:-1]] == ["hi", "first", "more"]
-    assert scripted.calls[1][-1]["content"].startswith("[veil context note")
+    # the resumed session sent the earlier exchange to the model, starting with the whole
+    # first request: its context note where it stood then (the provider's cached prefix)
+    first_request = scripted.calls[0]
+    assert first_request[-1]["content"].startswith("[veil context note")
+    assert scripted.calls[1][: len(first_request)] == first_request
+    assert [m["content"] for m in scripted.calls[1][len(first_request) :]] == ["first", "more"]
 
 
 def test_resume_unknown_session_is_a_clean_error(project, scripted):

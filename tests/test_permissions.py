@@ -24,8 +24,22 @@ from veil.core.settings import PermissionSettings, load_config
 from veil.hookspecs import hookimpl
 
 
+def _declared_effects() -> dict[str, str]:
+    """The effect each of veil's own tools declares when registered."""
+    from veil_memoryfiles.tools import memory_tools as memory_file_tools
+
+    from veil.default_plugins.coding_tools.tools import builtin_tools
+    from veil.default_plugins.memory_tools.tools import memory_tools
+
+    return {t.name: t.effect for t in [*builtin_tools(), *memory_tools(), *memory_file_tools()]}
+
+
+EFFECTS = _declared_effects()
+
+
 def verdict(tool, arguments, project, **settings):
-    return evaluate(PermissionSettings(**settings), project, tool, arguments).verdict
+    effect = EFFECTS.get(tool, "change")
+    return evaluate(PermissionSettings(**settings), project, tool, arguments, effect=effect).verdict
 
 
 # -- rules ---------------------------------------------------------------------------------------
@@ -491,3 +505,127 @@ def test_denied_result_is_shown_to_front_ends_as_denied(make_veil, project, defa
     veil = make_veil([_bash("touch x"), "ok"], plugins=[("front", Front())])
     veil.run_turn(veil.new_session(), "x")
     assert events[0]["denied"] is True and events[0]["isError"] is True
+
+
+# -- a tool's name never grants permission (issue 33) --------------------------------------------
+
+
+class SyncPlugin:
+    """A third-party plugin whose tool is named like veil's memory tools."""
+
+    def __init__(self, effect: str = "change", name: str = "memory_sync") -> None:
+        self.effect = effect
+        self.name = name
+        self.ran: list[dict] = []
+
+    @hookimpl
+    def register_tools(self, veil):
+        from veil.core.types import Tool, ToolResult
+
+        def run(ctx, arguments):
+            self.ran.append(arguments)
+            return ToolResult("synced to the team server")
+
+        schema = {"type": "object", "properties": {"note": {"type": "string"}}}
+        return [Tool(self.name, "Send memory to the team server.", schema, run, effect=self.effect)]
+
+
+def _calls(*names_and_arguments):
+    return {
+        "tool_calls": [
+            {"id": f"c{n}", "name": name, "arguments": arguments}
+            for n, (name, arguments) in enumerate(names_and_arguments, start=1)
+        ]
+    }
+
+
+SYNC_AND_REMEMBER = _calls(
+    ("memory_sync", {"note": "all of it"}),
+    ("veil_remember", {"content": "The build runs with make check."}),
+)
+
+
+def test_a_plugin_tool_named_like_a_memory_tool_is_refused_in_deny_mode(
+    make_veil, project, default_permissions, monkeypatch
+):
+    """Before: any tool whose name started with ``memory_`` or ``veil_`` was "never asked",
+    checked before ``permissions.mode: deny``, so a third-party ``memory_sync`` ran unasked
+    there. Now its declared effect (``change``) decides: refused; veil's own memory tool in
+    the same batch still runs unasked."""
+    monkeypatch.setenv("VEIL_PERMISSIONS__MODE", "deny")
+    sync = SyncPlugin()
+    veil = make_veil([SYNC_AND_REMEMBER, "done"], plugins=[("team_sync", sync)])
+    session = veil.new_session()
+    veil.run_turn(session, "sync the memory")
+    results = {m["tool_call_id"]: m["content"] for m in session.messages if m["role"] == "tool"}
+    assert sync.ran == []
+    assert results["c1"].startswith(
+        "Permission denied: this memory_sync call was not run. permissions.mode is deny"
+    )
+    assert not results["c2"].startswith("Permission denied")
+    contents = [i.content for i in veil.store.items(session.id, ("live", "warm", "cold"))]
+    assert "The build runs with make check." in contents
+
+
+def test_a_plugin_tool_named_like_a_memory_tool_asks_in_ask_mode(
+    make_veil, project, default_permissions
+):
+    asker = Asker("deny")
+    sync = SyncPlugin()
+    veil = make_veil([SYNC_AND_REMEMBER, "done"], plugins=[("team_sync", sync), ("asker", asker)])
+    session = veil.new_session()
+    veil.run_turn(session, "sync the memory")
+    # only the plugin's tool was asked about; veil_remember ran without a prompt
+    assert [r.describe() for r in asker.requests] == ["memory_sync"]
+    assert asker.requests[0].reason == "memory_sync asks before it runs (permissions.mode ask)"
+    assert sync.ran == []
+    results = {m["tool_call_id"]: m["content"] for m in session.messages if m["role"] == "tool"}
+    assert "The user refused it" in results["c1"]
+    assert not results["c2"].startswith("Permission denied")
+
+
+def test_only_veils_own_plugins_may_declare_a_tool_memory_only(
+    make_veil, project, default_permissions, monkeypatch
+):
+    """A plugin's declaration ``effect="memory"`` is veil's own memory tools' privilege: veil
+    cannot vouch for what another plugin's tool writes, so it asks (refused in deny mode). A
+    tool that declares ``"read"`` runs unasked, as ``read`` does, whatever its name."""
+    monkeypatch.setenv("VEIL_PERMISSIONS__MODE", "deny")
+    claims_memory = SyncPlugin(effect="memory")
+    reads = SyncPlugin(effect="read", name="team_notes")
+    veil = make_veil(
+        [_calls(("memory_sync", {}), ("team_notes", {})), "done"],
+        plugins=[("team_sync", claims_memory), ("team_notes", reads)],
+    )
+    session = veil.new_session()
+    veil.run_turn(session, "sync")
+    assert claims_memory.ran == [] and reads.ran == [{}]
+    results = {m["tool_call_id"]: m["content"] for m in session.messages if m["role"] == "tool"}
+    assert results["c1"].startswith("Permission denied")
+    assert results["c2"] == "synced to the team server"
+
+
+def test_a_registered_tool_must_declare_a_known_effect(make_veil, project):
+    from veil.core.errors import PluginResultInvalid
+
+    with pytest.raises(PluginResultInvalid) as refused:
+        make_veil(["ok"], plugins=[("team_sync", SyncPlugin(effect="readonly"))])
+    assert refused.value.message == (
+        "plugin team_sync: hook register_tools returned a Tool 'memory_sync' whose effect is "
+        "'readonly', expected effect 'read', 'memory' or 'change'"
+    )
+
+
+def test_veils_own_plugins_are_the_ones_shipped_in_the_repository():
+    """:data:`veil.default_plugins.SHIPPED_PLUGINS` lists every entry point of the plugin
+    distributions under ``plugins/`` (the permission rules honour their memory tools)."""
+    import tomllib
+
+    from veil.default_plugins import SHIPPED_PLUGINS
+
+    root = Path(__file__).resolve().parent.parent / "plugins"
+    declared = set()
+    for pyproject in root.glob("*/pyproject.toml"):
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        declared |= set(data["project"]["entry-points"]["veil"].items())
+    assert set(SHIPPED_PLUGINS) == declared

@@ -87,8 +87,12 @@ def test_the_project_root_is_matched_only_by_a_pattern_naming_it(tmp_path):
 # -- decisions: a read rule covers grep, ls and edit ---------------------------------------------
 
 
+EFFECTS = {tool.name: tool.effect for tool in tools.builtin_tools()}
+"""What each coding tool declares (read, grep, ls: ``"read"``; the others ``"change"``)."""
+
+
 def verdict(tool, arguments, project, **settings):
-    return evaluate(PermissionSettings(**settings), project, tool, arguments)
+    return evaluate(PermissionSettings(**settings), project, tool, arguments, effect=EFFECTS[tool])
 
 
 def test_a_read_deny_rule_refuses_grep_ls_and_edit_of_a_path_it_covers(tmp_path):

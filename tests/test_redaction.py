@@ -370,6 +370,62 @@ def test_cookies_and_url_encoded_keys(gate):
     )
 
 
+def _aws_pair(seed: int) -> tuple[str, str]:
+    rnd = random.Random(seed)
+    b32 = string.ascii_uppercase + "234567"
+    b64 = string.ascii_letters + string.digits + "+/"
+    key_id = "AK" + "IA" + "".join(rnd.choice(b32) for _ in range(16))
+    while True:  # as any real secret: both cases and a digit
+        secret = "".join(rnd.choice(b64) for _ in range(40))
+        kinds = (str.isupper, str.islower, str.isdigit)
+        if all(any(kind(c) for c in secret) for kind in kinds):
+            return key_id, secret
+
+
+@pytest.mark.parametrize("gate", GATES)
+def test_a_bare_aws_secret_goes_only_near_its_key_id(gate):
+    """Issue 33: a 40-character secret printed on its own after its key id was kept (the
+    credential rules need a telling name). Near an AKIA / ASIA id, within three lines either
+    way, it is that key's secret; elsewhere a random 40-character token stays."""
+    red = Redactor(gate=gate)
+    key_id, secret = _aws_pair(33)
+    # the id on one line, the secret on the next; then the secret one line before the id
+    assert red.text(f"{key_id}\n{secret}\n") == (
+        "[redacted:aws_access_key]\n[redacted:aws_secret_key]\n"
+    )
+    assert red.text(f"{secret}\n{key_id}") == "[redacted:aws_secret_key]\n[redacted:aws_access_key]"
+    # three lines away still counts, four lines away does not
+    near = f"{key_id}\n" + "x\n" * 2 + f"{secret}\n"
+    far = f"{key_id}\n" + "x\n" * 3 + f"{secret}\n"
+    assert secret not in red.text(near)
+    assert red.text(far) == "[redacted:aws_access_key]\n" + "x\n" * 3 + f"{secret}\n"
+    # with no key id around, a random 40-character token is no credential
+    alone = f"build id {secret}\n"
+    assert red.text(alone) is alone
+    # next to a key id: a git SHA (one case), a path, AWS's documented example key, a longer
+    # base-64 blob, a JWT segment and an identifier are not secrets
+    sha = "3f2a9b1c4d5e6f708192a3b4c5d6e7f8091a2b3c"
+    path = "home/runner/work/MyProject/MyProject/src"
+    example = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    blob = secret + "AbC4"
+    kept = [
+        f"commit {sha}",
+        f"cd /{path}",
+        f"secret: {example}",
+        f"data: {blob}==",
+        f"sig: abc.{secret}.xyz",
+        f"name: my_{secret}",
+    ]
+    for line in kept:
+        assert red.text(f"{key_id}\n{line}\n") == f"[redacted:aws_access_key]\n{line}\n", line
+    # once redacted, the text is redacted again to itself (the id's placeholder still anchors)
+    once = red.text(f"{key_id}\n{secret}")
+    assert red.text(once) == once
+    assert red.text(f"[redacted:aws_access_key]\n{secret}") == (
+        "[redacted:aws_access_key]\n[redacted:aws_secret_key]"
+    )
+
+
 def test_placeholders_are_counted():
     text = "a [redacted:openai_key] b [redacted:openai_key] [redacted] [redacted:jwt]"
     assert placeholders(text) == {"[redacted:openai_key]": 2, "[redacted:jwt]": 1}

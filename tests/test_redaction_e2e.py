@@ -418,3 +418,76 @@ def test_compaction_instructions_reach_the_summariser_redacted(project):
     assert GITHUB not in sent
     assert "Keep the token [redacted:github_token] in the summary." in sent
     veil.close()
+
+
+def _aws_key_pair() -> tuple[str, str]:
+    """An AWS access key id and a secret access key of the documented shapes (built here,
+    never written out whole)."""
+    b32 = string.ascii_uppercase + "234567"
+    b64 = _B62 + "+/"
+    key_id = "AK" + "IA" + "".join(_rnd.choice(b32) for _ in range(16))
+    while True:
+        secret = "".join(_rnd.choice(b64) for _ in range(40))
+        kinds = (str.isupper, str.islower, str.isdigit)
+        if all(any(kind(c) for c in secret) for kind in kinds):
+            return key_id, secret
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["aws configure get", "aws configure list", "environment listing"],
+)
+def test_a_bare_aws_secret_after_its_key_id_reaches_no_store_request_or_memory_file(
+    make_veil, scripted_server, veil_project, shape
+):
+    """Issue 33: an AWS secret access key printed on its own after its key id (as ``aws
+    configure get`` or a CI log prints it) was stored in context.db, sent to the provider and
+    written to MEMORY.md. It arrives here in a ``bash`` result, and the model (which the
+    script lets know the secret) copies it into a ``memory_write`` and its final answer."""
+    import veil_memoryfiles
+
+    key_id, secret = _aws_key_pair()
+    printed = {
+        "aws configure get": f"{key_id}\n{secret}\n",
+        "aws configure list": (
+            "      Name                    Value             Type    Location\n"
+            "      ----                    -----             ----    --------\n"
+            f"access_key     {key_id} shared-credentials-file\n"
+            f"secret_key     {secret} shared-credentials-file\n"
+        ),
+        "environment listing": f"HOME=/root\nS3_UPLOADER={key_id}\nS3_UPLOADER_SIG={secret}\n",
+    }[shape]
+    (veil_project / "out.txt").write_text(printed, encoding="utf-8")
+    veil = make_veil(
+        [
+            {"tool_calls": [{"name": "bash", "arguments": {"command": "cat out.txt"}}]},
+            {
+                "tool_calls": [
+                    {
+                        "name": "memory_write",
+                        "arguments": {"content": f"deploy key {key_id}\nits secret {secret}"},
+                    }
+                ]
+            },
+            f"The key is {key_id} and the secret {secret}.",
+        ],
+        server=scripted_server,
+        plugins=[veil_memoryfiles],
+    )
+    session = veil.new_session()
+    result = veil.run_turn(session, "Which AWS key does the deploy use?")
+    assert result.status == "done"
+    veil.store.flush()
+    stored = json.dumps([m for _, m in veil.store.messages(session.id)])
+    memory = veil_project / ".veil" / "memory" / "agents" / "default" / "MEMORY.md"
+    assert len(scripted_server.requests) == 3
+    # the tool ran with the real file; what was kept of its output holds neither secret
+    assert "[redacted:aws_secret_key]" in stored and "[redacted:aws_access_key]" in stored
+    assert secret not in stored and key_id not in stored
+    assert not scripted_server.saw(secret) and not scripted_server.saw(key_id)
+    third = json.dumps(scripted_server.requests[2].body["messages"])
+    assert "[redacted:aws_secret_key]" in third
+    assert "[redacted:aws_secret_key]" in memory.read_text(encoding="utf-8")
+    assert secret not in memory.read_text(encoding="utf-8")
+    assert secret not in dump_database(veil_project / ".veil" / "context.db")
+    assert secret in (veil_project / "out.txt").read_text(encoding="utf-8")

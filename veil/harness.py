@@ -10,7 +10,12 @@ to send::
     while True:
         tools = my_tools + hooks["tools"]
         messages = hooks["build_prompt"](tools)       # system + kept messages + context note
-        reply = my_model(messages, tools=tools)
+        try:
+            reply = my_model(messages, tools=tools)
+        except Exception as error:                  # "prompt is too long": a smaller window
+            if not hooks["on_context_refused"](error):
+                raise
+            reply = my_model(hooks["build_prompt"](tools), tools=tools)  # once more
         hooks["on_assistant_message"](reply)
         if not reply.get("tool_calls"):
             break
@@ -55,6 +60,7 @@ from typing import Any
 from veil.core import turn
 from veil.core.prompt.context import build_prompt
 from veil.core.safety.permissions import PermissionDecision, PermissionRequest, authorize
+from veil.core.text import clean_message, clean_text
 from veil.core.types import Message, ToolContext, ToolResult
 
 
@@ -108,6 +114,7 @@ class VeilHarness:
         self.session = self.veil.new_session(agent=agent)
         self._pending: dict[str, Message] = {}
         self._ask_permission = ask_permission
+        self._last_prompt: Any = None  # the last build_prompt's Prompt (on_context_refused)
 
     @classmethod
     def attach(cls, veil: Any, session: Any) -> VeilHarness:
@@ -126,6 +133,7 @@ class VeilHarness:
         harness.session = session
         harness._pending = {}
         harness._ask_permission = None  # nobody to ask: the permission rules decide
+        harness._last_prompt = None
         return harness
 
     # -- what the host tells the harness ---------------------------------------------------------
@@ -134,13 +142,14 @@ class VeilHarness:
         """A user message starts an exchange (task tags are taken from it). Credentials in it
         are redacted before it is stored (as everything the harness is told:
         :mod:`veil.core.safety.redaction`)."""
-        turn.record_user(self.session, text)
+        turn.record_user(self.session, clean_text(text))
 
     def on_assistant_message(self, message: Message) -> None:
         """The host's model replied (an OpenAI assistant message, with or without tool calls).
 
         A reply without tool calls is the final answer: the turn ends here (``turn_end``, as in
         veil's loop, so defaultCompaction's ``autoThreshold`` is checked after it)."""
+        message = clean_message(message)
         self.session.step += 1
         msg = {"role": "assistant", "content": message.get("content")}
         if message.get("tool_calls"):
@@ -154,6 +163,7 @@ class VeilHarness:
 
     def before_tool_call(self, name: str, arguments: dict[str, Any], tool_call_id: str) -> None:
         """A tool call is about to run (``capture`` on the way in, arguments redacted)."""
+        name, arguments, tool_call_id = clean_message([name, arguments, tool_call_id])
         msg = self._pending.get(tool_call_id, {"role": "assistant", "content": None})
         turn.record_tool_call(
             self.session, msg, name, tool_call_id, self.veil.redactor.value(arguments)
@@ -172,7 +182,14 @@ class VeilHarness:
         """A tool call returned ``output`` (``capture`` on the way out; stored as its result).
 
         The result that completes the newest assistant message's calls ends a tool batch:
-        ``after_iteration`` runs then, once per batch as in veil's loop (not once per result)."""
+        ``after_iteration`` runs then, once per batch as in veil's loop (not once per result).
+
+        Text that UTF-8 cannot hold (a lone surrogate, from a tool that decoded bytes with
+        ``surrogateescape``, or a JSON ``"\\ud800"`` escape) is stored with U+FFFD in its place,
+        as veil's own loop does (:func:`veil.core.text.clean_text`)."""
+        name, arguments, tool_call_id, output, outcome = clean_message(
+            [name, arguments, tool_call_id, output, outcome]
+        )
         self._pending.pop(tool_call_id, None)
         result = ToolResult(output, is_error=is_error, outcome=outcome)  # type: ignore[arg-type]
         idx, _ = turn.record_tool_result(
@@ -197,9 +214,10 @@ class VeilHarness:
             A :class:`~veil.core.safety.permissions.PermissionDecision`, ``allowed`` or not; a refusal's
             ``tool_result_text()`` says why and what would allow it.
         """
+        name, arguments, tool_call_id = clean_message([name, arguments, tool_call_id])
         if isinstance(arguments, str):
             try:
-                parsed = json.loads(arguments or "{}")
+                parsed = clean_message(json.loads(arguments or "{}"))  # "\\ud800" escapes too
             except ValueError:
                 parsed = {}
             arguments = parsed if isinstance(parsed, dict) else {}
@@ -235,10 +253,48 @@ class VeilHarness:
             max_tokens: the completion tokens the host will request; left free in the window
                 (default ``loop.completionReserve``, 1,024).
         """
-        offered = self.tools() if tools is None else tools
+        offered = self.tools() if tools is None else clean_message(tools)
         prompt = build_prompt(self.session, tools=offered, reserve=max_tokens)
         self.session.last_prompt_tokens = prompt.tokens
+        self._last_prompt = prompt
         return prompt.messages
+
+    def on_context_refused(self, error: BaseException | str) -> bool:
+        """The host's model refused the messages :meth:`build_prompt` gave last as longer than
+        its context window (the harness's ``context_window`` or the model's ``contextWindow``
+        is larger than the provider accepts): the session learns the window the refusal
+        implies and keeps it (:meth:`veil.core.session.Session.learn_context_window`), so the
+        next :meth:`build_prompt` fits into it (evicting or compacting). Call
+        :meth:`build_prompt` again and retry once, as veil's own loop does.
+
+        Args:
+            error: the provider's error (litellm's ``ContextWindowExceededError``, veil's, or
+                any exception or text whose wording is a context-length refusal:
+                :func:`veil.core.models.context_refusal.is_context_refusal`).
+
+        Returns:
+            True when ``error`` is such a refusal and a smaller window was learned; False
+            otherwise (nothing changed: the error is something else, or no prompt was built).
+
+        Raises:
+            SessionConflict: another process changed the session.
+        """
+        from veil.core.models.context_refusal import is_context_refusal, refusal_figures
+
+        text = str(error)
+        figures = getattr(error, "figures", None)
+        named = type(error).__name__ == "ContextWindowExceededError"
+        prompt = getattr(self, "_last_prompt", None)
+        if prompt is None or not (named or is_context_refusal(text)):
+            return False
+        before = self.session.context_window
+        after = self.session.learn_context_window(
+            figures if figures is not None else refusal_figures(text),
+            prompt.tokens,
+            prompt.tools_tokens,
+            prompt.reserve_tokens,
+        )
+        return after < before
 
     def manifest(self) -> str:
         """The manifest section alone (what is loaded, what is stored outside the prompt); empty
@@ -259,17 +315,21 @@ class VeilHarness:
         return [t.schema() for n, t in self.veil.tools.items() if self.is_memory_tool(n)]
 
     def is_memory_tool(self, name: str) -> bool:
-        """Whether ``name`` is one of the harness's memory tools (the host runs the others)."""
+        """Whether ``name`` is one of the harness's memory tools (the host runs the others): a
+        registered tool that declares the effect ``"memory"``
+        (:attr:`veil.core.types.Tool.effect`; its name does not count). Whether it runs unasked
+        is the permission rules' answer (:meth:`check_permission`)."""
         tool = self.veil.tools.get(name)
-        return tool is not None and (name.startswith("veil_") or name.startswith("memory_"))
+        return tool is not None and tool.effect == "memory"
 
     def call_tool(self, name: str, arguments: dict[str, Any] | str, tool_call_id: str) -> str:
         """Run a memory tool; returns the text for the tool message (errors as text too)."""
         from veil.core.errors import BadRequest
 
+        name, arguments, tool_call_id = clean_message([name, arguments, tool_call_id])
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments or "{}")
+                arguments = clean_message(json.loads(arguments or "{}"))
             except ValueError as exc:
                 return f"{name}: invalid JSON arguments: {exc}"
         if not self.is_memory_tool(name):
@@ -293,6 +353,7 @@ class VeilHarness:
             "check_permission": self.check_permission,
             "deny_tool_call": self.deny_tool_call,
             "build_prompt": self.build_prompt,
+            "on_context_refused": self.on_context_refused,
             "manifest": self.manifest,
             "tools": self.tools(),
             "is_memory_tool": self.is_memory_tool,

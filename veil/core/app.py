@@ -38,6 +38,7 @@ from veil.core.settings import Config, load_config, validate_agent_name
 from veil.core.store import Store
 from veil.core.types import (
     TIERS,
+    TOOL_EFFECTS,
     ContextItem,
     ItemScores,
     RecallHit,
@@ -145,7 +146,8 @@ class Veil:
 
         Raises:
             PluginHookFailed: without ``problems``, a plugin's ``register_tools`` raised;
-                PluginResultInvalid: it returned the wrong type (both name the plugin).
+                PluginResultInvalid: it returned the wrong type, or a tool whose ``effect`` is
+                not one of :data:`~veil.core.types.TOOL_EFFECTS` (both name the plugin).
             ConfigError: two plugins register the same tool name.
         """
         from veil.core.errors import PluginHookFailed
@@ -158,6 +160,7 @@ class Veil:
                 found = plugin_mod.checked_list(
                     plugin_name, "register_tools", result, Tool, "a list of veil.core.types.Tool"
                 )
+                _check_effects(plugin_name, found)
             except PluginHookFailed as exc:
                 if problems is None:
                     raise
@@ -668,6 +671,26 @@ class Veil:
             self.pm.hook.before_close(veil=self)
         finally:
             self.store.close()
+
+
+def _check_effects(plugin: str, tools: list[Tool]) -> None:
+    """Refuse a tool whose declared ``effect`` is not one of
+    :data:`~veil.core.types.TOOL_EFFECTS` (a misspelt ``"readonly"`` must not pass as
+    anything).
+
+    Raises:
+        PluginResultInvalid: naming the plugin, the tool and its effect.
+    """
+    for tool in tools:
+        if tool.effect not in TOOL_EFFECTS:
+            raise PluginResultInvalid(
+                plugin,
+                "register_tools",
+                f"a Tool {tool.name!r} whose effect is {tool.effect!r}",
+                "effect "
+                + ", ".join(repr(e) for e in TOOL_EFFECTS[:-1])
+                + f" or {TOOL_EFFECTS[-1]!r}",
+            )
 
 
 def _answering_plugin(pm: pluggy.PluginManager, hook: str) -> Any | None:

@@ -27,7 +27,7 @@ from veil.core import turn
 from veil.core.errors import BadRequest, NotAvailable, PluginHookFailed
 from veil.core.jsonio import MAX_DEPTH, loads
 from veil.core.models.llm import ContextWindowExceededError
-from veil.core.prompt.context import build_prompt
+from veil.core.prompt.context import Prompt, build_prompt
 from veil.core.safety.permissions import authorize
 from veil.core.safety.processes import shutting_down
 from veil.core.text import clean_message, clean_text
@@ -139,13 +139,19 @@ def _run_turn_held(
             _emit_model_call(session, model, prompt.tokens)
             try:
                 completion = model.complete(prompt.messages, tools=tools or None, on_token=on_token)
-            except ContextWindowExceededError:
-                # the provider counted more than our estimate: compact once and retry
-                if not _force_compaction(session):
-                    raise
-                prompt = build_prompt(session, tools=tools)
+            except ContextWindowExceededError as refused:
+                # the provider's window is smaller than veil's figure (or its count larger):
+                # fit the prompt into the window the refusal implies, and ask once more
+                prompt = refit_after_refusal(session, prompt, refused, tools)
+                session.last_prompt_tokens = prompt.tokens
                 _emit_model_call(session, model, prompt.tokens)
-                completion = model.complete(prompt.messages, tools=tools or None, on_token=on_token)
+                try:
+                    completion = model.complete(
+                        prompt.messages, tools=tools or None, on_token=on_token
+                    )
+                except ContextWindowExceededError as again:
+                    _learn_from(session, prompt, again)  # the next call starts smaller still
+                    raise
             usage = dict(completion.usage or {})
             session.emit(
                 "usage",
@@ -280,6 +286,53 @@ def offered_tool_names(veil: Any, model: Any) -> list[str]:
 def offered_tools(veil: Any, model: Any) -> list[dict[str, Any]]:
     """The tool schemas sent to ``model`` (:func:`offered_tool_names`)."""
     return [veil.tools[n].schema() for n in offered_tool_names(veil, model)]
+
+
+def _learn_from(session: Session, prompt: Prompt, refused: ContextWindowExceededError) -> int:
+    """Have ``session`` learn the window ``refused`` implies for ``prompt``
+    (:meth:`veil.core.session.Session.learn_context_window`); returns the window in effect."""
+    return session.learn_context_window(
+        refused.figures, prompt.tokens, prompt.tools_tokens, prompt.reserve_tokens
+    )
+
+
+def refit_after_refusal(
+    session: Session,
+    prompt: Prompt,
+    refused: ContextWindowExceededError,
+    tools: list[dict[str, Any]] | None,
+) -> Prompt:
+    """The prompt to send again after the provider refused ``prompt`` as too long (issue 29).
+
+    The session learns the window the refusal implies (its stated limit, else a fifth less
+    room for the messages: :func:`veil.core.models.context_refusal.learned_window`) and keeps
+    it. Without the context layer (seed 000's defaults) what the prompt holds is compacted
+    first, as Claude Code compacts on "prompt is too long"; the prompt is then built for the
+    new window, which evicts, compacts or, as the last resort, cuts old messages behind
+    pointers as any prompt over its budget (:func:`veil.core.prompt.context.build_prompt`).
+    When that is no smaller, a full compaction is forced and the prompt built once more.
+
+    Args:
+        session: the session whose prompt was refused.
+        prompt: the refused prompt (its tokens, tool schema tokens and completion reserve).
+        refused: the provider's refusal.
+        tools: the tool schemas offered with the prompt.
+
+    Returns:
+        The smaller prompt; tool calls and results stay paired in it.
+
+    Raises:
+        ContextWindowExceededError: ``refused`` itself, when nothing made the prompt smaller.
+        PromptTooLarge: even the current request and the newest step exceed the learned window.
+    """
+    _learn_from(session, prompt, refused)
+    compacted = not session.veil.context_layer_on and _force_compaction(session)
+    rebuilt = build_prompt(session, tools=tools)
+    if rebuilt.tokens >= prompt.tokens and not compacted and _force_compaction(session):
+        rebuilt = build_prompt(session, tools=tools)
+    if rebuilt.tokens >= prompt.tokens:
+        raise refused
+    return rebuilt
 
 
 def _force_compaction(session: Session) -> bool:

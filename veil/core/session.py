@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import numpy as np
 
 from veil.core.errors import SessionClosed, SessionConflict
+from veil.core.models.context_refusal import RefusalFigures, learned_window
 from veil.core.prompt.items import ItemBatch
 from veil.core.store.context_db import insert_event, set_items_tier
 from veil.core.tiers import moved_row
@@ -24,6 +25,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.settings import Config
 
 _T = TypeVar("_T")
+
+LEARNED_WINDOW_KEY = "providerWindow"
+"""Key of ``Session.state`` under which the core keeps the window a provider's refusal taught
+the session: ``{"model": name, "tokens": window, "providerLimit": tokens or None}``
+(:meth:`Session.learn_context_window`)."""
 
 
 class Session:
@@ -156,8 +162,70 @@ class Session:
 
     @property
     def context_window(self) -> int:
-        """Context window of the session's main model, in tokens."""
-        return self.veil.llm.model_for("main", self.model).context_window
+        """Context window of the session's main model, in tokens: the model's (its
+        ``contextWindow`` setting, else litellm's figure), or the smaller one a provider's
+        refusal taught this session for that model (:meth:`learn_context_window`)."""
+        model = self.veil.llm.model_for("main", self.model)
+        window = model.context_window
+        learned = self.state.get(LEARNED_WINDOW_KEY)
+        if isinstance(learned, dict) and learned.get("model") == model.name:
+            tokens = learned.get("tokens")
+            if isinstance(tokens, int) and not isinstance(tokens, bool) and 0 < tokens < window:
+                return tokens
+        return window
+
+    def learn_context_window(
+        self,
+        figures: RefusalFigures,
+        message_tokens: int,
+        tool_tokens: int,
+        reserve_tokens: int,
+    ) -> int:
+        """Fit this session's prompts into a smaller window from now on: the provider refused
+        one as too long (issue 29: a ``contextWindow`` set larger than the provider's real
+        window made every turn fail until ``/compact``).
+
+        The window is :func:`veil.core.models.context_refusal.learned_window` of the current
+        one, kept in ``state`` (key :data:`LEARNED_WINDOW_KEY`, with the model's name: another
+        model keeps its own window) and saved at once, so a resumed session and every later HTTP
+        turn keep it. A ``warning`` event tells the user, once per change.
+
+        Args:
+            figures: what the refusal states (its limit and its count of the prompt).
+            message_tokens: veil's count of the refused prompt's messages.
+            tool_tokens: veil's count of the tool schemas sent with them.
+            reserve_tokens: the completion tokens the request reserved.
+
+        Returns:
+            The window now in effect (tokens).
+
+        Raises:
+            SessionConflict: another process changed the session (nothing is written).
+        """
+        model = self.veil.llm.model_for("main", self.model)
+        window = self.context_window
+        learned = learned_window(window, message_tokens, tool_tokens, reserve_tokens, figures)
+        if learned >= window:
+            return window
+        requested = message_tokens + tool_tokens + reserve_tokens
+        self.state[LEARNED_WINDOW_KEY] = {
+            "model": model.name,
+            "tokens": learned,
+            "providerLimit": figures.limit,
+        }
+        self.save_state()
+        stated = f" (its limit: {figures.limit} tokens)" if figures.limit else ""
+        self.emit(
+            "warning",
+            text=(
+                f"the provider refused a request of {requested} tokens as longer than "
+                f"{model.name}'s context window{stated}; this session now fits its prompts "
+                f"into {learned} tokens instead of {window}; the window veil was given for it "
+                f"({model.context_window}: models.main.contextWindow, else litellm's figure) "
+                "is larger than the provider accepts"
+            ),
+        )
+        return learned
 
     @property
     def offered_tools(self) -> frozenset[str]:

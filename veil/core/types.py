@@ -173,6 +173,12 @@ class ToolContext:
 
 ToolHandler = Callable[[ToolContext, dict[str, Any]], "ToolResult | str"]
 
+ToolEffect = Literal["read", "memory", "change"]
+"""What a tool does, as it declares when registered (:attr:`Tool.effect`)."""
+
+TOOL_EFFECTS: tuple[str, ...] = ("read", "memory", "change")
+"""The values of :data:`ToolEffect`."""
+
 
 @dataclass
 class Tool:
@@ -184,6 +190,14 @@ class Tool:
         parameters: JSON Schema (``{"type": "object", "properties": ..., "required": [...]}``).
         handler: ``handler(ctx, arguments) -> ToolResult | str``; may raise
             :class:`veil.core.errors.BadRequest` for bad arguments (reported to the model).
+        effect: what the tool does, declared by the plugin that registers it (permissions key
+            on it, never on the tool's name; :mod:`veil.core.safety.permissions`):
+            ``"read"``: it only reads (files, the store) and changes nothing, so it is never
+            asked, like veil's ``read``; ``"memory"``: it reads or changes only veil's own
+            memory (the store's context items and the agent's files under ``.veil/memory/``),
+            never asked when one of veil's own plugins registers it (any other plugin's such
+            tool asks: veil cannot vouch for what it writes); ``"change"`` (the default):
+            anything else (files, the shell, the network), asked under ``permissions.mode``.
         plugin: name of the plugin that registered it (filled in by the core).
     """
 
@@ -191,6 +205,7 @@ class Tool:
     description: str
     parameters: dict[str, Any]
     handler: ToolHandler
+    effect: ToolEffect = "change"
     plugin: str = "veil.core"
 
     def schema(self) -> dict[str, Any]:

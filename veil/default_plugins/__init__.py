@@ -30,3 +30,24 @@ DEFAULT_PLUGINS: tuple[tuple[str, str], ...] = (
 
 DEFAULT_PLUGIN_NAMES: frozenset[str] = frozenset(name for name, _ in DEFAULT_PLUGINS)
 """The names ``veil plugins`` marks as default plugins."""
+
+SHIPPED_PLUGINS: tuple[tuple[str, str], ...] = (
+    ("veil_bundled", "veil_bundled"),
+    ("veil_compaction", "veil_compaction"),
+    ("veil_convergence", "veil_convergence"),
+    ("veil_fsrs", "veil_fsrs"),
+    ("veil_fsrs_evict", "veil_fsrs.evict_plugin"),
+    ("veil_http", "veil_http"),
+    ("veil_mcp", "veil_mcp"),
+    ("veil_memoryfiles", "veil_memoryfiles"),
+    ("veil_proxy", "veil_proxy"),
+    ("veil_repl", "veil_repl"),
+)
+"""``(entry point name, module)`` of each plugin distribution veil ships beside its default
+plugins (the ``plugins/`` folder of its repository), as their ``pyproject.toml`` declare them."""
+
+OWN_PLUGINS: frozenset[tuple[str, str]] = frozenset(DEFAULT_PLUGINS) | frozenset(SHIPPED_PLUGINS)
+"""veil's own plugins as ``(registered name, module name)``: a plugin registered under one of
+these names whose module is the one named here. The permission rules honour the effect
+``"memory"`` only for tools these register (:func:`veil.core.safety.permissions.granted_effect`):
+veil vouches for what its own memory tools write, not for another plugin's."""

@@ -21,9 +21,11 @@ What it answers:
   :class:`veil.testing.scripted_model.ScriptedModel`), or a :class:`Reply` for the special cases
   (content sent as raw JSON text, an answer held back until an event is set, an HTTP error such
   as a 401 or a 429 in OpenAI's error shape).
-- A prompt over ``context_window`` tokens gets OpenAI's HTTP 400 ``context_length_exceeded``
-  error (the body real OpenAI-compatible servers send, which litellm maps to its
-  ``ContextWindowExceededError``) and uses no reply.
+- A prompt over ``context_window`` tokens gets an HTTP 400 and uses no reply: OpenAI's
+  ``context_length_exceeded`` error (the body real OpenAI-compatible servers send, which litellm
+  maps to its ``ContextWindowExceededError``), or with ``refusal`` another provider's body
+  (:data:`REFUSALS`: Anthropic's "prompt is too long", as gateways relay it; llama.cpp's
+  server's ``exceed_context_size_error``).
 - ``usage`` counts the prompt with ``count`` (by default :func:`openai_prompt_tokens`) and the
   answer with tiktoken's ``cl100k_base``; ``omit_usage=True`` leaves it out, as some
   OpenAI-compatible servers (older llama.cpp servers, proxies, self-hosted gateways) do.
@@ -156,6 +158,57 @@ class RecordedRequest:
         return json.dumps({"path": self.path, "headers": self.headers, "body": self.body})
 
 
+REFUSALS = ("openai", "anthropic", "llama.cpp")
+"""The refusal bodies :class:`ScriptedOpenAIServer` can answer a prompt over its window with."""
+
+
+def refusal_body(style: str, window: int, tokens: int) -> dict[str, Any]:
+    """The HTTP 400 body a provider sends for a prompt of ``tokens`` over its ``window``.
+
+    Args:
+        style: ``"openai"``: OpenAI's error (``code`` ``context_length_exceeded``, "This
+            model's maximum context length is ..."); ``"anthropic"``: Anthropic's error body
+            ("prompt is too long: N tokens > M maximum"), which an OpenAI-compatible gateway
+            relays as it came; ``"llama.cpp"``: llama.cpp server's (``type``
+            ``exceed_context_size_error`` with ``n_prompt_tokens`` and ``n_ctx``).
+
+    Raises:
+        ValueError: an unknown ``style``.
+    """
+    if style == "openai":  # the wording and fields litellm's exception mapping reads
+        return {
+            "error": {
+                "message": (
+                    f"This model's maximum context length is {window} tokens. However, your "
+                    f"messages resulted in {tokens} tokens. Please reduce the length of the "
+                    "messages."
+                ),
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }
+    if style == "anthropic":
+        return {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": f"prompt is too long: {tokens} tokens > {window} maximum",
+            },
+        }
+    if style == "llama.cpp":
+        return {
+            "error": {
+                "code": 400,
+                "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": tokens,
+                "n_ctx": window,
+            }
+        }
+    raise ValueError(f"refusal: expected one of {', '.join(REFUSALS)}, got {style!r}")
+
+
 def openai_prompt_tokens(messages: list[dict[str, Any]]) -> int:
     """cl100k_base tokens of a chat prompt under OpenAI's accounting: 3 per message, the tokens of
     its role, text, name (+1) and tool calls (name and arguments), and 3 for the reply.
@@ -190,6 +243,8 @@ class ScriptedOpenAIServer:
             with ``x-should-retry: false`` (so the openai SDK does not retry it).
         context_window: prompts over this many tokens (per ``count``) get HTTP 400
             ``context_length_exceeded``; None accepts any size.
+        refusal: the body of that 400, as one of :data:`REFUSALS` sends it
+            (:func:`refusal_body`; ``"openai"`` by default).
         omit_usage: leave ``usage`` out of every answer.
         count: prompt size of a request's ``messages`` (default :func:`openai_prompt_tokens`).
         model: the model name reported in answers and ``/models`` (default: the request's
@@ -209,6 +264,7 @@ class ScriptedOpenAIServer:
         *,
         default: ReplyLike | None = None,
         context_window: int | None = None,
+        refusal: str = "openai",
         omit_usage: bool = False,
         count: Callable[[list[dict[str, Any]]], int] = openai_prompt_tokens,
         model: str | None = None,
@@ -222,6 +278,8 @@ class ScriptedOpenAIServer:
             self._replies = list(replies)
         self.default = default
         self.context_window = context_window
+        refusal_body(refusal, 1, 2)  # refuse an unknown style now, not at the first refusal
+        self.refusal = refusal
         self.omit_usage = omit_usage
         self.count = count
         self.model = model
@@ -340,19 +398,7 @@ class ScriptedOpenAIServer:
         return message
 
     def _refusal(self, tokens: int) -> dict[str, Any]:
-        # the wording and fields of OpenAI's own error, which litellm's exception mapping reads
-        return {
-            "error": {
-                "message": (
-                    f"This model's maximum context length is {self.context_window} tokens. "
-                    f"However, your messages resulted in {tokens} tokens. "
-                    "Please reduce the length of the messages."
-                ),
-                "type": "invalid_request_error",
-                "param": "messages",
-                "code": "context_length_exceeded",
-            }
-        }
+        return refusal_body(self.refusal, int(self.context_window or 0), tokens)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self

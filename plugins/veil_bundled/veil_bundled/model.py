@@ -42,6 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from veil.core.models.context_refusal import RefusalFigures
 from veil.core.models.llm import ChatModel, Completion, ContextWindowExceededError
 from veil.core.prompt.context import NOTE_PREFIX, SUMMARY_PREFIX
 
@@ -606,7 +607,8 @@ class BundledModel(ChatModel):
             if len(prompt_tokens) + self.max_tokens > window:
                 raise ContextWindowExceededError(
                     f"the prompt takes {len(prompt_tokens)} tokens and the reply up to "
-                    f"{self.max_tokens}, more than {MODEL_NAME}'s {window}-token window"
+                    f"{self.max_tokens}, more than {MODEL_NAME}'s {window}-token window",
+                    RefusalFigures(limit=window, prompt_tokens=len(prompt_tokens)),
                 )
             if not tools:
                 raw, finish_reason = self._generate(prompt_tokens, None, on_token)

@@ -174,7 +174,7 @@ def test_an_instruction_file_linking_outside_the_project_is_skipped_with_a_warni
     ]
 
 
-def test_section_is_built_at_session_start_and_reused(
+def test_section_is_built_at_session_start_and_kept_for_the_session(
     project: Path, helpers: SimpleNamespace
 ) -> None:
     config = helpers.load_config(project)
@@ -182,20 +182,30 @@ def test_section_is_built_at_session_start_and_reused(
     assert plugin.system_prompt_sections(session) is None  # nothing to show yet
     session = helpers.fake_session(config, context_window=100_000)
     MemoryService(config, "default").write("first fact", "agent", now=day(1))
-    section = plugin.system_prompt_sections(session)
+    [section] = plugin.system_prompt_sections(session)
     assert (section.name, section.order) == ("memory", 100)
     assert "first fact" in section.text
     out = memory_write_handler(
         ToolContext(session=session, tool_call_id="c1"), {"content": "second fact"}
     )
     assert out.meta["status"] == "written"
-    # mid-session writes do not change the prompt prefix
-    assert plugin.system_prompt_sections(session) == section
+    # mid-session writes do not change the system prompt: the memory section stays as it was,
+    # and what was written since comes in a volatile, anchored section (the context note)
+    memory, updates = plugin.system_prompt_sections(session)
+    assert memory == section
+    assert (updates.name, updates.order, updates.volatile, updates.anchored) == (
+        "memory_updates",
+        101,
+        True,
+        True,
+    )
+    assert "second fact" in updates.text and "first fact" not in updates.text
     assert session.state["veil_memoryfiles"]["injection"]["shown"] == {"agent": 1}
     json.dumps(session.state)  # the cache is JSON-safe: the core persists session.state
-    plugin.session_start(session)  # started again / resumed: read the files again
-    refreshed = plugin.system_prompt_sections(session)
-    assert "second fact" in refreshed.text and "first fact" in refreshed.text
+    # a session loaded again (veil -c, each HTTP turn) keeps its state, hence its section
+    again = helpers.fake_session(config, context_window=100_000)
+    again.state = json.loads(json.dumps(session.state))
+    assert plugin.system_prompt_sections(again) == [memory, updates]
 
 
 def test_a_broken_memory_file_is_reported_not_fatal(
@@ -209,3 +219,38 @@ def test_a_broken_memory_file_is_reported_not_fatal(
     assert result is not None
     assert "good fact" in result.text
     assert "[this memory file could not be read:" in result.text and "byte 4" in result.text
+
+
+def test_updates_show_what_was_written_since_the_start_quoted_when_veil_did_not(
+    project: Path, helpers: SimpleNamespace
+) -> None:
+    """The ``memory_updates`` section, written out by hand: an entry veil wrote since the start
+    as it is, one appended by hand quoted under the repository-provided label (newest first),
+    and the start entries that left the files counted."""
+    from veil_memoryfiles.trust import REPOSITORY_LABEL
+    from veil_memoryfiles.updates import UPDATES_INTRO
+
+    config = helpers.load_config(project)
+    svc = MemoryService(config, "default")
+    svc.write("old fact", "agent", now=day(1))
+    session = helpers.fake_session(config, context_window=100_000)
+    [memory] = plugin.system_prompt_sections(session)
+    assert "old fact" in memory.text
+    svc.write("new fact", "agent", now=day(2))
+    path = svc.path("agent")
+    path.write_text(path.read_text() + "<!-- 2025-01-03 -->\nhand fact\n")
+    memory_again, updates = plugin.system_prompt_sections(session)
+    assert memory_again == memory
+    assert updates.text == (
+        f"{UPDATES_INTRO}\n\n"
+        f"(agent memory, {REPOSITORY_LABEL})\n> <!-- 2025-01-03 -->\n> hand fact\n\n"
+        "(agent memory)\n<!-- 2025-01-02 -->\nnew fact"
+    )
+    # the start's entry leaves the file (removed by hand): counted, not shown
+    text = path.read_text()
+    path.write_text(text.replace("<!-- 2025-01-01 -->\nold fact\n", ""))
+    _, updates = plugin.system_prompt_sections(session)
+    assert updates.text.endswith(
+        "_1 entries of the memory section are no longer in the files (archived by "
+        "memory.maxLines, or removed)._"
+    )

@@ -363,7 +363,7 @@ def test_record_is_pruned_and_survives_a_torn_line(
 def test_session_state_reports_repository_text(project: Path, helpers: SimpleNamespace) -> None:
     hostile_clone(project)
     session = helpers.fake_session(helpers.load_config(project), context_window=100_000)
-    section = plugin.system_prompt_sections(session)
+    [section] = plugin.system_prompt_sections(session)
     assert REPOSITORY_HEADING in section.text
     injection = session.state["veil_memoryfiles"]["injection"]
     assert injection["repository_provided"] == {"agent": 1, "global": 1}

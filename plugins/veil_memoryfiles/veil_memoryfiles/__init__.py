@@ -3,8 +3,8 @@
 Hooks implemented (veil/hookspecs.py): ``register_tools`` (memory_write, memory_read,
 memory_search), ``register_routes`` (GET/PUT memory files), ``register_slash_commands``
 (/memory, /remember), ``register_commands`` (``veil memory ...``), ``before_compaction`` (the
-memory extractor), ``system_prompt_sections``
-(the injected ``memory`` section, order 100), ``session_start`` (refreshes that section) and
+memory extractor), ``system_prompt_sections`` (the injected ``memory`` section, order 100, kept
+for the session's life, and ``memory_updates``, order 101, for what was written since) and
 ``recall`` (memory entries as candidates). The logic lives in the sibling modules.
 """
 
@@ -69,25 +69,29 @@ def before_compaction(session: PluginSession, messages: list) -> None:
 
 
 @hookimpl
-def session_start(session: PluginSession) -> None:
-    """A session starts or is resumed: drop the cached memory section so it is read again."""
-    session.state.setdefault(STATE_KEY, {}).pop("section_text", None)
+def system_prompt_sections(session: PluginSession) -> list[PromptSection] | None:
+    """The ``memory`` section (order 100), built when the session starts and kept for its whole
+    life, resumed or loaded again for each HTTP turn (seed 000: memory is "included in the
+    system prompt at session start"), so the system message stays byte-identical and cached
+    while the agent writes memory; and, once the files hold entries that were not there at the
+    start, the ``memory_updates`` section (order 101, volatile and anchored: sent in the context
+    note veil refreshes at change moments, :mod:`veil_memoryfiles.updates`).
 
-
-@hookimpl
-def system_prompt_sections(session: PluginSession) -> PromptSection | None:
-    """The ``memory`` section (order 100), built once per session start and then reused, so the
-    prompt prefix stays stable while the agent writes memory mid-session (seed 000: memory is
-    "included in the system prompt at session start").
-
-    The cache lives in ``session.state["veil_memoryfiles"]`` as JSON-safe values:
-    ``section_text`` (str, or None when there is nothing to inject) and ``injection`` (tokens,
-    cap, entries shown / omitted per scope, truncated files)."""
+    The cache lives in ``session.state["veil_memoryfiles"]`` as JSON-safe values, so it is
+    stored with the session: ``section_text`` (str, or None when there is nothing to inject),
+    ``injection`` (tokens, cap, entries shown / omitted per scope, truncated files),
+    ``start_entries`` (the keys of the entries at the start) and ``updates`` (the files'
+    signature and the updates section built for it)."""
     from veil.core.types import PromptSection
     from veil_memoryfiles.injection import build_memory_section
+    from veil_memoryfiles.updates import UPDATES_ORDER, current_entries, entry_key
 
     state = session.state.setdefault(STATE_KEY, {})
     if "section_text" not in state:
+        state["start_entries"] = sorted(
+            entry_key(scope, entry)
+            for scope, entry, _ in current_entries(session.config, session.agent)
+        )
         result = build_memory_section(
             session.config, session.agent, session.cwd, session.context_window
         )
@@ -109,7 +113,48 @@ def system_prompt_sections(session: PluginSession) -> PromptSection | None:
             else None
         )
     text = state["section_text"]
-    return PromptSection(name="memory", text=text, order=SECTION_ORDER) if text else None
+    sections = [PromptSection(name="memory", text=text, order=SECTION_ORDER)] if text else []
+    updates = _updates(session, state)
+    if updates:
+        sections.append(
+            PromptSection(
+                name="memory_updates",
+                text=updates,
+                order=UPDATES_ORDER,
+                volatile=True,
+                anchored=True,
+            )
+        )
+    return sections or None
+
+
+def _updates(session: PluginSession, state: dict[str, Any]) -> str | None:
+    """The ``memory_updates`` text (redacted), built again only when the memory files changed
+    (:func:`~veil_memoryfiles.updates.files_signature`)."""
+    from veil_memoryfiles.updates import (
+        UPDATES_SHARE,
+        current_entries,
+        entry_key,
+        files_signature,
+        updates_text,
+    )
+
+    config, agent = session.config, session.agent
+    if not config.memory_enabled(agent):
+        return None
+    signature = files_signature(config, agent)
+    cached = state.get("updates")
+    if isinstance(cached, dict) and cached.get("signature") == signature:
+        return cached.get("text")
+    entries = current_entries(config, agent)
+    if "start_entries" not in state:  # a session stored before veil kept the start's entries
+        state["start_entries"] = sorted(entry_key(scope, e) for scope, e, _ in entries)
+    share = config.memory_for(agent).injection_share
+    cap = max(0, int(share * session.context_window * UPDATES_SHARE))
+    text = updates_text(entries, set(state["start_entries"]), cap)
+    text = config.redactor.text(text) if text else None
+    state["updates"] = {"signature": signature, "text": text}
+    return text
 
 
 @hookimpl

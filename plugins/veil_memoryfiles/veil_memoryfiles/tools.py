@@ -197,6 +197,7 @@ def memory_tools() -> list[Tool]:
                 "required": ["content"],
             },
             handler=memory_write_handler,
+            effect="memory",  # writes only the agent's MEMORY.md files
         ),
         Tool(
             name="memory_read",
@@ -224,6 +225,7 @@ def memory_tools() -> list[Tool]:
                 },
             },
             handler=memory_read_handler,
+            effect="memory",
         ),
         Tool(
             name="memory_search",
@@ -253,6 +255,7 @@ def memory_tools() -> list[Tool]:
                 "required": ["query"],
             },
             handler=memory_search_handler,
+            effect="memory",
         ),
     ]
 

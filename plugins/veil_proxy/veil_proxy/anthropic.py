@@ -21,9 +21,10 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from veil.core.errors import VeilError
+from veil_proxy.app import CleanJSONResponse
 from veil_proxy.conversations import (
     SESSION_HEADER,
     SESSION_ID_HEADER,
@@ -52,7 +53,7 @@ def anthropic_error(status: int, message: str, headers: dict[str, str] | None = 
     ``api_error``)."""
     kind = _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
     body = {"type": "error", "error": {"type": kind, "message": message}}
-    return JSONResponse(body, status_code=status, headers=headers)
+    return CleanJSONResponse(body, status_code=status, headers=headers)
 
 
 def _adapter() -> Any:
@@ -137,7 +138,7 @@ async def messages(request: Request) -> Response:
     answer = adapter.translate_completion_output_params(response, tool_name_mapping=names)
     if hasattr(answer, "model_dump"):
         answer = answer.model_dump(exclude_none=True)
-    return JSONResponse(dict(answer), headers=headers)
+    return CleanJSONResponse(dict(answer), headers=headers)
 
 
 async def count_tokens(request: Request) -> Response:
@@ -161,4 +162,4 @@ async def count_tokens(request: Request) -> Response:
     tokens = await run_in_threadpool(
         count_message_tokens, history, model, tools=openai_body.get("tools")
     )
-    return JSONResponse({"input_tokens": int(tokens)})
+    return CleanJSONResponse({"input_tokens": int(tokens)})

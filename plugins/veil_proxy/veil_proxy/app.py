@@ -8,6 +8,8 @@ For each chat request (see :mod:`veil_proxy.conversations` for the first three s
    (:meth:`veil.harness.VeilHarness.build_prompt`: eviction to pointer stubs, compaction, the
    cache-stable prefix), leaving room for the client's tools and ``max_tokens``;
 4. the fitted request goes to the upstream model through litellm (:mod:`veil_proxy.upstream`);
+   when the upstream refuses it as too long, the session learns the window the refusal implies
+   and the prompt is fitted again and sent once more (:meth:`ProxyState._answer`);
 5. the answer goes back as the upstream gave it (streamed chunk by chunk when asked), and its
    usage is recorded in the store (``veil usage``).
 
@@ -39,8 +41,9 @@ from veil_http.hosts import HostCheck, loopback_names
 
 from veil.core.errors import BadRequest, ConfigError, VeilError
 from veil.core.jsonio import MAX_DEPTH, loads
-from veil.core.models.llm import message_from_response
+from veil.core.models.llm import ContextWindowExceededError, message_from_response
 from veil.core.settings import is_loopback
+from veil.core.text import clean_message
 from veil_proxy.conversations import (
     SESSION_HEADER,
     SESSION_ID_HEADER,
@@ -52,9 +55,20 @@ from veil_proxy.conversations import (
     conversation_key,
     split_system,
 )
-from veil_proxy.upstream import Upstream, UpstreamError
+from veil_proxy.upstream import CONTEXT_LENGTH_EXCEEDED, Upstream, UpstreamError
 
 log = logging.getLogger(__name__)
+
+
+class CleanJSONResponse(JSONResponse):
+    """A JSON answer whose text is always UTF-8: starlette encodes strictly, so a lone surrogate
+    in what it carries (a provider's ``"\\udcff"`` in its reply, an error message quoting one)
+    failed the request with a 500; it becomes U+FFFD (:func:`veil.core.text.clean_message`),
+    as in veil's own loop."""
+
+    def render(self, content: Any) -> bytes:
+        """``content`` as UTF-8 JSON, lone surrogates replaced."""
+        return super().render(clean_message(content))
 
 
 class ProxyError(Exception):
@@ -70,7 +84,7 @@ class ProxyError(Exception):
 def openai_error(status: int, message: str, kind: str, code: str | None = None) -> Response:
     """OpenAI's error answer: ``{"error": {"message", "type", "param", "code"}}``."""
     body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    return JSONResponse(body, status_code=status)
+    return CleanJSONResponse(body, status_code=status)
 
 
 class ProxyState:
@@ -177,7 +191,7 @@ class ProxyState:
         """
         if not self.memory_tools:
             started = time.monotonic()
-            response = await upstream.complete(body, fitted)
+            response, _ = await self._answer(conversation, upstream, body, fitted)
             await run_in_threadpool(
                 self.record_usage, conversation, upstream.model, _usage(response), started
             )
@@ -186,7 +200,7 @@ class ProxyState:
         offered["tools"] += conversation.harness.tools()
         for _ in range(MAX_MEMORY_ROUNDS):
             started = time.monotonic()
-            response = await upstream.complete(offered, fitted)
+            response, fitted = await self._answer(conversation, upstream, offered, fitted)
             await run_in_threadpool(
                 self.record_usage, conversation, upstream.model, _usage(response), started
             )
@@ -200,6 +214,54 @@ class ProxyState:
             )
         _drop_memory_calls(response, conversation)
         return response
+
+    async def _answer(
+        self,
+        conversation: Conversation,
+        upstream: Upstream,
+        body: dict[str, Any],
+        fitted: list[dict[str, Any]],
+    ) -> tuple[Any, list[dict[str, Any]]]:
+        """The upstream's answer to ``fitted`` and the messages that got it. A context-length
+        refusal (the upstream's window is smaller than veil's figure for it) is answered as
+        veil's own loop answers it: the session learns the window the refusal implies, the
+        prompt is fitted again and sent once more (:meth:`_refit`).
+
+        Raises:
+            UpstreamError: the upstream failed, or refused the prompt fitted again too.
+        """
+        try:
+            return await upstream.complete(body, fitted), fitted
+        except UpstreamError as exc:
+            refit = await self._refit(conversation, body, exc)
+            if refit is None:
+                raise
+            return await upstream.complete(body, refit), refit
+
+    async def _refit(
+        self, conversation: Conversation, body: dict[str, Any], error: UpstreamError
+    ) -> list[dict[str, Any]] | None:
+        """The prompt fitted again after ``error``, when it is a context-length refusal that
+        taught the session a smaller window and the prompt got smaller; else None."""
+        if error.code != CONTEXT_LENGTH_EXCEEDED:
+            return None
+        refused = ContextWindowExceededError(error.message, error.figures)
+        return await run_in_threadpool(self._refit_held, conversation, body, refused)
+
+    def _refit_held(
+        self,
+        conversation: Conversation,
+        body: dict[str, Any],
+        refused: ContextWindowExceededError,
+    ) -> list[dict[str, Any]] | None:
+        harness = conversation.harness
+        with conversation.lock, self.veil.session_lock(conversation.session.id):
+            before = harness.session.last_prompt_tokens
+            if not harness.on_context_refused(refused):
+                return None
+            reserve = body.get("max_completion_tokens") or body.get("max_tokens")
+            fitted = harness.build_prompt(list(body.get("tools") or []), reserve)
+            return fitted if harness.session.last_prompt_tokens < before else None
 
     def _run_memory_calls(
         self,
@@ -240,7 +302,13 @@ class ProxyState:
             UpstreamError: the upstream failed before its first chunk.
         """
         if not self.memory_tools:
-            first, rest = await upstream.stream(body, fitted)
+            try:
+                first, rest = await upstream.stream(body, fitted)
+            except UpstreamError as exc:  # before the first chunk: nothing was sent yet
+                refit = await self._refit(conversation, body, exc)
+                if refit is None:
+                    raise
+                first, rest = await upstream.stream(body, refit)
             return first, rest, True
         from litellm.llms.base_llm.base_model_iterator import convert_model_response_to_streaming
 
@@ -266,7 +334,10 @@ class ProxyState:
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The request's JSON object body.
+    """The request's JSON object body, with every lone surrogate (a JSON ``"\\ud800"``
+    escape, which UTF-8 cannot hold) replaced by U+FFFD (:func:`veil.core.text.clean_message`):
+    the body is stored, fingerprinted and sent upstream as UTF-8, and a client resending the
+    same history gets the same replacement each time.
 
     Raises:
         ProxyError: 413 over ``limit`` bytes; 400 when it is not a JSON object.
@@ -280,7 +351,7 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
         raise ProxyError(400, f"body: not valid JSON ({exc})") from None
     if not isinstance(body, dict):
         raise ProxyError(400, "body: must be a JSON object")
-    return body
+    return clean_message(body)
 
 
 MAX_MEMORY_ROUNDS = 8
@@ -363,7 +434,7 @@ async def chat_completions(request: Request) -> Response:
         try:
             first, rest, record = await state.stream(conversation, upstream, body, fitted)
         except UpstreamError as exc:
-            return JSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
+            return CleanJSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
         wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         events = _stream_events(
             state, conversation, model, first, rest, wants_usage, started if record else None
@@ -372,8 +443,8 @@ async def chat_completions(request: Request) -> Response:
     try:
         response = await state.complete(conversation, upstream, body, fitted)
     except UpstreamError as exc:
-        return JSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
-    return JSONResponse(_dump(response), headers=headers)
+        return CleanJSONResponse(exc.openai_body(), status_code=exc.status, headers=headers)
+    return CleanJSONResponse(_dump(response), headers=headers)
 
 
 async def _stream_events(
@@ -450,7 +521,7 @@ async def list_models(request: Request) -> Response:
     state: ProxyState = request.app.state.proxy
     model = state.upstream_model or state.default_model
     data = [{"id": model, "object": "model", "created": 0, "owned_by": "veil"}] if model else []
-    return JSONResponse({"object": "list", "data": data})
+    return CleanJSONResponse({"object": "list", "data": data})
 
 
 def create_app(

@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from veil.core.models.llm import Route, _is_retryable, redact
+from veil.core.models.context_refusal import RefusalFigures, is_context_refusal, refusal_figures
+from veil.core.models.llm import Route, _is_retryable, error_body_text, redact
 from veil.core.models.offline import import_litellm
 from veil.core.safety.trust import filter_project_options
 
@@ -38,6 +39,10 @@ PASSED_PARAMS = (
 )
 """OpenAI chat-completions parameters the proxy forwards as the client sent them."""
 
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+"""OpenAI's error ``code`` for a prompt longer than the model's window
+(:attr:`UpstreamError.code`; the proxy fits the prompt to a smaller window and asks once more)."""
+
 
 class UpstreamError(Exception):
     """The upstream model answered with an error (or could not be reached).
@@ -49,6 +54,8 @@ class UpstreamError(Exception):
         kind: OpenAI's error ``type`` (``invalid_request_error``, ``authentication_error``,
             ``rate_limit_error``, ``api_error``).
         code: OpenAI's error ``code`` when known (``context_length_exceeded``), else None.
+        figures: for a context-length refusal, the limit and prompt size it states
+            (:func:`veil.core.models.context_refusal.refusal_figures`), else None.
     """
 
     def __init__(self, status: int, message: str, kind: str, code: str | None = None) -> None:
@@ -57,6 +64,7 @@ class UpstreamError(Exception):
         self.message = message
         self.kind = kind
         self.code = code
+        self.figures: RefusalFigures | None = None
 
     def openai_body(self) -> dict[str, Any]:
         """OpenAI's error body: ``{"error": {"message", "type", "param", "code"}}``."""
@@ -132,15 +140,16 @@ class Upstream:
             status = unreachable  # litellm reports a refused connection as a 500 of its own
         elif not isinstance(status, int) or not 400 <= status <= 599:
             status = 502
-        code = (
-            "context_length_exceeded"
-            if isinstance(exc, litellm.ContextWindowExceededError)
-            else None
-        )
+        # litellm maps the usual "prompt too long" bodies; a provider's own wording is read too
+        raw = f"{exc} {error_body_text(exc)}"
+        refused = isinstance(exc, litellm.ContextWindowExceededError) or is_context_refusal(raw)
+        code = CONTEXT_LENGTH_EXCEEDED if refused else None
         text = "; ".join(tried)
-        return UpstreamError(
+        error = UpstreamError(
             status, f"upstream model {self.model!r} could not answer: {text}", _kind(status), code
         )
+        error.figures = refusal_figures(raw) if refused else None
+        return error
 
     async def complete(self, body: dict[str, Any], messages: list[dict]) -> Any:
         """One non-streamed answer: litellm's ``ModelResponse`` from the first provider that

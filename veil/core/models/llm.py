@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from veil.core.errors import ConfigError, ProviderError
+from veil.core.models.context_refusal import RefusalFigures, is_context_refusal, refusal_figures
 from veil.core.models.offline import import_litellm
 from veil.core.models.tokens import count_message_tokens, count_text_tokens
 from veil.core.safety.trust import KEYLESS_API_KEY, filter_project_options
@@ -115,15 +116,34 @@ class ChatModel(Protocol):
         ...
 
 
+def error_body_text(exc: BaseException) -> str:
+    """The HTTP body a provider answered ``exc`` with, as litellm keeps it on the exception
+    (``exc.response``), else ``""``: its message may leave out fields of the body (the
+    window llama.cpp's server states in ``n_ctx``). At most 4,000 characters."""
+    try:
+        text = getattr(getattr(exc, "response", None), "text", "")
+    except Exception:  # noqa: BLE001 - a response without a readable body
+        return ""
+    return text[:4000] if isinstance(text, str) else ""
+
+
 class ContextWindowExceededError(ProviderError):
     """The provider refused the prompt as longer than the model's context window.
 
     A front end or loop can catch it to compact and retry; it is not retried on another
     provider (same model, same window).
+
+    Attributes:
+        figures: the limit and the prompt size the refusal states, when it does
+            (:func:`veil.core.models.context_refusal.refusal_figures`).
     """
 
     code = "CONTEXT_WINDOW_EXCEEDED"
     http_status = 400
+
+    def __init__(self, message: str, figures: RefusalFigures | None = None) -> None:
+        super().__init__(message)
+        self.figures = figures if figures is not None else refusal_figures(message)
 
 
 # --------------------------------------------------------------------------------------------
@@ -403,13 +423,19 @@ class LiteLLMModel:
                 kind = getattr(exc, "kind", None) if direct else None
                 text = redact(f"{kind or type(exc).__name__}: {exc}", secrets)[:600]
                 failures.append(f"{route.name} ({model}): {text}")
-                if (
+                # litellm maps the usual bodies; a provider's own wording is read too, and the
+                # figures its message leaves out (llama.cpp's n_ctx) from the body (the openai
+                # SDK's exception, the cause of the direct call's error, keeps it as litellm does)
+                raw = f"{exc} {error_body_text(exc.__cause__ if direct else exc)}"
+                refused = (
                     getattr(exc, "context_window", False)
                     if direct
                     else isinstance(exc, litellm.ContextWindowExceededError)
-                ):
+                )
+                if refused or is_context_refusal(raw):
                     raise ContextWindowExceededError(
-                        f"the prompt is longer than {model}'s context window: {text}"
+                        f"the prompt is longer than {model}'s context window: {text}",
+                        refusal_figures(raw),
                     ) from None
                 retry = getattr(exc, "retryable", False) if direct else _is_retryable(litellm, exc)
                 if not retry or streamed[0]:

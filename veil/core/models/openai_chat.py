@@ -28,8 +28,9 @@ such as ``mock_response`` or ``num_retries``) goes through litellm, which knows 
 
 Errors become :class:`OpenAIChatError`, named as litellm names them (``RateLimitError``,
 ``AuthenticationError``...), with whether another provider may be tried: connection errors,
-timeouts, 408, 409, 429 and 5xx may; other 4xx may not; a 400 that says the prompt is too long
-is a context-window error (:attr:`OpenAIChatError.context_window`).
+timeouts, 408, 409, 429 and 5xx may; other 4xx may not; a 400 or 413 that says the prompt is too
+long (:func:`veil.core.models.context_refusal.is_context_refusal`) is a context-window error
+(:attr:`OpenAIChatError.context_window`).
 
 The SDK is imported on first use, or earlier by :func:`start_loading` on a loader thread
 (:mod:`veil.core.background`) while the command opens the project, so that the first call waits
@@ -40,11 +41,12 @@ only for what is not loaded yet. Its clients are closed by :func:`close_clients`
 from __future__ import annotations
 
 import os
-import re
 import sys
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from veil.core.models.context_refusal import is_context_refusal
 
 if TYPE_CHECKING:  # pragma: no cover
     import openai
@@ -94,16 +96,6 @@ READ_TIMEOUT_S = 600.0
 """Seconds without a byte of the answer before the call times out (a slow model streams its
 first token late; the SDK's and litellm's default), unless the role's ``timeout`` says
 otherwise."""
-
-_CONTEXT_WINDOW_TEXT = re.compile(
-    r"maximum context length|context_length_exceeded|context length|context window|"
-    r"prompt is too long|too many tokens|reduce the length|input is too long|"
-    r"exceeds? the (?:model'?s? )?(?:maximum )?(?:context|token)",
-    re.IGNORECASE,
-)
-"""How providers word a prompt refused for its length (OpenAI: "This model's maximum context
-length is N tokens", code ``context_length_exceeded``; vLLM, llama.cpp's server and OpenRouter:
-"... exceeds the context window", "prompt is too long")."""
 
 
 def enabled() -> bool:
@@ -189,9 +181,9 @@ def status_error(status: int, error: Any) -> OpenAIChatError:
     else:
         text, code = str(error if error is not None else ""), ""
     text = text or f"HTTP {status}"
-    too_long = status in (400, 413) and (
-        code == "context_length_exceeded" or _CONTEXT_WINDOW_TEXT.search(text) is not None
-    )
+    kind_named = str(error.get("type") or "") if isinstance(error, dict) else ""
+    # the phrases and codes providers use for it (veil.core.models.context_refusal)
+    too_long = status in (400, 413) and is_context_refusal(f"{text} {code} {kind_named}")
     kind = "ContextWindowExceededError" if too_long else _STATUS_KINDS.get(status)
     if kind is None:
         kind = "InternalServerError" if status >= 500 else "APIError"

@@ -786,7 +786,11 @@ def _view(
         # keeps the prompt in its budget, so it runs again over the new messages too)
     messages, saved = _elided(session, whole, budget)
     session._frozen_view = _Frozen([m.get("content") for m in whole], messages)
-    return whole, messages, saved, False, idxs
+    # a session's first prompt in this process (new, or loaded again for an HTTP turn or veil
+    # -c) that elision leaves as it is sends what the stored session sent before: no change
+    # moment (the anchored note stays where it stood, issue 29)
+    first = frozen is None and messages is whole
+    return whole, messages, saved, first, idxs
 
 
 def _fit(
@@ -1075,19 +1079,54 @@ class _Anchor:
     message: Message
 
 
+ANCHOR_STATE_KEY = "noteAnchor"
+"""Key of ``Session.state`` under which the anchored note's place and text are stored
+(``{"index": int, "content": str}``), so that a session loaded again (each HTTP turn, ``veil
+-c``) sends the previous turn's note where it stood: the prompt's prefix, and what the model was
+told, stay as they were (issue 29)."""
+
+
+def _anchor(session: Session) -> _Anchor | None:
+    """The anchored note's place: the session's, else the one stored in its state."""
+    anchor: _Anchor | None = session._note_anchor
+    if anchor is None:
+        stored = session.state.get(ANCHOR_STATE_KEY)
+        if (
+            isinstance(stored, dict)
+            and isinstance(stored.get("index"), int)
+            and not isinstance(stored.get("index"), bool)
+            and stored["index"] >= 0
+            and isinstance(stored.get("content"), str)
+        ):
+            anchor = _Anchor(stored["index"], {"role": "user", "content": stored["content"]})
+            session._note_anchor = anchor
+    return anchor
+
+
+def _set_anchor(session: Session, anchor: _Anchor | None) -> None:
+    """Keep ``anchor`` on the session and in its state (saved with it)."""
+    session._note_anchor = anchor
+    if anchor is None:
+        session.state.pop(ANCHOR_STATE_KEY, None)
+    else:
+        content = anchor.message.get("content")
+        session.state[ANCHOR_STATE_KEY] = {"index": anchor.index, "content": content}
+
+
 def _place_anchored(
     session: Session, kept: list[Message], note: Message | None, changed: bool
 ) -> tuple[list[Message], Message | None]:
     """``kept`` with the anchored note in place, and the note sent. At a change moment (or
     the first time) the note is the current one, at the end; otherwise the note of the last
-    change moment stays where it was, so everything up to the newest messages is unchanged."""
+    change moment stays where it was, so everything up to the newest messages is unchanged
+    (also in a session loaded again: :data:`ANCHOR_STATE_KEY`)."""
     if note is None:
-        session._note_anchor = None
+        _set_anchor(session, None)
         return kept, None
-    anchor: _Anchor | None = session._note_anchor
+    anchor = _anchor(session)
     if changed or anchor is None or anchor.index > len(kept):
         anchor = _Anchor(len(kept), note)
-        session._note_anchor = anchor
+        _set_anchor(session, anchor)
     return [*kept[: anchor.index], anchor.message, *kept[anchor.index :]], anchor.message
 
 
@@ -1097,7 +1136,7 @@ def _notes_sent(session: Session, anchored: Message | None, note: Message | None
     out = [note] if note else []
     if anchored is None:
         return out
-    anchor: _Anchor | None = session._note_anchor
+    anchor = _anchor(session)
     if anchor is not None and _message_tokens(session, [anchor.message]) > _message_tokens(
         session, [anchored]
     ):

@@ -4,12 +4,19 @@ A serious coding agent does not run shell commands or change files without askin
 veil's rules follow the habits users bring from Claude Code (``Bash(npm run test:*)``, allow and
 deny lists, deny wins, modes) and Codex (approval modes), in veil's own words:
 
-* **Free tools** never ask: ``read``, ``grep``, ``ls`` and veil's memory tools (``veil_*``,
-  ``memory_*``). The memory tools change only veil's own store and the agent's memory files
-  under ``.veil/memory/`` (bounded by ``memory.maxFileBytes``), never the project's files or
-  the shell, so asking before each would only teach users to say yes.
-* **Asking tools**: ``bash``, ``write``, ``edit`` and every other tool a plugin registers (an MCP
-  server's tools, say): veil cannot tell what those do.
+* **Free tools** never ask. What a tool does is declared when it is registered
+  (:attr:`veil.core.types.Tool.effect`), never read from its name (issue 33: a plugin's tool
+  named ``memory_sync`` ran unasked, in ``deny`` mode too): a tool that declares ``"read"``
+  (``read``, ``grep``, ``ls``; a plugin's tool that only reads) changes nothing; one that
+  declares ``"memory"`` changes only veil's own store and the agent's memory files under
+  ``.veil/memory/`` (bounded by ``memory.maxFileBytes``), never the project's files or the
+  shell, so asking before each would only teach users to say yes. ``"memory"`` counts only
+  for a tool one of veil's own plugins registered (:data:`veil.default_plugins.OWN_PLUGINS`:
+  the twelve ``veil_*`` tools, ``memory_write`` / ``memory_read`` / ``memory_search``);
+  another plugin's such tool asks, as veil cannot vouch for what it writes
+  (:func:`granted_effect`).
+* **Asking tools**: ``bash``, ``write``, ``edit`` and every other tool (``"change"``, the
+  default effect: an MCP server's tools, say): veil cannot tell what those do.
 * **Rules**, ``tool`` or ``tool(pattern)`` in ``permissions.allow`` / ``permissions.deny``:
 
   - ``bash(pattern)`` matches the command: a shell glob (``fnmatch``, ``*`` matches anything,
@@ -93,11 +100,12 @@ MODES: tuple[str, ...] = ("deny", "ask", "acceptEdits", "allow")
 PROJECT_MODES = frozenset({"ask", "deny"})
 """Modes a project's settings.json may set: the ones that allow nothing by themselves."""
 
-FREE_TOOLS = frozenset({"read", "grep", "ls"})
-"""Built-in tools that only read: never asked."""
-
-MEMORY_TOOL_PREFIXES = ("veil_", "memory_")
-"""Name prefixes of veil's memory tools (they touch only veil's store and ``.veil/memory``)."""
+FREE_EFFECTS: dict[str, str] = {
+    "read": "only reads",
+    "memory": "changes only veil's memory",
+}
+"""The effects that are never asked (:attr:`veil.core.types.Tool.effect`), with the words a
+decision gives for each."""
 
 EDIT_TOOLS = frozenset({"write", "edit"})
 """Tools that change a file; ``acceptEdits`` runs them inside the project without asking."""
@@ -203,9 +211,31 @@ def check_rules(rules: Sequence[str]) -> list[str]:
     return list(rules)
 
 
-def is_free(tool: str) -> bool:
-    """Whether ``tool`` only reads (or touches only veil's memory) and so is never asked."""
-    return tool in FREE_TOOLS or tool.startswith(MEMORY_TOOL_PREFIXES)
+def own_plugin(pm: Any, name: str) -> bool:
+    """Whether the plugin registered as ``name`` in ``pm`` is one of veil's own: its name and
+    its module's are a pair of :data:`veil.default_plugins.OWN_PLUGINS` (a third-party plugin
+    that takes such a name is not, its module being another)."""
+    from veil.default_plugins import OWN_PLUGINS
+
+    plugin = pm.get_plugin(name) if pm is not None else None
+    return (name, getattr(plugin, "__name__", None)) in OWN_PLUGINS
+
+
+def granted_effect(veil: Any, tool: str) -> str:
+    """The effect the permission rules take ``tool`` to have (:func:`evaluate`'s ``effect``):
+    the one the registered tool of that name declares (:attr:`veil.core.types.Tool.effect`),
+    except that ``"memory"`` holds only for a tool of veil's own plugins (:func:`own_plugin`);
+    ``"change"`` for anything else, a tool veil does not know included (a harness host's own).
+
+    Args:
+        veil: the open project (its ``tools`` and plugin manager ``pm``).
+        tool: the tool's name as the model called it.
+    """
+    found = getattr(veil, "tools", {}).get(tool)
+    effect = getattr(found, "effect", "change")
+    if effect == "memory" and not own_plugin(getattr(veil, "pm", None), found.plugin):
+        return "change"
+    return effect if effect in FREE_EFFECTS else "change"
 
 
 # -- what a call is about ----------------------------------------------------------------------
@@ -652,9 +682,10 @@ def evaluate(
     *,
     session_rules: Iterable[str] = (),
     tool_call_id: str = "",
+    effect: str = "change",
 ) -> PermissionDecision:
     """Decide one call by the rules alone (deny rules, then allow rules and the session's, then
-    ``settings.mode``; module docstring).
+    the tool's effect and ``settings.mode``; module docstring).
 
     Args:
         settings: a :class:`~veil.core.settings.PermissionSettings`.
@@ -663,6 +694,9 @@ def evaluate(
         arguments: the call's arguments (a dict; ``{}`` when they did not parse).
         session_rules: rules the user allowed for this session.
         tool_call_id: the call's id, copied into the request.
+        effect: what the tool does as the rules take it (:func:`granted_effect`): ``"read"``
+            and ``"memory"`` are never asked, ``"change"`` (the default, for a tool nothing is
+            known of) follows ``settings.mode``. The name never decides it.
 
     Returns:
         A :class:`PermissionDecision`; ``"ask"`` carries the :class:`PermissionRequest`.
@@ -702,9 +736,10 @@ def evaluate(
                 "allow", f"allowed for this session by {text!r}", text, request
             )
     mode = settings.mode
-    if is_free(tool):
-        what = "only reads" if tool in FREE_TOOLS else "changes only veil's memory"
-        return PermissionDecision("allow", f"{tool} {what}; it is never asked", request=request)
+    if effect in FREE_EFFECTS:
+        return PermissionDecision(
+            "allow", f"{tool} {FREE_EFFECTS[effect]}; it is never asked", request=request
+        )
     if mode == "allow":
         return PermissionDecision("allow", "permissions.mode is allow (--yes)", request=request)
     if mode == "acceptEdits" and tool in EDIT_TOOLS and subject and _plain_project_file(subject):
@@ -775,6 +810,7 @@ def authorize(
         arguments,
         session_rules=session.permission_grants,
         tool_call_id=tool_call_id,
+        effect=granted_effect(session.veil, tool),
     )
     if decision.verdict != "ask":
         return decision

@@ -368,6 +368,114 @@ PEM_RULE = _rule(
     "OPENSSH PRIVATE KEY, RFC 4880's PGP PRIVATE KEY BLOCK; gitleaks private-key",
 )
 
+AWS_KEY_ID = re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z2-7]{16}(?![A-Za-z0-9])")
+"""An AWS access key id of an IAM user (``AKIA``) or of temporary credentials (``ASIA``): the
+prefix and 16 base-32 characters (AWS IAM docs, "Unique identifiers: prefixes")."""
+
+AWS_SECRET_LINES = 3
+"""How many lines before and after an access key id a bare secret access key is looked for:
+``aws configure`` output, a CI log, a ``credentials.csv`` row and an environment listing show
+the pair on one line or on the next one or two."""
+
+AWS_SECRET_REACH = 1000
+"""Most characters either side of a key id searched for its secret (a long line of minified
+JSON is not read whole)."""
+
+AWS_SECRET_MIN_ENTROPY = 4.1
+"""Bits per character a secret access key must reach: 40 random base-64 characters carry 4.78
+on average and never fell under 4.25 in 20,000 samples, while 40-character paths and
+identifiers (``home/runner/work/MyProject/MyProject/src``: 3.83) mostly stay under it."""
+
+_AWS_SECRET = re.compile(
+    # 40 characters of AWS's base-64 alphabet (30 random bytes), not part of a longer word,
+    # base-64 blob, dotted token (a JWT's segments) or identifier
+    r"(?<![A-Za-z0-9+/_-])(?<![A-Za-z0-9_-]\.)[A-Za-z0-9+/]{40}"
+    r"(?![A-Za-z0-9+/=_-])(?!\.[A-Za-z0-9_-])",
+    re.ASCII,
+)
+
+
+def aws_secret_like(value: str) -> bool:
+    """Whether a 40-character token looks like an AWS secret access key: upper- and lower-case
+    letters (a hex digest has one case only), a digit or ``+`` / ``/``, entropy of at least
+    :data:`AWS_SECRET_MIN_ENTROPY`, and no placeholder word (AWS's documented example key holds
+    ``EXAMPLE``: :func:`placeholder_value`)."""
+    return (
+        _mixed_case(value)
+        and any(c.isdigit() or c in "+/" for c in value)
+        and shannon_entropy(value) >= AWS_SECRET_MIN_ENTROPY
+        and not placeholder_value(value)
+    )
+
+
+class AwsSecretNearKeyIdRule(Rule):
+    """A bare AWS secret access key near its key id (issue 33): ``aws configure get`` printing
+    the id and then the secret, ``aws configure list`` or a CI log showing both, an environment
+    listing whose variables have no telling names. A 40-character token that passes
+    :func:`aws_secret_like` within :data:`AWS_SECRET_LINES` lines of an ``AKIA`` / ``ASIA`` key
+    id (or of the placeholder an earlier pass left for one) is that key's secret and becomes
+    ``[redacted:aws_secret_key]``. Far from a key id such a token is left alone: the rule
+    would otherwise take every random 40-character string."""
+
+    def apply(self, text: str) -> str:
+        """``text`` with the secrets near each key id replaced (``text`` itself when none)."""
+        ids = [m.span() for m in AWS_KEY_ID.finditer(text)]
+        marker = placeholder("aws_access_key")
+        start = text.find(marker)
+        while start >= 0:
+            ids.append((start, start + len(marker)))
+            start = text.find(marker, start + 1)
+        if not ids:
+            return text
+        spans: set[tuple[int, int]] = set()
+        for begin, end in ids:
+            low, high = _lines_around(text, begin, end, AWS_SECRET_LINES, AWS_SECRET_REACH)
+            # searched a token's length past ``high``, so the look-ahead at a match's end
+            # still sees the text that follows it
+            for match in _AWS_SECRET.finditer(text, low, min(len(text), high + 41)):
+                if match.end() <= high and aws_secret_like(match.group(0)):
+                    spans.add(match.span())
+        if not spans:
+            return text
+        pieces: list[str] = []
+        done = 0
+        for begin, end in sorted(spans):
+            pieces += (text[done:begin], placeholder(self.name))
+            done = end
+        pieces.append(text[done:])
+        return "".join(pieces)
+
+
+def _lines_around(text: str, begin: int, end: int, lines: int, reach: int) -> tuple[int, int]:
+    """The span of ``text`` from the start of the line ``lines`` lines above the one holding
+    ``text[begin:end]`` to the end of the line ``lines`` lines below it, cut to ``reach``
+    characters either side."""
+    low = begin
+    for _ in range(lines + 1):
+        low = text.rfind("\n", 0, low)
+        if low < 0:
+            low = 0
+            break
+    high = end
+    for _ in range(lines + 1):
+        found = text.find("\n", high)
+        if found < 0:
+            high = len(text)
+            break
+        high = found + 1
+    return max(low, begin - reach), min(high, end + reach)
+
+
+AWS_SECRET_RULE = AwsSecretNearKeyIdRule(
+    "aws_secret_key",
+    ("AKIA", "ASIA", placeholder("aws_access_key")),
+    _AWS_SECRET,
+    None,
+    "AWS IAM docs, 'Managing access keys' (a secret access key is 40 characters, shown with its "
+    "access key id; 'Unique identifiers: prefixes' for the id)",
+)
+
+
 FORMAT_RULES: tuple[Rule, ...] = (
     _rule(
         "anthropic_key",
@@ -453,6 +561,7 @@ FORMAT_RULES: tuple[Rule, ...] = (
         "Stripe docs, 'API keys' (secret sk_, restricted rk_) and webhook signing secrets "
         "whsec_; gitleaks stripe-access-token",
     ),
+    AWS_SECRET_RULE,  # before the key id rule: it finds the secret by the id
     _rule(
         "aws_access_key",
         ("AKIA", "ASIA", "ABIA", "ACCA", "A3T"),

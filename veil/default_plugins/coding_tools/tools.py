@@ -47,7 +47,7 @@ from veil.core.atomic import atomic_write_bytes
 from veil.core.safety.permissions import PathDenial, path_denial
 from veil.core.safety.processes import KILL_GRACE_SECONDS as KILL_GRACE_SECONDS  # re-exported
 from veil.core.safety.processes import finished, kill_group, signal_group, start_group
-from veil.core.types import Tool, ToolContext, ToolResult
+from veil.core.types import Tool, ToolContext, ToolEffect, ToolResult
 
 NOISE_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__", ".veil"})
 """Folders ``grep`` and ``ls`` never enter: version control, environments, caches, veil's own."""
@@ -1095,8 +1095,14 @@ def _make_handler(name: str, schema: dict[str, Any], run: _Runner) -> Callable:
     return handler
 
 
-def _tool(name: str, description: str, schema: dict[str, Any], run: _Runner) -> Tool:
-    return Tool(name, description, schema, _make_handler(name, schema, run))
+def _tool(
+    name: str,
+    description: str,
+    schema: dict[str, Any],
+    run: _Runner,
+    effect: ToolEffect = "change",
+) -> Tool:
+    return Tool(name, description, schema, _make_handler(name, schema, run), effect=effect)
 
 
 def _path_property(what: str) -> dict[str, Any]:
@@ -1108,7 +1114,9 @@ def builtin_tools() -> list[Tool]:
 
     Each :class:`~veil.core.types.Tool` carries an OpenAI function schema (``required`` fields,
     ``additionalProperties: false``) and a handler ``(ToolContext, dict) -> ToolResult`` that
-    never raises on bad arguments or ordinary failures (see the module docstring).
+    never raises on bad arguments or ordinary failures (see the module docstring). ``read``,
+    ``grep`` and ``ls`` declare the effect ``"read"`` (never asked); ``write``, ``edit`` and
+    ``bash`` ``"change"`` (:attr:`~veil.core.types.Tool.effect`).
     """
     read = _schema(
         {
@@ -1182,6 +1190,7 @@ def builtin_tools() -> list[Tool]:
             "output says when more lines remain and which offset to ask for next.",
             read,
             _run_read,
+            effect="read",  # only reads: never asked
         ),
         _tool(
             "write",
@@ -1214,6 +1223,7 @@ def builtin_tools() -> list[Tool]:
             "node_modules, __pycache__, .veil and binary files.",
             grep,
             _run_grep,
+            effect="read",  # only reads: never asked
         ),
         _tool(
             "ls",
@@ -1222,5 +1232,6 @@ def builtin_tools() -> list[Tool]:
             ".git, .venv, node_modules, __pycache__ and .veil.",
             ls,
             _run_ls,
+            effect="read",  # only reads: never asked
         ),
     ]

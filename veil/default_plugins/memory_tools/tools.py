@@ -180,9 +180,11 @@ def resolve_conflict(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 
 def memory_tools() -> list[Tool]:
-    """The twelve tools, with JSON schemas (OpenAI function parameters)."""
+    """The twelve tools, with JSON schemas (OpenAI function parameters). Each declares the
+    effect ``"memory"`` (:attr:`~veil.core.types.Tool.effect`): it reads or changes only veil's
+    store, so, registered by this default plugin, it is never asked."""
     q = {"type": "string", "description": "what to look for"}
-    return [
+    tools = [
         Tool(
             "veil_recall",
             "Search context that left the prompt (warm and cold stores, memory files) by meaning and keywords.",
@@ -286,3 +288,6 @@ def memory_tools() -> list[Tool]:
             resolve_conflict,
         ),
     ]
+    for tool in tools:
+        tool.effect = "memory"
+    return tools

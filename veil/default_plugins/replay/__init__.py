@@ -5,8 +5,13 @@ turn depends on it. Plugins add keys to each file's result through the ``replay_
 
 Modules (each imported only when ``veil replay`` runs, so loading the plugin costs nothing):
 
-* :mod:`~veil.default_plugins.replay.formats`: ``load_trajectory(path) -> Trajectory`` for
-  mini-swe-agent, SWE-agent and OpenHands recordings.
+* :mod:`~veil.default_plugins.replay.formats`: ``load_trajectory(path) -> Trajectory``, the
+  format detected from the content: mini-swe-agent, SWE-agent and OpenHands recordings, and
+  the agents' own logs read by ``format_claude_code``, ``format_codex``, ``format_pi`` and
+  ``format_openhands_v1``; the common model and its builder are in
+  :mod:`~veil.default_plugins.replay.trajectory`.
+* :mod:`~veil.default_plugins.replay.sessions`: where ``--from claude-code|codex|pi`` finds a
+  project's sessions.
 * :mod:`~veil.default_plugins.replay.measures`: identifier tokens, references and misses
   (DESIGN.md "Measures").
 * :mod:`~veil.default_plugins.replay.baselines`: the full, masking, recency, masking-blocks,
@@ -17,7 +22,9 @@ Modules (each imported only when ``veil replay`` runs, so loading the plugin cos
   ``replay`` (the JSON contract of issues 3 and 18).
 * :mod:`~veil.default_plugins.replay.veil_policy`: veil itself as a replay policy.
 * :mod:`~veil.default_plugins.replay.report` / :mod:`~veil.default_plugins.replay.plot`:
-  ``veil replay``'s table, policy choice and ``--plot``.
+  ``veil replay``'s table, policy choice and ``--plot``;
+  :mod:`~veil.default_plugins.replay.html_report`: ``--report DIR``;
+  :mod:`~veil.default_plugins.replay.progress`: the progress bar.
 """
 
 from __future__ import annotations

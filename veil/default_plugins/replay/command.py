@@ -8,18 +8,37 @@ The command reads its project and blocked plugins from the CLI's shared state
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import click
 
 from veil.core.errors import PluginHookFailed, VeilError
+from veil.default_plugins.replay.sessions import AGENTS
 
 
 def add_replay_command(cli: click.Group) -> None:
     """Add ``veil replay FILES... [options]`` to ``cli``."""
 
     @cli.command("replay")
-    @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True))
+    @click.argument("files", nargs=-1, type=click.Path(exists=True))
+    @click.option(
+        "--from",
+        "from_agent",
+        type=click.Choice(AGENTS),
+        default=None,
+        help="Replay this project's own sessions of an agent, found where it keeps them "
+        "(~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions).",
+    )
+    @click.option(
+        "--project",
+        "replay_project",
+        type=click.Path(file_okay=False, exists=True),
+        default=None,
+        metavar="DIR",
+        help="The project whose sessions --from finds and whose settings veil uses "
+        "(default: veil's --project, else the current folder).",
+    )
     @click.option(
         "--budget",
         default=8000,
@@ -70,43 +89,92 @@ def add_replay_command(cli: click.Group) -> None:
         type=click.IntRange(min=1),
         help="How many files (the first ones) --plot draws, a row each.",
     )
+    @click.option(
+        "--report",
+        "report_dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        metavar="DIR",
+        help="Write DIR/index.html (totals, each session, a per-step chart) and DIR/replay.png.",
+    )
+    @click.option(
+        "--price-per-mtok",
+        type=click.FloatRange(min=0),
+        default=None,
+        metavar="DOLLARS",
+        help="Price of a million uncached input tokens: adds dollars to the table and report.",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print the JSON result only.")
     @click.pass_obj
     def replay_cmd(
         state: Any,
         files: tuple[str, ...],
+        from_agent: str | None,
+        replay_project: str | None,
         budget: int,
         compaction: str | None,
         cache_price: float,
         policies_text: str | None,
         per_step: bool,
         plot_path: str | None,
+        report_dir: str | None,
+        price_per_mtok: float | None,
         plot_files: int,
         as_json: bool,
     ) -> None:
-        """Replay recorded agent sessions (mini-swe-agent, SWE-agent, OpenHands) through veil and
-        six baselines; report prompt tokens, cached and effective tokens, peaks, references,
-        misses, prefix breaks and evictions."""
-        from veil.default_plugins.replay.report import parse_policies, run_replay
+        """Replay recorded agent sessions through veil and six baselines; report prompt tokens,
+        cached and effective tokens, peaks, references, misses, prefix breaks and evictions.
 
+        FILES are recordings of mini-swe-agent, SWE-agent, OpenHands (event streams and V1
+        conversation folders), Claude Code, Codex or pi, detected from their content; --from
+        finds this project's own sessions of an agent instead."""
+        from veil.default_plugins.replay.format_openhands_v1 import events_folder
+        from veil.default_plugins.replay.report import parse_policies, run_replay
+        from veil.default_plugins.replay.sessions import find_sessions
+
+        for f in files:  # a folder is an argument only as an OpenHands V1 conversation
+            if Path(f).is_dir() and events_folder(Path(f)) is None:
+                raise click.BadParameter(
+                    f"{f}: is a directory and not an OpenHands V1 conversation (no "
+                    "event-NNNNN-<id>.json files in it or in its events/ folder); give the "
+                    "recordings in it as files",
+                    param_hint="FILES",
+                )
         as_json = as_json or per_step
+        project = replay_project or state.project
         try:
+            paths = list(files)
+            if from_agent is not None:
+                paths += [str(p) for p in find_sessions(from_agent, project or ".")]
+            if not paths:
+                raise click.UsageError("give recordings to replay (FILES) or --from AGENT")
             policies = parse_policies(policies_text)
             result = run_replay(
-                list(files),
+                paths,
                 budget,
-                project_dir=state.project,
+                project_dir=project,
                 compaction=compaction,
                 disable=tuple(state.disabled),
                 progress=not as_json,
                 policies=policies,
                 cache_price=cache_price,
-                per_step=per_step or plot_path is not None,
+                per_step=per_step or plot_path is not None or report_dir is not None,
+                price_per_mtok=price_per_mtok,
             )
         except PluginHookFailed:
             raise  # a plugin's hook failed: veil.cli.main reports it as veil: error: ...
         except VeilError as exc:
             raise click.ClickException(exc.message) from exc
+        report = None
+        if report_dir is not None:
+            from veil.default_plugins.replay.html_report import write_report
+
+            try:
+                report = write_report(result, report_dir, price_per_mtok=price_per_mtok)
+            except VeilError as exc:
+                raise click.ClickException(exc.message) from exc
+            except OSError as exc:
+                raise click.ClickException(f"--report: cannot write {report_dir}: {exc}") from exc
         if plot_path is not None:
             from veil.default_plugins.replay.plot import plot_replay
 
@@ -122,6 +190,7 @@ def add_replay_command(cli: click.Group) -> None:
             for entry in result["files"]:
                 for name in policies:
                     entry[name].pop("per_step", None)
+                entry["records"].pop("recorded_prompt_tokens", None)
         if as_json:
             click.echo(json.dumps(result, indent=2))
         else:
@@ -130,3 +199,8 @@ def add_replay_command(cli: click.Group) -> None:
             click.echo(render_table(result))
             if plot_path is not None:
                 click.echo(f"plot written to {plot_path}")
+        if report is not None:
+            where = f"report written to {report.page}"
+            if report.chart is None:
+                where += " (no PNG: it needs matplotlib, pip install 'veil[plot]')"
+            click.echo(where, err=as_json)

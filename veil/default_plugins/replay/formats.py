@@ -1,30 +1,90 @@
-"""Readers for recorded agent sessions: mini-swe-agent, SWE-agent and OpenHands.
+"""Readers for recorded agent sessions, and the detection of their format from the content.
 
-Every reader turns one file into a :class:`Trajectory`: the system prompt, the task, and one
-:class:`ReplayStep` per recorded assistant message (DESIGN.md "Measures": a step is a recorded
-assistant message). The format is detected from the parsed JSON, not from the file name:
+Every reader turns one recording into a :class:`~veil.default_plugins.replay.trajectory.Trajectory`:
+the system prompt, the task, and one step per recorded model response (DESIGN.md "Measures": a
+step is a recorded assistant message), with what it skipped or could not pair counted in its
+``records``. The format is detected from the content, never from the file name:
+
+JSON files (this module):
 
 * mini-swe-agent ``.traj.json``: an object with a ``messages`` list of chat messages;
-* SWE-agent ``.traj``: an object with a ``trajectory`` list of ``{action, observation, response}``;
+* SWE-agent ``.traj``: an object with a ``trajectory`` list of ``{action, observation, response}``
+  and a ``history`` of chat messages whose tool calls carry ids (a file with a ``history``
+  only is read from it);
 * OpenHands event stream ``.json``: a list of ``{id, source, action+args | observation+cause}``.
 
-Anything else (an empty file, malformed JSON, another shape) raises
-:class:`veil.core.errors.BadRequest` whose message names the file and says what is wrong.
+JSON Lines files, one record per line (a line that is not JSON, e.g. the half-written last line
+of a killed agent, is skipped and counted):
+
+* Claude Code transcripts (:mod:`~veil.default_plugins.replay.format_claude_code`);
+* Codex CLI rollouts (:mod:`~veil.default_plugins.replay.format_codex`);
+* pi sessions (:mod:`~veil.default_plugins.replay.format_pi`).
+
+Folders: an OpenHands V1 conversation (:mod:`~veil.default_plugins.replay.format_openhands_v1`),
+its ``events`` folder or the conversation folder holding it.
+
+Anything else raises :class:`veil.core.errors.BadRequest` whose message names the file, says
+what is wrong and lists the formats tried.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from veil.core.errors import BadRequest
 from veil.core.jsonio import loads
+from veil.default_plugins.replay import (
+    format_claude_code,
+    format_codex,
+    format_openhands_v1,
+    format_pi,
+)
+from veil.default_plugins.replay.trajectory import (
+    EmptyTrajectory,
+    FormatName,
+    RecordTally,
+    ReplayStep,
+    Trajectory,
+    TrajectoryBuilder,
+    join_texts,
+    render_call,
+    seconds,
+    with_action,
+)
 
-FormatName = Literal["mini-swe-agent", "swe-agent", "openhands"]
+__all__ = [
+    "EmptyTrajectory",
+    "FORMATS",
+    "FormatName",
+    "RecordTally",
+    "ReplayStep",
+    "Trajectory",
+    "detect_format",
+    "load_trajectory",
+]
+
+FORMATS: tuple[FormatName, ...] = (
+    "mini-swe-agent",
+    "swe-agent",
+    "openhands",
+    "openhands-v1",
+    "claude-code",
+    "codex",
+    "pi",
+)
+"""Every format ``veil replay`` reads, as named in its results."""
+
+FORMATS_TRIED = (
+    "mini-swe-agent .traj.json (an object with a 'messages' list), SWE-agent .traj (an object "
+    "with a 'trajectory' or 'history' list), OpenHands event stream (a JSON list of events "
+    "with 'source' and 'action' or 'observation'), OpenHands V1 events (objects with 'kind'), "
+    "Claude Code transcript (JSON Lines with 'uuid' and 'message'), Codex rollout (JSON Lines "
+    "of 'type' and 'payload'), pi session (JSON Lines starting with a 'session' header)"
+)
+"""What a file that is no known format is told was tried."""
 
 # mini-swe-agent 1.0 put the command in the assistant text as a ```bash block (its own regex).
 _BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
@@ -33,141 +93,157 @@ _BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
 _OPENHANDS_NON_MODEL_ACTIONS = frozenset({"change_agent_state", "system", "recall", "null"})
 # OpenHands observations that carry no tool output the model would read.
 _OPENHANDS_SILENT_OBSERVATIONS = frozenset({"null", "agent_state_changed", "recall"})
-# OpenHands tools whose call is a shell or Python snippet: the snippet is the command text.
-_OPENHANDS_CODE_ARGUMENT = {
-    "execute_bash": "command",
-    "bash": "command",
-    "cmd_run": "command",
-    "execute_ipython_cell": "code",
-}
-
-
-@dataclass
-class ReplayStep:
-    """One recorded assistant message and the tool output that followed it.
-
-    Attributes:
-        index: position of the step in the trajectory, from 0.
-        assistant: the recorded assistant message text, with its action (the command it ran)
-            rendered as text after the prose when the format keeps the action apart.
-        action: the command text alone ("" when the message ran nothing, e.g. a final answer).
-        observation: the tool output(s) that followed, joined by newlines; ``None`` when nothing
-            followed (typically the last step).
-        timestamp: when the message was recorded, unix seconds; ``None`` when the format does
-            not record it (the replay engine then assumes 30 s per step, DESIGN.md).
-    """
-
-    index: int
-    assistant: str
-    action: str
-    observation: str | None
-    timestamp: float | None = None
-
-
-@dataclass
-class Trajectory:
-    """A recorded session in the common replay model.
-
-    Attributes:
-        path: the file it was read from, as given.
-        format: ``"mini-swe-agent"``, ``"swe-agent"`` or ``"openhands"``.
-        system: the system prompt ("" when the format does not record one); SWE-agent
-            demonstrations shown before the task are appended to it (they are fixed preamble).
-        task: the user's task message(s).
-        steps: one :class:`ReplayStep` per recorded assistant message, in order.
-    """
-
-    path: str
-    format: FormatName
-    system: str
-    task: str
-    steps: list[ReplayStep] = field(default_factory=list)
-
-
-class EmptyTrajectory(BadRequest):
-    """A readable recording of a known format that holds no step to replay (the agent stopped
-    before its first message). ``veil replay`` skips it when other files remain."""
+# OpenHands V1 event kinds that say a list of events is V1's (V0's actions are strings).
+_OPENHANDS_V1_KINDS = frozenset({"SystemPromptEvent", "MessageEvent", "ActionEvent"})
 
 
 def load_trajectory(path: str | Path) -> Trajectory:
     """Read a recorded session and return it as a :class:`Trajectory`.
 
     Args:
-        path: a mini-swe-agent ``.traj.json``, SWE-agent ``.traj`` or OpenHands event-stream
-            ``.json`` file. The format is detected from the content, whatever the extension.
+        path: a recording in any of :data:`FORMATS`: a JSON or JSON Lines file, or an
+            OpenHands V1 conversation folder. The format is detected from the content,
+            whatever the name.
 
     Raises:
-        BadRequest: the file cannot be read, is empty, is not valid JSON, is none of the three
-            formats, has a field of the wrong type, or holds no assistant message. The message
-            starts with the file path and names the field at fault.
+        EmptyTrajectory: a recording of a known format that holds no model response.
+        BadRequest: the file cannot be read, is empty, is neither JSON nor JSON Lines, is none
+            of the formats (the message lists those tried), or has a field of the wrong type.
+            The message starts with the path and names the field at fault.
     """
     name = str(path)
+    folder = Path(path)
+    if folder.is_dir():
+        events = format_openhands_v1.events_folder(folder)
+        if events is None:
+            raise BadRequest(
+                f"{name}: is a directory and not an OpenHands V1 conversation (no "
+                "event-NNNNN-<id>.json files in it or in its events/ folder); give the "
+                "recordings in it as files"
+            )
+        return _checked(format_openhands_v1.read(name, _read_events(events)), name)
+    raw = _read_text(folder, name)
+    if not raw.strip():
+        raise BadRequest(f"{name}: file is empty, expected a recorded session (JSON or JSON Lines)")
     try:
-        raw = Path(path).read_text(encoding="utf-8")
+        data = loads(raw)
+    except json.JSONDecodeError as exc:
+        broken: json.JSONDecodeError | None = exc
+    else:
+        broken = None
+    if broken is not None:  # several JSON documents, one a line, or not JSON at all
+        records, malformed = _json_lines(raw)
+        if not records:  # not JSON Lines either: say where the JSON broke
+            raise BadRequest(
+                f"{name}: not valid JSON or JSON Lines (line {broken.lineno}, column "
+                f"{broken.colno}: {broken.msg})"
+            )
+        return _checked(_read_lines(name, records, malformed), name)
+    kind = detect_format(data)
+    if kind is not None:
+        reader = {
+            "mini-swe-agent": _MiniSweAgent(name).read,
+            "swe-agent": _SweAgent(name).read,
+            "openhands": _OpenHands(name).read,
+            "openhands-v1": lambda events: format_openhands_v1.read(name, events),
+        }[kind]
+        return _checked(reader(data), name)
+    if isinstance(data, dict):  # a JSON Lines file of one line
+        return _checked(_read_lines(name, [data], 0), name)
+    raise BadRequest(f"{name}: not a recorded trajectory in a known format; tried: {FORMATS_TRIED}")
+
+
+def _checked(traj: Trajectory, name: str) -> Trajectory:
+    if not traj.steps:
+        raise EmptyTrajectory(
+            f"{name}: {traj.format} recording holds no recorded assistant message"
+        )
+    return traj
+
+
+def _read_text(path: Path, name: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise BadRequest(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise BadRequest(f"{name}: is a directory, not a trajectory file") from None
     except UnicodeDecodeError as exc:
         raise BadRequest(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise BadRequest(f"{name}: cannot be read ({exc.strerror})") from None
-    if not raw.strip():
-        raise BadRequest(f"{name}: file is empty, expected a recorded trajectory (JSON)")
-    try:
-        data = loads(raw)
-    except json.JSONDecodeError as exc:
-        raise BadRequest(
-            f"{name}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
 
-    kind = detect_format(data)
-    if kind is None:
-        raise BadRequest(
-            f"{name}: not a recorded trajectory: expected a mini-swe-agent .traj.json (an object "
-            "with a 'messages' list), a SWE-agent .traj (an object with a 'trajectory' list) or "
-            "an OpenHands event stream (a list of events with 'source' and 'action' or "
-            "'observation')"
-        )
-    reader = {"mini-swe-agent": _MiniSweAgent, "swe-agent": _SweAgent, "openhands": _OpenHands}
-    traj = reader[kind](name).read(data)
-    if not traj.steps:
-        raise EmptyTrajectory(f"{name}: {kind} trajectory holds no recorded assistant message")
-    return traj
+
+def _json_lines(raw: str) -> tuple[list[Any], int]:
+    """The records of JSON Lines text and the count of lines that are not JSON."""
+    records: list[Any] = []
+    malformed = 0
+    for line in raw.splitlines():
+        if not line.strip():
+            continue
+        try:
+            records.append(loads(line))
+        except json.JSONDecodeError:
+            malformed += 1
+    return records, malformed
+
+
+def _read_lines(name: str, records: list[Any], malformed: int) -> Trajectory:
+    """Read JSON Lines records as the agent log they are (pi, Codex, then Claude Code: the
+    most specific test first)."""
+    for looks_like, read in (
+        (format_pi.looks_like, format_pi.read),
+        (format_codex.looks_like, format_codex.read),
+        (format_claude_code.looks_like, format_claude_code.read),
+    ):
+        if looks_like(records):
+            traj = read(name, records)
+            if malformed:
+                traj.records.skip("line not JSON", known=False, count=malformed)
+            return traj
+    raise BadRequest(f"{name}: not a recorded trajectory in a known format; tried: {FORMATS_TRIED}")
+
+
+def _read_events(folder: Path) -> list[Any]:
+    """The parsed event files of an OpenHands V1 events folder, in order.
+
+    Raises:
+        BadRequest: an event file cannot be read or is not JSON (naming it).
+    """
+    events = []
+    for file in format_openhands_v1.event_files(folder):
+        try:
+            events.append(loads(_read_text(file, str(file))))
+        except json.JSONDecodeError as exc:
+            raise BadRequest(
+                f"{file}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+            ) from None
+    return events
 
 
 def detect_format(data: Any) -> FormatName | None:
-    """Name the trajectory format of parsed JSON ``data``, or ``None`` if it is none of them.
+    """Name the format of parsed JSON ``data`` (one JSON document, not JSON Lines), or
+    ``None`` if it is none of the JSON formats.
 
     Rules: an object with a ``messages`` list is mini-swe-agent; an object with a
-    ``trajectory`` list is SWE-agent; a non-empty list of objects at least one of which has
-    ``source`` and ``action`` or ``observation`` is an OpenHands event stream.
+    ``trajectory`` list, or a ``history`` list of chat messages, is SWE-agent; a non-empty list
+    of objects one of which has a V1 ``kind`` (``SystemPromptEvent``, ``MessageEvent``,
+    ``ActionEvent``) is OpenHands V1 events; one with ``source`` and ``action`` or
+    ``observation`` is an OpenHands event stream.
     """
     if isinstance(data, dict):
         if isinstance(data.get("messages"), list):
             return "mini-swe-agent"
         if isinstance(data.get("trajectory"), list):
             return "swe-agent"
+        history = data.get("history")
+        if isinstance(history, list) and any(isinstance(m, dict) and "role" in m for m in history):
+            return "swe-agent"
         return None
-    if (
-        isinstance(data, list)
-        and data
-        and all(isinstance(e, dict) for e in data)
-        and any("source" in e and ("action" in e or "observation" in e) for e in data)
-    ):
-        return "openhands"
+    if isinstance(data, list) and data and all(isinstance(e, dict) for e in data):
+        if any(e.get("kind") in _OPENHANDS_V1_KINDS for e in data):
+            return "openhands-v1"
+        if any("source" in e and ("action" in e or "observation" in e) for e in data):
+            return "openhands"
     return None
-
-
-def _with_action(text: str, action: str) -> str:
-    """Render an assistant message as its prose followed by its command text (if not in it)."""
-    if not action or action in text:
-        return text
-    return f"{text.rstrip()}\n\n{action}" if text.strip() else action
-
-
-def _join(parts: list[str]) -> str | None:
-    return "\n".join(parts) if parts else None
 
 
 class _Reader:
@@ -204,20 +280,8 @@ class _Reader:
 
     @staticmethod
     def seconds(value: Any) -> float | None:
-        """A recorded time as unix seconds: a number, or an ISO-8601 string (naive = UTC)."""
-        if isinstance(value, bool):
-            return None
-        if isinstance(value, int | float):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                moment = datetime.fromisoformat(value)
-            except ValueError:
-                return None
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=UTC)
-            return moment.timestamp()
-        return None
+        """A recorded time as unix seconds (:func:`~veil.default_plugins.replay.trajectory.seconds`)."""
+        return seconds(value)
 
 
 class _MiniSweAgent(_Reader):
@@ -245,14 +309,14 @@ class _MiniSweAgent(_Reader):
             content = self.text(msg.get("content"), f"{where}.content")
             if role == "assistant":
                 if steps:
-                    steps[-1].observation = _join(observations)
+                    steps[-1].observation = join_texts(observations)
                 observations = []
                 action = self.action(msg, content, where)
                 extra = msg.get("extra") if isinstance(msg.get("extra"), dict) else {}
                 steps.append(
                     ReplayStep(
                         index=len(steps),
-                        assistant=_with_action(content, action),
+                        assistant=with_action(content, action),
                         action=action,
                         observation=None,
                         timestamp=self.seconds(extra.get("timestamp")),
@@ -264,7 +328,7 @@ class _MiniSweAgent(_Reader):
                 (observations if steps else task_parts).append(content)
             # "exit" and unknown roles carry nothing the model was shown.
         if steps:
-            steps[-1].observation = _join(observations)
+            steps[-1].observation = join_texts(observations)
         return Trajectory(
             self.path, "mini-swe-agent", "\n\n".join(system_parts), "\n\n".join(task_parts), steps
         )
@@ -305,10 +369,21 @@ class _SweAgent(_Reader):
     prompt is the first ``system`` message of ``history`` (else of the first entry's
     ``messages``), demonstrations (``is_demo``) are appended to it, and the task is the first
     other ``user`` message. SWE-agent records no per-step wall-clock time: timestamps are None.
+
+    ``history`` holds the chat messages themselves; in function-calling runs (SWE-agent 1.x)
+    each assistant message's ``tool_calls`` carry ids and each ``tool`` message names the calls
+    it answers in ``tool_call_ids``. Those pairs are checked (a call without its result or a
+    result without its call is reported in ``records``), and a file with a ``history`` but no
+    ``trajectory`` entries is read from the history: one step per assistant message.
     """
 
     def read(self, data: dict[str, Any]) -> Trajectory:
-        preamble = data.get("history")
+        history = data.get("history")
+        if history is not None and not isinstance(history, list):
+            raise self.fail("history", "expected a list of messages")
+        if not data.get("trajectory") and history:
+            return self.from_history(history)
+        preamble = history
         if not preamble and data["trajectory"]:
             first = data["trajectory"][0]
             preamble = first.get("messages") if isinstance(first, dict) else None
@@ -340,7 +415,7 @@ class _SweAgent(_Reader):
             steps.append(
                 ReplayStep(
                     index=i,
-                    assistant=_with_action(response, action),
+                    assistant=with_action(response, action),
                     action=action,
                     observation=None
                     if observation is None
@@ -348,7 +423,46 @@ class _SweAgent(_Reader):
                     timestamp=None,
                 )
             )
-        return Trajectory(self.path, "swe-agent", "\n\n".join(system_parts), task, steps)
+        traj = Trajectory(self.path, "swe-agent", "\n\n".join(system_parts), task, steps)
+        if history:  # the pairs, as the history recorded them
+            traj.records = self.from_history(history).records
+        return traj
+
+    def from_history(self, history: list[Any]) -> Trajectory:
+        """The trajectory the chat messages of ``history`` hold (demonstrations are preamble)."""
+        builder = TrajectoryBuilder(self.path, "swe-agent")
+        for i, raw in enumerate(history):
+            where = f"history[{i}]"
+            msg = self.obj(raw, where)
+            role = msg.get("role")
+            content = self.text(msg.get("content"), f"{where}.content")
+            if msg.get("is_demo") or role == "system":
+                if builder.steps:
+                    builder.records.skip("demonstration after the task")
+                else:
+                    builder.system(content)
+            elif role == "assistant":
+                index = builder.step()
+                builder.add(index, content)
+                calls = msg.get("tool_calls") or []
+                if not isinstance(calls, list):
+                    raise self.fail(f"{where}.tool_calls", "expected a list")
+                for k, call in enumerate(calls):
+                    call = self.obj(call, f"{where}.tool_calls[{k}]")
+                    function = self.obj(call.get("function") or {}, f"{where}.tool_calls[{k}]")
+                    call_id = call.get("id") if isinstance(call.get("id"), str) else ""
+                    name = function.get("name") if isinstance(function.get("name"), str) else ""
+                    builder.add(index, call=(call_id, name, function.get("arguments")))
+            elif role == "tool":
+                ids = msg.get("tool_call_ids")
+                if not isinstance(ids, list) or not ids:
+                    builder.user(content)  # names no call: shown all the same
+                    continue
+                for k, call_id in enumerate(ids):  # one message may answer several calls
+                    builder.result(str(call_id), content if k == 0 else None)
+            else:
+                builder.user(content)
+        return builder.build()
 
 
 class _OpenHands(_Reader):
@@ -407,7 +521,7 @@ class _OpenHands(_Reader):
                     text = self.text(event.get("message"), f"{where}.message")
                 observations.setdefault(owner, []).append(text)
         for index, texts in observations.items():
-            steps[index].observation = _join(texts)
+            steps[index].observation = join_texts(texts)
         return Trajectory(self.path, "openhands", system, "\n\n".join(task_parts), steps)
 
     def model_response(self, metadata: Any, where: str) -> dict[str, Any] | None:
@@ -444,27 +558,10 @@ class _OpenHands(_Reader):
             self.render_call(call, f"{where_msg}.tool_calls[{k}]") for k, call in enumerate(calls)
         ]
         action = "\n".join(c for c in commands if c)
-        return ReplayStep(index, _with_action(content, action), action, None, timestamp)
+        return ReplayStep(index, with_action(content, action), action, None, timestamp)
 
     def render_call(self, call: Any, where: str) -> str:
         function = self.obj(call, where).get("function")
         function = self.obj(function, f"{where}.function")
         name = function.get("name") if isinstance(function.get("name"), str) else ""
-        arguments = function.get("arguments")
-        if isinstance(arguments, str):
-            try:
-                arguments = loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError:
-                return f"{name} {arguments}".strip()
-        if not isinstance(arguments, dict):
-            return name
-        code_key = _OPENHANDS_CODE_ARGUMENT.get(name)
-        if code_key and isinstance(arguments.get(code_key), str):
-            return arguments[code_key]
-        # Other tools: the name, then one "key: value" line each, values unescaped so the text
-        # reads as the model wrote it (file contents keep their real newlines).
-        lines = [name]
-        for key, value in arguments.items():
-            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            lines.append(f"{key}: {shown}")
-        return "\n".join(lines)
+        return render_call(name, function.get("arguments"))
