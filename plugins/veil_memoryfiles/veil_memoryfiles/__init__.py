@@ -27,6 +27,22 @@ STATE_KEY = "veil_memoryfiles"
 SECTION_ORDER = 100
 
 
+def __getattr__(name: str) -> Any:
+    """``MemoryService``, imported when it is first asked for (PEP 562): other plugins find it
+    on the registered plugin (``veil mcp``'s memory resources: ``pm.get_plugin(
+    "veil_memoryfiles").MemoryService``), and importing it here at load would bring the store
+    and pydantic to ``veil --help``.
+
+    Raises:
+        AttributeError: any other name.
+    """
+    if name == "MemoryService":
+        from veil_memoryfiles.service import MemoryService
+
+        return MemoryService
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 @hookimpl
 def register_tools(veil: Any) -> list[Tool]:
     """memory_write, memory_read, memory_search."""
