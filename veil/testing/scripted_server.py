@@ -21,7 +21,8 @@ What it answers:
   request), or a function of the request body. A reply is a str (the assistant's text), a dict
   ``{"content": str | None, "tool_calls": [{"name", "arguments": dict | str, "id"?}]}`` (as for
   :class:`veil.testing.scripted_model.ScriptedModel`), or a :class:`Reply` for the special cases
-  (content sent as raw JSON text, an answer held back until an event is set).
+  (content sent as raw JSON text, an answer held back until an event is set, an HTTP error such
+  as a 401 or a 429 in OpenAI's error shape).
 - A prompt over ``context_window`` tokens gets an HTTP 400 and uses no reply: OpenAI's
   ``context_length_exceeded`` error (the body real OpenAI-compatible servers send, which litellm
   maps to its ``ContextWindowExceededError``), or with ``refusal`` another provider's body
@@ -85,6 +86,10 @@ class Reply:
             keep a turn running while a test does something else. The request is recorded first.
         thinking: the text of the Anthropic thinking block / Responses reasoning summary sent
             when the request turns thinking or reasoning on (None: a default text).
+        status: an HTTP error status to answer with instead (401, 429, 503...): the body is
+            OpenAI's error shape, ``{"error": {"message": content, "type": ..., "code": ...}}``
+            with ``error_code`` as its code.
+        error_code: the ``code`` of that error (``invalid_api_key``, ``rate_limit_exceeded``...).
     """
 
     content: str | None = ""
@@ -92,6 +97,8 @@ class Reply:
     content_json: str | None = None
     wait: threading.Event | None = None
     thinking: str | None = None
+    status: int | None = None
+    error_code: str | None = None
 
     @classmethod
     def of(cls, value: Reply | str | dict[str, Any]) -> Reply:
@@ -282,7 +289,8 @@ class ScriptedOpenAIServer:
 
     Args:
         replies: answers in order, or a function ``(request_body) -> reply`` called per request.
-        default: the answer once the list of ``replies`` is used up; None answers HTTP 500.
+        default: the answer once the list of ``replies`` is used up; None answers HTTP 500
+            with ``x-should-retry: false`` (so the openai SDK does not retry it).
         context_window: prompts over this many tokens (per ``count``) get HTTP 400
             ``context_length_exceeded``; None accepts any size.
         refusal: the body of that 400, as one of :data:`REFUSALS` sends it
@@ -524,10 +532,19 @@ class ScriptedOpenAIServer:
             def log_message(self, *args: Any) -> None:  # quiet: tests read .requests
                 pass
 
-            def _send_json(self, status: int, payload: Any, *, raw: bytes | None = None) -> None:
+            def _send_json(
+                self,
+                status: int,
+                payload: Any,
+                *,
+                raw: bytes | None = None,
+                headers: dict[str, str] | None = None,
+            ) -> None:
                 data = raw if raw is not None else json.dumps(payload).encode("utf-8")
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -584,10 +601,17 @@ class ScriptedOpenAIServer:
                     return
                 if isinstance(reply, str):
                     error = {"message": reply, "type": "server_error"}
-                    self._send_json(500, {"error": error})
+                    # a used-up script is the test's mistake, not a passing failure: the openai
+                    # SDK (and litellm through it) honours this header and does not retry
+                    self._send_json(500, {"error": error}, headers={"x-should-retry": "false"})
                     return
                 if reply.wait is not None:
                     reply.wait.wait(WAIT_LIMIT_S)
+                if reply.status is not None:
+                    kind = "invalid_request_error" if reply.status < 500 else "server_error"
+                    error = {"message": reply.content or "", "type": kind, "code": reply.error_code}
+                    self._send_json(reply.status, {"error": error})
+                    return
                 message = server._message(reply, number)
                 completion_tokens = cl100k_count(message.get("content") or "") + sum(
                     cl100k_count(c["function"]["arguments"])

@@ -32,20 +32,17 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from veil.core.prompt.items import ItemBatch
 from veil.core.types import EvictionPlan
 from veil.hookspecs import hookimpl
-from veil_fsrs.batch_index import as_batch as _as_batch
-from veil_fsrs.eviction import STALE_RECENCY as _STALE_RECENCY
-from veil_fsrs.eviction import Controller as _Controller
-from veil_fsrs.eviction import evict_pass as _evict_pass
-from veil_fsrs.levels import plan_levels as _plan_levels
 from veil_fsrs.session_state import embeds_turns as _embeds_turns
 from veil_fsrs.session_state import existing_state as _existing_state
 from veil_fsrs.session_state import session_state as _session_state
 from veil_fsrs.turn_embeddings import drain as _drain
 
+# The eviction pass and the item batches (numpy) are imported by the hooks that use them:
+# ``veil --help`` loads every plugin (issue 30).
 if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.prompt.items import ItemBatch
     from veil.core.session_api import PluginSession, PluginVeil
     from veil.core.types import ContextItem
 
@@ -99,10 +96,14 @@ def evict(
     Raises:
         ValueError: ``scores`` misaligned or not finite; ``budget_tokens`` <= 0.
     """
+    from veil_fsrs.batch_index import as_batch
+    from veil_fsrs.eviction import STALE_RECENCY, Controller, evict_pass
+    from veil_fsrs.levels import plan_levels
+
     settings = session.config.settings.context
     state = session.state.setdefault(STATE_KEY, {})
-    controller = _Controller(state.setdefault("controller", {}), settings.controller)
-    batch = _as_batch(items)
+    controller = Controller(state.setdefault("controller", {}), settings.controller)
+    batch = as_batch(items)
     if not len(batch):
         return EvictionPlan(threshold=controller.threshold)
     own = _existing_state(session)
@@ -113,7 +114,7 @@ def evict(
         # session double keeps none: it gets the whole-item planner)
         superseded = getattr(own, "superseded", None)
         levels = partial(
-            _plan_levels,
+            plan_levels,
             stats=name_stats(),
             lines_of=own.lines_of,
             superseded=superseded() if settings.superseded and callable(superseded) else None,
@@ -127,7 +128,7 @@ def evict(
         # a window larger than what pays off, and no budget of the user's: passes aim at the
         # target (the window stays the hard limit: the core never sends more than it holds)
         budget_tokens = target
-    return _evict_pass(
+    return evict_pass(
         batch,
         scores,
         budget_tokens,
@@ -137,7 +138,7 @@ def evict(
         current_step=_step(session, batch),
         now=_now(session, batch),
         embeddings=own.turn_embeddings.vectors if own is not None else None,
-        stale_recency=_optional_setting(settings, "stale_recency", _STALE_RECENCY),
+        stale_recency=_optional_setting(settings, "stale_recency", STALE_RECENCY),
         pointer_tokens=_optional_setting(settings, "pointer_tokens", DEFAULT_POINTER_TOKENS),
         page_in=lambda: _page_in(paged_out, paged_scores),
         mentions=lambda: own.identifier_mentions() if own is not None else None,
@@ -160,9 +161,11 @@ def _history(session: Any) -> tuple[float, int]:
 def _page_in(paged_out: Any, paged_scores: Any) -> tuple[ItemBatch | None, Any]:
     """The page-in candidates the core offers for this pass, as a batch, and their scores
     (``(None, None)`` when it offers none: then the pass only evicts)."""
+    from veil_fsrs.batch_index import as_batch
+
     if paged_out is None or not len(paged_out):
         return None, None
-    return _as_batch(paged_out), paged_scores
+    return as_batch(paged_out), paged_scores
 
 
 @hookimpl
@@ -174,9 +177,11 @@ def item_accessed(
     window (DESIGN.md controller defaults)."""
     if previous_tier == "live":
         return
+    from veil_fsrs.controller import Controller
+
     settings = session.config.settings.context
     state = session.state.setdefault(STATE_KEY, {})
-    _Controller(state.setdefault("controller", {}), settings.controller).on_rerequest(item.id, now)
+    Controller(state.setdefault("controller", {}), settings.controller).on_rerequest(item.id, now)
 
 
 @hookimpl

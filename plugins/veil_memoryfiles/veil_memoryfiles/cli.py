@@ -20,15 +20,17 @@ import os
 import sys
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from veil.core.errors import BadRequest, VeilError
-from veil.core.settings import load_config
 from veil_memoryfiles.errors import MemoryLimitExceeded
-from veil_memoryfiles.paths import display_path
-from veil_memoryfiles.service import MemoryService
+
+# the settings (pydantic) and the memory service load when a memory command runs, not when
+# ``veil --help`` lists it (issue 30)
+if TYPE_CHECKING:  # pragma: no cover
+    from veil_memoryfiles.service import MemoryService
 
 _SCOPE = click.Choice(["agent", "global"])
 
@@ -57,6 +59,8 @@ def _read_stdin(limit: int) -> str:
 
 
 def _untrusted_note(svc: MemoryService, scope: str | None) -> str | None:
+    from veil_memoryfiles.paths import display_path
+
     parts = []
     for sc in svc.readable_scopes(scope):
         for path in svc.files(sc, archives=True):
@@ -74,6 +78,9 @@ def _untrusted_note(svc: MemoryService, scope: str | None) -> str | None:
 
 
 def _service(project: str | None, agent: str | None) -> MemoryService:
+    from veil.core.settings import load_config
+    from veil_memoryfiles.service import MemoryService
+
     config = load_config(project or os.getcwd())
     return MemoryService(config, agent or config.settings.default_agent)
 

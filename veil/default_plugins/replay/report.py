@@ -95,8 +95,7 @@ def run_replay(
             the report (the figures themselves are tokens).
 
     Raises:
-        BadRequest: a file is unreadable or in no known format (the message names it), no file
-            holds a step to replay, the
+        BadRequest: a file is unreadable or in no known format (the message names it), the
             budget is not a positive integer, the cache price is not from 0 to 1, or a policy
             name is unknown.
     """
@@ -115,8 +114,6 @@ def run_replay(
             except EmptyTrajectory as exc:  # nothing to measure: skipped, said in the result
                 skipped.append({"file": str(f), "reason": exc.message})
             bar.advance()
-        if not trajectories:
-            raise BadRequest("no file to replay: " + "; ".join(s["reason"] for s in skipped))
         if max_steps is not None:
             for traj in trajectories:
                 traj.steps = traj.steps[:max_steps]
@@ -194,6 +191,9 @@ def render_table(result: dict[str, Any]) -> str:
     history's, the peak prompt, references, misses, line misses, prefix breaks, steps over the
     budget and evictions. Ratios show "-" when full history was not run.
     """
+    if not result["files"]:  # every file was skipped (the README: "skipped", not an error)
+        skipped = len(result.get("skipped", []))
+        return f"nothing to replay: {skipped} file(s) skipped, none holds a step"
     total = result["total"]
     names = [n for n in DISPLAY_ORDER if n in total]
     full = total.get("full")
