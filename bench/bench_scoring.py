@@ -187,7 +187,8 @@ def timed(fn, repeats: int) -> tuple[float, float]:
 # chosen size, found by bisection on the budget, which a pass down to a low-water mark (issue
 # 18) would not allow; what the pass costs per item is the same either way.
 SETTINGS = FsrsContextSettings(
-    controller={"lowWater": 1.0, "lowWaterMin": 1.0, "lowWaterMax": 1.0, "cachePrice": None}
+    controller={"lowWater": 1.0, "lowWaterMin": 1.0, "lowWaterMax": 1.0, "cachePrice": None},
+    targetTokens=None,  # the budget given is the one a pass aims at
 )
 
 
