@@ -309,3 +309,17 @@ def test_a_protected_turn_older_than_what_a_pass_reads_stays():
     plan = _plan([old, turn, big, now], budget=1000, used=100_170, settings=settings)
     assert "turn" not in plan.to_warm
     assert "old" in plan.to_warm and "big" in plan.to_warm
+
+
+def test_protected_turns_go_to_stubs_when_what_they_keep_exceeds_the_budget():
+    # Two protected turns of 60 tokens each, one line each (their anchor, kept whole: an
+    # excerpt of all its lines costs more than 0.6 of it), and the newest step at 100: 220
+    # tokens against a budget of 150. Stubs (9 each) for the older turn first: 9 + 60 + 100 =
+    # 169 is still over, so the second goes too: 9 + 9 + 100 = 118.
+    first = _item("first", "run pytest", index=1, step=30, source="assistant", tokens=60)
+    second = _item("second", "edit src/a.py", index=3, step=35, source="assistant", tokens=60)
+    now = _item("now", "z", index=5, step=STEP, tokens=100)
+    plan = _plan([first, second, now], budget=150, used=220, settings=_settings(protectedTurns=12))
+    assert plan.to_warm == ["first", "second"]
+    assert plan.reasons == {"first": "over budget: protected", "second": "over budget: protected"}
+    assert plan.excerpts == {}

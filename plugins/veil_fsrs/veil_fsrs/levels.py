@@ -46,8 +46,9 @@ the pass chooses every candidate's level again (page-in included). Replay figure
 bench/RESULTS.md, issue 29.
 
 **Over the budget.** When the fixed items alone exceed the budget, the tool results the window
-protects go to stubs, oldest first, then pinned ones, largest first ("over budget: protected",
-reported), as in :mod:`veil_fsrs.eviction`'s stage 4; the newest step stays.
+protects go to stubs, oldest first, then pinned ones, largest first, then the lines the
+protected turns kept, oldest first ("over budget: protected", reported), as in
+:mod:`veil_fsrs.eviction`'s stage 4; the newest step stays.
 
 Everything is deterministic: ties go to the older item and the lower line.
 """
@@ -593,7 +594,7 @@ def plan_levels(
             plan.excerpts[item_id] = lv
             plan.reasons[item_id] = SUPERSEDED if c.superseded else EXCERPT if lv else LOW_VALUE
     estimate = base + sum(current[:cut]) + pointer_tokens * len(suffix) + total
-    return _over_budget(plan, items, whole_fixed, suffix, estimate, budget, pointer_tokens)
+    return _over_budget(plan, items, whole_fixed, suffix, estimate, budget, pointer_tokens, level)
 
 
 def _shown(c: _Candidate) -> tuple[int, ...] | None:
@@ -611,11 +612,13 @@ def _over_budget(
     estimate: float,
     budget: float,
     pointer_tokens: int,
+    level: list[tuple[int, ...] | None] | None = None,
 ) -> EvictionPlan:
     """When what stays is still over the budget, move fixed items to stubs, reported (as
     :mod:`veil_fsrs.eviction`'s stage 4): tool results the window protects, oldest first;
-    then pinned tool results, largest first. Never the newest step (the core shows it in any
-    case), intents, corrections or turns of a zero-weight kind."""
+    then pinned tool results, largest first; then what the protected turns kept (their
+    anchor lines or more: ``level`` of each ``suffix`` candidate), oldest first. Never the newest step (the core shows it in any case), intents,
+    corrections or turns of a zero-weight kind."""
     if estimate <= budget:
         return plan
     over = estimate - budget
@@ -639,6 +642,31 @@ def _over_budget(
             continue
         plan.to_warm.append(item.id)
         plan.reasons[item.id] = PROTECTED
+        estimate -= freed
+        moved += 1
+    for k, c in enumerate(suffix if level is not None else ()):
+        if estimate <= budget:
+            break
+        lv = level[k]
+        if not c.protected_turn or lv == () or int(c.item.step) >= newest:
+            continue
+        shown = float(c.item.tokens) if lv is None else _excerpt_cost(c.info, lv)
+        freed = shown - pointer_tokens
+        if freed <= 0:
+            continue
+        item_id = c.item.id
+        if c.live:  # whole or an excerpt now: a stub
+            if item_id not in plan.to_warm:
+                plan.to_warm.append(item_id)
+            plan.excerpts.pop(item_id, None)
+        else:  # out of the prompt: back to (or left as) a plain stub
+            if lv is None:
+                plan.to_live.remove(item_id)
+            if c.current:
+                plan.excerpts[item_id] = ()
+            else:
+                plan.excerpts.pop(item_id, None)
+        plan.reasons[item_id] = PROTECTED
         estimate -= freed
         moved += 1
     if moved:
