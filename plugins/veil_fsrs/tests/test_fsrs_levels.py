@@ -312,14 +312,18 @@ def test_a_protected_turn_older_than_what_a_pass_reads_stays():
 
 
 def test_protected_turns_go_to_stubs_when_what_they_keep_exceeds_the_budget():
-    # Two protected turns of 60 tokens each, one line each (their anchor, kept whole: an
-    # excerpt of all its lines costs more than 0.6 of it), and the newest step at 100: 220
-    # tokens against a budget of 150. Stubs (9 each) for the older turn first: 9 + 60 + 100 =
-    # 169 is still over, so the second goes too: 9 + 9 + 100 = 118.
+    # Two protected turns of 60 tokens each, one line each (their anchor, kept as an excerpt
+    # of that line: 60 tokens + a marker of 12, and the pass's estimate counts a stub of 9 for
+    # each item it may change), and the newest step at 100: the estimate is 100 + 2 x 9 +
+    # 2 x 72 = 262 against a budget of 170. Stubs free 51 each (60 - 9); both together bring it
+    # to 160 <= 170, so they go, the older first (262 - 51 = 211 is still over).
     first = _item("first", "run pytest", index=1, step=30, source="assistant", tokens=60)
     second = _item("second", "edit src/a.py", index=3, step=35, source="assistant", tokens=60)
     now = _item("now", "z", index=5, step=STEP, tokens=100)
-    plan = _plan([first, second, now], budget=150, used=220, settings=_settings(protectedTurns=12))
+    plan = _plan([first, second, now], budget=170, used=220, settings=_settings(protectedTurns=12))
     assert plan.to_warm == ["first", "second"]
     assert plan.reasons == {"first": "over budget: protected", "second": "over budget: protected"}
     assert plan.excerpts == {}
+    # at 150 the stubs cannot bring it under (262 - 102 = 160): the turns keep their lines
+    kept = _plan([first, second, now], budget=150, used=220, settings=_settings(protectedTurns=12))
+    assert kept.reasons == {"first": "excerpt", "second": "excerpt"}

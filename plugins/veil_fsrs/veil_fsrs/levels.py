@@ -617,7 +617,9 @@ def _over_budget(
     """When what stays is still over the budget, move fixed items to stubs, reported (as
     :mod:`veil_fsrs.eviction`'s stage 4): tool results the window protects, oldest first;
     then pinned tool results, largest first; then what the protected turns kept (their
-    anchor lines or more: ``level`` of each ``suffix`` candidate), oldest first. Never the newest step (the core shows it in any case), intents,
+    anchor lines or more: ``level`` of each ``suffix`` candidate), oldest first, when that
+    brings the prompt under the budget (else the turns stay: stubs would lose them for
+    nothing). Never the newest step (the core shows it in any case), intents,
     corrections or turns of a zero-weight kind."""
     if estimate <= budget:
         return plan
@@ -644,16 +646,20 @@ def _over_budget(
         plan.reasons[item.id] = PROTECTED
         estimate -= freed
         moved += 1
+    turns: list[tuple[int, float]] = []  # what the protected turns kept, and what a stub frees
     for k, c in enumerate(suffix if level is not None else ()):
-        if estimate <= budget:
-            break
         lv = level[k]
         if not c.protected_turn or lv == () or int(c.item.step) >= newest:
             continue
         shown = float(c.item.tokens) if lv is None else _excerpt_cost(c.info, lv)
-        freed = shown - pointer_tokens
-        if freed <= 0:
-            continue
+        if shown > pointer_tokens:
+            turns.append((k, shown - pointer_tokens))
+    if estimate - sum(freed for _, freed in turns) > budget:
+        turns = []  # they cannot bring the prompt under the budget: the turns stay
+    for k, freed in turns:
+        if estimate <= budget:
+            break
+        c, lv = suffix[k], level[k]
         item_id = c.item.id
         if c.live:  # whole or an excerpt now: a stub
             if item_id not in plan.to_warm:
