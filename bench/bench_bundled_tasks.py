@@ -17,6 +17,8 @@ Usage:
                                                    [--small]
 
 ``--small`` (CI) runs two tasks (list files, read a file). Prints a Markdown table and the total.
+Every tool call is allowed, as with ``veil --yes``: the write and edit tasks need it, and no
+one is there to answer a permission prompt.
 """
 
 from __future__ import annotations
@@ -250,9 +252,13 @@ def main() -> int:
         home.mkdir()
         os.environ["VEIL_HOME"] = str(home)  # no user auth.json: the bundled model answers
         os.environ.setdefault("VEIL_CONTEXT__RESCUE_EMBEDDINGS", "off")
+        kept = ("VEIL_HOME", "VEIL_CONTEXT__RESCUE_EMBEDDINGS", "VEIL_PERMISSIONS__MODE")
         for name in [k for k in os.environ if k.startswith("VEIL_")]:
-            if name not in ("VEIL_HOME", "VEIL_CONTEXT__RESCUE_EMBEDDINGS"):
+            if name not in kept:
                 del os.environ[name]
+        # as `veil --yes -p TASK`: two tasks write and edit a file, and nobody is there to
+        # answer the permission prompt (the default mode refused them: 2 of 10 on main)
+        os.environ["VEIL_PERMISSIONS__MODE"] = "allow"
         recorder = _Recorder()
         for task in tasks:
             rows.append(run_task(task, args.max_calls, Path(tmp), recorder))

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import veil_compaction
 from veil_compaction.masking import mask_observations
-from veil_compaction.summarise import Summariser
+from veil_compaction.summariser import Summariser
 from veil_compaction.testing import ScriptedSummariser, synthetic_history
 
 from veil.core.app import open_veil

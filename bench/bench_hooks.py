@@ -135,6 +135,8 @@ def open_bench_veil(project: Path) -> Veil:
     config.settings.context.controller.low_water_max = 1.0
     config.settings.context.controller.low_water = 1.0
     config.settings.context.controller.cache_price = None
+    # the budget each call gives is the one passes aim at (no target below a large window)
+    config.settings.context.target_tokens = None
     model = ScriptedModel([], context_window=1_000_000_000)
     return open_veil(
         project,

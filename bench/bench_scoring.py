@@ -11,6 +11,11 @@ Prints a Markdown table (milliseconds, median / p95 over repeated runs on the sa
 * ``evict 10%``: a pass whose budget makes it evict about 10% of the items (stages 2-3).
 * ``evict 10% + rescue``: the same with 384-d embeddings for every turn (rescue of old turns;
   the embedding model's time is not included, the vectors are given).
+* ``levels pass``: the levels planner (issue 29, :mod:`veil_fsrs.levels`: whole, excerpt or
+  stub per item) on the same items given synthetic text, at a budget 2% under what they take
+  (about 10% of 1,000 items move; from 2,000 candidates on a pass reads the newest 2,000 and the
+  older ones leave as stubs). Each item's lines are split once, before the timing, as a
+  session caches them.
 
 Targets (issue 3): capture + score + evict per tool call <= 1 ms median at 10k items (capture is
 the core's; this prints score + idle evict), and <= 10 ms for a pass evicting 10% of 10k items.
@@ -27,6 +32,7 @@ import random
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -41,11 +47,13 @@ except ImportError:  # pragma: no cover - a bare checkout
 import numpy as np  # noqa: E402
 from veil_fsrs import evict_plugin  # noqa: E402
 from veil_fsrs.batch_index import index_for  # noqa: E402
+from veil_fsrs.levels import NameStats, line_info  # noqa: E402
 from veil_fsrs.scoring import score_items  # noqa: E402
 from veil_fsrs.session_state import PLUGIN_NAME  # noqa: E402
 from veil_fsrs.settings import FsrsContextSettings  # noqa: E402
 
 from veil.core.prompt.items import ItemBatch  # noqa: E402
+from veil.core.prompt.tags import item_identifiers  # noqa: E402
 from veil.core.types import ContextItem  # noqa: E402
 
 NOW = 1_750_000_000.0
@@ -179,34 +187,81 @@ def timed(fn, repeats: int) -> tuple[float, float]:
 # chosen size, found by bisection on the budget, which a pass down to a low-water mark (issue
 # 18) would not allow; what the pass costs per item is the same either way.
 SETTINGS = FsrsContextSettings(
-    controller={"lowWater": 1.0, "lowWaterMin": 1.0, "lowWaterMax": 1.0, "cachePrice": None}
+    controller={"lowWater": 1.0, "lowWaterMin": 1.0, "lowWaterMax": 1.0, "cachePrice": None},
+    targetTokens=None,  # the budget given is the one a pass aims at
 )
 
 
-def session_for(step: int, embeddings=None) -> SimpleNamespace:
+def session_for(step: int, embeddings=None, levels=None) -> SimpleNamespace:
     """A fresh session (new controller state) sharing one settings object; ``embeddings``
     (item id -> vector) stand in for the turn vectors veil_fsrs keeps in its per-session state
-    (``session.plugin_state("veil_fsrs_evict")``, :mod:`veil_fsrs.session_state`)."""
+    (``session.plugin_state("veil_fsrs_evict")``, :mod:`veil_fsrs.session_state`); ``levels``
+    (a :class:`Levels`) for the names and lines the levels planner reads from it. Without
+    either the plugin keeps no state: the pass is the whole-item planner of
+    :mod:`veil_fsrs.eviction`."""
     config = SimpleNamespace(settings=SimpleNamespace(context=SETTINGS))
     own = SimpleNamespace(
         turn_embeddings=SimpleNamespace(vectors=embeddings), identifier_mentions=lambda: None
     )
+    if levels is not None:
+        own.name_stats = lambda: levels.stats
+        own.lines_of = levels.lines_of
 
     def plugin_state(name, factory=None):
-        return own if embeddings is not None and name == PLUGIN_NAME else None
+        wanted = embeddings is not None or levels is not None
+        return own if wanted and name == PLUGIN_NAME else None
 
     return SimpleNamespace(
         config=config, state={}, step=step, clock=lambda: NOW, plugin_state=plugin_state
     )
 
 
-def budget_for_share(items, scores, used: int, step: int, share: float) -> int:
+class Levels:
+    """What veil_fsrs keeps per session for the levels planner (:mod:`veil_fsrs.levels`): the
+    names' statistics and each item's lines, built from items whose content is synthetic
+    text: tool results of ``tokens / 12`` lines, turns of 3 lines, each line 8 words of which
+    a third are names drawn from a Zipf-like vocabulary of 20,000 paths and symbols."""
+
+    def __init__(self, items: list[ContextItem], seed: int = 2) -> None:
+        rng = random.Random(seed)
+        names = [f"src/mod_{i}.py" if i % 3 == 0 else f"func_{i}" for i in range(20_000)]
+        weights = [1.0 / (rank + 1) for rank in range(len(names))]
+        self.items = []
+        for index, item in enumerate(items):
+            count = 3 if item.source != "tool_result" else max(1, item.tokens // 12)
+            words = rng.choices(names, weights=weights, k=count * 3)
+            lines = [
+                " ".join(["word", words[3 * n], "and", words[3 * n + 1], "the", words[3 * n + 2]])
+                for n in range(count)
+            ]
+            # identifiers=None: the names the scorer cached for the old content do not apply
+            text = "\n".join(lines)
+            self.items.append(replace(item, content=text, message_index=index, identifiers=None))
+        self.stats = NameStats()
+        for item in self.items:
+            self.stats.add(item, item_identifiers(item))
+        self._lines: dict[str, object] = {}
+
+    def lines_of(self, item: ContextItem):
+        found = self._lines.get(item.id)
+        if found is None:
+            found = self._lines[item.id] = line_info(item)
+        return found
+
+
+def budget_for_share(items, scores, used: int, step: int, share: float, levels=None) -> int:
     """A budget at which one pass evicts about ``share`` of the items (bisection)."""
     low, high = 1, used * 2
     for _ in range(30):
         mid = (low + high) // 2
         plan = evict_plugin.evict(
-            session_for(step), items, scores, mid, used, paged_out=None, paged_scores=None
+            session_for(step, levels=levels),
+            items,
+            scores,
+            mid,
+            used,
+            paged_out=None,
+            paged_scores=None,
         )
         if len(plan.to_warm) > share * len(items):
             low = mid + 1
@@ -277,7 +332,40 @@ def run(size: int, repeats: int) -> dict[str, object]:
         ),
         repeats,
     )
+    # the levels planner (issue 29) on the same items with text: a pass that moves ~10%
+    levels = Levels(raw)
+    text_items = ItemBatch(levels.items)
+    text_scores = score_items(text_items, task, NOW, SETTINGS)
+    text_used = int(sum(i.tokens for i in levels.items))
+    # a budget 2% under what the items take: at 1k items the pass moves ~10% of them; from
+    # 2,000 candidates on it reads the newest 2,000 and leaves the older ones as stubs
+    # (veil_fsrs.levels.MAX_CANDIDATES), so no budget moves only 10% there
+    text_budget = int(0.98 * text_used)
+    level_plan = evict_plugin.evict(
+        session_for(step, levels=levels),
+        text_items,
+        text_scores,
+        text_budget,
+        text_used,
+        paged_out=None,
+        paged_scores=None,
+    )
+    level_pass = timed(
+        lambda: evict_plugin.evict(
+            session_for(step, levels=levels),
+            text_items,
+            text_scores,
+            text_budget,
+            text_used,
+            paged_out=None,
+            paged_scores=None,
+        ),
+        max(3, repeats // 10),
+    )
     return {
+        "levels": level_pass,
+        "level_moved": len(level_plan.to_warm),
+        "level_excerpts": len(level_plan.excerpts),
         "size": size,
         "columns": columns,
         "index": index,
@@ -313,15 +401,17 @@ def main() -> None:
     print("times in ms, median / p95\n")
     print(
         "| live items | columns (core) | index | score | evict idle (evicted) "
-        "| evict ~10% (evicted) | evict ~10% + rescue | score + idle evict |"
+        "| evict ~10% (evicted) | evict ~10% + rescue | score + idle evict "
+        "| levels pass at 0.98 x use (moved, excerpts) |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size, repeats in sizes:
         r = run(size, repeats)
         print(
             f"| {size:,} | {fmt(r['columns'])} | {fmt(r['index'])} | {fmt(r['score'])} "
             f"| {fmt(r['idle'])} ({r['idle_evicted']}) | {fmt(r['pressure'])} ({r['evicted']}) "
-            f"| {fmt(r['rescue'])} | {fmt(r['score+idle'])} |"
+            f"| {fmt(r['rescue'])} | {fmt(r['score+idle'])} "
+            f"| {fmt(r['levels'])} ({r['level_moved']}, {r['level_excerpts']}) |"
         )
     print(
         "\ncolumns and index are built once per batch (after the live set changes), then "

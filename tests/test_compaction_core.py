@@ -69,6 +69,29 @@ def test_the_core_refuses_an_invisible_or_larger_summary_and_writes_nothing(make
     assert (session.compact_summary, session.compact_size) == (None, 0)
 
 
+@pytest.mark.parametrize(("after", "applied"), [(500, False), (499, True)])
+def test_a_summary_must_make_the_prompt_smaller_not_the_same_size(
+    make_veil, monkeypatch, after, applied
+):
+    """Issue 19's rule at its edge (issue 30): a summary that leaves what is sent at exactly
+    the size it had (500 -> 500 tokens) is refused like a larger one; one token less is
+    applied. The counts are set here, so the edge is the rule's, not a tokenizer's."""
+    counts = iter([500, after])
+    monkeypatch.setattr(compaction, "conversation_tokens", lambda *a, **k: next(counts))
+    veil = make_veil(plugins=[("s", _Summariser("short"))])
+    session = veil.new_session()
+    _history(session, 4)
+    if applied:
+        result = veil.compact(session.id)
+        assert (result["compactedCount"], result["newSize"]) == (4, 4)
+        assert veil.store.get_session(session.id)["compact_summary"] == "short"
+        return
+    with pytest.raises(CompactionRejected, match=r"would not shrink the prompt \(500 -> 500"):
+        veil.compact(session.id)
+    stored = veil.store.get_session(session.id)
+    assert (stored["compact_summary"], stored["compact_size"]) == (None, 0)
+
+
 def test_full_compaction_extracts_exactly_what_it_folds_then_keeps_the_newest_steps(make_veil):
     summariser = _Summariser("earlier exchanges")
     veil = make_veil(plugins=[("s", summariser)], settings={"compaction": {"keepRecentTurns": 2}})

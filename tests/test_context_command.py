@@ -48,3 +48,27 @@ def test_context_lists_items_with_score_and_signals(make_veil, project):
         for n in ("recency", "frequency", "relevance", "structure", "cognitive")
     ]
     assert shown[3] == 1.0  # the result points at app.py: structure signal
+
+
+def test_context_says_which_items_show_an_excerpt(make_veil, project):
+    import veil_fsrs.evict_plugin
+
+    from veil.core.types import EvictionPlan
+
+    (project / "app.py").write_text("".join(f"line_{n} = {n}\n" for n in range(40)))
+    veil = make_veil(
+        [{"tool_calls": [{"name": "read", "arguments": {"path": "app.py"}}]}, "Forty lines."],
+        plugins=[
+            ("veil_fsrs", veil_fsrs),
+            ("veil_fsrs_evict", veil_fsrs.evict_plugin),
+            ("veil_repl", veil_repl),
+        ],
+    )
+    session = veil.new_session()
+    veil.run_turn(session, "what is in app.py?")
+    tool = next(i for i in session.live_items if i.source == "tool_result")
+    lines_of_result = tool.content.count("\n") + 1
+    session.apply_eviction(EvictionPlan(to_warm=[tool.id], excerpts={tool.id: (3, 4, 5)}))
+    text = veil.slash_commands()["context"].handler(session, "")
+    [line] = [x for x in text.splitlines() if x.startswith("excerpts ")]
+    assert f"#{tool.message_index} 3/{lines_of_result}" in line

@@ -59,6 +59,12 @@ SUMMARY_MARK = "You compact the conversation"
             4000,
         ),
         ("prompt is too long: 208310 tokens > 200000 maximum", 200_000, 208_310),  # Anthropic
+        (  # Anthropic, when the prompt fits but not with max_tokens
+            "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, "
+            "decrease input length or `max_tokens` and try again",
+            200_000,
+            188_240,
+        ),
         (  # Gemini
             "The input token count (1200000) exceeds the maximum number of tokens allowed "
             "(1048576).",

@@ -457,3 +457,40 @@ def test_resume_reads_around_damaged_time_and_version_columns(tmp_path, project)
         assert sent == ["hi b", "next 0", "next 1"]
     finally:
         store.close()
+
+
+def test_a_damaged_closed_at_loads_as_closed_now(tmp_path, project):
+    """``closed_at`` holding text (README, "Damaged rows": "closed_at as closed now"): the
+    session opened by id loads with a warning and is closed, so a turn is refused without
+    anything stored or sent; an open session beside it is untouched (issue 30: no test
+    damaged this column)."""
+    with ScriptedOpenAIServer(lambda body: "answer from the server") as server:
+        configure_project(project, server)
+        ids = []
+        for text in ("hi a", "hi b"):
+            first = _veil(tmp_path, project, "-p", text, "--json")
+            assert first.returncode == 0, first.stderr
+            ids.append(json.loads(first.stdout)["sessionId"])
+        damaged_id, sound_id = ids
+        db = project / ".veil" / "context.db"
+        damage(db, f"UPDATE sessions SET closed_at = 'soon' WHERE id = '{damaged_id}'")
+        asked = len(server.requests)
+        resumed = _veil(tmp_path, project, "--resume", damaged_id, "-p", "next", "--json")
+        assert "Traceback" not in resumed.stderr
+        assert (
+            f"veil: warning: session {damaged_id}: closed_at: 'soon', expected a number or null; "
+            "read as closed now" in resumed.stderr
+        )
+        assert resumed.returncode == 1
+        assert json.loads(resumed.stdout)["error"]["code"] == "SESSION_CLOSED"
+        assert len(server.requests) == asked  # the model was not asked
+        again = _veil(tmp_path, project, "--resume", sound_id, "-p", "next", "--json")
+        assert again.returncode == 0, again.stderr
+    store = Store(db, write_behind=False)
+    try:
+        loaded = store.load_session(damaged_id)
+        assert isinstance(loaded.row["closed_at"], float)
+        sent = [m["content"] for _, m in loaded.messages if m["role"] == "user"]
+        assert sent == ["hi a"]  # nothing stored by the refused turn
+    finally:
+        store.close()

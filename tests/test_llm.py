@@ -41,6 +41,14 @@ def _allow_project_providers(monkeypatch):
     monkeypatch.setenv("VEIL_ALLOW_PROJECT_PROVIDERS", "1")
 
 
+@pytest.fixture(autouse=True)
+def _through_litellm(monkeypatch):
+    """These tests stand in for ``litellm.completion`` to raise litellm's own exceptions, so
+    calls to their ``openai`` providers go through litellm (``VEIL_DIRECT_OPENAI=0``); the
+    direct HTTP client is tested against a real server in tests/test_openai_http.py."""
+    monkeypatch.setenv("VEIL_DIRECT_OPENAI", "0")
+
+
 KEY1 = "sk-test-PRIMARYkey0123456789abcdefXYZ"
 KEY2 = "sk-or-v1-SECONDkey9876543210zyxwvuABC"
 BASE1 = "http://127.0.0.1:9/primary/v1"

@@ -407,3 +407,46 @@ def test_eviction_keeps_the_prompt_under_the_full_compaction_trigger(make_veil):
     # min(8000 - 100 - schemas, 0.5 x 8000 - schemas) = 4000 - schemas for the prompt,
     # less the system message and the note
     assert seen and seen[0] == 4000 - schemas - fixed
+
+
+def test_ctrl_c_while_the_answer_streams_keeps_its_text(make_veil):
+    """Issue 30: an answer the user stopped while it streamed was lost (a resumed session
+    showed "(no answer)"). The text streamed so far is stored as the assistant's message, with
+    a note that it was cut, and the session goes on from it."""
+    from veil.core.loop import INTERRUPTED_NOTE
+
+    class Stopped:
+        """Streams two pieces, then the user presses Ctrl-C."""
+
+        name, provider, context_window = "stopping", "scripted", 8192
+
+        def complete(self, messages, tools=None, on_token=None):
+            on_token("The bug is in ")
+            on_token("parse(), line 12")
+            raise KeyboardInterrupt
+
+        def count_tokens(self, messages):
+            return 10
+
+    class Screen:
+        def __init__(self) -> None:
+            self.tokens: list[str] = []
+
+        @hookimpl
+        def render(self, event):
+            if event.kind == "token":
+                self.tokens.append(event.data["text"])
+
+    screen = Screen()
+    veil = make_veil(model=Stopped(), plugins=[("screen", screen)])
+    session = veil.new_session()
+    shown = screen.tokens
+    result = veil.run_turn(session, "where is the bug?")
+    assert result.status == "interrupted"
+    assert "".join(shown) == "The bug is in parse(), line 12"
+    expected = "The bug is in parse(), line 12" + INTERRUPTED_NOTE
+    assert session.messages[-1] == {"role": "assistant", "content": expected}
+    assert result.final == expected
+    reloaded = veil.load_session(session.id)
+    assert reloaded.messages[-1]["content"] == expected
+    assert pairing_problems(reloaded.messages[1:]) == []

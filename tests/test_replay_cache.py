@@ -278,6 +278,7 @@ POLICY_KEYS = [
     "effective_tokens",
     "prefix_breaks",
     "over_budget_steps",
+    "line_misses",  # issue 29, added last
 ]
 
 
@@ -291,7 +292,7 @@ def test_json_contract_has_the_cache_keys_and_per_step_on_request(enc):
         assert list(first[name]) == [*POLICY_KEYS, "per_step"]
         assert list(out["total"][name]) == POLICY_KEYS
         assert [list(s) for s in first[name]["per_step"]] == [
-            ["prompt_tokens", "cached_tokens", "misses"]
+            ["prompt_tokens", "cached_tokens", "misses", "line_misses"]
         ] * 3
     full = first["full"]
     s_t = ntok(enc, traj.system) + ntok(enc, traj.task)
@@ -431,8 +432,8 @@ def test_cli_bad_policy_and_price_are_clean_errors(tmp_path):
 
 def test_cli_skips_a_recording_with_no_step_and_says_so(tmp_path):
     """A folder of recordings often holds one whose agent stopped before its first message: the
-    run goes on over the others, names the skipped file on stderr and in the JSON; a run with
-    nothing left to replay is a clean error."""
+    run goes on over the others, names the skipped file on stderr and in the JSON. A run where
+    every file is skipped says so and succeeds, as the README says ("skipped"; issue 30)."""
     good = _write_traj(tmp_path, steps=3)
     empty = tmp_path / "stopped.traj.json"
     empty.write_text(json.dumps({"messages": [{"role": "system", "content": "s"}]}))
@@ -446,5 +447,11 @@ def test_cli_skips_a_recording_with_no_step_and_says_so(tmp_path):
     assert f"veil replay: skipped {empty}" in proc.stderr
 
     proc = _veil(str(empty), "--policies", "full", cwd=tmp_path)
-    assert proc.returncode == 1 and "no file to replay" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"veil replay: skipped {empty}" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stdout.strip() == "nothing to replay: 1 file(s) skipped, none holds a step"
+    proc = _veil(str(empty), "--json", cwd=tmp_path)  # veil's policy too: no session opened
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["files"] == [] and result["total"]["steps"] == 0
+    assert [entry["file"] for entry in result["skipped"]] == [str(empty)]

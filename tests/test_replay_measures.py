@@ -410,8 +410,15 @@ def test_replay_json_contract_with_and_without_veil(enc):
     assert [list(f) for f in out["files"]] == [["file", "format", "steps", "veil", *BASELINES]] * 2
     first = out["files"][0]
     assert (first["file"], first["format"], first["steps"]) == ("tiny", "mini-swe-agent", 3)
-    # issue 3's keys first, then issue 18's cache measure and the steps over the budget
-    cache_keys = ["cached_tokens", "effective_tokens", "prefix_breaks", "over_budget_steps"]
+    # issue 3's keys first, then issue 18's cache measure and the steps over the budget, then
+    # issue 29's line misses
+    cache_keys = [
+        "cached_tokens",
+        "effective_tokens",
+        "prefix_breaks",
+        "over_budget_steps",
+        "line_misses",
+    ]
     issue3 = ["prompt_tokens", "peak_prompt_tokens", "references", "misses"]
     assert list(first["full"]) == issue3 + cache_keys
     assert list(first["veil"]) == [*issue3, "evictions", *cache_keys]

@@ -257,6 +257,96 @@ def test_count_message_tokens_openai_follows_openai_accounting():
     assert tokens.count_message_tokens(messages, "openai/gpt-4o") == expected
 
 
+def _history_with_tools() -> tuple[list[dict], list[dict]]:
+    """A chat history with a system prompt, tool calls and results, names, non-ASCII text and
+    content parts, and veil's own tool schemas (every string under litellm's 1,024-character
+    cut, so its pieces and a whole count agree)."""
+    from veil.default_plugins.coding_tools.tools import builtin_tools
+    from veil.default_plugins.memory_tools.tools import memory_tools
+
+    tools = [t.schema() for t in [*builtin_tools(), *memory_tools()]]
+    messages = [
+        {"role": "system", "content": "You are veil, a coding agent. Be terse."},
+        {"role": "user", "content": "Why does test_parse fail? 12345 東京 naïve 😀", "name": "ann"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": '{"command": "pytest -q -x"}'},
+                },
+                {
+                    "id": "call_2",
+                    "type": "function",
+                    "function": {"name": "read", "arguments": '{"path": "src/parse.py"}'},
+                },
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "E   assert 3 == 4\n1 failed"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "def parse(x):\n    return x+1\n"},
+        {"role": "assistant", "content": "parse adds 1; the test expects 2 more."},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Fix it."}, {"type": "text", "text": " Now."}],
+        },
+    ]
+    return messages, tools
+
+
+@pytest.mark.parametrize(
+    "model", ["gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4", "gpt-3.5-turbo", "o3-mini"]
+)
+def test_openai_counts_equal_litellm_token_counter(model):
+    """veil counts OpenAI prompts with tiktoken alone (veil.core.models.openai_tokens); the
+    reference is litellm's token_counter, which counted them before issue 30."""
+    from veil.core.models.offline import import_litellm
+    from veil.core.models.openai_tokens import message_tokens
+
+    litellm = import_litellm()
+    messages, tools = _history_with_tools()
+    for case_messages, case_tools in (
+        (messages, tools),
+        (messages, None),
+        (messages[1:], tools),  # no system message: litellm's 4-token discount is off
+        (messages[:2], tools[:1]),
+        ([], tools),
+    ):
+        expected = litellm.token_counter(model=model, messages=case_messages, tools=case_tools)
+        assert message_tokens(case_messages, model, case_tools) == expected
+        assert tokens.count_message_tokens(case_messages, f"openai/{model}", case_tools) == expected
+    text = messages[1]["content"]
+    assert tokens.count_text_tokens(text, model) == litellm.token_counter(model=model, text=text)
+
+
+def test_openai_counts_of_content_veil_does_not_count_come_from_litellm():
+    """An image part is priced by litellm's own rules: the count is its, not a text count."""
+    from veil.core.models.offline import import_litellm
+    from veil.core.models.openai_tokens import message_tokens
+
+    image = {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64,AAAA", "detail": "low"},
+    }
+    messages = [{"role": "user", "content": [{"type": "text", "text": "what is it"}, image]}]
+    assert message_tokens(messages, "gpt-4o") is None
+    expected = import_litellm().token_counter(model="gpt-4o", messages=messages)
+    assert tokens.count_message_tokens(messages, "openai/gpt-4o") == expected
+
+
+def test_openai_long_texts_are_counted_whole():
+    """litellm counts a text in 1,024-character pieces (a token cut in two counts twice); veil
+    counts it whole, as the model reads it: equal to tiktoken on the whole text."""
+    text = ("The quick brown fox jumps over the lazy dog; " * 200)[:9000]
+    whole = len(_tiktoken("o200k_base").encode_ordinary(text))
+    assert tokens.count_text_tokens(text, "openai/gpt-4o-mini") == whole
+    expected = 3 + 3 + len(_tiktoken("o200k_base").encode_ordinary("user")) + whole
+    assert (
+        tokens.count_message_tokens([{"role": "user", "content": text}], "gpt-4o-mini") == expected
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # the estimate
 

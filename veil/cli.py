@@ -79,6 +79,17 @@ class VeilContext:
         self._veil: Any = None
         self.json = False
         self.yes = False
+        self.loaded: tuple[str | None, Any] | None = None
+        """``(project, configuration)`` as :func:`build_cli` loaded it (None when it did not,
+        or it failed): opening that project reuses it instead of reading and validating
+        every file again."""
+
+    def loaded_config(self) -> Any:
+        """The configuration :func:`build_cli` loaded, if it is of :attr:`project` (``veil
+        serve --project`` may name another one), else None."""
+        if self.loaded is not None and self.loaded[0] == self.project:
+            return self.loaded[1]
+        return None
 
     def open(self, keep_going: bool = False, *, store: bool = True) -> Any:
         """Open the project (config, plugins, store); config errors become clean CLI errors.
@@ -89,18 +100,34 @@ class VeilContext:
         if self._veil is None:
             from veil.core.app import open_veil
 
+            config = self.loaded_config()
+            loaded = {"config": config} if config is not None else {}
             try:
                 self._veil = open_veil(
                     self.project,
                     disable=self.disabled,
                     keep_going=keep_going,
                     db_path=None if store else ":memory:",
+                    **loaded,
                 )
             except (ConfigError, ImportError) as exc:
                 raise click.ClickException(str(exc)) from exc
             if self.yes:  # the user's choice for this run: nothing asks; deny rules still hold
                 self._veil.config.settings.permissions.mode = "allow"
         return self._veil
+
+    def close(self, code: int) -> int:
+        """Close the project if this invocation opened it (its plugins' background work, the
+        store's queued writes); returns ``code``, or 1 when closing failed (said on stderr)."""
+        veil, self._veil = self._veil, None
+        if veil is None:
+            return code
+        try:
+            veil.close()
+        except Exception as exc:  # noqa: BLE001 - reported; the exit status says it
+            click.echo(f"veil: error: closing the project: {exc}", err=True)
+            return code or 1
+        return code
 
 
 def blocked_command_provider(command: str, blocked: frozenset[str]) -> str | None:
@@ -225,6 +252,12 @@ def cli(
         raise click.UsageError("--json goes with -p TASK (the REPL has no JSON mode)")
     if task is not None and not task.strip():
         raise click.UsageError("-p: the task is empty")
+    if task is not None:
+        # a model answers next: its client (the openai SDK, which litellm imports too) loads on
+        # a loader thread while the project opens (the REPL loads it after its first prompt)
+        from veil.core.models import openai_chat
+
+        openai_chat.start_loading()
     veil = state.open()
     try:
         session = _pick_session(veil, cont, resume_id, agent, model)
@@ -276,7 +309,8 @@ def _plugin_names_named(state: VeilContext) -> list[tuple[str, str]]:
     from veil.core.settings import load_config
 
     try:
-        plugins = load_config(state.project).settings.plugins
+        config = state.loaded_config() or load_config(state.project)
+        plugins = config.settings.plugins
         disable, load = plugins.disable, plugins.load
     except (ConfigError, OSError):
         disable, load = [], None
@@ -542,6 +576,67 @@ def settings_cmd(state: VeilContext) -> None:
     click.echo(config.redactor.text(json.dumps(out, indent=2)))
 
 
+MODELS_SHOWN = 20
+"""Model names ``veil models`` prints per provider (``--json`` lists them all)."""
+
+
+@cli.command("models")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (every model listed).")
+@click.option(
+    "--no-fetch",
+    is_flag=True,
+    help="Do not ask the providers that speak OpenAI's API for their models (GET /models).",
+)
+@click.pass_obj
+def models_cmd(state: VeilContext, as_json: bool, no_fetch: bool) -> None:
+    """List the providers of auth.json: what each serves, and which model role uses it.
+
+    A provider that speaks OpenAI's API (type openai, or one with a base_url) is asked for its
+    models (GET /models with its key); another lists the models litellm knows for its type.
+    Use a provider that no role uses with --model NAME/MODEL or /model NAME/MODEL."""
+    from veil.core.models.catalog import provider_listing
+
+    veil = state.open(store=False)
+    llm = veil.llm
+    listing = provider_listing(llm, fetch=not no_fetch)
+    redact = veil.config.redactor.text  # a key a provider echoes in an error never prints
+    if as_json:
+        click.echo(redact(json.dumps({"providers": listing}, indent=2)))
+        return
+    if not listing:
+        click.echo(
+            "no provider is configured (auth.json: providers); "
+            + ("the offline model answers" if llm.is_offline_default else "see README, The model")
+        )
+        return
+    for p in listing:
+        where = [p["type"]]
+        if p["baseUrl"]:
+            where.append(p["baseUrl"])
+        where.append("key set" if p["keySet"] else "no key")
+        where.append(f"{p['definedIn']}'s auth.json")
+        routing = f" · routing {p['routing']}" if p["routing"] else ""
+        click.echo(redact(f"{p['name']} ({', '.join(where)}){routing}"))
+        roles = [
+            f"{r['role']} {r['model']}" + (" (fallback)" if r["fallback"] else "")
+            for r in p["roles"]
+        ]
+        click.echo(
+            "  roles: "
+            + (", ".join(roles) if roles else f"none; use it with --model {p['name']}/MODEL")
+        )
+        if p["error"]:
+            click.echo(redact(f"  models: could not list them: {p['error']}"))
+        elif p["models"] is not None:
+            shown = ", ".join(p["models"][:MODELS_SHOWN])
+            more = len(p["models"]) - MODELS_SHOWN
+            tail = f", ... and {more} more (--json lists all)" if more > 0 else ""
+            source = "its /models" if p["modelsFrom"].startswith("GET") else "litellm's list"
+            click.echo(redact(f"  models ({source}): {shown or 'none'}{tail}"))
+        else:
+            click.echo("  models: not asked (--no-fetch)")
+
+
 @cli.command("plugins")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
@@ -677,20 +772,54 @@ def _register_commands(pm: Any, group: click.Group) -> dict[str, PluginHookFaile
     return failures
 
 
-def build_cli(argv: list[str] | None = None) -> click.Group:
-    """Return the ``veil`` group with plugin commands added (plugins chosen from ``argv``)."""
+_VALUED_OPTIONS = frozenset({"--project", "--disable-plugin", "-p", "--print", "--resume"})
+_VALUED_OPTIONS |= {"--agent", "--model"}
+
+
+def _asks_for_help_only(argv: list[str]) -> bool:
+    """Whether ``argv`` asks the top-level command for its help or version (``veil --help``,
+    ``veil --project X -h``, ``veil --version``) and names no subcommand."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-h", "--help", "--version"):
+            return True
+        if not arg.startswith("-"):
+            return False  # a subcommand (its own --help lists its options)
+        i += 2 if arg in _VALUED_OPTIONS else 1
+    return False
+
+
+def build_cli(argv: list[str] | None = None, state: VeilContext | None = None) -> click.Group:
+    """Return the ``veil`` group with plugin commands added (plugins chosen from ``argv``).
+
+    ``state``: the invocation's context, which keeps the configuration loaded here
+    (:attr:`VeilContext.config`) so the command does not load it again."""
     argv = sys.argv[1:] if argv is None else argv
-    from veil.core.plugins import load_plugins, new_plugin_manager, plugin_selection
-    from veil.core.settings import load_config
+    from veil.core.plugins import (
+        listed_plugin_selection,
+        load_plugins,
+        new_plugin_manager,
+        plugin_selection,
+    )
 
     disabled = _prescan_disabled(argv)
-    try:
-        config = load_config(_prescan_project(argv))
-        selection = plugin_selection(
-            config.settings.plugins.disable, config.settings.plugins.load, disabled
-        )
-    except ConfigError:
-        selection = plugin_selection((), None, disabled)  # reported when the project opens
+    if _asks_for_help_only(argv):
+        # `veil --help` lists commands and opens nothing: the selection is read without
+        # validating the settings (pydantic and every settings model: issue 30's 0.3 s)
+        selection = listed_plugin_selection(_prescan_project(argv), disabled)
+    else:
+        from veil.core.settings import load_config
+
+        try:
+            config = load_config(_prescan_project(argv))
+            if state is not None:
+                state.loaded = (_prescan_project(argv), config)
+            selection = plugin_selection(
+                config.settings.plugins.disable, config.settings.plugins.load, disabled
+            )
+        except ConfigError:
+            selection = plugin_selection((), None, disabled)  # reported when the project opens
     try:
         pm = load_plugins(new_plugin_manager(), selection)
     except (ConfigError, ImportError) as exc:
@@ -713,16 +842,25 @@ def main(argv: list[str] | None = None) -> None:
     install_signal_handlers()  # SIGTERM / SIGHUP also end the commands tools started
     utf8_stdio()  # UTF-8 in and out whatever the locale (LANG=C...)
     argv = [argument_text(a) for a in (sys.argv[1:] if argv is None else argv)]
+    code: int | str | None = 0
+    state = VeilContext(_prescan_project(argv), _prescan_disabled(argv))
     try:
-        group = build_cli(argv)
-        group.main(
-            args=argv,
-            prog_name="veil",
-            obj=VeilContext(_prescan_project(argv), _prescan_disabled(argv)),
-        )
+        group = build_cli(argv, state)
+        group.main(args=argv, prog_name="veil", obj=state)
     except PluginHookFailed as exc:  # at start (session_start, register_*) or in a command
         report_plugin_failure(exc)
-        sys.exit(1)
+        code = 1
+    except SystemExit as exc:  # click ends every command this way
+        code = exc.code
+    if isinstance(code, str):  # sys.exit("message") prints it; os._exit would not
+        click.echo(code, err=True)
+        code = 1
+    code = state.close(code or 0)
+    # every command ends here: loader threads stopped, litellm's clients closed and the atexit
+    # handlers run while the interpreter is whole, then os._exit (veil.core.background)
+    from veil.core import background
+
+    background.finish(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

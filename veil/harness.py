@@ -253,11 +253,32 @@ class VeilHarness:
             max_tokens: the completion tokens the host will request; left free in the window
                 (default ``loop.completionReserve``, 1,024).
         """
+        return self.prompt(tools, max_tokens).messages
+
+    def prompt(
+        self, tools: list[dict[str, Any]] | None = None, max_tokens: int | None = None
+    ) -> Any:
+        """:meth:`build_prompt` with everything known about what it built: the
+        :class:`veil.core.prompt.context.Prompt` (``messages``, ``tokens``, ``indices`` -- the
+        stored message each one shows --, ``tools_tokens``, ``reserve_tokens``, ``notes``)."""
         offered = self.tools() if tools is None else clean_message(tools)
         prompt = build_prompt(self.session, tools=offered, reserve=max_tokens)
         self.session.last_prompt_tokens = prompt.tokens
         self._last_prompt = prompt
-        return prompt.messages
+        return prompt
+
+    def fixed_tokens(self, tools: list[dict[str, Any]] | None = None) -> tuple[int, int]:
+        """Tokens of the system message veil would send now and of the tool schemas ``tools``
+        (the memory tools when None), before any message
+        (:func:`veil.core.prompt.context.fixed_prompt_tokens`)."""
+        from veil.core.prompt.context import fixed_prompt_tokens
+
+        return fixed_prompt_tokens(self.session, self.tools() if tools is None else tools)
+
+    @property
+    def context_window(self) -> int:
+        """The window (tokens) the session's prompts are fitted to."""
+        return int(self.session.context_window)
 
     def on_context_refused(self, error: BaseException | str) -> bool:
         """The host's model refused the messages :meth:`build_prompt` gave last as longer than

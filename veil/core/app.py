@@ -573,6 +573,24 @@ class Veil:
 
     # -- turns ------------------------------------------------------------------------------
 
+    def prepare(self, model: str | None = None) -> None:
+        """Load now what the first turn would load on its way to the model, so that it waits
+        for nothing: the agent loop's modules, and what the main model (or ``model``, a
+        session's) needs for its first call (:meth:`veil.core.models.llm.LiteLLMModel.prepare`:
+        litellm only where a call goes through it, the tokenizer). ``veil serve`` and ``veil
+        proxy`` call it before they report ready, the REPL on a loader thread while the user
+        types. A model that cannot be resolved is left for the first turn to report."""
+        from veil.core import loop  # noqa: F401 - prompt assembly, the tools' dispatch
+        from veil.core.prompt import items  # noqa: F401 - the live items' batch (numpy)
+
+        try:
+            chosen = self.llm.model_for("main", model)
+        except VeilError:
+            return
+        prepare = getattr(chosen, "prepare", None)  # a local or scripted model has none
+        if callable(prepare):
+            prepare()
+
     def run_turn(self, session: Session, text: str, **kwargs: Any) -> TurnResult:
         """Answer one user message with the agent loop (see :func:`veil.core.loop.run_turn`)."""
         from veil.core.loop import run_turn
@@ -668,7 +686,12 @@ class Veil:
 
     def close(self) -> None:
         """Release the store's connection, once plugins finished their background work on it
-        (``before_close`` hook: veil_fsrs' turn embeddings of this app's sessions)."""
+        (``before_close`` hook: veil_fsrs' turn embeddings of this app's sessions). A second
+        call does nothing (``veil serve`` closes its project, then the CLI closes what it
+        opened)."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         try:
             self.pm.hook.before_close(veil=self)
         finally:

@@ -123,6 +123,7 @@ def _run_turn_held(
         veil.store.update_session(session.id, title=session.title)
 
     pending_calls: list[str] = []
+    answering: list[str] | None = None  # the text streamed by the model call in progress
     try:
         for iteration in range(1, limit + 1):
             session.step += 1
@@ -133,7 +134,8 @@ def _run_turn_held(
             for note in prompt.notes:
                 session.emit("info", text=note)
             call_started = time.monotonic()
-            on_token = (lambda tok: session.emit("token", text=tok)) if stream else None
+            answering = []
+            on_token = _streamer(session, answering) if stream else None
             _emit_model_call(session, model, prompt.tokens)
             try:
                 completion = model.complete(prompt.messages, tools=tools or None, on_token=on_token)
@@ -177,6 +179,7 @@ def _run_turn_held(
             )
             reply = _clean_assistant(completion.message)
             pending_calls = [tc["id"] for tc in reply.get("tool_calls") or []]
+            answering = None
             idx = turn.record_assistant(session, reply, usage=usage)
             stored = session.messages[idx]  # redacted: what is captured, shown and sent again
             session.emit(
@@ -207,6 +210,10 @@ def _run_turn_held(
             session.append(
                 {"role": "tool", "tool_call_id": call_id, "content": "[interrupted by the user]"}
             )
+        if answering:  # stopped while the answer streamed: what the user saw is kept
+            partial = clean_text("".join(answering)) + INTERRUPTED_NOTE
+            idx = turn.record_assistant(session, {"role": "assistant", "content": partial})
+            result.final = session.messages[idx].get("content") or ""
         result.status, result.reason = "interrupted", "interrupted by the user (Ctrl-C)"
     except PluginHookFailed as exc:
         # the turn stops here; what is stored stays, and every call of the last batch keeps a
@@ -234,6 +241,22 @@ def _answer_unanswered_calls(session: Session, text: str) -> None:
     for call in messages[start].get("tool_calls") or []:
         if call.get("id") not in answered:
             session.append({"role": "tool", "tool_call_id": call.get("id"), "content": text})
+
+
+INTERRUPTED_NOTE = "\n\n[interrupted by the user]"
+"""Appended to the text of an answer the user stopped while it streamed: the text is stored as
+the assistant's message (shown on resume, sent again), and the model learns it was cut."""
+
+
+def _streamer(session: Session, pieces: list[str]) -> Any:
+    """``on_token`` of a streamed call: each piece is shown (a ``token`` event) and kept in
+    ``pieces``, so an answer stopped half-way keeps what was streamed."""
+
+    def on_token(piece: str) -> None:
+        pieces.append(piece)
+        session.emit("token", text=piece)
+
+    return on_token
 
 
 def _emit_model_call(session: Session, model: Any, prompt_tokens: int) -> None:

@@ -245,23 +245,25 @@ def collect_sections(
 
 
 def _check_entry(plugin: str, section: Any, model: Any, base: type) -> None:
-    advice = fix_or_uninstall(plugin)
+    # the advice names the plugin's distribution, which takes a scan of every installed one
+    # (importlib.metadata.entry_points): made only for an error, not once per section
     if not isinstance(section, str) or not SECTION_NAME_RE.match(section):
         raise ConfigError(
             f"plugin {plugin}: settings section name {section!r} must be snake_case "
-            f"(letters, digits, '_'; settings.json spells it in camelCase). {advice}"
+            f"(letters, digits, '_'; settings.json spells it in camelCase). "
+            f"{fix_or_uninstall(plugin)}"
         )
     if not (isinstance(model, type) and issubclass(model, base)):
         raise ConfigError(
             f"plugin {plugin}: settings section {section!r} must be a subclass of "
-            f"veil.core.settings.SettingsSection, got {model!r}. {advice}"
+            f"veil.core.settings.SettingsSection, got {model!r}. {fix_or_uninstall(plugin)}"
         )
     required = sorted(name for name, f in model.model_fields.items() if f.is_required())
     if required:
         # the section is built from its defaults when the files leave it out
         raise ConfigError(
             f"plugin {plugin}: settings section {section!r} needs a default for every field; "
-            f"{', '.join(required)} has none. {advice}"
+            f"{', '.join(required)} has none. {fix_or_uninstall(plugin)}"
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import compress, repeat
 from operator import attrgetter
 from pathlib import Path
@@ -123,8 +123,11 @@ class Session:
         self._plugin_state: dict[str, Any] = {}
         if resumed:
             stored = veil.store.items(self.id, ("warm", "cold"))
+            self.paged_out, excerpts = _pageable(veil.store, self.id, stored)
+            for item in stored:  # the lines an excerpt showed when the session was saved
+                if item.tier == "warm" and excerpts.get(item.id):
+                    item.excerpt = excerpts[item.id]
             self._stub_items(stored)
-            self.paged_out = _pageable(veil.store, self.id, stored)
 
     @overload
     def plugin_state(self, name: str) -> Any | None: ...
@@ -379,12 +382,28 @@ class Session:
         return self._token_cache[key]
 
     def _stub_items(self, items: list[ContextItem]) -> None:
-        from veil.core.prompt.context import pointer_stub
+        """Put what stands for each of ``items`` in the prompt now that it left: its excerpt
+        (:func:`veil.core.prompt.excerpts.render_excerpt`) when it keeps lines, else its pointer
+        stub."""
+        from veil.core.prompt.context import excerpt_stub, pointer_stub
 
         stubs = self.stubs
         for item in items:
             if item.message_index is not None and item.source in _STUBBED_SOURCES:
-                stubs[item.message_index] = pointer_stub(item)
+                stubs[item.message_index] = (
+                    excerpt_stub(item)
+                    if item.excerpt and item.tier == "warm"
+                    else pointer_stub(item)
+                )
+
+    def excerpt_indices(self) -> dict[int, tuple[int, ...]]:
+        """Message index -> the lines its excerpt shows, for the messages the prompt shows as
+        an excerpt (the warm items with ``excerpt`` set)."""
+        return {
+            item.message_index: item.excerpt
+            for item in self.paged_out.values()
+            if item.excerpt and item.message_index is not None
+        }
 
     WORKING_SET_TURNS = 3
 
@@ -475,6 +494,7 @@ class Session:
             TypeError: ``plan.reasons`` is not a mapping (checked before anything changes).
         """
         reasons = dict(plan.reasons)  # a copy the writer thread reads later; fails early if bad
+        excerpts = dict(getattr(plan, "excerpts", None) or {})
         live = self.live_items
         tiers = ["warm"] * len(plan.to_warm) + ["cold"] * len(plan.to_cold)
         rows = live.rows_of([*plan.to_warm, *plan.to_cold])  # -1: not live (ignored)
@@ -497,13 +517,29 @@ class Session:
             for i in dict.fromkeys(getattr(plan, "to_live", ()))
             if i in self.paged_out
         ]
-        if not moved and not back:
+        back_ids = {item.id for item in back}
+        # warm items that stay out of the prompt but show other lines (or none) from now on
+        relevelled = [
+            self.paged_out[i]
+            for i in excerpts
+            if i in self.paged_out
+            and i not in back_ids
+            and (self.paged_out[i].excerpt or ()) != _excerpt_lines(self.paged_out[i], excerpts[i])
+        ]
+        if not moved and not back and not relevelled:
             return list(plan.report)
         # per-item work in C: the tiers set, the warm items made page-in candidates
         deque(map(setattr, moved, repeat("tier"), tiers), maxlen=0)
+        if excerpts:
+            for item in moved[:warm]:
+                if item.id in excerpts:
+                    item.excerpt = _excerpt_lines(item, excerpts[item.id]) or None
+            for item in relevelled:
+                item.excerpt = _excerpt_lines(item, excerpts[item.id]) or None
         if pageable:
             self.paged_out.update(zip(map(_item_id, moved[:warm]), moved[:warm], strict=True))
         self._stub_items(moved)
+        self._stub_items(relevelled)
         if live.ids_unique:
             live.remove_rows(rows)  # incremental: columns compacted, not rebuilt
         else:  # an id held twice (never by the core): every copy leaves, as remove_ids does
@@ -511,23 +547,26 @@ class Session:
         for item in back:
             del self.paged_out[item.id]
             item.tier = "live"
+            item.excerpt = None
             if item.message_index is not None:
                 self.stubs.pop(item.message_index, None)
         if back:
             self.live_items.extend(back)
         # last: the writer thread starts now, and would share the GIL with the work above
-        self._write_eviction(moved, warm, back, reasons, plan.threshold)
+        self._write_eviction(moved, warm, back, reasons, plan.threshold, relevelled)
         self.veil.pm.hook.after_eviction(session=self, evicted=moved, paged_in=back)
         if self.veil.pm.hook.render.get_hookimpls():  # the entries only for a front end
             self.emit(
                 "eviction",
-                items=eviction_entries(moved, warm, back, reasons),
+                items=eviction_entries(moved, warm, back, reasons, relevelled),
                 threshold=plan.threshold,
                 report=list(plan.report),
             )
         notes = [f"evicted {len(moved)} item(s)"] if moved else []
         if back:
             notes.append(f"paged in {len(back)} item(s)")
+        if relevelled:
+            notes.append(f"excerpted {len(relevelled)} item(s) again")
         return notes + list(plan.report)
 
     def _write_eviction(
@@ -537,6 +576,7 @@ class Session:
         back: list[ContextItem],
         reasons: dict[str, str],
         threshold: float | None,
+        relevelled: list[ContextItem] = (),  # type: ignore[assignment]
     ) -> None:
         """Record a pass in the store, behind the call path (:meth:`Store.write_behind`): the
         tiers, one ``evict`` event and the recall index in one transaction (a crash leaves the
@@ -550,8 +590,10 @@ class Session:
         by_tier = {"warm": moved[:warm], "cold": moved[warm:]}
         when = (self.clock(), self.id, self.step)
 
+        relevelled = list(relevelled)
+
         def job(conn: Any) -> None:
-            entries = eviction_entries(moved, warm, back, reasons)
+            entries = eviction_entries(moved, warm, back, reasons, relevelled)
             call_ids = {entry["toolCallId"] for entry in entries}
             for tier in ("warm", "cold"):
                 set_items_tier(conn, [item.id for item in by_tier[tier]], tier)
@@ -588,39 +630,76 @@ _item_id = attrgetter("id")
 
 
 def eviction_entries(
-    moved: list[ContextItem], warm: int, back: list[ContextItem], reasons: dict[str, str]
+    moved: list[ContextItem],
+    warm: int,
+    back: list[ContextItem],
+    reasons: dict[str, str],
+    relevelled: Sequence[ContextItem] = (),
 ) -> list[dict[str, Any]]:
     """The entries of an eviction pass, as the ``evict`` event and the ``eviction`` render
     event list them: ``{"id", "tier", "reason", "toolCallId", "messageIndex"}`` per item, the
     first ``warm`` of ``moved`` with tier ``warm``, the rest ``cold``, then the paged-in items
-    ``back`` with tier ``live``; ``reason`` from the plan's ``reasons`` (``""`` when absent)."""
-    tiers = ["warm"] * warm + ["cold"] * (len(moved) - warm) + ["live"] * len(back)
-    return [
-        {
+    ``back`` with tier ``live``, then the warm items ``relevelled`` (shown with other lines)
+    with tier ``warm``; ``reason`` from the plan's ``reasons`` (``""`` when absent; ``excerpt``
+    for a relevelled item without one). A warm item shown as an excerpt carries
+    ``"excerpt": [line numbers]`` (a resumed session shows the same lines)."""
+    tiers = (
+        ["warm"] * warm
+        + ["cold"] * (len(moved) - warm)
+        + ["live"] * len(back)
+        + ["warm"] * len(relevelled)
+    )
+    entries = []
+    again = {id(item) for item in relevelled}
+    for item, tier in zip([*moved, *back, *relevelled], tiers, strict=True):
+        default = "excerpt" if id(item) in again else ""
+        entry: dict[str, Any] = {
             "id": item.id,
             "tier": tier,
-            "reason": reasons.get(item.id, ""),
+            "reason": reasons.get(item.id, "") or default,
             "toolCallId": item.tool_call_id,
             "messageIndex": item.message_index,
         }
-        for item, tier in zip([*moved, *back], tiers, strict=True)
-    ]
+        if tier == "warm" and item.excerpt:
+            entry["excerpt"] = list(item.excerpt)
+        entries.append(entry)
+    return entries
+
+
+def _excerpt_lines(item: ContextItem, lines: Sequence[int]) -> tuple[int, ...]:
+    """``lines`` as an excerpt of ``item`` keeps them (distinct, ascending, within its
+    content)."""
+    from veil.core.prompt.excerpts import normalised
+
+    return normalised(lines, item.content.count("\n") + 1)
 
 
 _STUBBED_SOURCES = frozenset({"tool_result", "user", "assistant"})
 
 
-def _pageable(store: Any, session_id: str, stored: list[ContextItem]) -> dict[str, ContextItem]:
+def _pageable(
+    store: Any, session_id: str, stored: list[ContextItem]
+) -> tuple[dict[str, ContextItem], dict[str, tuple[int, ...]]]:
     """The page-in candidates of a resumed session: its warm items whose last move was an
-    eviction pass (not a demotion by hand, not observation masking), as the event log says."""
+    eviction pass (not a demotion by hand, not observation masking), as the event log says;
+    and, per item id, the lines its last ``evict`` entry showed as an excerpt (a damaged list
+    reads as none: a plain stub)."""
     from veil.core.context_ops import DEMOTED
 
     last: dict[str, bool] = {}  # item id -> may come back
+    excerpts: dict[str, tuple[int, ...]] = {}
     for event in store.events(session_id, ("evict", "mask")):
         payload = event["payload"]
         if event["kind"] == "mask":
             last[payload.get("item", "")] = False
+            excerpts.pop(payload.get("item", ""), None)
             continue
         for entry in payload.get("items", []):
             last[entry["id"]] = entry["tier"] == "warm" and entry.get("reason") != DEMOTED
-    return {i.id: i for i in stored if i.tier == "warm" and last.get(i.id, False)}
+            lines = entry.get("excerpt")
+            if entry["tier"] == "warm" and isinstance(lines, list) and lines:
+                excerpts[entry["id"]] = tuple(i for i in lines if isinstance(i, int))
+            else:
+                excerpts.pop(entry["id"], None)
+    pageable = {i.id: i for i in stored if i.tier == "warm" and last.get(i.id, False)}
+    return pageable, excerpts

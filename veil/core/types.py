@@ -91,6 +91,11 @@ class ContextItem:
         identifiers: the identifier tokens of ``content`` (DESIGN.md "Measures" shape:
             paths, symbols, numbers), computed at capture for coverage-aware eviction; not
             stored (None until computed, e.g. for an item read back from the store).
+        excerpt: for an item out of the prompt (warm), the lines of ``content`` the prompt
+            still shows, as 0-based line numbers in ascending order (an *excerpt*: those lines
+            verbatim, each elided run a marker; :mod:`veil.core.prompt.excerpts`); None for a
+            plain pointer stub or an item in the prompt whole. Set by the core from an
+            eviction plan's ``excerpts``; kept in the ``evict`` event, not in the items table.
     """
 
     content: str
@@ -115,6 +120,7 @@ class ContextItem:
     tier: str = "live"
     outcome: str | None = None
     identifiers: frozenset[str] | None = field(default=None, repr=False, compare=False)
+    excerpt: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -442,6 +448,12 @@ class EvictionPlan:
         reasons: id -> short reason (``"stale"``, ``"low score"``, ``"over budget"``...).
         threshold: the pressure threshold the policy used, in [0, 1].
         report: human-readable notes (e.g. protected items replaced because of the hard budget).
+        excerpts: id -> 0-based line numbers of the item's content the prompt keeps showing
+            (ascending; an *excerpt*, the third level between whole and pointer stub), for
+            items of ``to_warm`` and for items already out of the prompt (warm) whose shown
+            lines change; an empty tuple turns an excerpt back into a plain stub. Items of
+            ``to_warm`` without an entry get a plain stub. Line numbers past the content's
+            last line are ignored.
     """
 
     to_warm: list[str] = field(default_factory=list)
@@ -450,6 +462,7 @@ class EvictionPlan:
     reasons: dict[str, str] = field(default_factory=dict)
     threshold: float | None = None
     report: list[str] = field(default_factory=list)
+    excerpts: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 class LazyScores(Sequence[float]):

@@ -6,6 +6,11 @@ server on 127.0.0.1, and a pytest plugin with the fixtures built on them.
 - :class:`ScriptedOpenAIServer` (:mod:`veil.testing.scripted_server`): an OpenAI-compatible
   endpoint that answers from a list and records every request, for tests that cross the provider
   boundary for real (litellm, the openai SDK, ``veil`` in a subprocess).
+- :mod:`veil.testing.scripted_shapes` (the same server's Anthropic Messages and OpenAI
+  Responses answers) and :mod:`veil.testing.provider_checks` (what each provider would refuse in
+  a recorded request: :meth:`ScriptedOpenAIServer.problems`).
+- :mod:`veil.testing.agents`: real coding agents (Claude Code, Codex, pi, mini-swe-agent)
+  installed at pinned versions, ``veil proxy`` in a subprocess, and scripts answering by step.
 - :func:`install_fake_plugin` and :func:`run_veil` (:mod:`veil.testing.cli`): a plugin module
   with an entry point in a folder of its own, and ``veil`` run in a subprocess with that folder
   on ``PYTHONPATH``, for tests of what a plugin does to the command line.

@@ -1,6 +1,8 @@
-"""A scripted OpenAI-compatible chat server on 127.0.0.1 that records every request, for tests
-that cross the provider boundary for real: litellm or the openai SDK in the test's process, or
-veil in another process (``veil -p``, ``veil serve``) reaching it as it would reach a provider.
+"""A scripted model server on 127.0.0.1 that records every request, for tests that cross the
+provider boundary for real: litellm or the openai SDK in the test's process, or veil in another
+process (``veil -p``, ``veil serve``, ``veil proxy``) reaching it as it would reach a provider. It
+speaks OpenAI chat completions, Anthropic Messages and OpenAI Responses, each answered from the
+same script.
 
 ::
 
@@ -19,7 +21,8 @@ What it answers:
   request), or a function of the request body. A reply is a str (the assistant's text), a dict
   ``{"content": str | None, "tool_calls": [{"name", "arguments": dict | str, "id"?}]}`` (as for
   :class:`veil.testing.scripted_model.ScriptedModel`), or a :class:`Reply` for the special cases
-  (content sent as raw JSON text, an answer held back until an event is set).
+  (content sent as raw JSON text, an answer held back until an event is set, an HTTP error such
+  as a 401 or a 429 in OpenAI's error shape).
 - A prompt over ``context_window`` tokens gets an HTTP 400 and uses no reply: OpenAI's
   ``context_length_exceeded`` error (the body real OpenAI-compatible servers send, which litellm
   maps to its ``ContextWindowExceededError``), or with ``refusal`` another provider's body
@@ -29,7 +32,21 @@ What it answers:
   answer with tiktoken's ``cl100k_base``; ``omit_usage=True`` leaves it out, as some
   OpenAI-compatible servers (older llama.cpp servers, proxies, self-hosted gateways) do.
   ``cached`` adds ``prompt_tokens_details.cached_tokens`` (OpenAI's prompt-cache figure).
+- ``POST <anything>/messages``: the reply in Anthropic's Messages shape (streamed as Anthropic's
+  events when asked), with a signed ``thinking`` block first when the request turns thinking on;
+  ``POST <anything>/messages/count_tokens`` answers ``{"input_tokens": n}``. A prompt whose
+  tokens plus ``max_tokens`` exceed ``context_window`` gets Anthropic's 400
+  ``invalid_request_error`` ("prompt is too long: N tokens > W maximum" when the prompt alone
+  does, else "input length and `max_tokens` exceed context limit").
+- ``POST <anything>/responses``: the reply as OpenAI Responses output items (a ``reasoning`` item
+  when the request sets ``reasoning``, a ``message``, ``function_call`` items), streamed as
+  Responses events when asked. Over ``context_window``: 400 ``context_length_exceeded``.
+  (:mod:`veil.testing.scripted_shapes` builds both shapes.)
 - ``GET <anything>/models`` lists one model. Anything else is a 404 with an OpenAI-shaped error.
+
+:meth:`ScriptedOpenAIServer.problems` runs :mod:`veil.testing.provider_checks` on every recorded
+request: what the real provider would refuse (unpaired tool calls, a changed thinking signature,
+too many cache breakpoints, a prompt over the window...).
 """
 
 from __future__ import annotations
@@ -67,12 +84,21 @@ class Reply:
             Python str).
         wait: an event the answer waits for (up to :data:`WAIT_LIMIT_S`) before it is sent, to
             keep a turn running while a test does something else. The request is recorded first.
+        thinking: the text of the Anthropic thinking block / Responses reasoning summary sent
+            when the request turns thinking or reasoning on (None: a default text).
+        status: an HTTP error status to answer with instead (401, 429, 503...): the body is
+            OpenAI's error shape, ``{"error": {"message": content, "type": ..., "code": ...}}``
+            with ``error_code`` as its code.
+        error_code: the ``code`` of that error (``invalid_api_key``, ``rate_limit_exceeded``...).
     """
 
     content: str | None = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     content_json: str | None = None
     wait: threading.Event | None = None
+    thinking: str | None = None
+    status: int | None = None
+    error_code: str | None = None
 
     @classmethod
     def of(cls, value: Reply | str | dict[str, Any]) -> Reply:
@@ -87,7 +113,11 @@ class Reply:
         if isinstance(value, str):
             return cls(value)
         if isinstance(value, dict):
-            return cls(value.get("content"), list(value.get("tool_calls") or []))
+            return cls(
+                value.get("content"),
+                list(value.get("tool_calls") or []),
+                thinking=value.get("thinking"),
+            )
         raise TypeError(
             f"a scripted reply must be a str, a dict or a Reply, not {type(value).__name__}"
         )
@@ -111,8 +141,10 @@ class RecordedRequest:
         method, path: as sent (``POST``, ``/v1/chat/completions``).
         headers: header names lower-cased -> value.
         body: the parsed JSON body (None when there was none or it was not JSON).
-        prompt_tokens: the prompt's size under the server's ``count`` (chat completions only,
-            else None).
+        prompt_tokens: the prompt's size: under the server's ``count`` for chat completions,
+            :func:`~veil.testing.scripted_shapes.anthropic_prompt_tokens` /
+            :func:`~veil.testing.scripted_shapes.responses_prompt_tokens` for the other two
+            APIs; None for other routes.
         refused: whether the prompt was refused for exceeding ``context_window``.
     """
 
@@ -122,6 +154,31 @@ class RecordedRequest:
     body: Any = None
     prompt_tokens: int | None = None
     refused: bool = False
+
+    @property
+    def api(self) -> str | None:
+        """Which API the request spoke: ``chat``, ``anthropic``, ``responses`` (POSTs to those
+        routes), else None."""
+        if self.method != "POST":
+            return None
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path.endswith("/chat/completions"):
+            return "chat"
+        if path.endswith("/messages"):
+            return "anthropic"
+        if path.endswith("/responses"):
+            return "responses"
+        return None
+
+    def completion_limit(self) -> int | None:
+        """The completion tokens the request asks room for (``max_tokens``,
+        ``max_completion_tokens`` or ``max_output_tokens``), None when it names none."""
+        body = self.body if isinstance(self.body, dict) else {}
+        for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+            value = body.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return None
 
     @property
     def api_key(self) -> str | None:
@@ -232,7 +289,8 @@ class ScriptedOpenAIServer:
 
     Args:
         replies: answers in order, or a function ``(request_body) -> reply`` called per request.
-        default: the answer once the list of ``replies`` is used up; None answers HTTP 500.
+        default: the answer once the list of ``replies`` is used up; None answers HTTP 500
+            with ``x-should-retry: false`` (so the openai SDK does not retry it).
         context_window: prompts over this many tokens (per ``count``) get HTTP 400
             ``context_length_exceeded``; None accepts any size.
         refusal: the body of that 400, as one of :data:`REFUSALS` sends it
@@ -244,10 +302,16 @@ class ScriptedOpenAIServer:
         cached: the prompt tokens reported as read from the provider's prompt cache
             (``usage.prompt_tokens_details.cached_tokens``): an int for every request, or a
             function ``(messages, prompt_tokens) -> int``; None (default) reports no such detail.
+        count_completion: the completion room a chat or Responses request asks for
+            (``max_tokens``, ``max_completion_tokens``, ``max_output_tokens``) counts against
+            ``context_window`` with its prompt, as OpenAI counts it. Anthropic requests are
+            always checked so (prompt + ``max_tokens``), as Anthropic's API checks them.
 
     Attributes:
         requests: every :class:`RecordedRequest`, in arrival order.
         url: ``http://127.0.0.1:<port>/v1``, a provider's ``base_url``.
+        issued: the thinking signatures and encrypted reasoning handed out
+            (:class:`veil.testing.scripted_shapes.Issued`).
     """
 
     def __init__(
@@ -261,7 +325,10 @@ class ScriptedOpenAIServer:
         count: Callable[[list[dict[str, Any]]], int] = openai_prompt_tokens,
         model: str | None = None,
         cached: int | Callable[[list[dict[str, Any]], int], int] | None = None,
+        count_completion: bool = False,
     ) -> None:
+        from veil.testing.scripted_shapes import Issued
+
         self._script: Callable[[dict[str, Any]], ReplyLike] | None = None
         self._replies: list[ReplyLike] = []
         if callable(replies):
@@ -276,6 +343,8 @@ class ScriptedOpenAIServer:
         self.count = count
         self.model = model
         self.cached = cached
+        self.count_completion = count_completion
+        self.issued = Issued()
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -346,6 +415,68 @@ class ScriptedOpenAIServer:
         with self._lock:
             return any(secret in r.text() for r in self.requests)
 
+    def problems(self) -> list[str]:
+        """What the real provider would have refused in the requests received so far
+        (:meth:`check` on each), one line each: ``request 3 (anthropic): ...``; [] when every
+        request would have been accepted."""
+        with self._lock:
+            recorded = list(self.requests)
+        out = []
+        for number, request in enumerate(recorded, 1):
+            if request.api is None:
+                continue
+            found = self.check(request.api, request.body, request.headers)
+            out += [f"request {number} ({request.api}): {p}" for p in found]
+        return out
+
+    def check(self, api: str, body: Any, headers: dict[str, str] | None = None) -> list[str]:
+        """What the real provider would refuse ``body`` for, had it reached this server as an
+        ``api`` request (``chat``, ``anthropic`` or ``responses``) with ``headers`` (names
+        lower-cased): :mod:`veil.testing.provider_checks` for that API, with the thinking
+        signatures and encrypted reasoning this server issued, and a prompt over
+        ``context_window`` as the server counts it (with its completion room where
+        :meth:`over_window` counts it). One line per problem; [] when it would be accepted.
+        A test runs it on a recorded request it broke on purpose, to show the check can fail.
+
+        Raises:
+            ValueError: ``api`` is none of the three.
+        """
+        from veil.testing import provider_checks as checks
+        from veil.testing import scripted_shapes as shapes
+
+        headers = headers or {}
+        if api == "chat":
+            found = checks.chat_request_problems(body)
+            messages = body.get("messages") if isinstance(body, dict) else None
+            tokens = self.count(messages) if isinstance(messages, list) else None
+        elif api == "anthropic":
+            beta = headers.get("anthropic-beta", "")
+            found = checks.anthropic_request_problems(body, beta, self.issued.signatures)
+            tokens = shapes.anthropic_prompt_tokens(body) if isinstance(body, dict) else None
+        elif api == "responses":
+            found = checks.responses_request_problems(body, self.issued.encrypted)
+            usable = isinstance(body, dict) and body.get("input") not in (None, [], "")
+            tokens = shapes.responses_prompt_tokens(body) if usable else None
+        else:
+            raise ValueError(f"api: {api!r} is not one of chat, anthropic, responses")
+        sized = RecordedRequest("POST", "", headers, body, tokens)
+        if self.over_window(sized, api):
+            found.append(
+                f"prompt of {tokens} tokens (completion room {sized.completion_limit()}) over "
+                f"the window of {self.context_window}"
+            )
+        return found
+
+    def over_window(self, request: RecordedRequest, api: str) -> bool:
+        """Whether ``request``'s prompt (with its completion room for Anthropic, and for the
+        other APIs under ``count_completion``) exceeds ``context_window``."""
+        if self.context_window is None or request.prompt_tokens is None:
+            return False
+        size = request.prompt_tokens
+        if api == "anthropic" or self.count_completion:
+            size += request.completion_limit() or 0
+        return size > self.context_window
+
     # -- answering ------------------------------------------------------------------------------
 
     def _take(self, request: RecordedRequest) -> tuple[int, Reply | str | None]:
@@ -401,10 +532,19 @@ class ScriptedOpenAIServer:
             def log_message(self, *args: Any) -> None:  # quiet: tests read .requests
                 pass
 
-            def _send_json(self, status: int, payload: Any, *, raw: bytes | None = None) -> None:
+            def _send_json(
+                self,
+                status: int,
+                payload: Any,
+                *,
+                raw: bytes | None = None,
+                headers: dict[str, str] | None = None,
+            ) -> None:
                 data = raw if raw is not None else json.dumps(payload).encode("utf-8")
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -418,8 +558,23 @@ class ScriptedOpenAIServer:
                     body = None
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 path = self.path.split("?", 1)[0].rstrip("/")
+                request = RecordedRequest(self.command, self.path, headers, body)
                 if self.command == "POST" and path.endswith("/chat/completions"):
-                    self._chat(RecordedRequest(self.command, self.path, headers, body))
+                    self._chat(request)
+                    return
+                if self.command == "POST" and path.endswith("/messages/count_tokens"):
+                    from veil.testing.scripted_shapes import anthropic_prompt_tokens
+
+                    with server._lock:
+                        server.requests.append(request)
+                    tokens = anthropic_prompt_tokens(body if isinstance(body, dict) else {})
+                    self._send_json(200, {"input_tokens": tokens})
+                    return
+                if self.command == "POST" and path.endswith("/messages"):
+                    self._anthropic(request)
+                    return
+                if self.command == "POST" and path.endswith("/responses"):
+                    self._responses(request)
                     return
                 with server._lock:
                     server.requests.append(RecordedRequest(self.command, self.path, headers, body))
@@ -439,18 +594,24 @@ class ScriptedOpenAIServer:
                     self._send_json(400, {"error": {**error, "type": "invalid_request_error"}})
                     return
                 request.prompt_tokens = tokens = server.count(body["messages"])
-                window = server.context_window
-                request.refused = window is not None and tokens > window
+                request.refused = server.over_window(request, "chat")
                 number, reply = server._take(request)
                 if reply is None:
                     self._send_json(400, server._refusal(tokens))
                     return
                 if isinstance(reply, str):
                     error = {"message": reply, "type": "server_error"}
-                    self._send_json(500, {"error": error})
+                    # a used-up script is the test's mistake, not a passing failure: the openai
+                    # SDK (and litellm through it) honours this header and does not retry
+                    self._send_json(500, {"error": error}, headers={"x-should-retry": "false"})
                     return
                 if reply.wait is not None:
                     reply.wait.wait(WAIT_LIMIT_S)
+                if reply.status is not None:
+                    kind = "invalid_request_error" if reply.status < 500 else "server_error"
+                    error = {"message": reply.content or "", "type": kind, "code": reply.error_code}
+                    self._send_json(reply.status, {"error": error})
+                    return
                 message = server._message(reply, number)
                 completion_tokens = cl100k_count(message.get("content") or "") + sum(
                     cl100k_count(c["function"]["arguments"])
@@ -484,6 +645,117 @@ class ScriptedOpenAIServer:
                 if not server.omit_usage:
                     answer["usage"] = usage
                 self._send_json(200, None, raw=_with_content(answer, message, reply))
+
+            def _anthropic(self, request: RecordedRequest) -> None:
+                from veil.testing import scripted_shapes as shapes
+
+                body = request.body
+                if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+                    with server._lock:
+                        server.requests.append(request)
+                    error = shapes.anthropic_error(
+                        "invalid_request_error", "messages: Field required"
+                    )
+                    self._send_json(400, error)
+                    return
+                request.prompt_tokens = tokens = shapes.anthropic_prompt_tokens(body)
+                request.refused = server.over_window(request, "anthropic")
+                number, reply = server._take(request)
+                if reply is None:  # Anthropic's two wordings: the prompt alone, or with room
+                    limit = request.completion_limit() or 0
+                    text = (
+                        f"prompt is too long: {tokens} tokens > {server.context_window} maximum"
+                        if tokens > (server.context_window or 0)
+                        else f"input length and `max_tokens` exceed context limit: {tokens} + "
+                        f"{limit} > {server.context_window}, decrease input length or "
+                        f"`max_tokens` and try again"
+                    )
+                    self._send_json(400, shapes.anthropic_error("invalid_request_error", text))
+                    return
+                if isinstance(reply, str):
+                    self._send_json(500, shapes.anthropic_error("api_error", reply))
+                    return
+                if reply.wait is not None:
+                    reply.wait.wait(WAIT_LIMIT_S)
+                model = server.model or body.get("model") or "scripted"
+                message = shapes.anthropic_message(reply, number, body, server.issued, model)
+                usage: dict[str, Any] = {
+                    "input_tokens": tokens,
+                    "output_tokens": shapes.anthropic_completion_tokens(message),
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                }
+                if server.cached is not None:
+                    cached = server.cached
+                    hit = cached(body["messages"], tokens) if callable(cached) else cached
+                    usage["cache_read_input_tokens"] = int(hit)
+                    usage["input_tokens"] = tokens - int(hit)  # Anthropic's split of the prompt
+                if body.get("stream"):
+                    events = shapes.anthropic_events(message, usage)
+                    self._send_events((e["type"], e) for e in events)
+                    return
+                self._send_json(200, {**message, "usage": usage})
+
+            def _responses(self, request: RecordedRequest) -> None:
+                from veil.testing import scripted_shapes as shapes
+
+                body = request.body
+                if not isinstance(body, dict) or body.get("input") in (None, [], ""):
+                    with server._lock:
+                        server.requests.append(request)
+                    error = shapes.responses_error("invalid_request_error", "input: required")
+                    self._send_json(400, error)
+                    return
+                request.prompt_tokens = tokens = shapes.responses_prompt_tokens(body)
+                request.refused = server.over_window(request, "responses")
+                number, reply = server._take(request)
+                if reply is None:
+                    text = (
+                        f"Your input exceeds the context window of this model "
+                        f"({tokens} tokens > {server.context_window})."
+                    )
+                    error = shapes.responses_error(
+                        "invalid_request_error", text, "context_length_exceeded"
+                    )
+                    self._send_json(400, error)
+                    return
+                if isinstance(reply, str):
+                    self._send_json(500, shapes.responses_error("server_error", reply))
+                    return
+                if reply.wait is not None:
+                    reply.wait.wait(WAIT_LIMIT_S)
+                items = shapes.responses_output(reply, number, body, server.issued)
+                output_tokens = shapes.responses_completion_tokens(items)
+                cached = server.cached
+                hit = 0
+                if cached is not None:
+                    hit = int(cached([], tokens) if callable(cached) else cached)
+                usage = {
+                    "input_tokens": tokens,
+                    "input_tokens_details": {"cached_tokens": hit},
+                    "output_tokens": output_tokens,
+                    "output_tokens_details": {"reasoning_tokens": 0},
+                    "total_tokens": tokens + output_tokens,
+                }
+                response = shapes.responses_response(
+                    number, body, items, None if server.omit_usage else usage
+                )
+                if body.get("stream"):
+                    events = shapes.responses_events(response)
+                    self._send_events((e["type"], e) for e in events)
+                    return
+                self._send_json(200, response)
+
+            def _send_events(self, events: Iterable[tuple[str, dict[str, Any]]]) -> None:
+                """Server-sent events ``event: <name>`` / ``data: <json>``, then close."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for name, data in events:
+                    self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+                self.wfile.flush()
+                self.close_connection = True
 
             def _stream(
                 self,

@@ -91,10 +91,14 @@ def test_the_notice_names_the_auth_json_veil_reads(tmp_path, monkeypatch):
 
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "elsewhere"))
     [model] = veil_bundled.register_models()
-    assert f"configure a provider in {tmp_path / 'elsewhere' / 'auth.json'} (" in model.notice
+    where = tmp_path / "elsewhere" / "auth.json"
+    assert f"configure a provider and its model in {where} (" in model.notice
     assert "~/.veil" not in model.notice
     monkeypatch.delenv("VEIL_HOME")
-    assert "configure a provider in ~/.veil/auth.json (" in veil_bundled.notice()
+    # the model goes beside the providers, as in the README's auth.json example (issue 30: the
+    # banner said .veil/settings.json, the README auth.json)
+    assert "configure a provider and its model in ~/.veil/auth.json (" in veil_bundled.notice()
+    assert "settings.json" not in veil_bundled.notice()
 
 
 def test_the_plugin_registers_the_model_without_importing_llama_cpp():

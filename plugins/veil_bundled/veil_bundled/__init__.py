@@ -26,8 +26,8 @@ def notice() -> str:
     return (
         "No model is configured, so veil is answering with its bundled offline model "
         "SmolLM2-135M-Instruct, a very small model fit for trying veil out but not for real "
-        f"coding work; configure a provider in {user_auth_text()} (providers, routing) and name "
-        "its model in .veil/settings.json under models.main."
+        f"coding work; configure a provider and its model in {user_auth_text()} (providers, "
+        "routing, models.main, as in the README's example)."
     )
 
 

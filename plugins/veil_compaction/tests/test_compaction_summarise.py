@@ -6,7 +6,7 @@ import math
 
 import pytest
 from veil_compaction import prompts
-from veil_compaction.summarise import Summariser, render_message
+from veil_compaction.summariser import Summariser, render_message
 from veil_compaction.testing import ScriptedSummariser, step, synthetic_history
 
 from veil.core.errors import ConfigError, ProviderError

@@ -19,14 +19,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from veil.core.types import Message, SlashCommand, Summary
 from veil.hookspecs import hookimpl
-from veil_compaction import auto, commands, summary
-from veil_compaction.masking import mask_in_blocks
-from veil_compaction.settings import MaskingSettings
 
+# The hooks import what they use when they are called: ``veil --help`` loads every plugin, and
+# these modules bring numpy and pydantic with them (issue 30: nothing that may never be used is
+# imported on the way to the first prompt). No module of this package may be named after a hook
+# of it: importing ``veil_compaction.<name>`` later sets the package's attribute ``<name>`` to
+# the module, and a plugin manager made after that would not find the hook (the summariser's
+# module is summariser.py, not summarise.py).
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session_api import PluginSession
+    from veil.core.types import Message, SlashCommand, Summary
 
 __all__ = [
     "register_settings",
@@ -48,6 +51,8 @@ def fit_prompt(session: PluginSession, messages: list[Message], first_index: int
     ``session.state["veil_compaction"]["maskedBefore"]`` as an index into the session's
     history, so a resumed session masks what it masked before; without ``first_index`` (the
     messages are not the session's history) each call starts from nothing."""
+    from veil_compaction.masking import mask_in_blocks
+
     settings = session.config.settings.compaction
     layer_on = bool(getattr(session.veil, "context_layer_on", False))
     state = session.state.setdefault(STATE_KEY, {}) if first_index is not None else {}
@@ -72,34 +77,46 @@ def summarise(
     mode: str,
 ) -> Summary:
     """The summary of the folded ``messages`` (:func:`veil_compaction.summary.summarise`)."""
+    from veil_compaction import summary
+
     return summary.summarise(session, messages, previous, instructions, mode)
 
 
 @hookimpl
 def after_iteration(session: PluginSession, iteration: int) -> None:
     """Check ``autoThreshold`` between tool batches."""
+    from veil_compaction import auto
+
     auto.check(session)
 
 
 @hookimpl
 def turn_end(session: PluginSession, final_message: Any) -> None:
     """Check ``autoThreshold`` after the final answer (no ``after_iteration`` follows it)."""
+    from veil_compaction import auto
+
     auto.check(session)
 
 
 @hookimpl
 def register_slash_commands(veil: Any) -> list[SlashCommand]:
     """``/compact [instructions]``."""
+    from veil_compaction import commands
+
     return commands.slash_commands()
 
 
 @hookimpl
 def register_commands(cli: Any) -> None:
     """``veil compact``."""
+    from veil_compaction import commands
+
     commands.add_cli_commands(cli)
 
 
 @hookimpl
 def register_settings() -> dict[str, Any]:
     """Observation masking's fields of ``compaction`` (:class:`~veil_compaction.settings.MaskingSettings`)."""
+    from veil_compaction.settings import MaskingSettings
+
     return {"compaction": MaskingSettings}

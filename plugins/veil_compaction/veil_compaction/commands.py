@@ -13,7 +13,6 @@ from typing import Any
 import click
 
 from veil.core.errors import VeilError
-from veil.core.prompt.compaction import conversation_tokens
 from veil.core.types import SlashCommand
 
 
@@ -21,6 +20,8 @@ def context_tokens(session: Any) -> int:
     """Tokens of what the session sends besides the system prompt: summary + messages from
     ``compact_size`` on (the session's tokenizer)."""
     start = min(session.compact_size, len(session.messages))
+    from veil.core.prompt.compaction import conversation_tokens  # not needed by `veil --help`
+
     return conversation_tokens(session, session.compact_summary, session.messages[start:])
 
 

@@ -2,7 +2,7 @@
 
 The core chooses what a compaction folds, checks the summary and stores it
 (:mod:`veil.core.prompt.compaction`); this module writes the text: the structured summary of
-:class:`~veil_compaction.summarise.Summariser` (every request fits the summarising model's
+:class:`~veil_compaction.summariser.Summariser` (every request fits the summarising model's
 window), followed by the section veil records itself from the tool calls
 (:mod:`veil_compaction.ledger`), on every path (automatic full compaction, manual ``/compact``,
 ``autoThreshold``). Each summarising call's usage is recorded in the store with role
@@ -24,7 +24,7 @@ from typing import Any
 from veil.core.prompt.compaction import default_compaction_settings
 from veil.core.types import Message, Summary
 from veil_compaction.ledger import with_ledger
-from veil_compaction.summarise import Summariser
+from veil_compaction.summariser import Summariser
 
 
 def compaction_model(session: Any) -> Any:

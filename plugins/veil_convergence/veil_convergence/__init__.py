@@ -25,7 +25,6 @@ from veil_convergence.fingerprint import error_signature, fingerprint
 from veil_convergence.monitor import ConvergenceMonitor, LevelChange
 from veil_convergence.outcome import build_attempt
 from veil_convergence.replay import convergence_report, report_of
-from veil_convergence.settings import ConvergenceSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session_api import PluginSession
@@ -116,5 +115,8 @@ def replay_report(session: PluginSession) -> dict[str, Any]:
 
 @hookimpl
 def register_settings() -> dict[str, Any]:
-    """The ``convergence`` section (:class:`~veil_convergence.settings.ConvergenceSettings`)."""
+    """The ``convergence`` section (:class:`~veil_convergence.settings.ConvergenceSettings`;
+    imported here: pydantic is not needed by ``veil --help``)."""
+    from veil_convergence.settings import ConvergenceSettings
+
     return {"convergence": ConvergenceSettings}

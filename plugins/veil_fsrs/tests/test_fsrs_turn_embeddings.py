@@ -122,8 +122,13 @@ def test_off_mode_and_a_failing_model_embed_nothing_and_capture_goes_on(make_vei
 def test_an_old_turn_like_the_current_one_is_rescued_from_eviction(make_veil, monkeypatch):
     """Two old turns of the same kind and score: without the rescue the older one would leave
     first (ties go to the older group); it repeats the recent turn word for word (cosine 1), so
-    its eviction score is cut to 0 and the other one leaves instead."""
-    veil, session = _open(make_veil, monkeypatch, "sync", FakeEmbedder(), protected_turns=1)
+    its eviction score is cut to 0 and the other one leaves instead. This is the whole-item
+    planner's rescue (``levels`` off): the levels planner gives a turn the recent one repeats word
+    for word no value at all (the recent turn owns its names), and weighs the rescue through
+    the retention multiplier instead (test_fsrs_levels)."""
+    veil, session = _open(
+        make_veil, monkeypatch, "sync", FakeEmbedder(), protected_turns=1, levels=False
+    )
     # turns longer than a pointer stub (20 tokens), else evicting them frees nothing
     similar = _turn(session, "patch parse_config in src/config.py " * 8, 1)
     other = _turn(session, "looking at the readme wording again " * 8, 2)

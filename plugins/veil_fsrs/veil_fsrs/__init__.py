@@ -12,11 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from veil.hookspecs import hookimpl
-from veil_fsrs import scoring as _scoring
-from veil_fsrs.batch_index import as_batch as _as_batch
-from veil_fsrs.fsrs import DEFAULT_PARAMETERS as _W
-from veil_fsrs.fsrs import review as _review
-from veil_fsrs.settings import FsrsContextSettings as _FsrsContextSettings
+
+# The hooks import numpy's modules (scoring, batch_index, fsrs) when they are called, not here:
+# ``veil --help`` loads every plugin (issue 30).
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session_api import PluginSession
@@ -31,15 +29,21 @@ def score(session: PluginSession, items: Any, task_tags: frozenset[str], now: fl
     Reads ``session.config.settings.context`` (weights, modifiers, decay, live cap). See
     :func:`veil_fsrs.scoring.score_items`.
     """
+    from veil_fsrs.batch_index import as_batch
+    from veil_fsrs.scoring import score_items
+
     settings = session.config.settings.context
-    return _scoring.score_items(_as_batch(items), task_tags, now, settings)
+    return score_items(as_batch(items), task_tags, now, settings)
 
 
 @hookimpl
 def score_signals(session: PluginSession, items: Any, task_tags: frozenset[str], now: float) -> Any:
     """The five signals behind :func:`score` (see :func:`veil_fsrs.scoring.signals`)."""
+    from veil_fsrs.batch_index import as_batch
+    from veil_fsrs.scoring import signals
+
     settings = session.config.settings.context
-    return _scoring.signals(_as_batch(items), task_tags, now, settings)
+    return signals(as_batch(items), task_tags, now, settings)
 
 
 @hookimpl
@@ -50,12 +54,14 @@ def item_accessed(
     the long-term recall formulas with the configured decay; stability caps at ``liveCapDays``
     while the item is live and at ``durableCapDays`` once it was stored (seed 002: "the same
     curve runs twice at different horizons")."""
+    from veil_fsrs.fsrs import DEFAULT_PARAMETERS, review
+
     settings = session.config.settings.context
-    w = list(_W)
+    w = list(DEFAULT_PARAMETERS)
     w[20] = settings.decay
     elapsed = max(0.0, (now - item.last_access) / SECONDS_PER_DAY)
     cap = settings.live_cap_days if previous_tier == "live" else settings.durable_cap_days
-    stability, difficulty = _review(item.stability, item.difficulty, elapsed, grade, w, cap)
+    stability, difficulty = review(item.stability, item.difficulty, elapsed, grade, w, cap)
     item.stability, item.difficulty = float(stability), float(difficulty)
 
 
@@ -64,4 +70,6 @@ def register_settings() -> dict[str, Any]:
     """The fields of ``context`` that both veil_fsrs plugins read (the scorer's and the eviction
     policy's: :class:`~veil_fsrs.settings.FsrsContextSettings`); registered here only, since one
     section has one owner."""
-    return {"context": _FsrsContextSettings}
+    from veil_fsrs.settings import FsrsContextSettings
+
+    return {"context": FsrsContextSettings}

@@ -29,21 +29,20 @@ The hooks that keep that state, at the moments the policy needs it:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from veil.core.prompt.items import ItemBatch
 from veil.core.types import EvictionPlan
 from veil.hookspecs import hookimpl
-from veil_fsrs.batch_index import as_batch as _as_batch
-from veil_fsrs.eviction import STALE_RECENCY as _STALE_RECENCY
-from veil_fsrs.eviction import Controller as _Controller
-from veil_fsrs.eviction import evict_pass as _evict_pass
 from veil_fsrs.session_state import embeds_turns as _embeds_turns
 from veil_fsrs.session_state import existing_state as _existing_state
 from veil_fsrs.session_state import session_state as _session_state
 from veil_fsrs.turn_embeddings import drain as _drain
 
+# The eviction pass and the item batches (numpy) are imported by the hooks that use them:
+# ``veil --help`` loads every plugin (issue 30).
 if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.prompt.items import ItemBatch
     from veil.core.session_api import PluginSession, PluginVeil
     from veil.core.types import ContextItem
 
@@ -97,14 +96,39 @@ def evict(
     Raises:
         ValueError: ``scores`` misaligned or not finite; ``budget_tokens`` <= 0.
     """
+    from veil_fsrs.batch_index import as_batch
+    from veil_fsrs.eviction import STALE_RECENCY, Controller, evict_pass
+    from veil_fsrs.levels import plan_levels
+
     settings = session.config.settings.context
     state = session.state.setdefault(STATE_KEY, {})
-    controller = _Controller(state.setdefault("controller", {}), settings.controller)
-    batch = _as_batch(items)
+    controller = Controller(state.setdefault("controller", {}), settings.controller)
+    batch = as_batch(items)
     if not len(batch):
         return EvictionPlan(threshold=controller.threshold)
     own = _existing_state(session)
-    return _evict_pass(
+    levels = None
+    name_stats = getattr(own, "name_stats", None)
+    if getattr(settings, "levels", False) and callable(name_stats):
+        # the session keeps the names' statistics and lines the levels planner reads (a bare
+        # session double keeps none: it gets the whole-item planner)
+        superseded = getattr(own, "superseded", None)
+        levels = partial(
+            plan_levels,
+            stats=name_stats(),
+            lines_of=own.lines_of,
+            superseded=superseded() if settings.superseded and callable(superseded) else None,
+        )
+    target = _optional_setting(settings, "target_tokens", None)
+    if (
+        target is not None
+        and budget_tokens > target
+        and not _optional_setting(settings, "budget_tokens", None)
+    ):
+        # a window larger than what pays off, and no budget of the user's: passes aim at the
+        # target (the window stays the hard limit: the core never sends more than it holds)
+        budget_tokens = target
+    return evict_pass(
         batch,
         scores,
         budget_tokens,
@@ -114,11 +138,12 @@ def evict(
         current_step=_step(session, batch),
         now=_now(session, batch),
         embeddings=own.turn_embeddings.vectors if own is not None else None,
-        stale_recency=_optional_setting(settings, "stale_recency", _STALE_RECENCY),
+        stale_recency=_optional_setting(settings, "stale_recency", STALE_RECENCY),
         pointer_tokens=_optional_setting(settings, "pointer_tokens", DEFAULT_POINTER_TOKENS),
         page_in=lambda: _page_in(paged_out, paged_scores),
         mentions=lambda: own.identifier_mentions() if own is not None else None,
         history=lambda: _history(session),
+        levels=levels,
     )
 
 
@@ -136,9 +161,11 @@ def _history(session: Any) -> tuple[float, int]:
 def _page_in(paged_out: Any, paged_scores: Any) -> tuple[ItemBatch | None, Any]:
     """The page-in candidates the core offers for this pass, as a batch, and their scores
     (``(None, None)`` when it offers none: then the pass only evicts)."""
+    from veil_fsrs.batch_index import as_batch
+
     if paged_out is None or not len(paged_out):
         return None, None
-    return _as_batch(paged_out), paged_scores
+    return as_batch(paged_out), paged_scores
 
 
 @hookimpl
@@ -150,9 +177,11 @@ def item_accessed(
     window (DESIGN.md controller defaults)."""
     if previous_tier == "live":
         return
+    from veil_fsrs.controller import Controller
+
     settings = session.config.settings.context
     state = session.state.setdefault(STATE_KEY, {})
-    _Controller(state.setdefault("controller", {}), settings.controller).on_rerequest(item.id, now)
+    Controller(state.setdefault("controller", {}), settings.controller).on_rerequest(item.id, now)
 
 
 @hookimpl

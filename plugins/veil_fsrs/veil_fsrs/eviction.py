@@ -553,6 +553,7 @@ def evict_pass(
     page_in: Callable[[], tuple[ItemBatch | None, Any]] | None = None,
     mentions: Callable[[], Mapping[str, int] | None] | None = None,
     history: Callable[[], tuple[float, int]] | None = None,
+    levels: Callable[..., EvictionPlan] | None = None,
 ) -> EvictionPlan:
     """One eviction pass with the controller: detect re-requests, apply calm periods, plan with
     the current threshold, then record the pass.
@@ -567,7 +568,9 @@ def evict_pass(
     Arguments as :func:`plan_eviction`; ``controller`` holds the threshold; ``page_in``
     returns the page-in candidates and their scores (``plan_eviction``'s ``paged_out`` and
     ``paged_scores``), called only under pressure; so is ``mentions``, which returns
-    ``plan_eviction``'s ``mentions``.
+    ``plan_eviction``'s ``mentions``. ``levels``: when given, the planner that chooses whole,
+    excerpt or stub per item (:func:`veil_fsrs.levels.plan_levels` with the session's state
+    bound), called instead of ``plan_eviction`` with the arguments the two share.
 
     Raises:
         ValueError: as :func:`plan_eviction`.
@@ -600,24 +603,40 @@ def evict_pass(
                     allowance=controller.settings.cache_allowance,
                 ),
             )
-    plan = plan_eviction(
-        items,
-        scores,
-        budget_tokens,
-        used_tokens,
-        settings=settings,
-        threshold=controller.threshold,
-        low_water=low_water,
-        current_step=current_step,
-        now=now,
-        embeddings=embeddings,
-        stale_recency=stale_recency,
-        pointer_tokens=pointer_tokens,
-        paged_out=paged_out,
-        paged_scores=paged_scores,
-        mentions=counts,
-    )
-    pressure = bool(set(plan.reasons.values()) - {REASONS[1], PAGED_IN})
+    if levels is not None:
+        plan = levels(
+            items,
+            scores,
+            budget_tokens,
+            used_tokens,
+            settings=settings,
+            threshold=controller.threshold,
+            low_water=low_water,
+            current_step=current_step,
+            pointer_tokens=pointer_tokens,
+            paged_out=list(paged_out) if paged_out is not None else None,
+            paged_scores=paged_scores,
+            embeddings=embeddings,
+        )
+    else:
+        plan = plan_eviction(
+            items,
+            scores,
+            budget_tokens,
+            used_tokens,
+            settings=settings,
+            threshold=controller.threshold,
+            low_water=low_water,
+            current_step=current_step,
+            now=now,
+            embeddings=embeddings,
+            stale_recency=stale_recency,
+            pointer_tokens=pointer_tokens,
+            paged_out=paged_out,
+            paged_scores=paged_scores,
+            mentions=counts,
+        )
+    pressure = bool(set(plan.reasons.values()) - {REASONS[1], PAGED_IN, "excerpt", "superseded"})
     controller.record_pass(now, plan.to_warm, pressure)
     for item_id in plan.to_live:  # brought back by the policy itself: not a re-request
         controller.state["evicted"].pop(item_id, None)

@@ -101,6 +101,13 @@ class TurnWeights(SettingsSection):
     exploration: float = Field(default=0.8, ge=0)
 
 
+TARGET_TOKENS = 8_000
+"""The prompt size a pass aims at when no budget is set and the model's window is larger: the
+largest budget of the frontier whose effective cost stays at most 0.8x full history's (84
+recorded sessions, cached input at 0.1x: 8,000 costs 0.739x with 834 identifier misses, 12,000
+0.900x with 289; bench/RESULTS.md, issue 29)."""
+
+
 class FsrsContextSettings(SettingsSection):
     """The ``context`` fields of veil_fsrs (seed 002; DESIGN.md reference defaults).
 
@@ -120,6 +127,19 @@ class FsrsContextSettings(SettingsSection):
     evicted item costs, in tokens (7-9 for veil's warm stubs), so eviction counts what it frees.
     ``rescue_cosine``: how similar (cosine of turn embeddings) an old turn must be to the
     current request for the rescue to keep it.
+
+    Levels (issue 29, :mod:`veil_fsrs.levels`): with ``levels`` on (the default) a pass chooses
+    for each item whole, an *excerpt* (the lines whose names the agent is likely to use next,
+    verbatim) or a pointer stub; off, the stages of :mod:`veil_fsrs.eviction` move whole items.
+    ``excerpt_whole_share``: an excerpt costing at least this share of its item is shown whole.
+    ``shallow_reach``: a pass first tries to change only the newest items whose size is this
+    many times what it must free (0: every pass chooses every level again).
+    ``retention_weight``: how much the scorer's retention weighs a line's value (0: the names
+    alone). ``superseded``: an older copy of a file or an older run of a command that a later
+    tool result supersedes (:mod:`veil_fsrs.superseded`) leaves first and keeps at most the
+    lines that differ (off: only the names' ownership does it). ``target_tokens``: the
+    prompt size a pass aims at when no budget is set and the model's window is larger
+    (:data:`TARGET_TOKENS`; None: the window; the window stays the hard limit).
     """
 
     weights: ScoreWeights = Field(default_factory=ScoreWeights)
@@ -138,6 +158,12 @@ class FsrsContextSettings(SettingsSection):
     rescue_cosine: float = Field(default=0.7, ge=0, le=1)
     stale_recency: float = Field(default=0.9, gt=0, le=1)
     pointer_tokens: int = Field(default=9, ge=0)
+    levels: bool = True
+    excerpt_whole_share: float = Field(default=0.6, gt=0, le=1, allow_inf_nan=False)
+    shallow_reach: float = Field(default=0.0, ge=0, le=100, allow_inf_nan=False)
+    retention_weight: float = Field(default=0.25, ge=0, le=2, allow_inf_nan=False)
+    superseded: bool = True
+    target_tokens: int | None = Field(default=TARGET_TOKENS, gt=0)
 
 
 DESIGN_REFERENCE_CONTEXT: dict[str, Any] = {

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from veil.hookspecs import hookimpl
-from veil_http.events import HUB
-from veil_http.settings import ServeSettings
+
+# events and settings (pydantic) load when an event or the settings are asked for, not when
+# ``veil --help`` loads the plugin (issue 30)
 
 __all__ = ["register_settings", "create_app", "register_commands", "render"]
 
@@ -33,6 +34,8 @@ def create_app(
 @hookimpl
 def render(event: Any) -> None:
     """Hand a render event to the requests streaming its session (never blocks)."""
+    from veil_http.events import HUB
+
     HUB.publish(event)
 
 
@@ -48,4 +51,6 @@ def register_commands(cli: Any) -> None:
 def register_settings() -> dict[str, Any]:
     """Where ``veil serve`` listens: ``http.host``, ``port``, ``maxBodyBytes``
     (:class:`~veil_http.settings.ServeSettings`)."""
+    from veil_http.settings import ServeSettings
+
     return {"http": ServeSettings}

@@ -25,9 +25,17 @@ import click
 from veil.cli import store_option
 from veil.core.errors import ConfigError
 from veil.core.safety import processes
-from veil.core.settings import LOOPBACK_HOSTS, is_loopback
 
-LOOPBACK = LOOPBACK_HOSTS
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+"""Loopback host names (:data:`veil.core.settings.LOOPBACK_HOSTS`, not imported from there so
+that ``veil --help``, which lists ``veil serve``, does not load the settings models)."""
+
+
+def is_loopback(host: str) -> bool:
+    """:func:`veil.core.settings.is_loopback`, imported when a bind is checked."""
+    from veil.core.settings import is_loopback as check
+
+    return check(host)
 
 
 def run_headless(state: Any, project: str | None, build: Callable[[Any], Any]) -> None:
@@ -58,6 +66,9 @@ def run_headless(state: Any, project: str | None, build: Callable[[Any], Any]) -
             "nothing will be evicted",
             err=True,
         )
+    # what the first turn would load (the loop, the tokenizer, litellm where a call needs
+    # it) loads before uvicorn says it is running: the first request waited 8.5-9.5 s for it
+    veil.prepare()
     try:
         server.run()
     finally:

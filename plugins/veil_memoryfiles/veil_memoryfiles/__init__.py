@@ -13,26 +13,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from veil.core.types import PromptSection, RecallHit, Route, SlashCommand, Tool
 from veil.hookspecs import hookimpl
-from veil_memoryfiles.backend import files_for
-from veil_memoryfiles.injection import build_memory_section
-from veil_memoryfiles.routes import memory_routes
-from veil_memoryfiles.service import MemoryService
-from veil_memoryfiles.settings import InjectionSettings
-from veil_memoryfiles.tools import memory_tools, slash_commands
-from veil_memoryfiles.trust import REPOSITORY_LABEL, quote
-from veil_memoryfiles.updates import (
-    UPDATES_ORDER,
-    UPDATES_SHARE,
-    current_entries,
-    entry_key,
-    files_signature,
-    updates_text,
-)
 
+# Each hook imports the module it calls when it is called: ``veil --help`` loads every plugin,
+# and these modules bring the store, pydantic and the memory service with them (issue 30).
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session_api import PluginSession
+    from veil.core.types import PromptSection, RecallHit, Route, SlashCommand, Tool
 
 log = logging.getLogger(__name__)
 
@@ -40,21 +27,43 @@ STATE_KEY = "veil_memoryfiles"
 SECTION_ORDER = 100
 
 
+def __getattr__(name: str) -> Any:
+    """``MemoryService``, imported when it is first asked for (PEP 562): other plugins find it
+    on the registered plugin (``veil mcp``'s memory resources: ``pm.get_plugin(
+    "veil_memoryfiles").MemoryService``), and importing it here at load would bring the store
+    and pydantic to ``veil --help``.
+
+    Raises:
+        AttributeError: any other name.
+    """
+    if name == "MemoryService":
+        from veil_memoryfiles.service import MemoryService
+
+        return MemoryService
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 @hookimpl
 def register_tools(veil: Any) -> list[Tool]:
     """memory_write, memory_read, memory_search."""
+    from veil_memoryfiles.tools import memory_tools
+
     return memory_tools()
 
 
 @hookimpl
 def register_routes(veil: Any) -> list[Route]:
     """GET/PUT ``/memory/{file}`` and ``/agents/{name}/memory/{file}``."""
+    from veil_memoryfiles.routes import memory_routes
+
     return memory_routes()
 
 
 @hookimpl
 def register_slash_commands(veil: Any) -> list[SlashCommand]:
     """``/memory`` and ``/remember TEXT``."""
+    from veil_memoryfiles.tools import slash_commands
+
     return slash_commands()
 
 
@@ -89,6 +98,11 @@ def system_prompt_sections(session: PluginSession) -> list[PromptSection] | None
     ``injection`` (tokens, cap, entries shown / omitted per scope, truncated files),
     ``start_entries`` (the keys of the entries at the start) and ``updates`` (the files'
     signature and the updates section built for it)."""
+    from veil.core.types import PromptSection
+    from veil_memoryfiles.backend import files_for
+    from veil_memoryfiles.injection import build_memory_section
+    from veil_memoryfiles.updates import UPDATES_ORDER, current_entries, entry_key
+
     state = session.state.setdefault(STATE_KEY, {})
     files = files_for(session.config, getattr(session, "veil", None))
     if "section_text" not in state:
@@ -135,6 +149,14 @@ def system_prompt_sections(session: PluginSession) -> list[PromptSection] | None
 def _updates(session: PluginSession, state: dict[str, Any], files: Any) -> str | None:
     """The ``memory_updates`` text (redacted), built again only when the memory files (where
     ``files`` keeps them) changed (:func:`~veil_memoryfiles.updates.files_signature`)."""
+    from veil_memoryfiles.updates import (
+        UPDATES_SHARE,
+        current_entries,
+        entry_key,
+        files_signature,
+        updates_text,
+    )
+
     config, agent = session.config, session.agent
     if not config.memory_enabled(agent):
         return None
@@ -161,6 +183,11 @@ def recall(session: PluginSession | None, query: str, limit: int) -> list[Recall
     BM25's). Returns None without a session (no agent to read for). An entry veil did not write
     comes quoted under the repository-provided label (``meta["provenance"]`` is
     ``repository``), as in ``memory_search``."""
+    from veil.core.types import RecallHit
+    from veil_memoryfiles.backend import files_for
+    from veil_memoryfiles.service import MemoryService
+    from veil_memoryfiles.trust import REPOSITORY_LABEL, quote
+
     if session is None or not query or not query.strip():
         return None
     svc = MemoryService(
@@ -189,4 +216,6 @@ def recall(session: PluginSession | None, query: str, limit: int) -> list[Recall
 def register_settings() -> dict[str, Any]:
     """``memory.instructionFiles`` and ``memory.injectionShare``
     (:class:`~veil_memoryfiles.settings.InjectionSettings`)."""
+    from veil_memoryfiles.settings import InjectionSettings
+
     return {"memory": InjectionSettings}

@@ -29,17 +29,18 @@ import sys
 from collections.abc import Callable, Iterator
 from functools import wraps
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from veil.core.errors import BadRequest, VeilError
-from veil.core.settings import load_config, validate_agent_name
-from veil_memoryfiles.backend import DiskFiles, StoreFiles
 from veil_memoryfiles.errors import MemoryLimitExceeded
-from veil_memoryfiles.paths import display_path, memory_root, validate_file_name
-from veil_memoryfiles.provenance import Provenance
-from veil_memoryfiles.service import MemoryService
+
+# the settings (pydantic) and the memory service load when a memory command runs, not when
+# ``veil --help`` lists it (issue 30)
+if TYPE_CHECKING:  # pragma: no cover
+    from veil_memoryfiles.provenance import Provenance
+    from veil_memoryfiles.service import MemoryService
 
 _SCOPE = click.Choice(["agent", "global"])
 
@@ -68,6 +69,8 @@ def _read_stdin(limit: int) -> str:
 
 
 def _untrusted_note(svc: MemoryService, scope: str | None) -> str | None:
+    from veil_memoryfiles.paths import display_path
+
     parts = []
     for sc in svc.readable_scopes(scope):
         for path in svc.files_of(sc, archives=True):
@@ -88,7 +91,10 @@ def _untrusted_note(svc: MemoryService, scope: str | None) -> str | None:
 def _service(project: str | None, agent: str | None) -> Iterator[MemoryService]:
     """The memory of ``project`` as ``agent`` sees it, where it lives: the shared store when
     ``store.url`` names one (a connection of its own, closed at the end), else disk."""
+    from veil.core.settings import load_config
     from veil.core.shared_files import open_shared_files
+    from veil_memoryfiles.backend import DiskFiles, StoreFiles
+    from veil_memoryfiles.service import MemoryService
 
     config = load_config(project or os.getcwd())
     name = agent or config.settings.default_agent
@@ -232,6 +238,8 @@ def export_files(svc: MemoryService, folder: Path) -> list[str]:
         UnsafeVeilPath: a target or a folder on the way is a symbolic link. OSError."""
     from veil.core.atomic import atomic_write_bytes
     from veil.core.safety.paths import refuse_links
+    from veil_memoryfiles.paths import memory_root
+    from veil_memoryfiles.provenance import Provenance
 
     root = memory_root(svc.project)
     local = Provenance(svc.project)
@@ -269,6 +277,8 @@ def import_files(svc: MemoryService, folder: Path) -> list[tuple[str, int]]:
     from veil.core.safety.paths import read_bytes_nofollow, refuse_links
     from veil_memoryfiles.entries import parse
     from veil_memoryfiles.fileio import decode
+    from veil_memoryfiles.paths import memory_root
+    from veil_memoryfiles.provenance import Provenance
 
     root = memory_root(svc.project)
     local = Provenance(svc.project)
@@ -307,6 +317,9 @@ def _trusted_tags(prov: Provenance, path: Path, doc: Any, trust: Any) -> list[st
 
 def _import_sources(folder: Path) -> list[tuple[Path, str]]:
     """``(file, name)`` of the memory files under ``folder`` in the ``.veil/memory/`` layout."""
+    from veil.core.settings import validate_agent_name
+    from veil_memoryfiles.paths import validate_file_name
+
     found = []
     for directory, prefix in [(folder, "")] + [
         (d, f"agents/{d.name}/")

@@ -41,12 +41,17 @@ def configure(
     window: int,
     model: str,
     auth: dict[str, Any] | None = None,
+    provider: str = "openai",
 ) -> None:
-    """Point ``project`` at ``upstream`` (auth.json provider ``scripted``, unless ``auth`` gives
-    the whole file) with ``model`` as models.main, its context window ``window`` tokens."""
+    """Point ``project`` at ``upstream`` (auth.json provider ``scripted`` of type ``provider``,
+    unless ``auth`` gives the whole file) with ``model`` as models.main, its context window
+    ``window`` tokens."""
     veil_dir = project / ".veil"
     veil_dir.mkdir(parents=True, exist_ok=True)
-    auth = auth or {"providers": {"scripted": upstream.provider()}}
+    entry = upstream.provider()
+    if provider == "anthropic":  # Anthropic's base URL has no /v1: the SDKs add /v1/messages
+        entry = {**entry, "type": "anthropic", "base_url": upstream.url.removesuffix("/v1")}
+    auth = auth or {"providers": {"scripted": entry}}
     (veil_dir / "auth.json").write_text(json.dumps(auth), encoding="utf-8")
     settings = {"models": {"main": {"model": model, "contextWindow": window}}}
     (veil_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
@@ -87,8 +92,9 @@ def serve_in_thread(app: Any) -> tuple[Any, str]:
 @pytest.fixture
 def run_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """``run_proxy(replies, window=4000, model="gpt-4o-mini", default=None, auth=None,
-    upstream_window=None, **create_app_kwargs)`` (``upstream_window``: the window the upstream
-    enforces when it is not the one veil is configured with)
+    upstream_window=None, provider="openai", **create_app_kwargs)`` (``upstream_window``: the
+    window the upstream enforces when it is not the one veil is configured with; ``provider``:
+    the auth.json type of the scripted upstream, ``anthropic`` to be spoken to natively)
     ->
     :class:`ProxyRun`; everything is stopped at the end of the test."""
     from veil_proxy import create_app
@@ -105,6 +111,7 @@ def run_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         default: Any = None,
         auth: dict[str, Any] | None = None,
         upstream_window: int | None = None,
+        provider: str = "openai",
         **kw: Any,
     ) -> ProxyRun:
         upstream = ScriptedOpenAIServer(
@@ -112,7 +119,7 @@ def run_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         ).start()
         project = tmp_path / f"project{len(runs)}"
         project.mkdir()
-        configure(project, upstream, window, model, auth)
+        configure(project, upstream, window, model, auth, provider)
         veil = open_veil(
             project,
             config=load_config(project),

@@ -130,9 +130,15 @@ def test_sixty_step_tool_session_arrives_within_the_window(run_proxy):
     # what left the prompt is stored: the last request names the first file's result by stub
     last = sent[-1].body["messages"]
     results = {m["tool_call_id"]: m["content"] for m in history if m["role"] == "tool"}
-    stubs = [m for m in last if m["role"] == "tool" and m["content"] != results[m["tool_call_id"]]]
-    assert len(stubs) > steps // 2  # most results left the prompt...
-    assert all(m["content"].startswith("[evicted ") for m in stubs)  # ...as paired stubs
+    shown = [m for m in last if m["role"] == "tool"]
+    whole = [m for m in shown if m["content"] == results[m["tool_call_id"]]]
+    # most results left the prompt: as a paired stub, an excerpt, or with their whole step
+    # (a step whose turn and results are all stubs is left out)
+    assert steps - len(whole) > steps // 2
+    stubs = [m for m in shown if m["content"].startswith("[evicted ")]
+    excerpts = [m for m in shown if m not in whole and m not in stubs]
+    assert stubs  # ...paired stubs among them
+    assert all(" lines elided: #" in m["content"] for m in excerpts)  # the rest excerpts
     assert [m.get("content") for m in last].count(file_text(steps)) == 1  # the newest stays
     for stub in stubs[:3]:  # ...and each stays retrievable, whole
         handle = stub["content"].rstrip("]").rsplit(" ", 1)[-1]

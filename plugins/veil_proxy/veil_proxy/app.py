@@ -1,4 +1,6 @@
-"""The proxy's Starlette app: OpenAI's ``POST /v1/chat/completions`` and ``GET /v1/models``.
+"""The proxy's Starlette app: OpenAI's ``POST /v1/chat/completions`` and ``GET /v1/models``
+(Anthropic's ``POST /v1/messages``: :mod:`veil_proxy.anthropic`; OpenAI's ``POST /v1/responses``:
+:mod:`veil_proxy.responses`).
 
 For each chat request (see :mod:`veil_proxy.conversations` for the first three steps):
 
@@ -28,6 +30,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
@@ -56,6 +59,8 @@ from veil_proxy.conversations import (
     split_system,
 )
 from veil_proxy.upstream import CONTEXT_LENGTH_EXCEEDED, Upstream, UpstreamError
+from veil_proxy.window import HEADER as MAX_TOKENS_HEADER
+from veil_proxy.window import Room, WindowTooSmall, completion_room
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +74,57 @@ class CleanJSONResponse(JSONResponse):
     def render(self, content: Any) -> bytes:
         """``content`` as UTF-8 JSON, lone surrogates replaced."""
         return super().render(clean_message(content))
+
+
+@dataclass
+class Fitted:
+    """A request made ready: its conversation, the fitted prompt
+    (:class:`veil.core.prompt.context.Prompt`: ``messages``, ``indices``...) and its
+    completion :class:`~veil_proxy.window.Room`."""
+
+    conversation: Conversation
+    prompt: Any
+    room: Room
+    args: tuple[Any, ...] = ()
+    """What the request asked (tools, ``max_tokens``, thinking budget, kept texts), to fit it
+    again (:meth:`ProxyState.refit_native`)."""
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The fitted messages (OpenAI chat)."""
+        return self.prompt.messages
+
+    def positions(self) -> list[int | None]:
+        """For each fitted message, its client's history position (None: veil's own)."""
+        return self.conversation.positions(self.prompt.indices)
+
+    def headers(self) -> dict[str, str]:
+        """The answer's headers: the session, and :data:`veil_proxy.window.HEADER` when
+        ``max_tokens`` was lowered."""
+        headers = {SESSION_ID_HEADER: self.conversation.session.id}
+        if self.room.lowered:
+            headers[MAX_TOKENS_HEADER] = self.room.header()
+        return headers
+
+
+def log_lowered(conversation: Conversation, room: Room) -> None:
+    """Say in the log that ``max_tokens`` was lowered: a warning the first time in a
+    conversation, then at info level."""
+    level = logging.INFO if getattr(conversation, "lowered_said", False) else logging.WARNING
+    conversation.lowered_said = True  # type: ignore[attr-defined]
+    log.log(
+        level,
+        "veil proxy: session %s: max_tokens lowered from %d to %d: the system prompt (%d tokens) "
+        "and tool schemas (%d tokens) leave %d of the %d-token window for the conversation and "
+        "the answer",
+        conversation.session.id,
+        room.asked,
+        room.allowed,
+        room.system_tokens,
+        room.tools_tokens,
+        room.window - room.system_tokens - room.tools_tokens,
+        room.window,
+    )
 
 
 class ProxyError(Exception):
@@ -148,10 +204,33 @@ class ProxyState:
         return model.strip()
 
     def prepare(
-        self, key: str, model: str, messages: list[dict[str, Any]], body: dict[str, Any]
-    ) -> tuple[Conversation, list[dict[str, Any]]]:
-        """Capture what is new and fit the prompt (runs in a worker thread: the store is
-        synchronous). Returns the conversation and the fitted messages."""
+        self,
+        key: str,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        asked: int | None,
+        thinking_budget: int | None = None,
+        kept: list[str] | None = None,
+    ) -> Fitted:
+        """Capture what is new, decide the completion room and fit the prompt (runs in a worker
+        thread: the store is synchronous).
+
+        Args:
+            key: the conversation's key (:func:`conversation_key`).
+            model: the upstream model.
+            messages: the client's messages as OpenAI chat messages (system ones first).
+            tools: the client's tool schemas as OpenAI ``tools`` entries (their tokens count
+                against the window).
+            asked: the completion tokens the client asked for (None: it named no limit).
+            thinking_budget: the client's ``thinking.budget_tokens`` (Anthropic), if any.
+            kept: texts sent as the client wrote them beside the messages
+                (:attr:`veil_proxy.views.View.kept`): their tokens are left free too.
+
+        Raises:
+            WindowTooSmall: the system prompt and tool schemas leave no room for the
+                conversation and an answer (:func:`veil_proxy.window.completion_room`).
+        """
         system, history = split_system(messages)
         conversation = self.book.get(key, model)
         for attempt in range(2):
@@ -162,12 +241,90 @@ class ProxyState:
                     if attempt:
                         raise
                 else:
-                    reserve = body.get("max_completion_tokens") or body.get("max_tokens")
-                    tools = list(body.get("tools") or []) + self.offered_memory_tools(conversation)
-                    fitted = conversation.harness.build_prompt(tools, reserve)
-                    return conversation, fitted
+                    args = (tools, asked, thinking_budget, kept or [])
+                    return self._fit(conversation, *args)
             conversation = self.book.restart(key, model)
         raise AssertionError("unreachable")
+
+    def _fit(
+        self,
+        conversation: Conversation,
+        tools: list[dict[str, Any]] | None,
+        asked: int | None,
+        thinking_budget: int | None,
+        kept: list[str],
+        record: bool = True,
+    ) -> Fitted:
+        from veil.core.prompt.context import completion_reserve
+
+        harness = conversation.harness
+        offered = list(tools or []) + self.offered_memory_tools(conversation)
+        system_tokens, tools_tokens = harness.fixed_tokens(offered)
+        session = conversation.session
+        # each kept block or item counted as a message of its own (its framing included)
+        kept_tokens = session.count_tokens([{"role": "assistant", "content": t} for t in kept])
+        room = completion_room(
+            harness.context_window,
+            system_tokens,
+            tools_tokens,
+            len(offered),
+            asked,
+            thinking_budget,
+            kept_tokens,
+        )
+        reserve = room.allowed if room.allowed is not None else completion_reserve(session)
+        reserve += kept_tokens
+        prompt = harness.prompt(offered, reserve)
+        figures = {
+            "client_tokens": conversation.client_tokens(),
+            "client_messages": len(conversation.seen),
+            "sent_tokens": int(prompt.tokens),
+            "tools_tokens": int(tools_tokens),
+            "max_tokens_asked": asked,
+            "max_tokens_sent": room.allowed,
+        }
+        if not record:  # fitted again for the same request: measured once
+            return Fitted(conversation, prompt, room, (tools, asked, thinking_budget, kept))
+        conversation.record_request(figures)
+        if room.lowered:
+            log_lowered(conversation, room)
+        log.info(
+            "veil proxy: session %s: the client's history %d tokens in %d messages, %d sent "
+            "(window %d)",
+            conversation.session.id,
+            figures["client_tokens"],
+            figures["client_messages"],
+            figures["sent_tokens"],
+            room.window,
+        )
+        return Fitted(conversation, prompt, room, (tools, asked, thinking_budget, kept))
+
+    async def refit_native(self, ready: Fitted, error: Any) -> Fitted | None:
+        """``ready`` fitted again after a native upstream refused it as too long
+        (:class:`veil_proxy.native.NativeError`), as :meth:`_refit` does for the litellm path:
+        the session learns the window the refusal implies and the prompt is built again; None
+        when ``error`` is not such a refusal or the prompt did not get smaller."""
+        from veil.core.models.context_refusal import is_context_refusal, refusal_figures
+
+        text = f"{error.message} {json.dumps(error.body) if error.body is not None else ''}"
+        if error.status != 400 or not is_context_refusal(text):
+            return None
+        refused = ContextWindowExceededError(text, refusal_figures(text))
+        try:
+            return await run_in_threadpool(self._refit_ready, ready, refused)
+        except WindowTooSmall:  # the window learned cannot hold it: the refusal stands
+            return None
+
+    def _refit_ready(self, ready: Fitted, refused: ContextWindowExceededError) -> Fitted | None:
+        conversation = ready.conversation
+        harness = conversation.harness
+        with conversation.lock, self.veil.session_lock(conversation.session.id):
+            before = harness.session.last_prompt_tokens
+            if not harness.on_context_refused(refused):
+                return None
+            # the completion room too is weighed against the window learned
+            again = self._fit(conversation, *ready.args, record=False)
+            return again if again.prompt.tokens < before else None
 
     def offered_memory_tools(self, conversation: Conversation) -> list[dict[str, Any]]:
         """veil's memory tools when offered (off by default), else []."""
@@ -333,6 +490,17 @@ class ProxyState:
         )
 
 
+def with_max_tokens(body: dict[str, Any], room: Room, fields: tuple[str, ...]) -> dict[str, Any]:
+    """``body`` with its completion limit (the first of ``fields`` it names) set to what
+    ``room`` allows, when that is lower (a copy; ``body`` itself is not changed)."""
+    if not room.lowered:
+        return body
+    for name in fields:
+        if body.get(name) is not None:
+            return {**body, name: room.allowed}
+    return body
+
+
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
     """The request's JSON object body, with every lone surrogate (a JSON ``"\\ud800"``
     escape, which UTF-8 cannot hold) replaced by U+FFFD (:func:`veil.core.text.clean_message`):
@@ -417,18 +585,22 @@ async def chat_completions(request: Request) -> Response:
                 raise ProxyError(400, f"{field}: must be a positive integer, got {value!r}")
         model = state.model_for(body)
         key = conversation_key(messages, request.headers.get(SESSION_HEADER))
-        conversation, fitted = await run_in_threadpool(state.prepare, key, model, messages, body)
+        asked = body.get("max_completion_tokens") or body.get("max_tokens")
+        ready = await run_in_threadpool(state.prepare, key, model, messages, tools, asked)
     except BadConversation as exc:
         return openai_error(400, str(exc), "invalid_request_error")
     except ProxyError as exc:
         return openai_error(exc.status, exc.message, exc.kind)
+    except WindowTooSmall as exc:
+        return openai_error(400, exc.message, "invalid_request_error", "context_length_exceeded")
     except VeilError as exc:
         return openai_error(exc.http_status, exc.message, "invalid_request_error", exc.code)
     try:
         upstream = Upstream.for_veil(state.veil, model)
     except VeilError as exc:
         return openai_error(500, exc.message, "api_error", exc.code)
-    headers = {SESSION_ID_HEADER: conversation.session.id}
+    conversation, fitted, headers = ready.conversation, ready.messages, ready.headers()
+    body = with_max_tokens(body, ready.room, ("max_completion_tokens", "max_tokens"))
     started = time.monotonic()
     if body.get("stream"):
         try:
@@ -484,6 +656,47 @@ async def _stream_events(
     if started is not None:
         await run_in_threadpool(state.record_usage, conversation, model, usage, started)
     yield b"data: [DONE]\n\n"
+
+
+async def native_response(
+    state: ProxyState,
+    conversation: Conversation,
+    model: str,
+    answer: Any,
+    headers: dict[str, str],
+    started: float,
+) -> Response:
+    """The client's answer to a request forwarded in its own API
+    (:class:`veil_proxy.native.NativeAnswer`): the provider's body, or its stream byte for
+    byte; the usage it reported is recorded (after the last byte of a stream)."""
+    usage = answer.usage
+    if answer.chunks is None:
+        if usage.seen:
+            await run_in_threadpool(
+                state.record_usage, conversation, model, _native_usage(usage), started
+            )
+        if isinstance(answer.body, (dict, list)):
+            return CleanJSONResponse(answer.body, status_code=answer.status, headers=headers)
+        return Response(
+            str(answer.body),
+            status_code=answer.status,
+            media_type=answer.media_type,
+            headers=headers,
+        )
+
+    async def relay() -> AsyncIterator[bytes]:
+        async for chunk in answer.chunks:
+            yield chunk
+        if usage.seen:
+            await run_in_threadpool(
+                state.record_usage, conversation, model, _native_usage(usage), started
+            )
+
+    return StreamingResponse(relay(), media_type="text/event-stream", headers=headers)
+
+
+def _native_usage(usage: Any) -> dict[str, int]:
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
 
 
 async def internal_error(request: Request, exc: Exception) -> Response:
@@ -546,6 +759,7 @@ def create_app(
     """
     from veil_proxy.anthropic import count_tokens
     from veil_proxy.anthropic import messages as anthropic_messages
+    from veil_proxy.responses import responses
 
     http = veil.config.settings.http
     if token is None and http.token is not None:
@@ -556,6 +770,8 @@ def create_app(
         Route("/chat/completions", guarded(chat_completions), methods=["POST"]),
         Route("/v1/messages", guarded(anthropic_messages), methods=["POST"]),
         Route("/v1/messages/count_tokens", guarded(count_tokens), methods=["POST"]),
+        Route("/v1/responses", guarded(responses), methods=["POST"]),
+        Route("/responses", guarded(responses), methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/models", list_models, methods=["GET"]),
     ]

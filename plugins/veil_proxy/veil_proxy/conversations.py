@@ -34,7 +34,7 @@ from typing import Any
 from filelock import FileLock
 
 from veil.core.jsonio import MAX_DEPTH, loads
-from veil.core.models.tokens import content_text
+from veil.core.models.tokens import cl100k_count, content_text
 from veil.core.safety.prompt_trust import CLIENT_PROMPT_SOURCE
 from veil.harness import VeilHarness
 
@@ -48,7 +48,9 @@ MAX_KEY_CHARS = 200
 
 STATE_KEY = "proxy"
 """Where a session's :attr:`~veil.core.session.Session.state` keeps the proxy's bookkeeping:
-``{"key": str, "seen": [fingerprint, ...]}``."""
+``{"key": str, "seen": [fingerprint, ...], "stored": [index, ...], "requests": [...]}``
+(``stored``: the index in the session's messages of each captured client message, -1 for none;
+``requests``: what each request measured, :meth:`Conversation.record_request`)."""
 
 NO_SYSTEM_PROMPT = " "
 """The base prompt of a conversation whose client sent no system message: a blank, not veil's
@@ -160,9 +162,50 @@ class Conversation:
         return self.harness.session
 
     @property
+    def _state(self) -> dict[str, Any]:
+        return self.session.state.setdefault(STATE_KEY, {"key": self.key, "seen": []})
+
+    @property
     def seen(self) -> list[str]:
         """Fingerprints of the client messages captured so far, in order."""
-        return self.session.state.setdefault(STATE_KEY, {"key": self.key, "seen": []})["seen"]
+        return self._state["seen"]
+
+    @property
+    def stored(self) -> list[int]:
+        """For each of :attr:`seen`, the index in the session's messages of the message it was
+        stored as (-1: none, or captured before the proxy kept this)."""
+        stored = self._state.setdefault("stored", [])
+        if len(stored) < len(self.seen):
+            stored[:0] = [-1] * (len(self.seen) - len(stored))
+        return stored
+
+    @property
+    def sizes(self) -> list[int]:
+        """For each of :attr:`seen`, the cl100k_base tokens of its text (as ``veil replay``
+        counts a message: content only; 0 for messages captured before the proxy kept this)."""
+        sizes = self._state.setdefault("sizes", [])
+        if len(sizes) < len(self.seen):
+            sizes[:0] = [0] * (len(self.seen) - len(sizes))
+        return sizes
+
+    def client_tokens(self) -> int:
+        """Tokens of the client's history after its system prompt, as ``veil replay`` counts
+        a prompt (cl100k_base over message contents: :attr:`sizes`)."""
+        return sum(self.sizes)
+
+    def positions(self, indices: list[int | None]) -> list[int | None]:
+        """For each stored-message index of a fitted prompt
+        (:attr:`veil.core.prompt.context.Prompt.indices`), the position in the client's history
+        (after its system messages) of the client message it came from, else None."""
+        where = {index: position for position, index in enumerate(self.stored) if index >= 0}
+        return [where.get(i) if i is not None else None for i in indices]
+
+    def record_request(self, figures: dict[str, Any]) -> None:
+        """Keep what one request measured (tokens of the client's history and of the prompt
+        sent, the completion tokens asked and allowed...), in order, in the session's state
+        (saved with it: ``veil sessions`` / the store keep it)."""
+        self._state.setdefault("requests", []).append(figures)
+        self.session.save_state()
 
     def capture(self, system: str, messages: list[dict[str, Any]]) -> int:
         """Take the client's system prompt and capture the messages veil has not seen.
@@ -187,15 +230,21 @@ class Conversation:
         seen = self.seen
         if prints[: len(seen)] != seen:
             raise HistoryDiverged("the client's history does not extend the captured one")
+        stored, sizes = self.stored, self.sizes
         new = messages[len(seen) :]
         for message, mark in zip(new, prints[len(seen) :], strict=True):
+            before = len(session.messages)
             self._capture_one(message)
             seen.append(mark)
+            stored.append(before if len(session.messages) > before else -1)
+            sizes.append(cl100k_count(content_text(message.get("content"))))
         if new:
             session.save_state()
         return len(new)
 
     def _capture_one(self, message: dict[str, Any]) -> None:
+        """Store one client message through the harness (the message it stores is the first
+        one appended)."""
         harness = self.harness
         role = message["role"]
         if role == "user":

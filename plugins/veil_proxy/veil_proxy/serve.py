@@ -38,7 +38,12 @@ def build_server(
     import uvicorn
     from veil_http.serve import check_bind, check_sources
 
+    from veil.core.models.offline import import_litellm
     from veil_proxy.app import create_app
+
+    # every request is forwarded through litellm: loaded before the server reports ready, not
+    # by the first request (issue 30: 8.5-9.5 s)
+    import_litellm()
 
     http = veil.config.settings.http
     host_given = host is not None

@@ -199,6 +199,38 @@ class Upstream:
                     raise self._error(litellm, exc, tried) from None
         raise AssertionError("unreachable: routes is never empty")
 
+    async def responses(self, body: dict[str, Any], stream: bool) -> Any:
+        """An answer to a Responses API request through litellm (``litellm.aresponses``, which
+        speaks the provider's own API and answers in Responses shape): the response object,
+        or with ``stream`` an async iterator of its events. ``body`` is the fitted request
+        (``input``, ``instructions``, ``tools``... as the client sent them).
+
+        Raises:
+            UpstreamError: every provider failed (for a stream: before it started).
+        """
+        litellm = import_litellm()
+        tried: list[str] = []
+        params = {k: v for k, v in body.items() if k not in ("model", "stream") and v is not None}
+        for route in self.routes:
+            # OpenAI's own fields (prompt_cache_key, client_metadata, include...) mean nothing
+            # to another provider: litellm leaves out what the provider does not take
+            kwargs: dict[str, Any] = {
+                "model": route.model_string(self.model),
+                **params,
+                "drop_params": True,
+            }
+            if route.base_url:
+                kwargs["api_base"] = route.base_url
+            if route.api_key:
+                kwargs["api_key"] = route.api_key
+            try:
+                return await litellm.aresponses(stream=stream, **kwargs)
+            except Exception as exc:
+                tried.append(self._failure(route, exc))
+                if not _is_retryable(litellm, exc) or route is self.routes[-1]:
+                    raise self._error(litellm, exc, tried) from None
+        raise AssertionError("unreachable: routes is never empty")
+
     def _failure(self, route: Route, exc: BaseException) -> str:
         message = getattr(exc, "message", None) or str(exc)
         text = redact(f"{type(exc).__name__}: {message}", self.secrets())[:600]

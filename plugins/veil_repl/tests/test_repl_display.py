@@ -342,3 +342,44 @@ def test_context_shows_only_the_answering_scorers_signals(home):
     rows = lines[header + 1 :]
     scores = sorted((round(1.0 / (1 + i.tokens), 3) for i in session.live_items), reverse=True)
     assert [float(r.split()[0]) for r in rows] == scores
+
+
+def test_compact_shows_a_spinner_while_the_summary_is_written(home):
+    """Issue 30: /compact calls the model for a while and showed nothing. A spinner with the
+    command and the seconds runs until the command answers, then is erased."""
+    veil_compaction = pytest.importorskip("veil_compaction")
+    release = threading.Event()
+    buf = io.StringIO()
+
+    def answer_once_a_second_passed() -> None:
+        for _ in range(600):
+            if re.search(r"/compact… [1-9]\.\ds", buf.getvalue()):
+                break
+            release.wait(0.05)
+        release.set()
+
+    long = "word " * 200
+    replies = [long, long, long, Reply("summary of the talk", wait=release)]
+    watcher = threading.Thread(target=answer_once_a_second_passed, daemon=True)
+    with ScriptedOpenAIServer(replies) as server:
+        configure_project(home, server)
+        veil = open_veil(
+            home,
+            config=load_config(home),
+            use_entry_points=False,
+            extra_plugins=(("veil_compaction", veil_compaction), ("veil_repl", veil_repl)),
+        )
+        try:
+            session = veil.new_session()
+            watcher.start()
+            raw, _ = run_repl(veil, session, "a\rb\rc\r/compact\r/exit\r", terminal=True, buf=buf)
+        finally:
+            release.set()
+            veil.close()
+    out = ANSI.sub("", raw)
+    seconds = [float(s) for s in re.findall(r"/compact… (\d+\.\d)s", out)]
+    assert seconds and max(seconds) >= 1.0, out[-2000:]
+    assert seconds == sorted(seconds)
+    answer = out.index("compacted")  # the command's answer comes after the spinner
+    assert all(m.start() < answer for m in re.finditer(r"/compact… ", out))
+    assert session.compact_summary is not None

@@ -39,8 +39,10 @@ def repl_env(tmp_path, monkeypatch):
 
 
 def run_repl(veil, session, keys: str) -> str:
+    """The REPL's output for ``keys``; long lines are not wrapped (soft_wrap), so what a test
+    reads does not depend on the width or on the temporary folder's path length."""
     buf = io.StringIO()
-    console = Console(file=buf, force_terminal=False, width=200, highlight=False)
+    console = Console(file=buf, force_terminal=False, width=200, highlight=False, soft_wrap=True)
     with create_pipe_input() as pipe:
         pipe.send_text(keys)
         Repl(veil, session, input=pipe, output=DummyOutput(), console=console).run()
@@ -149,8 +151,11 @@ def test_a_linked_history_file_is_refused_and_the_session_goes_on(repl_env, tmp_
     model.add("Fine.")
     session = veil.new_session()
     out = run_repl(veil, session, "rm -rf something\r/exit\r")
-    assert "input history not saved" in out and ".veil/history" in out
-    assert "symbolic link" in out and "Fine." in out
+    # the warning names the temporary folder's path: the console does not wrap it (run_repl),
+    # and line breaks are folded, so a long path cannot split the words (issue 30)
+    flat = " ".join(out.split())
+    assert "input history not saved" in flat and ".veil/history" in flat
+    assert "symbolic link" in flat and "Fine." in flat
     assert victim.read_bytes() == b"precious\n"
 
 

@@ -50,3 +50,18 @@ def test_an_embedder_over_http_has_nothing_to_load_and_a_failure_is_left_to_the_
             raise RuntimeError("no model files")
 
     warm_up(_veil(offline=True, layer=True, embedder=CachedEmbedder(Broken(), store=None)))
+
+
+def test_warm_up_prepares_the_sessions_model_when_a_provider_answers():
+    """With a provider, the session's model is prepared (Veil.prepare: the loop, the tokenizer,
+    litellm only when a call goes through it) before the embedding model."""
+    order: list[object] = []
+
+    class Embedder:
+        def warm(self) -> None:
+            order.append("embedder")
+
+    veil = _veil(offline=False, layer=True, embedder=Embedder())
+    veil.prepare = lambda model=None: order.append(("prepare", model))
+    warm_up(veil, "local/qwen3")
+    assert order == [("prepare", "local/qwen3"), "embedder"]

@@ -1,15 +1,16 @@
-"""veil's REPL plugin: hooks only; prompt-toolkit loads when the REPL starts (see repl.py)."""
+"""veil's REPL plugin: hooks only; prompt-toolkit and rich load when the REPL starts (see
+repl.py), not when another command (``veil --help``, ``veil -p``) loads the plugin."""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
-from veil.core.types import SlashCommand
 from veil.hookspecs import hookimpl
-from veil_repl import display
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
+    from veil.core.types import SlashCommand
 
 
 @hookimpl
@@ -23,8 +24,10 @@ def run_interactive(veil: Any, session: Session) -> bool:
 
 @hookimpl
 def render(event: Any) -> None:
-    """Show events while a REPL is running (silent otherwise, e.g. under ``veil -p``)."""
-    if display.active is not None:
+    """Show events while a REPL is running (silent otherwise, e.g. under ``veil -p``). The
+    display module is loaded only by a REPL (or a test): when it is not, nothing shows."""
+    display = sys.modules.get("veil_repl.display")
+    if display is not None and display.active is not None:
         display.active.show(event)
 
 

@@ -79,6 +79,14 @@ def _summary(session: Any, report: dict[str, Any], status: Any) -> list[str]:
         f"items: live {tiers['live']} ({live_tokens:,} tokens, {pinned} pinned), "
         f"warm {tiers['warm']}, cold {tiers['cold']}"
     )
+    excerpts = report.get("excerpts") or []
+    if excerpts:
+        shown = ", ".join(f"#{e['messageIndex']} {e['lines']}/{e['of']}" for e in excerpts[:12])
+        more = f" and {len(excerpts) - 12} more" if len(excerpts) > 12 else ""
+        lines.append(
+            f"excerpts (warm, some lines still shown; lines shown/all): {shown}{more}; "
+            'veil_hydrate("#N") loads one whole'
+        )
     by_kind: dict[str, list[int]] = {}
     for item in items:
         entry = by_kind.setdefault(item.kind, [0, 0])

@@ -112,6 +112,20 @@ class Display:
         )
         self._live.start()
 
+    def start_working(self, label: str) -> None:
+        """Run the spinner for something other than a model call, such as a slash command that
+        calls the model itself (``/compact``): ``/compact… 3.2s``; stopped like the other by
+        :meth:`stop_waiting` or any event shown."""
+        self.stop_waiting()
+        waiting = _Waiting(lambda s: f"{label}… {s:.1f}s", self.clock)
+        self._live = Live(
+            waiting,
+            console=self.console,
+            refresh_per_second=self.refresh_per_second,
+            transient=True,
+        )
+        self._live.start()
+
     def stop_waiting(self) -> None:
         """Stop and erase the spinner (no-op when it does not run)."""
         live, self._live = self._live, None

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.history import History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.utils import is_dumb_terminal
 from rich.markup import escape
 
+from veil.core import background
 from veil.core.errors import SessionConflict, UnsafeVeilPath, VeilError
 from veil.core.safety.paths import veil_file
 from veil_repl import display, permission
@@ -47,16 +48,16 @@ def last_exchanges(
     return exchanges[-count:] if count > 0 else []
 
 
-def warm_up(veil: Any) -> None:
-    """Load what the first turn needs while the user types its message: litellm (about 3 s to
-    import) when a provider answers, and the embedding model behind capture and recall (about
-    5 s). Without it the first turn shows nothing for those seconds before the spinner starts.
-    Runs in a daemon thread; a failure here is left for the turn itself to report."""
+def warm_up(veil: Any, model: str | None = None) -> None:
+    """Load what the first turn needs while the user types its message
+    (:meth:`veil.core.app.Veil.prepare`: the loop's modules, the tokenizer, litellm only when
+    the session's model goes through it), then the embedding model behind eviction's rescue
+    and recall (about 5 s). Without it the first turn shows nothing for those seconds before
+    the spinner starts. Runs on a loader thread (veil.core.background), which ends at its
+    next import when veil exits; a failure here is left for the turn itself to report."""
     try:
         if not veil.llm.is_offline_default:
-            from veil.core.models.offline import import_litellm
-
-            import_litellm()
+            veil.prepare(model)
         if veil.context_layer_on:
             veil.tiers.embedder.warm()
     except Exception:  # noqa: BLE001 - the first turn meets (and reports) the same problem
@@ -120,6 +121,7 @@ class Repl:
             self.display.console, input=input, output=output, before=self.display._end_stream
         )
         self.commands = veil.slash_commands()
+        self._warm_up_started = False
 
     def _initial_status(self) -> ContextStatus:
         """The status of the session as loaded: its model, and for a resumed session the usage
@@ -213,11 +215,15 @@ class Repl:
         # a command that compacts (/compact) reports the result itself: the compaction event's
         # line is held and shown only when the command says nothing
         self.display.held = []
+        # a spinner while the command works (/compact calls the model for a while); a model
+        # call it makes shows its own, and any event it shows stops it
+        self.display.start_working(f"/{name}")
         try:
             out = cmd.handler(self.session, arg.strip())
         except Exception as exc:  # noqa: BLE001 - a command's error is shown, the REPL goes on
             out = self.kept(f"/{name} failed: {exc}")
         finally:
+            self.display.stop_waiting()
             held, self.display.held = self.display.held, None
         if out:
             self.display.console.print(out, markup=False, highlight=False)
@@ -252,13 +258,22 @@ class Repl:
         elif result.status != "done":
             self.display.console.print(f"[yellow]{result.status}: {result.reason}[/yellow]")
 
+    def start_warm_up(self, *_: Any) -> None:
+        """Start :func:`warm_up` on a loader thread (stopped at its next import when veil exits:
+        veil.core.background), once."""
+        if self._warm_up_started:
+            return
+        self._warm_up_started = True
+        background.start_loader("veil-warm-up", lambda: warm_up(self.veil, self.session.model))
+
     def run(self) -> None:
         """Loop until /exit or Ctrl-D."""
         display.active = self.display
         permission.active = self.permission_prompt
-        threading.Thread(
-            target=warm_up, args=(self.veil,), name="veil-warm-up", daemon=True
-        ).start()
+        if is_dumb_terminal():  # a dumb terminal's prompt is drawn by another application
+            self.start_warm_up()
+        else:  # once the first prompt is on screen: loading competes with drawing it
+            self.prompt.app.after_render += self.start_warm_up
         try:
             self.banner()
             while True:

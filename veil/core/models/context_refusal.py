@@ -21,6 +21,9 @@ REFUSAL_PHRASES: tuple[str, ...] = (
     "context_length_exceeded",  # OpenAI's error code (also DeepSeek, Groq, OpenRouter)
     "maximum context length",  # OpenAI, vLLM, DeepSeek, Mistral ("... maximum context length")
     "prompt is too long",  # Anthropic: "prompt is too long: 208310 tokens > 200000 maximum"
+    # Anthropic, the prompt with max_tokens: "input length and `max_tokens` exceed context
+    # limit: 188240 + 21333 > 200000, decrease input length or `max_tokens` and try again"
+    "exceed context limit",
     "input is too long",  # Amazon Bedrock: "Input is too long for requested model."
     "exceeds the maximum number of tokens",  # Google Gemini: "The input token count (...)"
     "exceeds the context window",  # OpenAI Responses: "Your input exceeds the context window"
@@ -55,12 +58,14 @@ _LIMIT_PATTERNS = (
     re.compile(r"maximum number of tokens allowed \(" + _NUMBER + r"\)", re.I),  # Gemini
     re.compile(r"model with " + _NUMBER + r" maximum context length", re.I),  # Mistral
     re.compile(r"context window of " + _NUMBER + r" tokens", re.I),
+    re.compile(r"exceed context limit: \d[\d,]* \+ \d[\d,]* > " + _NUMBER, re.I),  # Anthropic
     re.compile(r"[\"']?n_ctx[\"']?\s*:\s*" + _NUMBER),  # llama.cpp server's error body
 )
 _PROMPT_PATTERNS = (
     re.compile(r"messages resulted in " + _NUMBER + r" tokens", re.I),  # OpenAI
     re.compile(r"\(" + _NUMBER + r" in the messages", re.I),  # OpenAI (older), vLLM
     re.compile(_NUMBER + r" tokens? > " + _NUMBER + r" maximum", re.I),  # Anthropic
+    re.compile(r"exceed context limit: " + _NUMBER, re.I),  # Anthropic, with max_tokens
     re.compile(r"input token count \(" + _NUMBER + r"\)", re.I),  # Gemini
     re.compile(r"prompt contains " + _NUMBER + r" tokens", re.I),  # Mistral
     re.compile(r"[\"']?n_prompt_tokens[\"']?\s*:\s*" + _NUMBER),  # llama.cpp server

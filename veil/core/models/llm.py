@@ -281,8 +281,9 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
 
 
 def message_from_response(response: Any) -> tuple[dict[str, Any], str | None]:
-    """The OpenAI assistant message dict and finish reason of a litellm ``ModelResponse``."""
-    choice = response.choices[0]
+    """The OpenAI assistant message dict and finish reason of a litellm ``ModelResponse`` or
+    or of the ``openai`` SDK's ``ChatCompletion`` (:mod:`veil.core.models.openai_chat`)."""
+    choice = _get(response, "choices")[0]
     raw = _get(choice, "message")
     message: dict[str, Any] = {"role": "assistant", "content": _get(raw, "content")}
     calls = []
@@ -403,31 +404,122 @@ class LiteLLMModel:
                 provider would repeat (authentication, bad request); the message names each
                 provider tried and its error, keys redacted.
         """
-        litellm = import_litellm()
+        litellm: Any = None  # imported only when a route needs it (openai_chat does not)
         failures: list[str] = []
         secrets = self._secrets()
         for route in self.routes:
             model = route.model_string(self.name)
             streamed = [False]
+            direct = self._direct(route)
             try:
+                if direct:
+                    return self._call_direct(route, model, messages, tools, on_token, streamed)
+                if litellm is None:
+                    litellm = import_litellm()
                 return self._call(litellm, route, model, messages, tools, on_token, streamed)
             except _CallbackError as failed:  # the caller's on_token raised: not a provider error
                 raise failed.original from None
             except Exception as exc:
-                text = redact(f"{type(exc).__name__}: {exc}", secrets)[:600]
+                kind = getattr(exc, "kind", None) if direct else None
+                text = redact(f"{kind or type(exc).__name__}: {exc}", secrets)[:600]
                 failures.append(f"{route.name} ({model}): {text}")
                 # litellm maps the usual bodies; a provider's own wording is read too, and the
-                # figures its message leaves out (llama.cpp's n_ctx) from the body
-                raw = f"{exc} {error_body_text(exc)}"
-                if isinstance(exc, litellm.ContextWindowExceededError) or is_context_refusal(raw):
+                # figures its message leaves out (llama.cpp's n_ctx) from the body (the openai
+                # SDK's exception, the cause of the direct call's error, keeps it as litellm does)
+                raw = f"{exc} {error_body_text(exc.__cause__ if direct else exc)}"
+                refused = (
+                    getattr(exc, "context_window", False)
+                    if direct
+                    else isinstance(exc, litellm.ContextWindowExceededError)
+                )
+                if refused or is_context_refusal(raw):
                     raise ContextWindowExceededError(
                         f"the prompt is longer than {model}'s context window: {text}",
                         refusal_figures(raw),
                     ) from None
-                if not _is_retryable(litellm, exc) or streamed[0]:
+                retry = getattr(exc, "retryable", False) if direct else _is_retryable(litellm, exc)
+                if not retry or streamed[0]:
                     break
         tried = "; ".join(failures)
         raise ProviderError(f"model {self.name!r} could not answer: {tried}") from None
+
+    def _options(self, route: Route) -> dict[str, Any]:
+        """The role's options as sent to ``route`` (a project provider gets only
+        :data:`~veil.core.safety.trust.PROJECT_MODEL_OPTIONS`)."""
+        return filter_project_options(self.options) if route.from_project else self.options
+
+    def _direct(self, route: Route) -> bool:
+        """Whether the call to ``route`` goes through :mod:`veil.core.models.openai_chat` (the
+        ``openai`` SDK: a provider of type ``openai`` and options it sends) instead of litellm."""
+        from veil.core.models import openai_chat
+
+        return openai_chat.can_send(route.type, self._options(route))
+
+    def uses_litellm(self) -> bool:
+        """Whether a call may go through litellm (a route :meth:`_direct` does not take), or
+        its context window is looked up there (none configured)."""
+        return self._context_window is None or not all(self._direct(r) for r in self.routes)
+
+    def prepare(self) -> None:
+        """Load now what the first call needs, so that it waits for nothing (``veil serve``
+        before it reports ready, the REPL while the user types): litellm when a route or the
+        context window needs it; the ``openai`` SDK's client of each route called through it;
+        and this model's tokenizer."""
+        import os
+
+        from veil.core.models import openai_chat
+
+        if self.uses_litellm():
+            import_litellm()
+        for route in self.routes:
+            key = route.api_key or os.environ.get("OPENAI_API_KEY")
+            if self._direct(route) and key:
+                openai_chat.client(route.base_url, key)
+        _ = self.context_window
+        self.count_tokens([{"role": "user", "content": "warm"}])
+
+    def _call_direct(
+        self,
+        route: Route,
+        model: str,
+        messages: list[dict],
+        tools: list[dict] | None,
+        on_token: Callable[[str], None] | None,
+        streamed: list[bool],
+    ) -> Completion:
+        """One call through :mod:`veil.core.models.openai_chat`; an exception of ``on_token``
+        comes out as :class:`_CallbackError`."""
+        from veil.core.models import openai_chat
+
+        token: Callable[[str], None] | None = None
+        if on_token is not None:
+
+            def token(piece: str) -> None:
+                try:
+                    on_token(piece)
+                except Exception as exc:
+                    raise _CallbackError(exc) from exc
+
+        response = openai_chat.chat_completion(
+            model=model,
+            messages=messages,
+            tools=tools,
+            options=self._options(route),
+            base_url=route.base_url,
+            api_key=route.api_key,
+            on_token=token,
+            streamed=streamed,
+        )
+        message, finish_reason = message_from_response(response)
+        usage, estimated = counted_usage(response.usage, messages, tools, message, model)
+        return Completion(
+            message=message,
+            usage=usage,
+            model=model,
+            provider=route.name,
+            finish_reason=finish_reason,
+            usage_estimated=estimated,
+        )
 
     def _call(
         self,
@@ -439,8 +531,7 @@ class LiteLLMModel:
         on_token: Callable[[str], None] | None,
         streamed: list[bool],
     ) -> Completion:
-        options = filter_project_options(self.options) if route.from_project else self.options
-        kwargs: dict[str, Any] = {"model": model, "messages": messages, **options}
+        kwargs: dict[str, Any] = {"model": model, "messages": messages, **self._options(route)}
         if route.base_url:
             kwargs["api_base"] = route.base_url
         if route.api_key:
@@ -647,7 +738,8 @@ def no_model_message() -> str:
         f"provider in {user_auth_text()} (providers, routing) and name its model under "
         "models.main (auth.json or .veil/settings.json), or install veil's bundled offline "
         "model, the veil_bundled plugin (from a clone of veil: pip install "
-        "./plugins/veil_bundled; it compiles llama.cpp, about 10 minutes of CPU), and check "
+        "./plugins/veil_bundled, or pipx inject veil ./plugins/veil_bundled where veil is "
+        "installed as a tool; it compiles llama.cpp, about 10 minutes of CPU), and check "
         "that no setting blocks it (veil plugins)"
     )
 
@@ -781,23 +873,42 @@ class LLM:
                 f"auth.json: routing.default: not set and there are {len(auth.providers)} "
                 f"providers ({names}); name the one to use"
             )
-        routes = []
-        for name in order:
-            p = auth.providers[name]
-            key = p.api_key.get_secret_value() if p.api_key is not None else None
-            from_project = name in self.config.project_providers
-            if from_project and p.base_url and not key:
-                key = KEYLESS_API_KEY
-            routes.append(
-                Route(
-                    name=name,
-                    type=p.type,
-                    base_url=p.base_url,
-                    api_key=key,
-                    from_project=from_project,
-                )
-            )
-        return routes
+        return [self.provider_route(name) for name in order]
+
+    def provider_route(self, name: str) -> Route:
+        """The :class:`Route` of the auth.json provider called ``name`` (see :meth:`routes`
+        for the key a keyless project provider gets).
+
+        Raises:
+            KeyError: no provider has that name.
+        """
+        p = self.config.auth.providers[name]
+        key = p.api_key.get_secret_value() if p.api_key is not None else None
+        from_project = name in self.config.project_providers
+        if from_project and p.base_url and not key:
+            key = KEYLESS_API_KEY
+        return Route(
+            name=name, type=p.type, base_url=p.base_url, api_key=key, from_project=from_project
+        )
+
+    def named_provider(self, model: str) -> tuple[str, str] | None:
+        """``(provider, model)`` when ``model`` is ``NAME/MODEL`` and ``NAME`` is an auth.json
+        provider: ``--model local/qwen3`` and ``/model local/qwen3`` go to the provider called
+        ``local`` alone, as ``qwen3``; None otherwise (``anthropic/claude-...`` is then a
+        litellm provider prefix, sent through :meth:`routes`). A provider's name wins over the
+        litellm prefix it may spell (a provider called ``openai``).
+
+        Raises:
+            ConfigError: ``NAME`` is a provider the project's auth.json defines and the user
+                has not allowed the project's providers (issue 17's consent: a model name in a
+                project file must not reach a server the project chose).
+        """
+        provider, slash, rest = model.partition("/")
+        if not slash or not rest or provider not in self.config.auth.providers:
+            return None
+        if provider in self.config.project_providers:
+            _check_named_project_provider(self.config, provider, model)
+        return provider, rest
 
     def model_for(self, role: str = "main", model: str | None = None) -> ChatModel:
         """The model answering ``role``, with usage recorded in :attr:`usage_log`.
@@ -879,9 +990,9 @@ class LLM:
             if self.config.auth.providers:
                 names = ", ".join(sorted(self.config.auth.providers))
                 raise ConfigError(
-                    f"models.main: not set, but auth.json has providers ({names}); set "
-                    'models.main.model in .veil/settings.json, e.g. {"models": {"main": '
-                    '{"model": "gpt-4o"}}}'
+                    f"models.main: not set, but auth.json has providers ({names}); name the "
+                    "model beside them in auth.json (or in .veil/settings.json), e.g. "
+                    '"models": {"main": {"model": "gpt-4o", "contextWindow": 128000}}'
                 )
             local = self.default_local_model()
             if local is None:
@@ -900,9 +1011,10 @@ class LLM:
             if local is not None:
                 model: ChatModel = _load_local(local)
             else:
+                named = self.named_provider(name)  # type: ignore[arg-type]
                 model = LiteLLMModel(
-                    name,  # type: ignore[arg-type]
-                    self.routes(),
+                    named[1] if named else name,  # type: ignore[arg-type]
+                    [self.provider_route(named[0])] if named else self.routes(),
                     options=role_cfg.options if role_cfg else None,
                     context_window=role_cfg.context_window if role_cfg else None,
                 )
@@ -934,10 +1046,13 @@ class LLM:
         local = self._local_model_named(name)
         if local is not None:
             return None if local.available() else f"the offline model {local.name} cannot run here"
-        litellm = import_litellm()
+        named = self.named_provider(name)
+        if named is not None:  # NAME/MODEL: that provider alone
+            reason = _route_problem(self.provider_route(named[0]), named[1])
+            return None if reason is None else f"{named[0]}: {reason}"
         reasons = []
         for route in self.routes():
-            reason = _route_problem(litellm, route, name)
+            reason = _route_problem(route, name)
             if reason is None:
                 return None
             where = "no provider in auth.json" if route.name == "litellm" else route.name
@@ -955,10 +1070,49 @@ class LLM:
         }
 
 
-def _route_problem(litellm: Any, route: Route, name: str) -> str | None:
-    """Why ``route`` cannot serve model ``name`` (see :meth:`LLM.unservable_reason`), or None."""
+def _check_named_project_provider(config: Config, provider: str, model: str) -> None:
+    """Refuse a model name that selects a provider of the project's auth.json unless the user
+    allowed the project's providers (:func:`veil.core.safety.trust.check_project_provider_consent`,
+    the check a routing entry naming it gets when the configuration loads).
+
+    Raises:
+        ConfigError: naming the model and both ways to allow it.
+    """
+    import os
+
+    from veil.core.safety.trust import (
+        check_project_provider_consent,
+        pop_project_provider_consent,
+    )
+    from veil.core.settings import read_json_file, user_auth_file
+
+    user_path = user_auth_file()
+    allowed = pop_project_provider_consent(read_json_file(user_path), user_path)
+    check_project_provider_consent(
+        [(f"model {model!r}", provider)],
+        frozenset({provider}),
+        config.project_dir,
+        config.veil_dir / "auth.json",
+        user_path,
+        allowed,
+        dict(os.environ),
+    )
+
+
+def _route_problem(route: Route, name: str) -> str | None:
+    """Why ``route`` cannot serve model ``name`` (see :meth:`LLM.unservable_reason`), or None.
+    A provider of type ``openai`` is answered without litellm (every model string of its
+    routes is litellm's ``openai`` provider): it needs a key, its own endpoint or
+    ``OPENAI_API_KEY``."""
+    import os
+
     from veil.core.models.providers import AMBIENT_CREDENTIAL_TYPES
 
+    if route.type == "openai":
+        if route.api_key or route.base_url or os.environ.get("OPENAI_API_KEY"):
+            return None
+        return "no API key for openai (OPENAI_API_KEY is not set)"
+    litellm = import_litellm()
     model = route.model_string(name)
     try:
         provider = litellm.get_llm_provider(model, api_base=route.base_url)[1]

@@ -13,9 +13,11 @@ Three functions, all offline (tiktoken's files ship inside litellm's wheel; see
   import takes about a second) and used only after it has given tiktoken's counts on
   :data:`CL100K_PROBES`; until then, for texts over :data:`FAST_COUNT_MAX_BYTES` and on any
   error of its own, tiktoken counts.
-- :func:`count_text_tokens` / :func:`count_message_tokens`: litellm's ``token_counter`` when
-  litellm holds the model's own tokenizer -- OpenAI models (every name tiktoken maps to an
-  encoding) and DeepSeek V3/V4 models (litellm bundles that tokenizer) -- otherwise
+- :func:`count_text_tokens` / :func:`count_message_tokens`: exact where the model's own
+  tokenizer is installed -- OpenAI models (every name tiktoken maps to an encoding), counted
+  with tiktoken as litellm's ``token_counter`` counts them
+  (:mod:`veil.core.models.openai_tokens`, no litellm import), and DeepSeek V3/V4 models
+  (litellm's ``token_counter``, which bundles that tokenizer) -- otherwise
   :func:`estimate_tokens`.
 
 The estimate (used for Anthropic, Gemini, Ollama, OpenRouter... models, whose tokenizers are not
@@ -150,10 +152,10 @@ def _start_fast_loader() -> None:
         warnings.filterwarnings(
             "ignore", "open_binary is deprecated", DeprecationWarning, "bpe_openai"
         )
-        _fast_loader = threading.Thread(
-            target=_load_fast_encoding, name="veil-bpe-openai", daemon=True
-        )
-        _fast_loader.start()
+        # a loader thread: stopped at its next import when veil exits (veil.core.background)
+        from veil.core import background
+
+        _fast_loader = background.start_loader("veil-bpe-openai", _load_fast_encoding)
 
 
 def _load_fast_encoding() -> None:
@@ -309,15 +311,20 @@ def exact_tokenizer_model(model: str | None) -> str | None:
 def count_text_tokens(text: str, model: str | None = None) -> int:
     """Tokens of ``text`` for ``model`` (a litellm model string such as ``openai/gpt-4o``).
 
-    Exact (litellm ``token_counter``) when :func:`exact_tokenizer_model` knows the model's
-    tokenizer, otherwise :func:`estimate_tokens`. ``model=None`` uses the estimate.
+    Exact when :func:`exact_tokenizer_model` knows the model's tokenizer (tiktoken for OpenAI
+    models, litellm ``token_counter`` for DeepSeek's), otherwise :func:`estimate_tokens`.
+    ``model=None`` uses the estimate.
     """
     if not text:
         return 0
     exact = exact_tokenizer_model(model)
     if exact is None:
         return estimate_tokens(text, model)
-    return int(import_litellm().token_counter(model=exact, text=text))
+    if _DEEPSEEK_MODEL.search(exact):  # DeepSeek's tokenizer file comes with litellm
+        return int(import_litellm().token_counter(model=exact, text=text))
+    from veil.core.models.openai_tokens import text_counter
+
+    return text_counter(exact)(text)
 
 
 def content_text(content: Any) -> str:
@@ -361,8 +368,10 @@ def count_message_tokens(
 ) -> int:
     """Tokens of a chat prompt: OpenAI-format ``messages`` (plus ``tools`` schemas if given).
 
-    Exact per litellm ``token_counter`` for models whose tokenizer it holds (its own per-message
-    accounting: 3 tokens per message, 3 for the reply). Otherwise the sum of
+    Exact for models whose tokenizer is installed: OpenAI models by
+    :func:`veil.core.models.openai_tokens.message_tokens` (litellm ``token_counter``'s
+    accounting: 3 tokens per message, 3 for the reply, the tool schemas as OpenAI renders them;
+    litellm itself for content it does not count), DeepSeek's by litellm ``token_counter``. Otherwise the sum of
     :func:`estimate_tokens` over each message's content, name, tool-call id, tool-call names and
     arguments, plus :data:`MESSAGE_OVERHEAD` per message, :data:`TOOL_CALL_OVERHEAD` per tool call
     and :data:`REPLY_OVERHEAD` once; ``tools`` add the estimate of their JSON.
@@ -370,6 +379,12 @@ def count_message_tokens(
     messages = list(messages)
     exact = exact_tokenizer_model(model)
     if exact is not None:
+        if not _DEEPSEEK_MODEL.search(exact):
+            from veil.core.models.openai_tokens import message_tokens
+
+            counted = message_tokens(messages, exact, tools)
+            if counted is not None:
+                return counted
         litellm = import_litellm()
         return int(litellm.token_counter(model=exact, messages=messages, tools=tools or None))
     total = REPLY_OVERHEAD + sum(_estimate_message(m, model) for m in messages)

@@ -77,6 +77,11 @@ class Prompt:
         budget: tokens the kept messages were fitted into.
         tools_tokens: tokens of the tool schemas the budget left room for.
         reserve_tokens: completion tokens the budget left room for.
+        indices: for each of ``messages``, the index in ``session.messages`` of the stored
+            message it shows (as it is or as a stub), None for what veil wrote (the system
+            message, a summary, the notes, a result made up for an interrupted call) and for
+            every message of a prompt built at the moment a compaction ran. Front ends that
+            keep their own form of each message (``veil proxy``) use it to send that form.
     """
 
     messages: list[Message]
@@ -88,6 +93,7 @@ class Prompt:
     budget: int = 0
     tools_tokens: int = 0
     reserve_tokens: int = 0
+    indices: list[int | None] = field(default_factory=list)
 
 
 def stub_handle(item: ContextItem) -> str:
@@ -116,6 +122,15 @@ def pointer_stub(item: ContextItem, preview_chars: int = 48) -> str:
     if item.source == "tool_result":
         return f"[evicted {item.tokens} tokens {stub_handle(item)}]"
     return f"[evicted turn {stub_handle(item)}]"
+
+
+def excerpt_stub(item: ContextItem) -> str:
+    """What stands for a warm item that keeps some lines in the prompt (``item.excerpt``): those
+    lines verbatim and one elision marker per run of lines left out, each naming the handle
+    ``veil_hydrate`` follows back (:func:`veil.core.prompt.excerpts.render_excerpt`)."""
+    from veil.core.prompt.excerpts import render_excerpt
+
+    return render_excerpt(item.content, item.excerpt or (), stub_handle(item))
 
 
 def session_date(session: Session) -> str:
@@ -355,7 +370,7 @@ def _stubbed(
     stubs = session.stubs
     idxs = list(range(session.compact_size, len(session.messages)))
     msgs = [
-        _with_stub(session.messages[i], stubs[i]) if i in stubs else session.messages[i]
+        _with_stub(session.messages[i], stubs[i], i) if i in stubs else session.messages[i]
         for i in idxs
     ]
     squeezed = squeezed_messages(session) if budget is not None else {}
@@ -445,16 +460,19 @@ def pinned_requests(session: Session, cap: int | None = None) -> list[Message]:
     return out
 
 
-def _with_stub(message: Message, stub: str) -> Message:
-    """``message`` with its content replaced by ``stub``. An evicted assistant turn's item holds
-    its tool calls' arguments too (the capture plugin's
+def _with_stub(message: Message, stub: str, index: int | None = None) -> Message:
+    """``message`` with its content replaced by ``stub`` (a pointer stub or an excerpt). An
+    evicted assistant turn's item holds its tool calls' arguments too (the capture plugin's
     :func:`veil.default_plugins.capture.rules.assistant_text`), so those leave with it: each call
     keeps its id and name (its result stays paired) and its arguments become
-    ``{"evicted": "<the stub's handle>"}``, valid JSON for every provider."""
+    ``{"evicted": "<the handle>"}``, valid JSON for every provider (a pointer stub's own handle,
+    its last word; ``#<index>`` for an excerpt)."""
     out = {**message, "content": stub}
     calls = message.get("tool_calls")
     if calls and message.get("role") == "assistant":
-        marker = json.dumps({"evicted": stub.rstrip("]").rsplit(" ", 1)[-1]})
+        plain = index is None or stub.startswith(("[evicted ", "[cold "))
+        handle = stub.rstrip("]").rsplit(" ", 1)[-1] if plain else f"#{index}"
+        marker = json.dumps({"evicted": handle})
         out["tool_calls"] = [
             {**tc, "function": {**tc.get("function", {}), "arguments": marker}} for tc in calls
         ]
@@ -636,7 +654,9 @@ def _collapse(
     alike, so stubs do not pile up (each would cost ~15 tokens forever). The manifest counts
     them; ``veil_recall`` / ``veil_history`` find them; nothing leaves the store. Returns the
     stored indices of what is kept, and the messages."""
-    stubs = session.stubs
+    # an excerpt still shows lines of its message: only plain stubs collapse
+    excerpted = session.excerpt_indices()
+    stubs = {i: s for i, s in session.stubs.items() if i not in excerpted}
     out: list[Message] = []
     out_idx: list[int] = []
     collapsed = 0
@@ -1049,6 +1069,23 @@ def tool_schema_tokens(session: Session, tools: list[dict[str, Any]] | None) -> 
     return max(0, count_message_tokens([], name, tools=tools) - count_message_tokens([], name))
 
 
+def fixed_prompt_tokens(session: Session, tools: list[dict[str, Any]] | None) -> tuple[int, int]:
+    """What a prompt of ``session`` takes before any message: the tokens of the system message
+    veil sends (the base prompt and every section, with any compaction summary) and of the tool
+    schemas ``tools`` (:func:`tool_schema_tokens`), both with the main model's tokenizer.
+
+    A front end that may lower the completion tokens it asks for (``veil proxy``) sets them from
+    these: the window less both is what the conversation and the answer share."""
+    system_msg, anchored, note = _split(system_sections(session))
+    summary = (
+        [{"role": "system", "content": SUMMARY_PREFIX + session.compact_summary}]
+        if session.compact_summary
+        else []
+    )
+    parts = [system_msg, *summary, *(m for m in (anchored, note) if m is not None)]
+    return _message_tokens(session, parts), tool_schema_tokens(session, tools)
+
+
 def _note_message(volatile: list[PromptSection]) -> Message | None:
     if not volatile:
         return None
@@ -1233,8 +1270,14 @@ def build_prompt(
     if squeezed is not None:
         (messages, idxs), changed = squeezed, True
 
-    body, anchored_sent = _place_anchored(session, repair_pairing(messages), anchored, changed)
+    known = list(idxs) if len(idxs) == len(messages) else [None] * len(messages)
+    repaired, kept_idx = repair_indexed(messages, known)
+    body, anchored_sent = _place_anchored(session, repaired, anchored, changed)
+    if anchored_sent is not None:
+        at = next(k for k, m in enumerate(body) if m is anchored_sent)
+        kept_idx = [*kept_idx[:at], None, *kept_idx[at:]]
     final = [system_msg, *summary_msgs, *body, *([note] if note else [])]
+    indices = [None] * (1 + len(summary_msgs)) + kept_idx + ([None] if note else [])
     return Prompt(
         final,
         _message_tokens(session, final),
@@ -1245,6 +1288,7 @@ def build_prompt(
         budget=budget,
         tools_tokens=tools_tokens,
         reserve_tokens=reserve_tokens,
+        indices=indices,
     )
 
 
@@ -1273,6 +1317,25 @@ def _summary_part(session: Session, cap: int) -> list[Message]:
 
 
 def context_report(session: Session) -> dict[str, Any]:
-    """Counts for front ends: live / warm / cold items and the tokens of the last prompt."""
+    """Counts for front ends: live / warm / cold items, the tokens of the last prompt, and the
+    items the prompt shows as an excerpt (``excerpts``: ``[{"id", "messageIndex", "lines",
+    "of"}]``, lines shown of the item's lines, in message order)."""
     counts = session.veil.store.tier_counts(session.id)
-    return {"tiers": counts, "lastPromptTokens": session.last_prompt_tokens}
+    excerpts = sorted(
+        (
+            {
+                "id": item.id,
+                "messageIndex": item.message_index,
+                "lines": len(item.excerpt),
+                "of": item.content.count("\n") + 1,
+            }
+            for item in session.paged_out.values()
+            if item.excerpt and item.message_index is not None
+        ),
+        key=lambda e: e["messageIndex"],
+    )
+    return {
+        "tiers": counts,
+        "lastPromptTokens": session.last_prompt_tokens,
+        "excerpts": excerpts,
+    }

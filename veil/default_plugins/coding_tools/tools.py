@@ -680,14 +680,20 @@ def _pump(proc: subprocess.Popen, buffer: _OutputBuffer, deadline: float) -> boo
                 buffer.feed(chunk)
 
 
-def _command_env() -> dict[str, str]:
-    """The environment for commands: ours, with pagers and credential prompts turned off."""
-    env = dict(os.environ)
+def _command_env(project: Path | None = None) -> dict[str, str]:
+    """The environment for commands: the user's, without veil's own virtual environment and
+    with the project's ``.venv`` (:mod:`~veil.default_plugins.coding_tools.environment`), with
+    pagers and credential prompts turned off."""
+    from veil.default_plugins.coding_tools.environment import tool_environment
+
+    env = tool_environment(os.environ, project)
     env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
     return env
 
 
-def run_command(command: str, cwd: Path, timeout: float, max_chars: int) -> CommandResult:
+def run_command(
+    command: str, cwd: Path, timeout: float, max_chars: int, project: Path | None = None
+) -> CommandResult:
     """Run ``bash -c command`` in ``cwd`` in a new process group, stdin closed.
 
     Args:
@@ -697,6 +703,8 @@ def run_command(command: str, cwd: Path, timeout: float, max_chars: int) -> Comm
             :data:`KILL_GRACE_SECONDS` later.
         max_chars: cap of the returned output in characters (head and tail kept, memory bounded
             whatever the command prints).
+        project: the project root, whose ``.venv`` the command gets when no other virtual
+            environment is active (:func:`_command_env`).
 
     Processes the command left running in its group (``cmd &``) are killed when it returns;
     ``setsid``/``nohup setsid`` detaches one for good. While it runs the group is registered
@@ -715,7 +723,7 @@ def run_command(command: str, cwd: Path, timeout: float, max_chars: int) -> Comm
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env=_command_env(),
+        env=_command_env(project),
     )
     buffer = _OutputBuffer(max_chars)
     try:
@@ -746,7 +754,11 @@ def _run_bash(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     footer_room = 80
     try:
         result = run_command(
-            command, Path(ctx.session.cwd), timeout, max(loop.tool_output_chars - footer_room, 100)
+            command,
+            Path(ctx.session.cwd),
+            timeout,
+            max(loop.tool_output_chars - footer_room, 100),
+            project=Path(ctx.session.config.project_dir),
         )
     except OSError as exc:
         raise _ToolFailureError(f"cannot start bash: {exc.strerror or exc}") from exc

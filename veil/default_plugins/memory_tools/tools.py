@@ -10,9 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from veil.core import context_ops as ops
 from veil.core.errors import BadRequest
 from veil.core.types import ITEM_KINDS, Tool, ToolContext, ToolResult
+
+
+class _ContextOps:
+    """:mod:`veil.core.context_ops`, imported at the first memory tool call: it brings numpy,
+    which a project opened for a REPL prompt or ``veil plugins`` does not need yet (issue 30)."""
+
+    def __getattr__(self, name: str) -> Any:
+        from veil.core import context_ops
+
+        return getattr(context_ops, name)
+
+
+ops = _ContextOps()
 
 TURN_KINDS = ("decision", "exploration", "action", "status", "correction", "intent")
 

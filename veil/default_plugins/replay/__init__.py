@@ -12,8 +12,8 @@ Modules (each imported only when ``veil replay`` runs, so loading the plugin cos
   :mod:`~veil.default_plugins.replay.trajectory`.
 * :mod:`~veil.default_plugins.replay.sessions`: where ``--from claude-code|codex|pi`` finds a
   project's sessions.
-* :mod:`~veil.default_plugins.replay.measures`: identifier tokens, references and misses
-  (DESIGN.md "Measures").
+* :mod:`~veil.default_plugins.replay.measures`: identifier tokens, references, misses and line
+  misses (DESIGN.md "Measures").
 * :mod:`~veil.default_plugins.replay.baselines`: the full, masking, recency, masking-blocks,
   recency-hysteresis and masking-budget prompts.
 * :mod:`~veil.default_plugins.replay.cache`: the prompt-cache measure (cached and effective
@@ -25,6 +25,9 @@ Modules (each imported only when ``veil replay`` runs, so loading the plugin cos
   ``veil replay``'s table, policy choice and ``--plot``;
   :mod:`~veil.default_plugins.replay.html_report`: ``--report DIR``;
   :mod:`~veil.default_plugins.replay.progress`: the progress bar.
+* :mod:`~veil.default_plugins.replay.frontier`: ``veil replay --sweep`` and
+  ``bench/bench_frontier.py``: every policy over its own knob, priced at several cache prices,
+  the dominance check and the frontier plots (issue 29).
 """
 
 from __future__ import annotations

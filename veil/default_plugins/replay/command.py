@@ -49,6 +49,14 @@ def add_replay_command(cli: click.Group) -> None:
         help="Prompt budget in tokens (cl100k_base).",
     )
     @click.option(
+        "--window",
+        default=None,
+        type=click.IntRange(min=1),
+        help="Replay veil as a model with this context window and no budget set "
+        "(context.budgetTokens unset), as a session on a large-window model runs: veil's "
+        "context.targetTokens applies. The baselines use it as their budget. Replaces --budget.",
+    )
+    @click.option(
         "--compaction",
         type=click.Choice(["none", "masking", "full", "both"]),
         default=None,
@@ -92,6 +100,29 @@ def add_replay_command(cli: click.Group) -> None:
         help="How many files (the first ones) --plot draws, a row each.",
     )
     @click.option(
+        "--sweep",
+        is_flag=True,
+        help="The cost / misses frontier: veil and the budgeted baselines at each of --budgets, "
+        "masking over N 3, 5, 10, 20, masking-blocks over G 5, 10, 20, full once; a table "
+        "priced at cache prices 0.1 and 0.5, the dominance check, and with --plot PREFIX two "
+        "PNGs (PREFIX-misses.png, PREFIX-line-misses.png).",
+    )
+    @click.option(
+        "--budgets",
+        "budgets_text",
+        default="4000,6000,8000,12000,16000",
+        show_default=True,
+        metavar="LIST",
+        help="With --sweep: comma-separated budgets (tokens).",
+    )
+    @click.option(
+        "--jobs",
+        default=1,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="With --sweep: processes to replay in.",
+    )
+    @click.option(
         "--report",
         "report_dir",
         type=click.Path(file_okay=False),
@@ -114,6 +145,7 @@ def add_replay_command(cli: click.Group) -> None:
         from_agent: str | None,
         replay_project: str | None,
         budget: int,
+        window: int | None,
         compaction: str | None,
         cache_price: float,
         policies_text: str | None,
@@ -122,6 +154,9 @@ def add_replay_command(cli: click.Group) -> None:
         report_dir: str | None,
         price_per_mtok: float | None,
         plot_files: int,
+        sweep: bool,
+        budgets_text: str,
+        jobs: int,
         as_json: bool,
     ) -> None:
         """Replay recorded agent sessions through veil and six baselines; report prompt tokens,
@@ -142,6 +177,9 @@ def add_replay_command(cli: click.Group) -> None:
                     "recordings in it as files",
                     param_hint="FILES",
                 )
+        if sweep:
+            _sweep(state, files, budgets_text, compaction, jobs, plot_path, as_json)
+            return
         as_json = as_json or per_step
         project = replay_project or state.project
         try:
@@ -153,7 +191,7 @@ def add_replay_command(cli: click.Group) -> None:
             policies = parse_policies(policies_text)
             result = run_replay(
                 paths,
-                budget,
+                window or budget,
                 project_dir=project,
                 compaction=compaction,
                 disable=tuple(state.disabled),
@@ -162,6 +200,7 @@ def add_replay_command(cli: click.Group) -> None:
                 cache_price=cache_price,
                 per_step=per_step or plot_path is not None or report_dir is not None,
                 price_per_mtok=price_per_mtok,
+                budget_from_window=window is not None,
             )
         except PluginHookFailed:
             raise  # a plugin's hook failed: veil.cli.main reports it as veil: error: ...
@@ -206,3 +245,54 @@ def add_replay_command(cli: click.Group) -> None:
             if report.chart is None:
                 where += " (no PNG: it needs matplotlib, pip install 'veil[plot]')"
             click.echo(where, err=as_json)
+
+
+def _sweep(
+    state: Any,
+    files: tuple[str, ...],
+    budgets_text: str,
+    compaction: str | None,
+    jobs: int,
+    plot_prefix: str | None,
+    as_json: bool,
+) -> None:
+    """``veil replay --sweep``: :func:`veil.default_plugins.replay.frontier.sweep` over
+    ``files``, its table and targets (or its JSON), and the frontier plots."""
+    from veil.default_plugins.replay import frontier
+
+    try:
+        budgets = [int(b) for b in budgets_text.split(",") if b.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"expected comma-separated whole numbers, got {budgets_text!r}",
+            param_hint="--budgets",
+        ) from None
+    try:
+        result = frontier.sweep(
+            list(files),
+            budgets=budgets,
+            project_dir=state.project,
+            compaction=compaction,  # type: ignore[arg-type]
+            disable=tuple(state.disabled),
+            jobs=jobs,
+        )
+        written = []
+        if plot_prefix is not None:
+            prefix = plot_prefix[:-4] if plot_prefix.endswith(".png") else plot_prefix
+            written = frontier.plot_frontier(result, prefix)
+    except PluginHookFailed:
+        raise
+    except VeilError as exc:
+        raise click.ClickException(exc.message) from exc
+    except OSError as exc:
+        raise click.ClickException(f"--plot: cannot write {plot_prefix}: {exc}") from exc
+    for entry in result["meta"]["skipped"]:
+        click.echo(f"veil replay: skipped {entry['reason']}", err=True)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(frontier.render_table(result))
+    click.echo()
+    click.echo(frontier.render_targets(result))
+    for path in written:
+        click.echo(f"plot written to {path}")

@@ -59,6 +59,7 @@ def run_replay(
     policies: tuple[str, ...] = POLICIES,
     cache_price: float = CACHE_PRICE,
     per_step: bool = False,
+    budget_from_window: bool = False,
     price_per_mtok: float | None = None,
 ) -> dict[str, Any]:
     """Replay ``files`` and return the JSON contract of :mod:`veil.default_plugins.replay.runner`,
@@ -87,12 +88,14 @@ def run_replay(
             session is opened, which is fast).
         cache_price: cached-input price relative to uncached input, from 0 to 1.
         per_step: include each file's per-step measures.
+        budget_from_window: ``budget`` is the model's context window with no budget set, as a
+            session on a large-window model runs (veil's own target size may apply; see
+            :class:`VeilReplayPolicy`); the baselines use it as their budget.
         price_per_mtok: dollars per million uncached input tokens, recorded in the result for
             the report (the figures themselves are tokens).
 
     Raises:
-        BadRequest: a file is unreadable or in no known format (the message names it), no file
-            holds a step to replay, the
+        BadRequest: a file is unreadable or in no known format (the message names it), the
             budget is not a positive integer, the cache price is not from 0 to 1, or a policy
             name is unknown.
     """
@@ -111,8 +114,6 @@ def run_replay(
             except EmptyTrajectory as exc:  # nothing to measure: skipped, said in the result
                 skipped.append({"file": str(f), "reason": exc.message})
             bar.advance()
-        if not trajectories:
-            raise BadRequest("no file to replay: " + "; ".join(s["reason"] for s in skipped))
         if max_steps is not None:
             for traj in trajectories:
                 traj.steps = traj.steps[:max_steps]
@@ -126,6 +127,7 @@ def run_replay(
                 compaction=compaction,
                 disable=disable,
                 summariser=summariser,
+                budget_from_window=budget_from_window,
             )
             veil_policies.append(policy)
             return policy
@@ -186,9 +188,12 @@ def render_table(result: dict[str, Any]) -> str:
 
     Columns: prompt tokens (summed over steps) and their ratio to full history's, the cached
     share of them, effective tokens (uncached + cache price x cached) and their ratio to full
-    history's, the peak prompt, references, misses, prefix breaks, steps over the budget and
-    evictions. Ratios show "-" when full history was not run.
+    history's, the peak prompt, references, misses, line misses, prefix breaks, steps over the
+    budget and evictions. Ratios show "-" when full history was not run.
     """
+    if not result["files"]:  # every file was skipped (the README: "skipped", not an error)
+        skipped = len(result.get("skipped", []))
+        return f"nothing to replay: {skipped} file(s) skipped, none holds a step"
     total = result["total"]
     names = [n for n in DISPLAY_ORDER if n in total]
     full = total.get("full")
@@ -199,7 +204,8 @@ def render_table(result: dict[str, Any]) -> str:
         f"{'policy':<19} {'prompt tokens':>13} {'/full':>6} {'cached':>7} {'effective':>11} "
         f"{'/full':>6} "
         + (f"{'dollars':>11} " if price is not None else "")
-        + f"{'peak':>7} {'refs':>6} {'misses':>6} {'breaks':>6} {'over':>5} {'evictions':>9}"
+        + f"{'peak':>7} {'refs':>6} {'misses':>6} {'lines':>6} {'breaks':>6} {'over':>5} "
+        f"{'evictions':>9}"
     ]
     for name in names:
         p = total[name]
@@ -213,7 +219,7 @@ def render_table(result: dict[str, Any]) -> str:
             f"{p['effective_tokens']:>11,.0f} {_ratio(p['effective_tokens'], full_eff):>6} "
             f"{money}"
             f"{p['peak_prompt_tokens']:>7,} {p['references']:>6,} {p['misses']:>6,} "
-            f"{p['prefix_breaks']:>6,} {p['over_budget_steps']:>5,} "
+            f"{p.get('line_misses', 0):>6,} {p['prefix_breaks']:>6,} {p['over_budget_steps']:>5,} "
             f"{format(p['evictions'], ',') if 'evictions' in p else '':>9}"
         )
     compaction = result.get("compaction")
@@ -229,8 +235,9 @@ def render_table(result: dict[str, Any]) -> str:
     )
     lines.append(
         "cached: share of prompt tokens a prompt cache reuses from the policy's previous step; "
-        "effective: uncached + price x cached; breaks: steps whose system message changed; "
-        "over: steps over the budget"
+        "effective: uncached + price x cached; misses: references no longer in the prompt; "
+        "lines: references whose source line is not in it word for word (line misses); "
+        "breaks: steps whose system message changed; over: steps over the budget"
         + (f"; dollars: effective tokens at ${price:,g} per million" if price is not None else "")
     )
     for f in result["files"]:
@@ -239,9 +246,11 @@ def render_table(result: dict[str, Any]) -> str:
         parts = []
         for name in names:
             p = f[name]
-            parts.append(f"{name} {p['prompt_tokens']:,} / {p['misses']}")
+            parts.append(
+                f"{name} {p['prompt_tokens']:,} / {p['misses']} / {p.get('line_misses', 0)}"
+            )
         lines.append(
-            f"  {Path(f['file']).name}: {f['steps']} steps; tokens / misses: "
+            f"  {Path(f['file']).name}: {f['steps']} steps; tokens / misses / line misses: "
             + ", ".join(parts)
             + conv_text
         )

@@ -27,8 +27,10 @@ Each policy object holds, in this order:
 * ``over_budget_steps``: steps whose prompt exceeded the budget (expected for ``full``,
   ``masking`` and ``masking-blocks``; never for veil, the recency ones nor ``masking-budget``,
   unless system + task alone exceed the budget);
+* ``line_misses`` (issue 29): references whose source line stands nowhere in the prompt, summed
+  over steps (:func:`~veil.default_plugins.replay.measures.line_misses`; at least ``misses``);
 * ``per_step`` (per file, only when asked for): ``[{"prompt_tokens", "cached_tokens",
-  "misses"}]``, one entry per step.
+  "misses", "line_misses"}]``, one entry per step.
 
 The keys of issue 3 come first and keep their meaning. ``veil`` is present only when a veil
 policy is passed; the baselines present are the ones asked for (all six by default, in the
@@ -44,6 +46,7 @@ from typing import Any, Protocol, runtime_checkable
 from veil.core.errors import BadRequest
 from veil.default_plugins.replay.baselines import (
     MASKING_BLOCK,
+    MASKING_KEEP,
     Message,
     full_prompt,
     masking_budget_prompt,
@@ -59,7 +62,13 @@ from veil.default_plugins.replay.cache import (
 )
 from veil.default_plugins.replay.counting import TokenCounter, message_text
 from veil.default_plugins.replay.formats import Trajectory
-from veil.default_plugins.replay.measures import SEPARATOR, misses, references_in
+from veil.default_plugins.replay.measures import (
+    SEPARATOR,
+    RecordedLines,
+    line_misses,
+    misses,
+    references_in,
+)
 
 BASELINES = (
     "full",
@@ -118,38 +127,50 @@ class FullHistory:
 
 
 class ObservationMasking:
-    """Baseline ``masking``: observations older than the 10 most recent are masked."""
+    """Baseline ``masking``: observations older than the ``keep`` most recent (default 10,
+    :data:`~veil.default_plugins.replay.baselines.MASKING_KEEP`) are masked."""
 
     name = "masking"
 
+    def __init__(self, keep: int = MASKING_KEEP) -> None:
+        self.keep = keep
+
     def prompt_for_step(self, traj: Trajectory, t: int) -> tuple[list[Message], str]:
-        messages = masking_prompt(traj, t)
+        messages = masking_prompt(traj, t, keep=self.keep)
         return messages, _joined(messages)
 
 
 class MaskingBudget:
-    """Baseline ``masking-budget``: the ``masking`` prompt, cut as ``recency`` cuts (oldest
-    messages first, system + task kept) when it exceeds ``budget`` tokens (see
+    """Baseline ``masking-budget``: the ``masking`` prompt (``keep`` observations verbatim,
+    default 10), cut as ``recency`` cuts (oldest messages first, system + task kept) when it
+    exceeds ``budget`` tokens (see
     :func:`~veil.default_plugins.replay.baselines.masking_budget_prompt`)."""
 
     name = "masking-budget"
 
-    def __init__(self, budget: int, count: Callable[[str], int]) -> None:
+    def __init__(self, budget: int, count: Callable[[str], int], keep: int = MASKING_KEEP) -> None:
         self.budget = budget
         self.count = count
+        self.keep = keep
 
     def prompt_for_step(self, traj: Trajectory, t: int) -> tuple[list[Message], str]:
-        messages = masking_budget_prompt(traj, t, self.budget, self.count)
+        messages = masking_budget_prompt(traj, t, self.budget, self.count, self.keep)
         return messages, _joined(messages)
 
 
 class MaskingBlocks:
-    """Baseline ``masking-blocks``: masking that masks 10 more observations at a time."""
+    """Baseline ``masking-blocks``: masking (the ``keep`` newest observations kept, default 10)
+    that masks ``block`` more observations at a time (default 10,
+    :data:`~veil.default_plugins.replay.baselines.MASKING_BLOCK`)."""
 
     name = "masking-blocks"
 
+    def __init__(self, block: int = MASKING_BLOCK, keep: int = MASKING_KEEP) -> None:
+        self.block = block
+        self.keep = keep
+
     def prompt_for_step(self, traj: Trajectory, t: int) -> tuple[list[Message], str]:
-        messages = masking_prompt(traj, t, block=MASKING_BLOCK)
+        messages = masking_prompt(traj, t, keep=self.keep, block=self.block)
         return messages, _joined(messages)
 
 
@@ -203,18 +224,21 @@ class RecencyHysteresis:
 
 @dataclass
 class StepMeasure:
-    """One step of one policy: its prompt's tokens, the cached part, the references missed."""
+    """One step of one policy: its prompt's tokens, the cached part, the references missed
+    (identifier and line misses)."""
 
     prompt_tokens: int
     cached_tokens: int
     misses: int
+    line_misses: int = 0
 
     def to_json(self) -> dict[str, int]:
-        """``{"prompt_tokens", "cached_tokens", "misses"}``."""
+        """``{"prompt_tokens", "cached_tokens", "misses", "line_misses"}``."""
         return {
             "prompt_tokens": self.prompt_tokens,
             "cached_tokens": self.cached_tokens,
             "misses": self.misses,
+            "line_misses": self.line_misses,
         }
 
 
@@ -227,6 +251,8 @@ class PolicyResult:
         peak_prompt_tokens: the largest single-step prompt, tokens.
         references: references summed over steps (the same for every policy of a file).
         misses: references absent from the policy's prompt, summed over steps.
+        line_misses: references no line of whose source stands in the policy's prompt, summed
+            over steps (:func:`~veil.default_plugins.replay.measures.line_misses`).
         evictions: evictions reported by the policy (veil); None for the baselines.
         over_budget_steps: steps whose prompt exceeded the budget (expected for ``full``,
             ``masking`` and ``masking-blocks``; never for veil, the recency ones nor
@@ -247,6 +273,7 @@ class PolicyResult:
     over_budget_steps: int = 0
     cached_tokens: int = 0
     prefix_breaks: int = 0
+    line_misses: int = 0
     steps: list[StepMeasure] = field(default_factory=list)
 
     def add_step(
@@ -257,19 +284,21 @@ class PolicyResult:
         budget: int,
         cached: int = 0,
         prefix_break: bool = False,
+        line_missed: int = 0,
     ) -> None:
-        """Account one step: its prompt size (tokens), its reference / miss counts, and the
-        tokens it shares with the previous prompt (``cached``; ``prefix_break`` when its
-        message 0 changed)."""
+        """Account one step: its prompt size (tokens), its reference / miss counts (identifier
+        misses ``missed``, line misses ``line_missed``), and the tokens it shares with the
+        previous prompt (``cached``; ``prefix_break`` when its message 0 changed)."""
         self.prompt_tokens += tokens
         self.peak_prompt_tokens = max(self.peak_prompt_tokens, tokens)
         self.references += references
         self.misses += missed
+        self.line_misses += line_missed
         self.cached_tokens += cached
         self.prefix_breaks += int(prefix_break)
         if tokens > budget:
             self.over_budget_steps += 1
-        self.steps.append(StepMeasure(tokens, cached, missed))
+        self.steps.append(StepMeasure(tokens, cached, missed, line_missed))
 
     def add(self, other: PolicyResult) -> None:
         """Fold another file's result into this total (sums; peak is the max; per-step
@@ -278,6 +307,7 @@ class PolicyResult:
         self.peak_prompt_tokens = max(self.peak_prompt_tokens, other.peak_prompt_tokens)
         self.references += other.references
         self.misses += other.misses
+        self.line_misses += other.line_misses
         self.over_budget_steps += other.over_budget_steps
         self.cached_tokens += other.cached_tokens
         self.prefix_breaks += other.prefix_breaks
@@ -291,8 +321,8 @@ class PolicyResult:
     def to_json(self, price: float = CACHE_PRICE, per_step: bool = False) -> dict[str, Any]:
         """The contract's policy object (see the module docstring): prompt_tokens,
         peak_prompt_tokens, references, misses, evictions (when reported), cached_tokens,
-        effective_tokens (at ``price``), prefix_breaks, over_budget_steps, and ``per_step``
-        when asked for."""
+        effective_tokens (at ``price``), prefix_breaks, over_budget_steps, line_misses, and
+        ``per_step`` when asked for."""
         out: dict[str, Any] = {
             "prompt_tokens": self.prompt_tokens,
             "peak_prompt_tokens": self.peak_prompt_tokens,
@@ -305,6 +335,7 @@ class PolicyResult:
         out["effective_tokens"] = round(self.effective_tokens(price), 6)
         out["prefix_breaks"] = self.prefix_breaks
         out["over_budget_steps"] = self.over_budget_steps
+        out["line_misses"] = self.line_misses
         if per_step:
             out["per_step"] = [s.to_json() for s in self.steps]
         return out
@@ -312,7 +343,8 @@ class PolicyResult:
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> PolicyResult:
         """Read back a policy object of the contract (e.g. to add up files of several
-        replays); per-step measures are not read.
+        replays); per-step measures are not read. ``line_misses`` is optional (results written
+        before issue 29 lack it): absent, it reads as 0.
 
         Raises:
             BadRequest: a count is missing or not a whole number (the message names it).
@@ -333,8 +365,17 @@ class PolicyResult:
                     f"{key}: expected a whole number in the policy object, got {value!r}"
                 )
             counts[key] = value
+        line_missed = obj.get("line_misses", 0)
+        if isinstance(line_missed, bool) or not isinstance(line_missed, int):
+            raise BadRequest(
+                f"line_misses: expected a whole number in the policy object, got {line_missed!r}"
+            )
         evictions = obj.get("evictions")
-        return cls(**counts, evictions=int(evictions) if evictions is not None else None)
+        return cls(
+            **counts,
+            line_misses=line_missed,
+            evictions=int(evictions) if evictions is not None else None,
+        )
 
 
 def _check_budget(budget: int) -> None:
@@ -354,7 +395,9 @@ def run_policies(
         traj: the recorded session.
         policies: policies with distinct names.
         budget: the token budget (only counted here: steps over it are tallied in
-            ``over_budget_steps``; the policies enforce it themselves).
+            ``over_budget_steps``; the policies enforce it themselves). A policy with a
+            ``budget`` attribute of its own (a recency one swept over budgets) is counted
+            against that instead.
         counter: tokens of a text, shared with the policies (a :class:`TokenCounter`, whose
             cache is reused); a new :class:`TokenCounter` by default.
 
@@ -371,17 +414,28 @@ def run_policies(
     count = counter or TokenCounter()
     results = {name: PolicyResult() for name in names}
     caches = {name: CacheTracker() for name in names}
+    budgets = {p.name: getattr(p, "budget", budget) for p in policies}
     earlier = ""  # observations of steps before t, joined by SEPARATOR
+    recorded = RecordedLines()  # assistant turns and observations before t: line-miss sources
     for t, step in enumerate(traj.steps):
         refs = references_in(step.assistant, traj.system, traj.task, earlier)
         for policy in policies:
             messages, match_text = policy.prompt_for_step(traj, t)
             sizes = [count(message_text(m)) for m in messages]
             cached, prefix_break = caches[policy.name].step(messages, sizes)
+            missed = misses(refs, match_text)
             results[policy.name].add_step(
-                sum(sizes), len(refs), len(misses(refs, match_text)), budget, cached, prefix_break
+                sum(sizes),
+                len(refs),
+                len(missed),
+                budgets[policy.name],
+                cached,
+                prefix_break,
+                len(line_misses(refs, match_text, recorded, missed)) if refs else 0,
             )
+        recorded.add(step.assistant)
         if step.observation is not None:
+            recorded.add(step.observation)
             earlier = f"{earlier}{SEPARATOR}{step.observation}" if earlier else step.observation
     for policy in policies:
         evictions = getattr(policy, "evictions", None)

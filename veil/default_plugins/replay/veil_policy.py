@@ -11,6 +11,13 @@ messages.
 Token accounting matches DESIGN.md "Measures": cl100k_base over message contents, no
 per-message overhead, tool schemas and tool-call arguments not counted (the command text is in
 the assistant content already). The window veil manages is the budget itself.
+
+What may hold a reference (the *match text*, :mod:`veil.default_plugins.replay.measures`): the
+system message's sections but the manifest, and the contents of the other messages but the
+pointer stubs and the context notes; inside those contents, a line veil wrote itself is left
+out too (:meth:`RecordedText.veil_marker_line`: an elision marker ``[12 lines repeated later in this
+conversation]``, a pointer note, the mask of a masked result, the marker lines of an excerpt).
+Text veil writes never holds a reference, under either measure.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from veil.core import turn
 from veil.core.models.llm import LLM, Completion
 from veil.core.models.tokens import cl100k_count
 from veil.core.prompt.context import build_prompt
+from veil.core.prompt.excerpts import shown_lines
 from veil.core.types import ToolResult, seeded_ids
 from veil.default_plugins.capture.rules import assistant_text
 from veil.default_plugins.replay.formats import Trajectory
@@ -87,6 +95,63 @@ class ReplayModel:
         )
 
 
+def is_bracketed(line: str) -> bool:
+    """Whether ``line``, blanks stripped, is one ``[...]``: the shape of every line veil writes
+    into a message it sends (stubs, masks, elision markers, pointer notes, excerpt markers)."""
+    text = line.strip()
+    return len(text) >= 2 and text[0] == "[" and text[-1] == "]"
+
+
+class RecordedText:
+    """What the recording showed before the step being built (system prompt, task, assistant
+    turns and observations), as one growing text, to tell veil's own lines from recorded ones.
+
+    A line of veil's prompt is *veil's own* (:meth:`veil_marker_line`) when it is bracketed
+    (:func:`is_bracketed`) and occurs nowhere in the recorded text: a recorded line such as
+    ``[tool.pytest]`` stays content, and so does a line cut short by a pointer (a substring of
+    what was recorded). Answers are cached per line; a line not found is searched again only
+    in text added since.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[str] = []  # added since the text was last joined
+        self._text = ""
+        self._seen: dict[str, int] = {}  # line -> length of the text searched (-1: found)
+
+    def add(self, text: str) -> None:
+        """Append one recorded text."""
+        self._pending.append(text)
+
+    def _joined(self) -> str:
+        if self._pending:  # joined only when a bracketed line must be looked up
+            self._text = SEPARATOR.join([self._text, *self._pending])
+            self._pending = []
+        return self._text
+
+    def veil_marker_line(self, line: str) -> bool:
+        """Whether ``line`` is a line veil wrote itself (bracketed, and recorded nowhere)."""
+        if not is_bracketed(line):
+            return False
+        searched = self._seen.get(line, 0)
+        if searched < 0:
+            return False
+        text = self._joined()
+        # a match may start up to len(line) - 1 characters before the text searched last time
+        if text.find(line, max(0, searched - len(line))) >= 0:
+            self._seen[line] = -1
+            return False
+        self._seen[line] = len(text)
+        return True
+
+    def content(self, text: str) -> str:
+        """``text`` without the lines veil wrote itself (:meth:`veil_marker_line`)."""
+        if "[" not in text:
+            return text
+        lines = text.split("\n")
+        kept = [line for line in lines if not self.veil_marker_line(line)]
+        return text if len(kept) == len(lines) else "\n".join(kept)
+
+
 def _outcome(observation: str) -> str | None:
     m = _EXIT_CODE.search(observation[:200])
     if m:
@@ -107,6 +172,10 @@ class VeilReplayPolicy:
         summariser: the ``compact`` model role for full compaction (for example the bundled
             model, to see real summaries); default: :class:`ReplayModel`'s offline extractive
             summary. The replay's own token counting stays cl100k_base either way.
+        budget_from_window: ``budget`` is the model's context window and no budget is set
+            (``context.budgetTokens`` unset), as for a user on a large-window model: the eviction
+            policy may aim lower (veil_fsrs' ``context.targetTokens``). Default: ``budget`` is
+            set as ``context.budgetTokens`` (the frontier's knob).
 
     Attributes:
         evictions: items evicted so far. over_budget: ``[(step, tokens, reason)]`` of steps whose
@@ -124,6 +193,7 @@ class VeilReplayPolicy:
         compaction: CompactionMode | None = None,
         disable: tuple[str, ...] = (),
         summariser: Any = None,
+        budget_from_window: bool = False,
     ) -> None:
         from veil.core.app import open_veil
         from veil.core.settings import load_config
@@ -131,7 +201,10 @@ class VeilReplayPolicy:
         config = load_config(project_dir)
         settings = config.settings
         settings.loop.completion_reserve = 0
-        settings.context.budget_tokens = None
+        # the budget the replay is run at is the user's own (context.budgetTokens), unless it
+        # stands for a model's window alone (a large-window session: the eviction policy's
+        # own target size may then apply)
+        settings.context.budget_tokens = None if budget_from_window else budget
         if settings.context.rescue_embeddings == "background":
             settings.context.rescue_embeddings = "sync"  # a replay must be deterministic
         if traj.system:
@@ -169,6 +242,9 @@ class VeilReplayPolicy:
         self._start = next((s.timestamp for s in traj.steps if s.timestamp is not None), None)
         self._task_sent = False
         self._batch_embedded = False
+        self._recorded = RecordedText()
+        for text in (traj.system, traj.task):
+            self._recorded.add(text)
         self.traj = traj
         self._ids = random.Random(f"{Path(traj.path).name}:{len(traj.steps)}")
 
@@ -255,6 +331,10 @@ class VeilReplayPolicy:
         while self.ingested < t:
             self._embed_turns_in_one_batch()
             self._ingest(self.ingested)
+            recorded = traj.steps[self.ingested]
+            self._recorded.add(recorded.assistant)
+            if recorded.observation is not None:
+                self._recorded.add(recorded.observation)
             self.ingested += 1
         session.step = t + 1
         session.clock_override = self._time(t)
@@ -264,14 +344,23 @@ class VeilReplayPolicy:
         if tokens > self.budget:
             self.over_budget.append((t, tokens, "protected context alone exceeds the budget"))
         stubs = set(session.stubs.values())
+        # an excerpt holds its item's lines verbatim; its markers are veil's own text
+        excerpts = {
+            session.stubs[item.message_index]: "\n".join(shown_lines(item.content, item.excerpt))
+            for item in session.paged_out.values()
+            if item.excerpt and item.message_index in session.stubs
+        }
         kept = [s.text for s in prompt.sections if not s.name.startswith("manifest")]
         # the context notes hold the manifest and the volatile sections already counted above
         notes = [n for n in (prompt.note, prompt.anchored_note) if n is not None]
-        kept += [
-            m.get("content") or ""
-            for m in messages[1:]
-            if m.get("content") not in stubs and not any(m is n for n in notes)
-        ]
+        for m in messages[1:]:
+            content = m.get("content")
+            if any(m is n for n in notes):
+                continue
+            if content in excerpts:
+                kept.append(excerpts[content])
+            elif content not in stubs:
+                kept.append(self._recorded.content(content or ""))
         return messages, SEPARATOR.join(kept)
 
     def close(self) -> None:
