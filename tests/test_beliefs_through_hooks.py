@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from veil.testing.postgres import project_store
 from veil.testing.scripted_server import ScriptedOpenAIServer, configure_project
 
 BELIEFS_OFF = (
@@ -27,7 +28,12 @@ BELIEFS_OFF = (
 
 
 def _veil(tmp_path: Path, project: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
+    # the test's store (VEIL_STORE__*, set by pytest --veil-store=postgresql) is kept
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("VEIL_") or k.startswith("VEIL_STORE__")
+    }
     env.update(
         VEIL_HOME=str(tmp_path / "home"),
         VEIL_ALLOW_PROJECT_PROVIDERS="1",  # configure_project's provider is the project's
@@ -119,16 +125,28 @@ def test_doctor_repair_has_the_beliefs_plugin_rebuild_its_view_and_nothing_when_
     veil.run_turn(session, "remember")
     veil.close()
     db = project / ".veil" / "context.db"
+    shared = bool(os.environ.get("VEIL_STORE__URL"))  # pytest --veil-store=postgresql
+    read_sql = "SELECT statement FROM beliefs ORDER BY created_at, id"
+    damage_sql = (
+        "UPDATE events SET payload = 'not json' WHERE seq = (SELECT MIN(seq) FROM events "
+        "WHERE kind = 'belief.assert')"
+    )
 
     def beliefs() -> list[str]:
+        if shared:  # the rows are on the test's PostgreSQL server, in the project's schema
+            store = project_store(project, write_behind=False)
+            try:
+                return [r[0] for r in store.conn.execute(read_sql).fetchall()]
+            finally:
+                store.close()
         out = subprocess.run(
             [
                 sys.executable,
                 "-c",
                 "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
-                "print('\\n'.join(r[0] for r in c.execute("
-                "'SELECT statement FROM beliefs ORDER BY created_at, id')))",
+                "print('\\n'.join(r[0] for r in c.execute(sys.argv[2])))",
                 str(db),
+                read_sql,
             ],
             capture_output=True,
             text=True,
@@ -137,15 +155,23 @@ def test_doctor_repair_has_the_beliefs_plugin_rebuild_its_view_and_nothing_when_
         return out.stdout.split("\n")[:-1]
 
     def damage_first_assertion() -> None:
+        if shared:
+            store = project_store(project, write_behind=False)
+            try:
+                with store.transaction() as conn:
+                    conn.execute(damage_sql)
+            finally:
+                store.close()
+            return
         # a separate process writes the damage, as another tool or a torn write would
         subprocess.run(
             [
                 sys.executable,
                 "-c",
-                'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute("UPDATE '
-                "events SET payload = 'not json' WHERE seq = (SELECT MIN(seq) FROM events "
-                "WHERE kind = 'belief.assert')\"); c.commit()",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                "c.execute(sys.argv[2]); c.commit()",
                 str(db),
+                damage_sql,
             ],
             check=True,
         )

@@ -18,7 +18,7 @@ from veil.hookspecs import hookimpl
 
 KNOWN = (
     "compaction, context, convergence, embeddings, http, loop, memory, models, permissions, "
-    "plugins, security"
+    "plugins, security, store"
 )
 """The sections of this environment's settings: the core's and the installed plugins'
 (veil_convergence's own; the others add fields to core sections)."""
@@ -229,7 +229,7 @@ def test_a_plugin_that_cannot_be_imported_is_named_when_a_section_is_unknown(
     core = "compaction, context, embeddings, http, loop, memory, models, permissions, plugins"
     assert message.endswith(
         f"broken: no installed plugin registers this section (known sections: {core}, "
-        "security); one of these plugins may, but could not be imported: veil_broken "
+        "security, store); one of these plugins may, but could not be imported: veil_broken "
         "(ImportError: No module named 'veil_broken')"
     )
 

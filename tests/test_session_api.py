@@ -331,6 +331,7 @@ def test_declared_veil_members_are_the_grouped_api() -> None:
         "check_model_name": True,
         "llm": False,
         "tiers": False,
+        "shared_files": False,
         "pm": False,
         "new_session": True,
         "load_session": True,

@@ -21,6 +21,7 @@ import pytest
 
 from veil.core.errors import SessionConflict
 from veil.core.store import Store
+from veil.testing.postgres import project_store
 from veil.testing.scripted_server import (
     RecordedRequest,
     Reply,
@@ -67,7 +68,7 @@ def _wait_for(predicate, what: str, timeout: float = 90.0) -> None:
 
 
 def _stored(project: Path, session_id: str) -> tuple[list[str], dict]:
-    store = Store(project / ".veil" / "context.db", write_behind=False)
+    store = project_store(project, write_behind=False)  # the file, or the test's PostgreSQL
     try:
         contents = [m.get("content") for _, m in store.messages(session_id)]
         return contents, store.get_session(session_id)

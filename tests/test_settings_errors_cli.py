@@ -19,7 +19,7 @@ from veil.testing.cli import install_fake_plugin, run_veil
 NOT_SKIPPED = "blocking a plugin does not skip its settings: they are checked while it is off"
 KNOWN = (
     "compaction, context, convergence, embeddings, http, loop, memory, models, permissions, "
-    "plugins, security"
+    "plugins, security, store"
 )
 
 CLAIMS_CONVERGENCE = """

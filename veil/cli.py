@@ -45,6 +45,31 @@ def _prescan_project(argv: list[str]) -> str | None:
     return None
 
 
+STORE_ENV = "VEIL_STORE__URL"
+
+
+def store_option(command: Any) -> Any:
+    """Add ``--store URL`` to a command (``veil serve``, ``veil proxy``, ``veil mcp``, ``veil
+    replay``): the PostgreSQL store for this run, as ``VEIL_STORE__URL`` would give it
+    (``store.url``; unset: the project's ``.veil/context.db``). Set before the project's
+    configuration is loaded, so it wins over the settings files, and inherited by the
+    processes the command starts."""
+
+    def use_store(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+        if value is not None and value.strip():
+            os.environ[STORE_ENV] = value.strip()
+
+    return click.option(
+        "--store",
+        metavar="URL",
+        default=None,
+        expose_value=False,
+        is_eager=True,
+        callback=use_store,
+        help="PostgreSQL store URL (store.url; default: the project's .veil/context.db).",
+    )(command)
+
+
 class VeilContext:
     """Shared state of one CLI invocation: options and the lazily opened :class:`Veil`."""
 

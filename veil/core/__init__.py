@@ -8,8 +8,8 @@ application as :mod:`veil.core.session_api` declares them (``PluginSession``, ``
 
 Subpackages:
 
-* :mod:`veil.core.store`: every SQL statement on ``.veil/context.db``, and the write-behind
-  thread.
+* :mod:`veil.core.store`: every SQL statement on ``.veil/context.db`` or a project's schema of a
+  PostgreSQL store (``store.url``), and the write-behind thread.
 * :mod:`veil.core.models`: reaching a model (litellm, a local model a plugin registers), token
   counting, embeddings.
 * :mod:`veil.core.prompt`: assembling and fitting what is sent (masking, elision, eviction
@@ -19,7 +19,8 @@ Subpackages:
 
 Top-level modules: the application object (``app``), the agent loop (``loop``) and the one turn
 driver every front end uses (``turn``), the session (``session``, ``session_locks``), the
-tiers' moves (``tiers``), context operations behind the memory tools (``context_ops``), the
+tiers' moves (``tiers``), the files a project keeps in a shared store (``shared_files``: the
+memory files, with PostgreSQL), context operations behind the memory tools (``context_ops``), the
 plugin manager (``plugins``), settings and each plugin's settings sections (``settings``,
 ``plugin_settings``, ``settings_unknown``), shared types and errors (``types``, ``errors``),
 atomic file writes (``atomic``) and making any string storable as UTF-8 (``text``).

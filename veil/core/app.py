@@ -96,7 +96,8 @@ class Veil:
         config: the validated configuration.
         pm: a plugin manager with plugins loaded (see :func:`open_veil`).
         llm: model access; default :class:`veil.core.models.llm.LLM` over ``config`` (created lazily).
-        db_path: the store; default ``<project>/.veil/context.db``.
+        db_path: the store; default ``store.url`` when set (PostgreSQL), else
+            ``<project>/.veil/context.db``.
         keep_going: a plugin whose registration hook (``register_tools``) fails is recorded
             in :attr:`plugin_problems` and left without tools instead of stopping the open
             (``veil plugins``, which must list the broken plugin); None there otherwise.
@@ -120,13 +121,24 @@ class Veil:
         self.pm = pm
         self._llm = llm
         self._llm_lock = threading.Lock()
-        if db_path is None:
-            veil_file(config.project_dir)  # .veil itself must not be a symbolic link
-            config.veil_dir.mkdir(parents=True, exist_ok=True)
-            ensure_gitignore(config.project_dir)
-            db_path = veil_file(config.project_dir, "context.db")
-        self.store = Store(db_path)
-        self.session_locks = SessionLocks(db_path)
+        store_url = config.settings.store.url
+        if db_path is None and store_url is not None:
+            # a shared PostgreSQL store: rows under this project's name, locks in the database
+            self.store = Store(
+                store_url.get_secret_value(),
+                project=config.settings.store.project_name(config.project_dir),
+                pool_size=config.settings.store.pool_size,
+                synchronous_commit=config.settings.store.synchronous_commit,
+            )
+            self.session_locks = SessionLocks.in_database(self.store)
+        else:
+            if db_path is None:
+                veil_file(config.project_dir)  # .veil itself must not be a symbolic link
+                config.veil_dir.mkdir(parents=True, exist_ok=True)
+                ensure_gitignore(config.project_dir)
+                db_path = veil_file(config.project_dir, "context.db")
+            self.store = Store(db_path)
+            self.session_locks = SessionLocks(db_path)
         self.plugin_problems: dict[str, str] | None = {} if keep_going else None
         self.tools: dict[str, Tool] = self._collect_tools(self.plugin_problems)
         self._turn_queues: dict[str, threading.Lock] = {}
@@ -205,6 +217,19 @@ class Veil:
 
                 self._tiers = Tiers(self)
         return self._tiers
+
+    @property
+    def shared_files(self) -> Any:
+        """The project's files in its shared store (:class:`veil.core.shared_files.SharedFiles`:
+        the memory files, with a PostgreSQL store), or None with SQLite (they live on disk)."""
+        if self.store.engine != "postgresql":
+            return None
+        with self._llm_lock:
+            if getattr(self, "_shared_files", None) is None:
+                from veil.core.shared_files import SharedFiles
+
+                self._shared_files = SharedFiles(self.store)
+        return self._shared_files
 
     @property
     def context_layer_on(self) -> bool:
@@ -670,7 +695,12 @@ class Veil:
         try:
             self.pm.hook.before_close(veil=self)
         finally:
-            self.store.close()
+            try:
+                self.store.close()
+            finally:
+                close_locks = getattr(self.session_locks, "close", None)
+                if close_locks is not None:  # the database's locks: their connection
+                    close_locks()
 
 
 def _check_effects(plugin: str, tools: list[Tool]) -> None:

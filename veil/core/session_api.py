@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.safety.redaction import Redactor
     from veil.core.session import Session
     from veil.core.settings import Config
+    from veil.core.shared_files import SharedFiles
     from veil.core.tiers import Tiers
     from veil.core.types import ContextItem, ItemScores, Message, RecallHit
 
@@ -255,6 +256,12 @@ class PluginVeil(Protocol):
     @property
     def tiers(self) -> Tiers:
         """The warm and cold tiers and the project's embedder, created on first use."""
+
+    @property
+    def shared_files(self) -> SharedFiles | None:
+        """The project's text files in its shared store
+        (:class:`~veil.core.shared_files.SharedFiles`): with a PostgreSQL store
+        (``store.url``) the memory files live there; None with SQLite (they are on disk)."""
 
     # -- hooks ------------------------------------------------------------------------------
 

@@ -14,6 +14,11 @@ repository can ship with symbolic links in it: before each lock is taken the pat
 ``locks`` link to an outside folder, or a lock file that is a link, gives
 :class:`~veil.core.errors.UnsafeVeilPath` instead of a file created or truncated outside.
 
+With a PostgreSQL store (``store.url``) the lock is the database's instead:
+:class:`DatabaseSessionLocks` holds a session-level advisory lock per session on one connection
+of its own, which PostgreSQL releases when that connection ends, so a process killed on one
+machine frees its sessions for the others.
+
 Holding is re-entrant on one thread (a turn that compacts takes the lock it already holds) and
 exclusive between threads and processes. A second holder does not queue: it gets
 :class:`~veil.core.errors.SessionBusy` at once (409 over HTTP), before it stores anything, so a
@@ -26,16 +31,26 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import logging
 import re
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import filelock
 
 from veil.core.errors import SessionBusy, UnsafeVeilPath
 from veil.core.safety.paths import checked
+from veil.core.store.dialect import lock_key
+from veil.core.store.postgres import advisory_unlock, try_advisory_lock
+
+if TYPE_CHECKING:  # pragma: no cover
+    from veil.core.store import Store
+
+log = logging.getLogger(__name__)
 
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]")
 MAX_NAME_CHARS = 200
@@ -59,6 +74,12 @@ class SessionLocks:
         self._locks: dict[str, filelock.BaseFileLock | threading.RLock] = {}
         self._guard = threading.Lock()
         self._held: dict[str, int] = {}  # session id -> holds in this process now
+
+    @staticmethod
+    def in_database(store: Store, *, wait_s: float = 0.0) -> DatabaseSessionLocks:
+        """The session locks of a PostgreSQL store: advisory locks in its database
+        (:class:`DatabaseSessionLocks`, same methods)."""
+        return DatabaseSessionLocks(store, wait_s=wait_s)
 
     def path(self, session_id: str) -> Path | None:
         """The lock file of a session (None for an in-memory store). Characters outside
@@ -180,3 +201,140 @@ def _links_refused(path: Path) -> Iterator[None]:
                 "cloned repository could point them at files outside the project); remove it"
             ) from None
         raise
+
+
+def _busy(session_id: str, what: str) -> SessionBusy:
+    return SessionBusy(
+        f"session {session_id} is busy: another veil process or request is changing it (a "
+        f"turn, a compaction...), so {what} cannot start now; retry when it ends"
+    )
+
+
+class DatabaseSessionLocks:
+    """Per-session locks of a PostgreSQL store, shared by every process on every machine that
+    uses its database: a session-level advisory lock (``pg_try_advisory_lock``) per session,
+    keyed by the project's schema and the session id (:func:`~veil.core.store.dialect.lock_key`),
+    held on one connection of this object's own. PostgreSQL releases the locks of a connection
+    that ends, so a killed process never leaves a session locked.
+
+    The same contract as :class:`SessionLocks`: re-entrant on one thread, exclusive between
+    threads and processes, a second holder refused with :class:`SessionBusy` at once (or after
+    ``wait_s``).
+
+    Args:
+        store: the PostgreSQL :class:`~veil.core.store.Store`.
+        wait_s: seconds a second holder waits before :class:`SessionBusy` (0: fail at once).
+    """
+
+    folder = None
+
+    def __init__(self, store: Store, *, wait_s: float = 0.0) -> None:
+        assert store.database is not None, "a PostgreSQL store"
+        self.database = store.database
+        self.wait_s = wait_s
+        self._guard = threading.Lock()
+        self._conn_lock = threading.Lock()
+        self._conn: Any = None
+        self._owners: dict[str, list[int]] = {}  # session id -> [thread id, holds]
+
+    def path(self, session_id: str) -> None:
+        """No file: the lock lives in the database."""
+        return None
+
+    def _key(self, session_id: str) -> int:
+        return lock_key("veil-session", self.database.schema, session_id)
+
+    def _query(self, call: Callable[[Any, int], bool], key: int) -> bool:
+        """Run an advisory-lock function (:func:`veil.core.store.postgres.try_advisory_lock`,
+        :func:`~veil.core.store.postgres.advisory_unlock`) on the lock connection; one
+        reconnect when it died
+        (the locks it held died with it: the version compare-and-swap still refuses a stale
+        write)."""
+        import psycopg
+
+        with self._conn_lock:
+            for attempt in (1, 2):
+                if self._conn is None or self._conn.closed:
+                    self._conn = self.database.dedicated()
+                try:
+                    return call(self._conn, key)
+                except psycopg.OperationalError:
+                    if attempt == 2:
+                        raise
+                    log.warning(
+                        "%s: the session-lock connection was lost; reconnecting (locks it held "
+                        "were released)",
+                        self.database.name,
+                    )
+                    self._conn = None
+        return False  # pragma: no cover - the loop returns or raises
+
+    @contextmanager
+    def hold(self, session_id: str, what: str = "a change") -> Iterator[None]:
+        """Hold the session's lock for the block.
+
+        Raises:
+            SessionBusy: another thread or process holds it (after ``wait_s`` seconds).
+            StoreUnavailable: the database cannot be reached."""
+        me = threading.get_ident()
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            with self._guard:
+                owner = self._owners.get(session_id)
+                if owner is not None and owner[0] == me:
+                    owner[1] += 1
+                    first = False
+                    taken = True
+                elif owner is None:
+                    self._owners[session_id] = [me, 1]
+                    first = True
+                    taken = True
+                else:
+                    first = taken = False
+            if first:
+                try:
+                    taken = self._query(try_advisory_lock, self._key(session_id))
+                finally:
+                    if not taken:
+                        with self._guard:
+                            self._owners.pop(session_id, None)
+            if taken:
+                break
+            if time.monotonic() >= deadline:
+                raise _busy(session_id, what)
+            time.sleep(0.05)
+        try:
+            yield
+        finally:
+            with self._guard:
+                entry = self._owners[session_id]
+                entry[1] -= 1
+                last = entry[1] == 0
+                if last:
+                    del self._owners[session_id]
+            if last:
+                try:
+                    self._query(advisory_unlock, self._key(session_id))
+                except Exception:  # noqa: BLE001 - a lost connection released it already
+                    log.warning("%s: session %s unlock failed", self.database.name, session_id)
+
+    def check_free(self, session_id: str, what: str = "a change") -> None:
+        """Raise :class:`SessionBusy` now if *another process* holds the session's lock (see
+        :meth:`SessionLocks.check_free`).
+
+        Raises:
+            SessionBusy: another process holds the lock."""
+        with self._guard:
+            if session_id in self._owners:
+                return
+        key = self._key(session_id)
+        if not self._query(try_advisory_lock, key):
+            raise _busy(session_id, what)
+        self._query(advisory_unlock, key)
+
+    def close(self) -> None:
+        """Close the lock connection (releasing every lock it holds)."""
+        with self._conn_lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

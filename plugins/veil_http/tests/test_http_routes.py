@@ -168,19 +168,27 @@ HAS_MEMORYFILES = importlib.util.find_spec("veil_memoryfiles") is not None
 def test_memory_routes_round_trip_literally(make_client, make_veil, project):
     import veil_memoryfiles
 
-    client, _ = make_client(make_veil(plugins=[("veil_memoryfiles", veil_memoryfiles)]))
+    client, veil = make_client(make_veil(plugins=[("veil_memoryfiles", veil_memoryfiles)]))
+
+    def stored(name: str) -> str:
+        # where the engine keeps memory files: .veil/memory/ with SQLite, the database with
+        # PostgreSQL (nothing on disk then)
+        if veil.shared_files is not None:
+            assert not (project / ".veil" / "memory").exists()
+            return veil.shared_files.read(name).text
+        return (project / ".veil" / "memory" / name).read_text(encoding="utf-8")
+
     text = "<!-- 2025-03-02 -->\nProject uses port 5051.\n\n\n   \n"
     r = client.put("/memory/MEMORY.md", content=text.encode("utf-8"))
     assert r.status_code == 200, r.text
     assert r.json()["bytes"] == len(text.encode("utf-8"))
-    assert (project / ".veil" / "memory" / "MEMORY.md").read_text(encoding="utf-8") == text
+    assert stored("MEMORY.md") == text
     r = client.get("/memory/MEMORY.md")
     assert r.status_code == 200 and r.text == text  # literal: no guards, no date comment added
 
     r = client.put("/agents/reviewer/memory/MEMORY.md", content=b"agent fact\n")
     assert r.status_code == 200
-    path = project / ".veil" / "memory" / "agents" / "reviewer" / "MEMORY.md"
-    assert path.read_text(encoding="utf-8") == "agent fact\n"
+    assert stored("agents/reviewer/MEMORY.md") == "agent fact\n"
     assert client.get("/agents/reviewer/memory/MEMORY.md").text == "agent fact\n"
 
     # names that would leave .veil/memory/ are 400, encoded slashes included

@@ -22,6 +22,7 @@ from typing import Any
 
 import click
 
+from veil.cli import store_option
 from veil.core.errors import ConfigError
 from veil.core.safety import processes
 
@@ -167,6 +168,7 @@ def add_serve_command(cli: click.Group) -> None:
     """Add ``veil serve [--host H] [--port P] [--project DIR]`` to the command line."""
 
     @cli.command("serve")
+    @store_option
     @click.option("--host", default=None, help="Address to bind (settings http.host; 127.0.0.1).")
     @click.option(
         "--port",

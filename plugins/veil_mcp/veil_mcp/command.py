@@ -23,6 +23,7 @@ from typing import Any
 
 import click
 
+from veil.cli import store_option
 from veil.core.errors import ConfigError, VeilError
 
 DEFAULT_HTTP_HOST = "127.0.0.1"
@@ -123,6 +124,7 @@ def add_mcp_command(cli: click.Group) -> None:
     """Add ``veil mcp [--http] [--host H] [--port P] [--project DIR] [--agent NAME]``."""
 
     @cli.command("mcp")
+    @store_option
     @click.option(
         "--http",
         "use_http",

@@ -13,6 +13,7 @@ import click
 import pytest
 import veil_memoryfiles as plugin
 from click.testing import CliRunner
+from veil_memoryfiles.backend import files_for
 from veil_memoryfiles.errors import MemoryLimitExceeded
 from veil_memoryfiles.service import MemoryService
 from veil_memoryfiles.store import append_entry
@@ -127,7 +128,7 @@ def test_entry_limit_through_the_turn_loop(project: Path, helpers: SimpleNamespa
         veil.close()
 
 
-def test_cli_write_over_the_limit(cli: click.Group, project: Path) -> None:
+def test_cli_write_over_the_limit(cli: click.Group, project: Path, stored_memory) -> None:
     p = str(project)
     r = CliRunner().invoke(cli, ["memory", "write", "x" * 16385, "--project", p])
     assert r.exit_code == 1 and "memory.maxEntryBytes (16384 bytes)" in r.output
@@ -140,8 +141,7 @@ def test_cli_write_over_the_limit(cli: click.Group, project: Path) -> None:
     padded = b"\n" * 100_000 + b"z" * 16384 + b"\n" * 100_000
     r = CliRunner().invoke(cli, ["memory", "write", "-", "--project", p], input=padded)
     assert (r.exit_code, r.output) == (0, "written\n")
-    mem = project / ".veil" / "memory" / "agents" / "default" / "MEMORY.md"
-    data = mem.read_bytes()
+    data = stored_memory(project, "agents/default/MEMORY.md").encode()
     assert data.startswith(b"<!-- ") and data.endswith(("-->\n" + "z" * 16384 + "\n").encode())
     assert len(data) == 20 + 16384 + 1
 
@@ -191,7 +191,7 @@ def test_file_cap_refuses_when_the_header_alone_is_too_big(
 
 
 def test_http_put_stays_literal_within_the_body_limit(
-    project: Path, helpers: SimpleNamespace
+    project: Path, helpers: SimpleNamespace, stored_memory
 ) -> None:
     pytest.importorskip("veil_http")
     import veil_memoryfiles
@@ -210,18 +210,18 @@ def test_http_put_stays_literal_within_the_body_limit(
             raise_server_exceptions=False,
             base_url="http://127.0.0.1:5051",
         )
-        path = project / ".veil" / "memory" / "MEMORY.md"
         # over maxFileBytes but within the body limit: the seed's literal overwrite stands
         body = b"<!-- 2026-11-15 -->\n" + b"p" * 3000 + b"\n"
         r = client.put("/memory/MEMORY.md", content=body)
-        assert r.status_code == 200 and path.read_bytes() == body
+        assert r.status_code == 200 and stored_memory(project, "MEMORY.md").encode() == body
         # over the body limit: 413 before anything is written
         r = client.put("/memory/MEMORY.md", content=b"q" * 4097)
         assert r.status_code == 413 and r.json()["error"]["code"] == "PAYLOAD_TOO_LARGE"
-        assert path.read_bytes() == body
+        assert stored_memory(project, "MEMORY.md").encode() == body
         # the next append archives what the PUT left over the file cap
-        MemoryService(veil.config, "default").write("small fact", "global", now=NOV)
-        assert path.read_bytes() == b"<!-- 2026-11-15 -->\nsmall fact\n"
+        files = files_for(veil.config, veil)
+        MemoryService(veil.config, "default", files).write("small fact", "global", now=NOV)
+        assert stored_memory(project, "MEMORY.md") == "<!-- 2026-11-15 -->\nsmall fact\n"
         client.close()
     finally:
         veil.close()

@@ -26,7 +26,9 @@ def run(cli: click.Group, *args: str, input: str | None = None):  # noqa: A002
     return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
 
 
-def test_write_prints_the_status_word_and_exits_0(cli: click.Group, project: Path) -> None:
+def test_write_prints_the_status_word_and_exits_0(
+    cli: click.Group, project: Path, stored_memory
+) -> None:
     p = str(project)
     outputs = [
         run(cli, "memory", "write", "Project uses port 5051.", "--project", p),
@@ -44,18 +46,17 @@ def test_write_prints_the_status_word_and_exits_0(cli: click.Group, project: Pat
         (0, "written\n"),
         (0, "written\n"),
     ]
-    mem = project / ".veil" / "memory"
-    assert "Bob fact" in (mem / "agents" / "bob" / "MEMORY.md").read_text("utf-8")
-    assert "from stdin 中文" in (mem / "agents" / "default" / "MEMORY.md").read_text("utf-8")
-    assert "Shared fact" in (mem / "MEMORY.md").read_text("utf-8")
+    assert "Bob fact" in stored_memory(project, "agents/bob/MEMORY.md")
+    assert "from stdin 中文" in stored_memory(project, "agents/default/MEMORY.md")
+    assert "Shared fact" in stored_memory(project, "MEMORY.md")
 
 
 def test_write_uses_the_current_directory_by_default(
-    cli: click.Group, project: Path, monkeypatch: pytest.MonkeyPatch
+    cli: click.Group, project: Path, monkeypatch: pytest.MonkeyPatch, stored_memory
 ) -> None:
     monkeypatch.chdir(project)
     assert run(cli, "memory", "write", "here").output == "written\n"
-    assert (project / ".veil" / "memory" / "agents" / "default" / "MEMORY.md").is_file()
+    assert stored_memory(project, "agents/default/MEMORY.md") is not None
 
 
 def test_disabled_prints_disabled(
@@ -109,13 +110,14 @@ def test_errors_are_one_clean_line(cli: click.Group, project: Path) -> None:
 
 
 def test_show_names_repository_text_and_trust_vouches_for_it(
-    cli: click.Group, project: Path
+    cli: click.Group, project: Path, stored_memory, place_memory
 ) -> None:
     p = str(project)
     run(cli, "memory", "write", "Own fact.", "--project", p)
-    path = project / ".veil" / "memory" / "agents" / "default" / "MEMORY.md"
-    with path.open("a", encoding="utf-8") as f:
-        f.write("\n<!-- 2026-11-16 -->\nAdded by hand.\n")
+    name = "agents/default/MEMORY.md"
+    place_memory(
+        project, name, stored_memory(project, name) + "\n<!-- 2026-11-16 -->\nAdded by hand.\n"
+    )
     r = CliRunner().invoke(cli, ["memory", "show", "--scope", "agent", "--project", p])
     assert r.exit_code == 0 and "Added by hand." in r.stdout  # raw text on stdout
     assert r.stderr.strip() == (

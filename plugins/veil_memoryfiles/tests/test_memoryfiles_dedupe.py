@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import veil_memoryfiles
+from veil_memoryfiles.backend import files_for
 from veil_memoryfiles.dedupe import fact_key, present_keys
 from veil_memoryfiles.service import MemoryService
 
@@ -67,7 +68,7 @@ def open_project(tmp_path, replies):
     return veil, project
 
 
-def test_extraction_at_each_compaction_writes_each_fact_once(tmp_path, monkeypatch):
+def test_extraction_at_each_compaction_writes_each_fact_once(tmp_path, monkeypatch, stored_memory):
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
     # the compact model restates the same two facts, reworded only in case, spacing, markers
     # and punctuation, at three compactions in a row (what the issue saw), plus one new fact
@@ -81,7 +82,7 @@ def test_extraction_at_each_compaction_writes_each_fact_once(tmp_path, monkeypat
     session = veil.new_session()
     for _ in answers:
         veil.pm.hook.before_compaction(session=session, messages=HISTORY)
-    text = (project / ".veil/memory/agents/default/MEMORY.md").read_text(encoding="utf-8")
+    text = stored_memory(project, "agents/default/MEMORY.md")
     entries = [line for line in text.splitlines() if line and not line.startswith("<!--")]
     assert entries == [
         "The server listens on port 5051.",
@@ -91,15 +92,15 @@ def test_extraction_at_each_compaction_writes_each_fact_once(tmp_path, monkeypat
     veil.close()
 
 
-def test_a_fact_written_by_hand_is_not_extracted_again(tmp_path, monkeypatch):
+def test_a_fact_written_by_hand_is_not_extracted_again(tmp_path, monkeypatch, stored_memory):
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
     veil, project = open_project(tmp_path, ["- Deploys go through `make release`."])
-    service = MemoryService(veil.config, "default")
+    service = MemoryService(veil.config, "default", files_for(veil.config, veil))
     service.write("Notes from the first week:\n- deploys go through `make release`\n- ask Ana")
     service.write("An unrelated later entry.")
     session = veil.new_session()
     veil.pm.hook.before_compaction(session=session, messages=HISTORY)
-    text = (project / ".veil/memory/agents/default/MEMORY.md").read_text(encoding="utf-8")
+    text = stored_memory(project, "agents/default/MEMORY.md")
     assert text.lower().count("make release") == 1
     veil.close()
 

@@ -41,14 +41,14 @@ def test_parse_facts_keeps_bullets_and_drops_none():
     assert parse_facts(answer) == ["The server listens on port 5051.", "Tests run with make check"]
 
 
-def test_extraction_writes_memory_and_beliefs(tmp_path, monkeypatch):
+def test_extraction_writes_memory_and_beliefs(tmp_path, monkeypatch, stored_memory):
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
     veil, model, project = open_project(
         tmp_path, "- The server listens on port 5051.\n- Tests run with make check."
     )
     session = veil.new_session()
     veil.pm.hook.before_compaction(session=session, messages=HISTORY)
-    text = (project / ".veil/memory/agents/default/MEMORY.md").read_text(encoding="utf-8")
+    text = stored_memory(project, "agents/default/MEMORY.md")
     assert "The server listens on port 5051." in text and "Tests run with make check." in text
     assert text.count("<!-- ") == 2
     assert "port 5051" in model.calls[0][1]["content"]  # the transcript was sent
@@ -56,17 +56,17 @@ def test_extraction_writes_memory_and_beliefs(tmp_path, monkeypatch):
     assert "The server listens on port 5051." in statements
 
 
-def test_extraction_is_off_when_memory_is_disabled(tmp_path, monkeypatch):
+def test_extraction_is_off_when_memory_is_disabled(tmp_path, monkeypatch, stored_memory):
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
     veil, model, project = open_project(
         tmp_path, "- anything at all here", settings={"memory": {"enabled": False}}
     )
     veil.pm.hook.before_compaction(session=veil.new_session(), messages=HISTORY)
     assert model.calls == []
-    assert not (project / ".veil/memory/agents/default/MEMORY.md").exists()
+    assert stored_memory(project, "agents/default/MEMORY.md") is None
 
 
-def test_a_model_error_writes_nothing_and_warns(tmp_path, monkeypatch):
+def test_a_model_error_writes_nothing_and_warns(tmp_path, monkeypatch, stored_memory):
     monkeypatch.setenv("VEIL_HOME", str(tmp_path / "home"))
 
     def boom(messages, tools):
@@ -82,5 +82,5 @@ def test_a_model_error_writes_nothing_and_warns(tmp_path, monkeypatch):
 
     veil.pm.register(Catch())
     veil.pm.hook.before_compaction(session=veil.new_session(), messages=HISTORY)
-    assert not (project / ".veil/memory/agents/default/MEMORY.md").exists()
+    assert stored_memory(project, "agents/default/MEMORY.md") is None
     assert any("provider down" in e.data.get("message", "") for e in events)

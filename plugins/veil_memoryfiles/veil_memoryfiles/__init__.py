@@ -99,17 +99,19 @@ def system_prompt_sections(session: PluginSession) -> list[PromptSection] | None
     ``start_entries`` (the keys of the entries at the start) and ``updates`` (the files'
     signature and the updates section built for it)."""
     from veil.core.types import PromptSection
+    from veil_memoryfiles.backend import files_for
     from veil_memoryfiles.injection import build_memory_section
     from veil_memoryfiles.updates import UPDATES_ORDER, current_entries, entry_key
 
     state = session.state.setdefault(STATE_KEY, {})
+    files = files_for(session.config, getattr(session, "veil", None))
     if "section_text" not in state:
         state["start_entries"] = sorted(
             entry_key(scope, entry)
-            for scope, entry, _ in current_entries(session.config, session.agent)
+            for scope, entry, _ in current_entries(session.config, session.agent, files)
         )
         result = build_memory_section(
-            session.config, session.agent, session.cwd, session.context_window
+            session.config, session.agent, session.cwd, session.context_window, files=files
         )
         # files veil did not write (edited by hand, PUT, AGENTS.md) may hold credentials: the
         # prompt, and this cache in the store, get them redacted (security.redactSecrets)
@@ -130,7 +132,7 @@ def system_prompt_sections(session: PluginSession) -> list[PromptSection] | None
         )
     text = state["section_text"]
     sections = [PromptSection(name="memory", text=text, order=SECTION_ORDER)] if text else []
-    updates = _updates(session, state)
+    updates = _updates(session, state, files)
     if updates:
         sections.append(
             PromptSection(
@@ -144,9 +146,9 @@ def system_prompt_sections(session: PluginSession) -> list[PromptSection] | None
     return sections or None
 
 
-def _updates(session: PluginSession, state: dict[str, Any]) -> str | None:
-    """The ``memory_updates`` text (redacted), built again only when the memory files changed
-    (:func:`~veil_memoryfiles.updates.files_signature`)."""
+def _updates(session: PluginSession, state: dict[str, Any], files: Any) -> str | None:
+    """The ``memory_updates`` text (redacted), built again only when the memory files (where
+    ``files`` keeps them) changed (:func:`~veil_memoryfiles.updates.files_signature`)."""
     from veil_memoryfiles.updates import (
         UPDATES_SHARE,
         current_entries,
@@ -158,11 +160,11 @@ def _updates(session: PluginSession, state: dict[str, Any]) -> str | None:
     config, agent = session.config, session.agent
     if not config.memory_enabled(agent):
         return None
-    signature = files_signature(config, agent)
+    signature = files_signature(config, agent, files)
     cached = state.get("updates")
     if isinstance(cached, dict) and cached.get("signature") == signature:
         return cached.get("text")
-    entries = current_entries(config, agent)
+    entries = current_entries(config, agent, files)
     if "start_entries" not in state:  # a session stored before veil kept the start's entries
         state["start_entries"] = sorted(entry_key(scope, e) for scope, e, _ in entries)
     share = config.memory_for(agent).injection_share
@@ -182,12 +184,15 @@ def recall(session: PluginSession | None, query: str, limit: int) -> list[Recall
     comes quoted under the repository-provided label (``meta["provenance"]`` is
     ``repository``), as in ``memory_search``."""
     from veil.core.types import RecallHit
+    from veil_memoryfiles.backend import files_for
     from veil_memoryfiles.service import MemoryService
     from veil_memoryfiles.trust import REPOSITORY_LABEL, quote
 
     if session is None or not query or not query.strip():
         return None
-    svc = MemoryService(session.config, session.agent)
+    svc = MemoryService(
+        session.config, session.agent, files_for(session.config, getattr(session, "veil", None))
+    )
     hits = svc.search(query, max(1, int(limit)))
     out = []
     for h in hits:

@@ -135,8 +135,14 @@ def append_to_archive(path: Path, moved: str, *, lock_timeout: float = LOCK_TIME
     if not moved:
         return
     with file_lock(path, lock_timeout):
-        existing = read_text(path) or ""
-        if existing and not existing.endswith("\n"):
-            # complete a last line that ends in a bare CR rather than adding a second ending
-            existing += "\n" if existing.endswith("\r") else detect_newline(existing)
-        atomic_write_bytes(path, (existing + moved).encode("utf-8"))
+        text = archive_text_after(read_text(path) or "", moved)
+        atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def archive_text_after(existing: str, moved: str) -> str:
+    """An archive's text once the ``moved`` entries are appended to its text ``existing``
+    (a last line without its ending is completed first)."""
+    if existing and not existing.endswith("\n"):
+        # complete a last line that ends in a bare CR rather than adding a second ending
+        existing += "\n" if existing.endswith("\r") else detect_newline(existing)
+    return existing + moved

@@ -23,6 +23,7 @@ import re
 from typing import Any
 
 from veil.core.safety.redaction import has_placeholder
+from veil_memoryfiles.backend import files_for
 from veil_memoryfiles.service import MemoryService
 
 MAX_FACTS = 12
@@ -78,7 +79,9 @@ def extract_before_compaction(session: Any, messages: list[dict[str, Any]]) -> l
     Credential-like facts (:func:`credential_like`) are dropped; an ``info`` event says how many.
     Returns [] when memory is disabled for the agent or there is nothing to read.
     """
-    service = MemoryService(session.config, session.agent)
+    service = MemoryService(
+        session.config, session.agent, files_for(session.config, getattr(session, "veil", None))
+    )
     if not service.enabled or not messages:
         return []
     transcript = _transcript(messages)

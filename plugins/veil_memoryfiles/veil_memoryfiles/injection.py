@@ -34,13 +34,14 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
+from typing import Any
 
 from veil.core.errors import VeilError
 from veil.core.settings import Config
 from veil_memoryfiles.entries import Entry, MemoryDocument
 from veil_memoryfiles.paths import MEMORY_FILE, Scope, display_path, file_path, scope_dir
 from veil_memoryfiles.tokens import count_tokens
-from veil_memoryfiles.trust import REPOSITORY_LABEL, file_view, quote
+from veil_memoryfiles.trust import REPOSITORY_LABEL, quote
 
 log = logging.getLogger(__name__)
 
@@ -190,14 +191,14 @@ def _entry_block(e: Entry) -> str:
     return f"<!-- {e.date} -->\n{e.content}"
 
 
-def _read_sources(config: Config, agent: str) -> list[_Source]:
+def _read_sources(config: Config, agent: str, files: Any) -> list[_Source]:
     project = config.project_dir
     sources = []
     for scope in ("agent", "global"):
         try:
             path = file_path(project, scope, agent)
             where = display_path(project, path)
-            view = file_view(project, path)
+            view = files.view(path)
         except (VeilError, OSError) as exc:
             # A broken file (not UTF-8, a symbolic link...) must not stop every model call: say
             # so in the prompt instead, under the scope's own heading (veil's words, not the
@@ -218,6 +219,7 @@ def build_memory_section(
     cwd: Path,
     context_window: int,
     count: Callable[[str], int] = count_tokens,
+    files: Any = None,
 ) -> InjectionResult | None:
     """Build the memory section for ``agent`` (see the module docstring for what goes in).
 
@@ -227,6 +229,8 @@ def build_memory_section(
         cwd: the project root, where instruction files are looked for.
         context_window: the main model's context window in tokens.
         count: token counter (default: the core's, or an estimate).
+        files: where the memory files live (:func:`veil_memoryfiles.backend.files_for`;
+            default: on disk).
 
     Returns:
         The section, or None when there is nothing to show (no memory, no instruction file).
@@ -237,7 +241,11 @@ def build_memory_section(
     mem = config.memory_for(agent)
     cap = max(0, int(mem.injection_share * context_window))
 
-    sources = _read_sources(config, agent) if mem.enabled else []
+    if files is None:
+        from veil_memoryfiles.backend import DiskFiles
+
+        files = DiskFiles(config.project_dir)
+    sources = _read_sources(config, agent, files) if mem.enabled else []
     instructions = []
     for path in instruction_file_paths(cwd, list(mem.instruction_files)):
         try:

@@ -367,22 +367,47 @@ class Provenance:
                     out.append(full)
         return out
 
+    # -- where tags are kept (a shared store's provenance overrides these) -----------------------
+
+    def signing_key(self, create: bool) -> bytes | None:
+        """The key tags are made with: the user's (:func:`load_key`), created when missing and
+        ``create`` is true; None when there is none."""
+        return load_key(create=create)
+
+    def known_among(self, tags: list[str]) -> set[str]:
+        """Those of ``tags`` on record."""
+        known = self.known()
+        return {t for t in tags if t in known}
+
     # -- questions readers ask -----------------------------------------------------------------
 
     def trust_of(self, path: Path, doc: MemoryDocument) -> FileTrust:
         """Which parts of ``doc`` (the parsed text of ``path``) veil wrote."""
-        key = load_key(create=False)
-        known = self.known() if key is not None else frozenset()
-        if key is None or not known:
+        key = self.signing_key(create=False)
+        if key is None:
             return FileTrust(header=not doc.header.strip(), entries=(False,) * len(doc.entries))
         folder = self.folder(path)
-        header = not doc.header.strip() or self.header_tag(key, folder, doc.header) in known
-        entries = tuple(
-            self.entry_tag(key, folder, e.date, e.content) in known for e in doc.entries
-        )
-        return FileTrust(header=header, entries=entries)
+        header_tag = self.header_tag(key, folder, doc.header) if doc.header.strip() else None
+        entry_tags = [self.entry_tag(key, folder, e.date, e.content) for e in doc.entries]
+        wanted = [*entry_tags, *([header_tag] if header_tag else [])]
+        known = self.known_among(wanted) if wanted else set()
+        header = header_tag is None or header_tag in known
+        return FileTrust(header=header, entries=tuple(t in known for t in entry_tags))
 
     # -- what writers call ---------------------------------------------------------------------
+
+    def entry_tags(self, path: Path, date: str, content: str) -> list[str]:
+        """The tag an entry about to be written gets ([] when there is no key, with a warning
+        once); a writer records it with :meth:`record` before (disk) or with (shared store) the
+        write."""
+        key = self.signing_key(create=True)
+        return [] if key is None else [self.entry_tag(key, self.folder(path), date, content)]
+
+    def text_tags(self, path: Path, text: str) -> list[str]:
+        """The tags of the header and every entry of ``text`` as the file ``path`` (``PUT``,
+        ``trust``; [] when there is no key)."""
+        key = self.signing_key(create=True)
+        return [] if key is None else self.document_tags(key, path, parse(text))
 
     def record_entry(self, path: Path, date: str, content: str) -> None:
         """Record that veil is about to write an entry (call before writing the file).
@@ -390,9 +415,9 @@ class Provenance:
         Raises:
             as :meth:`record`; nothing is recorded (with a warning) when there is no key.
         """
-        key = load_key(create=True)
-        if key is not None:
-            self.record([self.entry_tag(key, self.folder(path), date, content)])
+        tags = self.entry_tags(path, date, content)
+        if tags:
+            self.record(tags)
 
     def record_text(self, path: Path, text: str) -> None:
         """Record the header and every entry of ``text`` as veil-written (``PUT``, ``trust``).
@@ -400,9 +425,9 @@ class Provenance:
         Raises:
             as :meth:`record`.
         """
-        key = load_key(create=True)
-        if key is not None:
-            self.record(self.document_tags(key, path, parse(text)))
+        tags = self.text_tags(path, text)
+        if tags:
+            self.record(tags)
 
 
 def clear_caches() -> None:

@@ -5,7 +5,9 @@
 cleanup guards, no date comment, no ``maxLines`` / ``maxFileBytes`` archive; it shares the atomic
 write and the ``<file>.lock`` with ``memory_write``. Its size is bounded by the HTTP body limit
 (``http.maxBodyBytes``, 1 MiB: 413 ``PAYLOAD_TOO_LARGE`` before anything is written). What it
-writes is recorded as veil-written (issue 17): the caller of veil's own API chose it. ``GET`` returns the file's raw text as
+writes is recorded as veil-written (issue 17): the caller of veil's own API chose it. With a
+PostgreSQL store (``store.url``) the file is the store's (:mod:`.backend`), written in one
+compare-and-swap instead of under a file lock. ``GET`` returns the file's raw text as
 ``text/markdown; charset=utf-8``. File names are plain ``*.md`` names (``MEMORY.md``,
 ``archive-2026-11.md``...); anything else answers 400 ``INVALID_PATH``.
 """
@@ -18,12 +20,10 @@ from typing import Any
 from veil.core.errors import UnsafePath
 from veil.core.settings import validate_agent_name
 from veil.core.types import Route, RouteRequest, RouteResponse
+from veil_memoryfiles.backend import files_for
 from veil_memoryfiles.entries import count_lines
 from veil_memoryfiles.errors import MemoryFileNotFound
-from veil_memoryfiles.fileio import read_text
 from veil_memoryfiles.paths import display_path, file_path
-from veil_memoryfiles.provenance import Provenance
-from veil_memoryfiles.store import overwrite
 
 MARKDOWN = "text/markdown; charset=utf-8"
 
@@ -64,7 +64,7 @@ def get_memory_file(req: RouteRequest) -> RouteResponse:
         on the way is a symbolic link (409).
     """
     project, path = _target(req)
-    text = read_text(path)
+    text = files_for(req.veil.config, req.veil).read_text(path)
     if text is None:
         raise MemoryFileNotFound(f"{display_path(project, path)}: no such memory file")
     return RouteResponse(body=text, content_type=MARKDOWN)
@@ -85,7 +85,7 @@ def put_memory_file(req: RouteRequest) -> RouteResponse:
     project, path = _target(req)
     body: Any = req.body
     data = body.encode("utf-8") if isinstance(body, str) else bytes(body or b"")
-    text = overwrite(path, data, provenance=Provenance(project))
+    text = files_for(req.veil.config, req.veil).overwrite(path, data)
     return RouteResponse(
         body={"file": display_path(project, path), "bytes": len(data), "lines": count_lines(text)}
     )

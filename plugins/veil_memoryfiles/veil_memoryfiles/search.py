@@ -33,6 +33,7 @@ import math
 import os
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -273,12 +274,17 @@ def search_files(files: list[tuple[str, Path]], query: str, limit: int = 10) -> 
 
 
 def search_page(
-    files: list[tuple[str, Path]], query: str, limit: int = 10, offset: int = 0
+    files: list[tuple[str, Path]],
+    query: str,
+    limit: int = 10,
+    offset: int = 0,
+    load: Callable[[Path], FileIndex] = load_index,
 ) -> tuple[list[SearchHit], int]:
     """:func:`search_files` from the ``offset``-th best hit on, and the number of matches.
+    ``load`` gives a file's index (default: :func:`load_index`, from disk).
 
     Raises:
         as :func:`search_files`.
     """
-    indexes = [(scope, load_index(path)) for scope, path in files]
+    indexes = [(scope, load(path)) for scope, path in files]
     return rank_page(indexes, query, limit, offset)

@@ -23,7 +23,6 @@ nothing written); ``memory.maxFileBytes`` archives like ``maxLines``. Both are r
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,18 +30,17 @@ from typing import Any, Literal
 
 from veil.core.errors import BadRequest
 from veil.core.settings import Config, MemorySettings, validate_agent_name
-from veil_memoryfiles.fileio import file_lock, read_text
+from veil_memoryfiles.backend import DiskFiles, StoreFiles
 from veil_memoryfiles.injection import instruction_file_paths
 from veil_memoryfiles.paths import SCOPES, Scope, display_path, file_path, scope_dir, validate_scope
 from veil_memoryfiles.provenance import Provenance
-from veil_memoryfiles.search import SearchHit, archive_files, search_page
-from veil_memoryfiles.store import WriteResult, append_entry, check_entry_size, is_empty
+from veil_memoryfiles.search import SearchHit, search_page
+from veil_memoryfiles.store import WriteResult, check_entry_size, is_empty
 from veil_memoryfiles.trust import (
     REPOSITORY_LABEL,
     FileView,
     Unit,
     annotated,
-    file_view,
     find_copy,
     quote,
     units_of_text,
@@ -104,14 +102,19 @@ class MemoryService:
     Args:
         config: the project's configuration (root, memory settings, agent.json files).
         agent: the agent's name (validated: it becomes a folder name).
+        files: where the files live (:func:`veil_memoryfiles.backend.files_for`; default: on
+            disk under ``.veil/memory/``).
 
     Raises:
         UnsafePath: a bad agent name.
     """
 
-    def __init__(self, config: Config, agent: str) -> None:
+    def __init__(
+        self, config: Config, agent: str, files: DiskFiles | StoreFiles | None = None
+    ) -> None:
         self.config = config
         self.agent = validate_agent_name(agent)
+        self.files = files if files is not None else DiskFiles(config.project_dir)
         self._units: list[Unit] | None = None
 
     @property
@@ -131,7 +134,7 @@ class MemoryService:
     @property
     def provenance(self) -> Provenance:
         """The record of what veil wrote to this project's memory files."""
-        return Provenance(self.project)
+        return self.files.provenance
 
     def limits(self, scope: Scope) -> MemorySettings:
         """Memory settings that bound a scope's file (``maxLines``, ``maxEntryBytes``,
@@ -206,30 +209,29 @@ class MemoryService:
                 return MemoryWriteOutcome(
                     "skipped_untrusted", scope, shown, copied_from=copied.where, redacted=redacted
                 )
-        result = append_entry(
+        result = self.files.append_entry(
             path,
             clean,
             max_lines=limits.max_lines,
             max_entry_bytes=limits.max_entry_bytes,
             max_file_bytes=limits.max_file_bytes,
             now=now,
-            provenance=self.provenance,
             skip_if_present=skip_if_present,
         )
         return MemoryWriteOutcome(result.status, scope, shown, result, redacted=redacted)
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def files(self, scope: Scope, archives: bool = False) -> list[Path]:
+    def files_of(self, scope: Scope, archives: bool = False) -> list[Path]:
         """A scope's MEMORY.md, then (``archives``) its ``archive-*.md`` files, oldest first."""
         out = [self.path(scope)]
         if archives:
-            out.extend(archive_files(scope_dir(self.project, scope, self.agent)))
+            out.extend(self.files.archives(scope_dir(self.project, scope, self.agent)))
         return out
 
     def view(self, path: Path) -> FileView:
         """A memory file parsed, with which parts veil wrote (:func:`.trust.file_view`)."""
-        return file_view(self.project, path)
+        return self.files.view(path)
 
     def untrusted_units(self, instructions: bool = True) -> list[Unit]:
         """Repository-provided text the agent can see: the parts of the readable scopes' files
@@ -238,7 +240,7 @@ class MemoryService:
         views = [
             (display_path(self.project, p), self.view(p))
             for sc in self.readable_scopes()
-            for p in self.files(sc, archives=True)
+            for p in self.files_of(sc, archives=True)
         ]
         units = untrusted_units(views)
         if instructions:
@@ -268,10 +270,13 @@ class MemoryService:
         parts = []
         for sc in self.readable_scopes(scope):
             path = self.path(sc)
-            text = annotated(self.view(path)) if annotate else (read_text(path) or "").rstrip()
+            if annotate:
+                text = annotated(self.view(path))
+            else:
+                text = (self.files.read_text(path) or "").rstrip()
             head = f"# {sc} memory ({display_path(self.project, path)})"
             parts.append(f"{head}\n\n{text if text.strip() else '(empty)'}")
-            archives = archive_files(scope_dir(self.project, sc, self.agent))
+            archives = self.files.archives(scope_dir(self.project, sc, self.agent))
             if archives:
                 names = ", ".join(p.name for p in archives)
                 parts.append(f"Archived entries (search them with memory_search): {names}")
@@ -308,8 +313,8 @@ class MemoryService:
             raise BadRequest(f"limit: expected a positive integer, got {limit!r}")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise BadRequest(f"offset: expected an integer >= 0, got {offset!r}")
-        files = [(sc, p) for sc in self.readable_scopes() for p in self.files(sc, archives=True)]
-        return search_page(files, query, limit, offset)
+        files = [(sc, p) for sc in self.readable_scopes() for p in self.files_of(sc, archives=True)]
+        return search_page(files, query, limit, offset, load=self.files.index)
 
     def hit_trusted(self, hit: SearchHit) -> bool:
         """Whether veil wrote the entry (or header) a hit comes from."""
@@ -363,15 +368,10 @@ class MemoryService:
         """
         done = []
         for sc in self.readable_scopes(scope):
-            for path in self.files(sc, archives=True):
-                if not os.path.lexists(path):
-                    continue
-                with file_lock(path):
-                    view = self.view(path)
-                    untrusted = (0 if view.trust.header else 1) + view.trust.entries.count(False)
-                    if untrusted:
-                        self.provenance.record_text(path, view.text)
-                        done.append((display_path(self.project, path), untrusted))
+            for path in self.files_of(sc, archives=True):
+                untrusted = self.files.trust_file(path)
+                if untrusted:
+                    done.append((display_path(self.project, path), untrusted))
         return done
 
 

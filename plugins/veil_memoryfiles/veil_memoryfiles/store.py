@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -83,6 +83,104 @@ def check_entry_size(content: str, max_entry_bytes: int) -> None:
         )
 
 
+@dataclass
+class AppendPlan:
+    """What appending an entry to a file's text does (:func:`plan_append`), before anything is
+    written: the caller writes ``text`` (and appends ``moved`` to ``archive``) as one change.
+
+    Attributes:
+        result: the :class:`WriteResult` to report once written (its ``archive_path`` set when
+            entries move).
+        text: the file's new text. moved: the raw text of the entries moving to the archive ("":
+            none). trimmed: the entry's content as stored. day: the entry's date.
+    """
+
+    result: WriteResult
+    text: str
+    moved: str
+    trimmed: str
+    day: date
+
+
+def prepare_content(content: object, max_entry_bytes: int) -> str | None:
+    """The trimmed content of an entry to append, or None for seed 000's ``skipped_empty``.
+
+    Raises:
+        BadRequest: not a string, or not encodable as UTF-8 (lone surrogates).
+        MemoryLimitExceeded: over ``max_entry_bytes``."""
+    if is_empty(content):
+        return None
+    if not isinstance(content, str):
+        raise BadRequest(f"content: expected a string, got {type(content).__name__}")
+    trimmed = normalize_newlines(content).strip()
+    check_entry_size(trimmed, max_entry_bytes)
+    try:
+        trimmed.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadRequest(f"content: not encodable as UTF-8 ({exc.reason})") from exc
+    return trimmed
+
+
+def plan_append(
+    path: Path,
+    existing: str,
+    trimmed: str,
+    day: date,
+    *,
+    max_lines: int,
+    max_file_bytes: int,
+    skip_if_present: bool = False,
+) -> AppendPlan | WriteResult:
+    """Seed 000's ``memory_write`` on a file's text, nothing written: the duplicate guard, the
+    dated entry in the file's own line endings, and the ``maxLines`` / ``maxFileBytes`` archive
+    (see :func:`append_entry` for each rule). Both places memory files live (disk and a shared
+    store) write what this decides.
+
+    Returns:
+        A :class:`WriteResult` with status ``skipped_duplicate`` when nothing is to be written,
+        else the :class:`AppendPlan`.
+
+    Raises:
+        MemoryLimitExceeded: the header and the new entry alone are over ``max_file_bytes``.
+    """
+    last = last_entry(existing)
+    if (last is not None and last.content == trimmed) or (
+        skip_if_present and fact_key(trimmed) in present_keys(existing)
+    ):
+        return WriteResult(status="skipped_duplicate", path=path, lines=count_lines(existing))
+    newline = detect_newline(existing)
+    text = existing + separator_before_entry(existing, newline)
+    text += format_entry(trimmed, day, newline)
+    result = WriteResult(status="written", path=path, date=day.isoformat())
+    plan = plan_archive(text, max_lines, max_file_bytes)
+    if plan.over_bytes:
+        raise MemoryLimitExceeded(
+            f"{path.name}: its header and the new entry alone take {plan.bytes_after} bytes, "
+            f"over memory.maxFileBytes ({max_file_bytes} bytes), even with every older "
+            "entry archived; nothing was written. Shorten the file's header (the text "
+            "before its first date comment) or raise memory.maxFileBytes"
+        )
+    moved = ""
+    if plan.moved_count:
+        result.archive_path = path.parent / archive_name(day)
+        result.archived = plan.moved_count
+        moved = plan.moved
+        text = plan.kept
+    if plan.over_cap:
+        result.over_cap = True
+        log.warning(
+            "%s: %d lines after archiving, over maxLines=%d; kept whole: the newest "
+            "entry (%d lines) and the header (%d lines)",
+            path,
+            plan.lines_after,
+            max_lines,
+            plan.newest_lines,
+            plan.header_lines,
+        )
+    result.lines = count_lines(text)
+    return AppendPlan(result, text, moved, trimmed, day)
+
+
 def append_entry(
     path: Path,
     content: str | None,
@@ -97,7 +195,8 @@ def append_entry(
 ) -> WriteResult:
     """Append ``content`` as a dated entry (seed 000 ``memory_write``), with the cleanup guards,
     the ``maxLines`` / ``maxFileBytes`` archive and the ``maxEntryBytes`` bound, atomically and
-    under the file's lock.
+    under the file's lock (a memory file on disk; :mod:`.backend` writes the same plan to a
+    shared store).
 
     Args:
         path: the MEMORY.md file (created with its folders when missing).
@@ -129,59 +228,42 @@ def append_entry(
             MemoryBusy: lock timeout. UnsafeVeilPath: a symbolic link on the way.
     """
     path = Path(path)
-    if is_empty(content):
+    trimmed = prepare_content(content, max_entry_bytes)
+    if trimmed is None:
         return WriteResult(status="skipped_empty", path=path)
-    if not isinstance(content, str):
-        raise BadRequest(f"content: expected a string, got {type(content).__name__}")
-    trimmed = normalize_newlines(content).strip()
-    check_entry_size(trimmed, max_entry_bytes)
-    try:
-        trimmed.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise BadRequest(f"content: not encodable as UTF-8 ({exc.reason})") from exc
     day = utc_date(now)
     with file_lock(path, lock_timeout):
-        existing = read_text(path) or ""
-        last = last_entry(existing)
-        if (last is not None and last.content == trimmed) or (
-            skip_if_present and fact_key(trimmed) in present_keys(existing)
-        ):
-            return WriteResult(status="skipped_duplicate", path=path, lines=count_lines(existing))
-        newline = detect_newline(existing)
-        text = existing + separator_before_entry(existing, newline)
-        text += format_entry(trimmed, day, newline)
-        result = WriteResult(status="written", path=path, date=day.isoformat())
-        plan = plan_archive(text, max_lines, max_file_bytes)
-        if plan.over_bytes:
-            raise MemoryLimitExceeded(
-                f"{path.name}: its header and the new entry alone take {plan.bytes_after} bytes, "
-                f"over memory.maxFileBytes ({max_file_bytes} bytes), even with every older "
-                "entry archived; nothing was written. Shorten the file's header (the text "
-                "before its first date comment) or raise memory.maxFileBytes"
-            )
+        plan = plan_append(
+            path,
+            read_text(path) or "",
+            trimmed,
+            day,
+            max_lines=max_lines,
+            max_file_bytes=max_file_bytes,
+            skip_if_present=skip_if_present,
+        )
+        if isinstance(plan, WriteResult):
+            return plan
         if provenance is not None:
             provenance.record_entry(path, day.isoformat(), trimmed)
-        if plan.moved_count:
-            result.archive_path = path.parent / archive_name(day)
-            result.archived = plan.moved_count
+        if plan.moved:
             # Archive first: a crash in between leaves the moved entries in both files
             # (duplicated, never lost); MEMORY.md is then replaced in one step.
-            append_to_archive(result.archive_path, plan.moved, lock_timeout=lock_timeout)
-            text = plan.kept
-        if plan.over_cap:
-            result.over_cap = True
-            log.warning(
-                "%s: %d lines after archiving, over maxLines=%d; kept whole: the newest "
-                "entry (%d lines) and the header (%d lines)",
-                path,
-                plan.lines_after,
-                max_lines,
-                plan.newest_lines,
-                plan.header_lines,
-            )
-        atomic_write_bytes(path, text.encode("utf-8"))
-        result.lines = count_lines(text)
-        return result
+            assert plan.result.archive_path is not None
+            append_to_archive(plan.result.archive_path, plan.moved, lock_timeout=lock_timeout)
+        atomic_write_bytes(path, plan.text.encode("utf-8"))
+        return plan.result
+
+
+def decode_body(data: bytes) -> str:
+    """A PUT body as text.
+
+    Raises:
+        BadRequest: ``data`` is not UTF-8 (names the byte offset)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"body: not valid UTF-8 (byte {exc.start})") from exc
 
 
 def overwrite(
@@ -203,10 +285,7 @@ def overwrite(
         BadRequest: ``data`` is not UTF-8 (names the byte offset). MemoryBusy: lock timeout.
         UnsafeVeilPath: a symbolic link on the way.
     """
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadRequest(f"body: not valid UTF-8 (byte {exc.start})") from exc
+    text = decode_body(data)
     with file_lock(path, lock_timeout):
         if provenance is not None:
             provenance.record_text(path, text)

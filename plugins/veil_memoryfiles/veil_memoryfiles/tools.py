@@ -15,6 +15,7 @@ from typing import Any
 
 from veil.core.errors import BadRequest
 from veil.core.types import SlashCommand, Tool, ToolContext, ToolResult
+from veil_memoryfiles.backend import files_for
 from veil_memoryfiles.service import MemoryService
 
 DEFAULT_SEARCH_LIMIT = 10
@@ -24,7 +25,9 @@ DEFAULT_OUTPUT_CHARS = 30_000  # loop.toolOutputChars' default, for sessions wit
 
 
 def _service(session: Any) -> MemoryService:
-    return MemoryService(session.config, session.agent)
+    return MemoryService(
+        session.config, session.agent, files_for(session.config, getattr(session, "veil", None))
+    )
 
 
 def _budget(session: Any) -> int:

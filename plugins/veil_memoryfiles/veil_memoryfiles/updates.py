@@ -20,7 +20,6 @@ entries of the start have left the files since (archived by ``maxLines``, or rem
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -52,34 +51,46 @@ def entry_key(scope: str, entry: Entry) -> str:
     return digest[:16]
 
 
-def current_entries(config: Config, agent: str) -> list[tuple[str, Entry, bool]]:
+def _files(config: Config, files: Any) -> Any:
+    """``files``, or the project's files on disk when None."""
+    if files is not None:
+        return files
+    from veil_memoryfiles.backend import DiskFiles
+
+    return DiskFiles(config.project_dir)
+
+
+def current_entries(config: Config, agent: str, files: Any = None) -> list[tuple[str, Entry, bool]]:
     """Every entry of the agent's and the global MEMORY.md as ``(scope, entry, trusted)``
     (``trusted``: veil wrote it); none when memory is disabled for the agent or a file cannot
-    be read (the ``memory`` section says so)."""
+    be read (the ``memory`` section says so).
+
+    Args:
+        files: where the memory files live (:func:`veil_memoryfiles.backend.files_for`; None:
+            on disk)."""
     if not config.memory_enabled(agent):
         return []
     return [
         (source.scope, entry, source.entry_trusted[entry.index])
-        for source in _read_sources(config, agent)
+        for source in _read_sources(config, agent, _files(config, files))
         if source.error is None
         for entry in source.doc.entries
     ]
 
 
-def files_signature(config: Config, agent: str) -> list[Any]:
-    """What the updates depend on, cheap to read at every model call: for each memory file, its
-    path, modification time (ns), size and inode (``[path, None]`` when it is missing). A write
-    (veil replaces the file, or appends to it) changes it."""
-    out: list[Any] = []
-    for scope in ("agent", "global"):
-        path = scope_dir(config.project_dir, scope, agent) / MEMORY_FILE
-        try:
-            st = os.stat(path)
-        except OSError:
-            out.append([str(path), None])
-            continue
-        out.append([str(path), st.st_mtime_ns, st.st_size, st.st_ino])
-    return out
+def files_signature(config: Config, agent: str, files: Any = None) -> list[Any]:
+    """What the updates depend on, cheap to read at every model call: for each of the agent's
+    and the global MEMORY.md, ``files.signature(path)`` (on disk: its path, modification time
+    in ns, size and inode; in a shared store: its name and version; ``[path, None]`` when it is
+    missing). A write changes it.
+
+    Args:
+        files: where the memory files live (None: on disk)."""
+    where = _files(config, files)
+    return [
+        where.signature(scope_dir(config.project_dir, scope, agent) / MEMORY_FILE)
+        for scope in ("agent", "global")
+    ]
 
 
 def updates_text(

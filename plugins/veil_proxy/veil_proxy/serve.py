@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from veil.cli import store_option
+
 DEFAULT_PORT = 5052
 """The proxy's port (``veil serve`` has 5051, so both can run at once)."""
 
@@ -63,6 +65,7 @@ def add_proxy_command(cli: click.Group) -> None:
     """Add ``veil proxy [--host H] [--port P] [--upstream-model M] [--memory-tools]``."""
 
     @cli.command("proxy")
+    @store_option
     @click.option("--host", default=None, help="Address to bind (settings http.host; 127.0.0.1).")
     @click.option(
         "--port",

@@ -104,7 +104,7 @@ def config_secrets(config: Config) -> list[str]:
     """The secrets a project's configuration holds: every secret-named field of the user's
     and the project's ``auth.json`` (each file read on its own, so a project key that shadows
     the user's leaves both known), the merged providers' ``api_key``, secret-named model
-    ``options`` and the HTTP token. Unreadable files add nothing (loading the configuration
+    ``options``, the HTTP token and the store URL's password. Unreadable files add nothing (loading the configuration
     reports them)."""
     from veil.core.settings import user_config_dir
 
@@ -123,6 +123,16 @@ def config_secrets(config: Config) -> list[str]:
     token = config.settings.http.token
     if token is not None:
         found.append(token.get_secret_value())
+    store_url = config.settings.store.url
+    if store_url is not None:  # its password, should a driver's error message repeat it
+        from urllib.parse import urlsplit
+
+        try:
+            password = urlsplit(store_url.get_secret_value()).password
+        except ValueError:
+            password = None
+        if password:
+            found.append(password)
     return found
 
 

@@ -1,12 +1,29 @@
-"""The storage layer of veil: every SQL statement veil runs on ``.veil/context.db``.
+"""The storage layer of veil: every SQL statement veil runs, on ``.veil/context.db`` (SQLite,
+the default) or on a project's schema of a PostgreSQL + pgvector database (``store.url``).
+
+Two engines, one set of statements. Each statement is written once, in the SQL both engines
+run (``?`` placeholders; the PostgreSQL connection turns them into psycopg's), and the few
+pieces that cannot be shared (SQLite's checks of damaged columns, ``INSERT OR REPLACE``, FTS5
+and sqlite-vec against PostgreSQL's full text and pgvector's HNSW, begin statements, the recall
+index's writer lock) are methods of one :class:`~veil.core.store.dialect.Dialect` per engine.
+Why not a store interface with two implementations: every behaviour (the compare-and-swap, the
+damaged-row rules, the recall index's numbering) would be written twice and drift. Why not
+SQLAlchemy Core: the statements are already plain SQL in one package, the engine-specific parts
+(FTS5, sqlite-vec, tsvector, pgvector) would still be raw SQL, and SQLite's hot path (an eviction
+pass's writes behind the call path) would pay for statement compilation. Tenancy is a schema per
+project (:mod:`~veil.core.store.postgres`), so the shared statements need no project column to
+stay inside their project.
 
 Callers above this package (sessions, tiers, the embedding cache, ``veil doctor``, the beliefs)
 keep their logic and call the functions and methods here; none of them writes SQL.
 
 Modules:
 
-* :mod:`~veil.core.store.connection`: opening a connection (sqlean or sqlite3, WAL, busy
+* :mod:`~veil.core.store.connection`: opening a SQLite connection (sqlean or sqlite3, WAL, busy
   timeout), applying migrations, loading sqlite-vec.
+* :mod:`~veil.core.store.dialect`: what differs between the engines.
+* :mod:`~veil.core.store.postgres`: the PostgreSQL engine (pool, schema per project,
+  migrations, the connection the statement functions receive, advisory locks).
 * :mod:`~veil.core.store.schema`: the migrations that build the schema.
 * :mod:`~veil.core.store.context_db`: :class:`Store` (sessions, messages, items, the event log,
   usage; transactions) and the statements other layers run inside its transactions.
@@ -14,7 +31,10 @@ Modules:
 * :mod:`~veil.core.store.row_codec`: JSON columns written, and damaged rows recognised on read.
 * :mod:`~veil.core.store.recall_tables`: the warm and cold tiers' tables (``recall_index``,
   ``recall_fts``, ``cold_content``) and the embedding cache (``embeddings``).
-* :mod:`~veil.core.store.belief_tables`: the beliefs default plugin's view tables.
+* :mod:`~veil.core.store.belief_tables`: the beliefs default plugin's view tables (one active
+  belief per claim: unique indexes on both engines).
+* :mod:`~veil.core.store.memory_tables`: memory files and their provenance tags in a PostgreSQL
+  store (:mod:`veil.core.shared_files` is their public face).
 * :mod:`~veil.core.store.raw_rows`: ``veil doctor``'s reads of rows as stored and its
   quarantine writes.
 """

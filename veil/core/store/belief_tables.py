@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from veil.core.store.dialect import dialect_of
+
 VIEW_SQL = """
 CREATE TABLE IF NOT EXISTS beliefs (
     id TEXT PRIMARY KEY, statement TEXT NOT NULL, subject TEXT, predicate TEXT, value TEXT,
@@ -32,13 +34,54 @@ CREATE TABLE IF NOT EXISTS belief_conflicts (
 )
 """
 
+PG_VIEW_SQL = """
+CREATE TABLE IF NOT EXISTS beliefs (
+    id TEXT COLLATE "C" PRIMARY KEY, statement TEXT COLLATE "C" NOT NULL,
+    subject TEXT COLLATE "C", predicate TEXT COLLATE "C", value TEXT COLLATE "C",
+    status TEXT COLLATE "C" NOT NULL, session_id TEXT COLLATE "C", step BIGINT,
+    tool_call_id TEXT COLLATE "C", source TEXT COLLATE "C", created_at DOUBLE PRECISION NOT NULL,
+    reinforced BIGINT NOT NULL DEFAULT 0, retracted_at DOUBLE PRECISION
+);
+CREATE TABLE IF NOT EXISTS belief_conflicts (
+    id TEXT COLLATE "C" PRIMARY KEY, subject TEXT COLLATE "C" NOT NULL,
+    predicate TEXT COLLATE "C" NOT NULL, status TEXT COLLATE "C" NOT NULL,
+    opened_at DOUBLE PRECISION NOT NULL, resolved_at DOUBLE PRECISION, kept TEXT COLLATE "C"
+)
+"""
+""":data:`VIEW_SQL` in PostgreSQL's types (times as double precision, text compared byte by
+byte as SQLite does)."""
+
+UNIQUE_SQL = """
+CREATE UNIQUE INDEX IF NOT EXISTS beliefs_one_active_claim ON beliefs (subject, predicate, value)
+    WHERE status = 'active' AND subject IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS beliefs_one_active_statement ON beliefs (lower(statement))
+    WHERE status = 'active' AND subject IS NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS belief_conflicts_one_open ON belief_conflicts
+    (subject, predicate) WHERE status = 'open'
+"""
+"""What keeps the view free of duplicates when writers race, on both engines (SQLite and
+PostgreSQL run these statements as written): one *active* belief per claim (subject, predicate,
+value), one per statement (ignoring ASCII case) among those without a claim, and one *open*
+conflict per subject and predicate. A write that would break one is skipped (``ON CONFLICT DO
+NOTHING``, :func:`insert_belief`, :func:`insert_conflict`) and the caller reinforces the belief
+that is there instead. A retracted belief or a resolved conflict holds nothing back."""
+
 EVENT_KINDS = ("belief.assert", "belief.reinforce", "belief.retract", "conflict.resolve")
 """The event kinds the view is derived from."""
 
 
 def create_tables(conn: Any) -> None:
-    """Create the view tables if they are missing (inside the caller's transaction)."""
-    for stmt in VIEW_SQL.split(";"):
+    """Create the view tables and their unique indexes (:data:`UNIQUE_SQL`) if they are missing
+    (inside the caller's transaction; PostgreSQL: under the schema's migration lock, as two
+    processes creating one table at once may collide).
+
+    Raises:
+        IntegrityError (the engine's): the tables hold duplicates from before the indexes
+            existed (rebuild the view from the log: the replay merges them)."""
+    dialect = dialect_of(conn)
+    dialect.lock_schema(conn)
+    script = PG_VIEW_SQL if dialect.name == "postgresql" else VIEW_SQL
+    for stmt in (script + ";" + UNIQUE_SQL).split(";"):
         if stmt.strip():
             conn.execute(stmt)
 
@@ -71,26 +114,33 @@ def insert_belief(
     tool_call_id: str | None,
     source: str | None,
     created_at: float,
-) -> None:
-    """Add an active belief.
+) -> bool:
+    """Add an active belief, unless an active one already makes the same claim (or, without a
+    claim, the same statement): :data:`UNIQUE_SQL`.
 
-    Raises:
-        sqlite3.IntegrityError: ``belief_id`` is taken."""
-    conn.execute(
-        "INSERT INTO beliefs (id, statement, subject, predicate, value, status, session_id,"
-        " step, tool_call_id, source, created_at) VALUES (?,?,?,?,?,'active',?,?,?,?,?)",
-        (
-            belief_id,
-            statement,
-            subject,
-            predicate,
-            value,
-            session_id,
-            step,
-            tool_call_id,
-            source,
-            created_at,
-        ),
+    Returns:
+        Whether it was added (False: the caller reinforces :func:`active_claim` /
+        :func:`active_statement` instead; also False when ``belief_id`` is taken, which fresh
+        ids never are)."""
+    return (
+        conn.execute(
+            "INSERT INTO beliefs (id, statement, subject, predicate, value, status, session_id,"
+            " step, tool_call_id, source, created_at) VALUES (?,?,?,?,?,'active',?,?,?,?,?)"
+            " ON CONFLICT DO NOTHING",
+            (
+                belief_id,
+                statement,
+                subject,
+                predicate,
+                value,
+                session_id,
+                step,
+                tool_call_id,
+                source,
+                created_at,
+            ),
+        ).rowcount
+        == 1
     )
 
 
@@ -124,10 +174,11 @@ def open_conflict_id(conn: Any, subject: str, predicate: str) -> str | None:
 
 
 def insert_conflict(conn: Any, conflict_id: str, subject: str, predicate: str, ts: float) -> None:
-    """Open a conflict about ``subject`` / ``predicate`` at ``ts``."""
+    """Open a conflict about ``subject`` / ``predicate`` at ``ts``; nothing when one is open
+    about them already (:data:`UNIQUE_SQL`: another writer opened it meanwhile)."""
     conn.execute(
         "INSERT INTO belief_conflicts (id, subject, predicate, status, opened_at)"
-        " VALUES (?, ?, ?, 'open', ?)",
+        " VALUES (?, ?, ?, 'open', ?) ON CONFLICT DO NOTHING",
         (conflict_id, subject, predicate, ts),
     )
 

@@ -1,13 +1,16 @@
-"""The session store in ``.veil/context.db``: sessions, their full message history, context
-items and the append-only event log.
+"""The session store: sessions, their full message history, context items and the
+append-only event log, in ``.veil/context.db`` (SQLite) or a project's schema of a PostgreSQL
+database (``store.url``; :mod:`veil.core.store.postgres`).
 
 The full message history is never deleted or rewritten (compaction and eviction change what is
-*sent*, not what is *stored*). Every change that must land together runs in one
-``BEGIN IMMEDIATE`` transaction. One connection per thread (WAL lets readers run beside a writer).
+*sent*, not what is *stored*). Every change that must land together runs in one transaction
+(SQLite: ``BEGIN IMMEDIATE``). SQLite: one connection per thread (WAL lets readers run beside a
+writer); PostgreSQL: one :class:`~veil.core.store.postgres.PgConnection` over a pool.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import operator
 import threading
@@ -21,6 +24,7 @@ from typing import Any
 from veil.core.errors import ConfigError, SessionConflict, SessionNotFound
 from veil.core.jsonio import loads
 from veil.core.store import connection, row_codec
+from veil.core.store.dialect import SQLITE, Dialect, dialect_of
 from veil.core.store.write_behind import WriteBehind
 from veil.core.text import clean_message
 from veil.core.types import ContextItem, Message
@@ -52,23 +56,30 @@ ITEM_COLUMNS = (
 )
 
 
-_SESSION_LISTED = ", ".join(
-    f"{row_codec.text_as_bytes(c)} AS {c}" if c in row_codec.SESSION_TEXT_COLUMNS else c
-    for c in (
-        "id",
-        "agent",
-        "model",
-        "title",
-        "created_at",
-        "updated_at",
-        "closed_at",
-        "compact_summary",
-        "compact_size",
-        "version",
-    )
+_LISTED_COLUMNS = (
+    "id",
+    "agent",
+    "model",
+    "title",
+    "created_at",
+    "updated_at",
+    "closed_at",
+    "compact_summary",
+    "compact_size",
+    "version",
 )
 """The columns a listing reads: never the JSON ones, so a damaged snapshot or state (which only
 a load needs) cannot hide a session from ``veil sessions`` or ``GET /sessions``."""
+
+
+def _listed(dialect: Dialect) -> str:
+    """:data:`_LISTED_COLUMNS` as a select list, free text read as bytes where the engine needs
+    it (:meth:`Dialect.text_as_bytes`)."""
+    return ", ".join(
+        f"{dialect.text_as_bytes(c)} AS {c}" if c in row_codec.SESSION_TEXT_COLUMNS else c
+        for c in _LISTED_COLUMNS
+    )
+
 
 _CONTENT_FIELDS = frozenset({"compact_summary", "compact_size", "state"})
 """Session columns whose change bumps the session's ``version`` (history and state; not
@@ -95,36 +106,80 @@ class StoredSession:
 _TIER_COUNTS = "SELECT tier, COUNT(*) AS n FROM items WHERE session_id = ? GROUP BY tier"
 
 
-_INSERT_ITEMS = (
-    f"INSERT OR REPLACE INTO items ({', '.join(ITEM_COLUMNS)})"
-    f" VALUES ({', '.join('?' for _ in ITEM_COLUMNS)})"
-)
-
-
 class Store:
-    """SQLite-backed persistence for sessions, messages, items and events.
+    """Persistence for sessions, messages, items and events, on SQLite or PostgreSQL.
 
     Args:
-        path: database file (``.veil/context.db``) or ``":memory:"``.
-        write_behind: apply :meth:`write_behind` jobs on a background thread (a file database
-            only; ``:memory:`` has one connection, so they run at once).
+        path: database file (``.veil/context.db``), ``":memory:"``, or a PostgreSQL URL
+            (``postgresql://user:password@host:port/database``).
+        write_behind: apply :meth:`write_behind` jobs on a background thread (a file or
+            PostgreSQL database; ``:memory:`` has one connection, so they run at once).
+        project: with a PostgreSQL URL, the project whose rows this store reads and writes
+            (its own schema: :func:`veil.core.store.postgres.schema_name`); required there.
+        pool_size: with a PostgreSQL URL, most connections this process opens.
+        synchronous_commit: with a PostgreSQL URL, wait for the server's log flush at every
+            commit (:class:`~veil.core.store.postgres.PgDatabase`).
+
+    Attributes:
+        path: the file, or the URL without its password and the project (for messages).
+        dialect: the engine's :class:`~veil.core.store.dialect.Dialect`.
+        database: the open :class:`~veil.core.store.postgres.PgDatabase`, or None on SQLite.
 
     Raises:
-        ConfigError: the file exists but is not a SQLite database (names the file).
+        ConfigError: the file exists but is not a SQLite database (names the file); a
+            PostgreSQL URL without a project.
+        StoreUnavailable: the PostgreSQL server cannot be reached.
     """
 
-    def __init__(self, path: str | Path, *, write_behind: bool = True) -> None:
-        self.path = str(path)
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        write_behind: bool = True,
+        project: str | None = None,
+        pool_size: int = 10,
+        synchronous_commit: bool = False,
+    ) -> None:
+        from veil.core.store import postgres
+
         self._local = threading.local()
         self._memory_conn: Any = None
-        self._write_lock = threading.RLock()
+        # SQLite: one writer at a time in this process (``:memory:`` shares one connection
+        # between threads; a file's writers would otherwise spin on its lock). PostgreSQL: each
+        # thread's transaction has a connection of its own and the server orders the writers,
+        # so nothing is serialised here (set below)
+        self._write_lock: Any = threading.RLock()
         self._session_select: str | None = None
-        self.conn  # open now so a broken file fails at start, naming the file  # noqa: B018
         self._behind: WriteBehind | None = None
-        if write_behind and self.path != ":memory:":
+        self.database: postgres.PgDatabase | None = None
+        self.dialect: Dialect = SQLITE
+        self._pg: postgres.PgConnection | None = None
+        if postgres.is_url(path):
+            if not project:
+                raise ConfigError("store.project: a PostgreSQL store needs a project name")
+            self.database = postgres.PgDatabase(
+                str(path), project, pool_size=pool_size, synchronous_commit=synchronous_commit
+            )
+            self._pg = postgres.PgConnection(self.database)
+            self.dialect = self.database.dialect
+            self.path = self.database.name
+            self._write_lock = contextlib.nullcontext()
+        else:
+            self.path = str(path)
+        self._listed = _listed(self.dialect)
+        self.conn  # open now so a broken file fails at start, naming the file  # noqa: B018
+        if write_behind and self._pg is not None:
+            pg = self._pg
+            self._behind = WriteBehind(lambda: pg, self.path)
+        elif write_behind and self.path != ":memory:":
             self._behind = WriteBehind(
                 lambda: connection.connect(self.path, migrate=False), self.path
             )
+
+    @property
+    def engine(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return self.dialect.name
 
     # -- connections ------------------------------------------------------------------------
 
@@ -153,6 +208,8 @@ class Store:
         return self._thread_conn()
 
     def _thread_conn(self) -> Any:
+        if self._pg is not None:
+            return self._pg
         if self.path == ":memory:":
             if self._memory_conn is None:
                 self._memory_conn = connection.connect(":memory:")
@@ -187,7 +244,7 @@ class Store:
         Re-entrant: a block opened inside another on the same thread joins the outer
         transaction (one commit for both; an exception rolls back both). Queued
         :meth:`write_behind` jobs land first."""
-        yield from self._own_transaction("BEGIN IMMEDIATE", on_error="ROLLBACK")
+        yield from self._own_transaction(self.dialect.begin_write, on_error="ROLLBACK")
 
     @contextmanager
     def read_snapshot(self) -> Iterator[Any]:
@@ -195,7 +252,7 @@ class Store:
         while another process writes. Joins this thread's open transaction if there is one.
         Queued :meth:`write_behind` jobs land first."""
         # reads change nothing: the transaction ends with COMMIT even when the block raises
-        yield from self._own_transaction("BEGIN", on_error="COMMIT")
+        yield from self._own_transaction(self.dialect.begin_read, on_error="COMMIT")
 
     def _own_transaction(self, begin: str, *, on_error: str) -> Iterator[Any]:
         """The body of :meth:`transaction` and :meth:`read_snapshot`: under the write lock,
@@ -268,6 +325,11 @@ class Store:
             self._close_connection()
 
     def _close_connection(self) -> None:
+        if self.database is not None:
+            assert self._pg is not None
+            self._pg.close()
+            self.database.close()
+            return
         conn = getattr(self._local, "conn", None) or self._memory_conn
         if conn is not None:
             conn.close()
@@ -320,10 +382,10 @@ class Store:
         """Every column of ``sessions``, the free-text and JSON ones fetched as bytes (a column
         of invalid UTF-8 would make the fetch itself fail; they are decoded after)."""
         if self._session_select is None:
-            names = [c[1] for c in self.conn.execute("PRAGMA table_info(sessions)").fetchall()]
+            names = self.dialect.table_columns(self.conn, "sessions")
             texty = {*row_codec.SESSION_TEXT_COLUMNS, "snapshot", "state"}
             self._session_select = ", ".join(
-                f"{row_codec.text_as_bytes(c)} AS {c}" if c in texty else c for c in names
+                f"{self.dialect.text_as_bytes(c)} AS {c}" if c in texty else c for c in names
             )
         return self._session_select
 
@@ -360,7 +422,7 @@ class Store:
         are left out, each named in ``problems`` (when given) and logged.
         """
         found = self.conn.execute(
-            f"SELECT {_SESSION_LISTED}, (SELECT COUNT(*) FROM messages m"
+            f"SELECT {self._listed}, (SELECT COUNT(*) FROM messages m"
             " WHERE m.session_id = s.id) AS message_count FROM sessions s"
             " ORDER BY updated_at DESC, rowid DESC LIMIT ?",
             (limit,),
@@ -403,7 +465,7 @@ class Store:
         fields["updated_at"] = time.time()
         cols = ", ".join(f"{k} = ?" for k in fields)
         if bump:
-            cols += f", version = {_NEXT_VERSION}"
+            cols += f", version = {_next_version(self.dialect)}"
         values = [row_codec.dumps(v) if isinstance(v, dict) else v for v in fields.values()]
         with self.transaction() as conn:
             _swap(conn, session_id, f"UPDATE sessions SET {cols}", values, expect_version)
@@ -494,11 +556,16 @@ class Store:
         expect_version: int | None,
     ) -> int:
         now = time.time()
+        usage_json = row_codec.dumps(usage) if usage else None
+        if self._pg is not None and not self._pg.in_transaction:
+            return self._append_one_statement(
+                session_id, idx, step, text, now, usage_json, expect_version
+            )
         with self.transaction() as conn:
             _swap(
                 conn,
                 session_id,
-                f"UPDATE sessions SET updated_at = ?, version = {_NEXT_VERSION}",
+                f"UPDATE sessions SET updated_at = ?, version = {_next_version(self.dialect)}",
                 [now],
                 expect_version,
             )
@@ -506,14 +573,42 @@ class Store:
                 conn.execute(
                     "INSERT INTO messages (session_id, idx, step, message, created_at, usage)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
-                    (session_id, idx, step, text, now, row_codec.dumps(usage) if usage else None),
+                    (session_id, idx, step, text, now, usage_json),
                 )
-            except connection.sqlite3.IntegrityError as exc:
-                raise SessionConflict(
-                    f"session {session_id}: message {idx} was already stored by another process "
-                    "(this copy of the session is out of date; load it again)"
-                ) from exc
+            except self.dialect.integrity_errors() as exc:
+                raise _taken(session_id, idx) from exc
             return expect_version + 1 if expect_version is not None else _version(conn, session_id)
+
+    def _append_one_statement(
+        self,
+        session_id: str,
+        idx: int,
+        step: int,
+        text: str,
+        now: float,
+        usage_json: str | None,
+        expect_version: int | None,
+    ) -> int:
+        """:meth:`_append` on PostgreSQL as one statement, so one round trip to the server:
+        the compare-and-swap ``UPDATE`` in a ``WITH`` that the ``INSERT`` reads (no session row
+        updated: nothing inserted). A statement is atomic on its own: a taken ``idx`` fails it
+        whole, the version bump included. Same outcomes as :meth:`_append`'s transaction."""
+        conn = self.conn
+        condition, args = _swap_condition(conn, expect_version)
+        sql = (
+            "WITH bumped AS (UPDATE sessions SET updated_at = ?,"
+            f" version = {_next_version(self.dialect)} WHERE id = ?{condition} RETURNING version)"
+            " INSERT INTO messages (session_id, idx, step, message, created_at, usage)"
+            " SELECT ?, ?, ?, ?, ?, ? FROM bumped RETURNING (SELECT version FROM bumped)"
+        )
+        params = [now, session_id, *args, session_id, idx, step, text, now, usage_json]
+        try:
+            row = conn.execute(sql, params).fetchone()
+        except self.dialect.integrity_errors() as exc:
+            raise _taken(session_id, idx) from exc
+        if row is None:
+            raise _refusal(conn, session_id, expect_version)
+        return _sound_version(row[0])
 
     def messages(self, session_id: str) -> list[tuple[int, Message]]:
         """The full history as ``[(step, message), ...]`` in order; a damaged or missing row
@@ -525,14 +620,15 @@ class Store:
         ``completion_tokens``, and ``cached_tokens`` / ``estimated`` when recorded), or None when
         no answer has usage or its row is damaged (front ends then show no figure)."""
         row = self.conn.execute(
-            "SELECT CAST(usage AS BLOB) AS usage FROM messages WHERE session_id = ?"
+            f"SELECT {self.dialect.blob('usage')} AS usage FROM messages WHERE session_id = ?"
             " AND usage IS NOT NULL ORDER BY idx DESC LIMIT 1",
             (session_id,),
         ).fetchone()
         if row is None:
             return None
         try:
-            usage = loads(bytes(row["usage"]).decode("utf-8"))
+            raw = row["usage"]
+            usage = loads(raw if isinstance(raw, str) else bytes(raw).decode("utf-8"))
         except (ValueError, UnicodeDecodeError):
             return None
         return usage if isinstance(usage, dict) else None
@@ -556,7 +652,7 @@ class Store:
     def _history(self, session_id: str, problems: list[str]) -> list[tuple[int, Message]]:
         found = self.conn.execute(
             # as bytes: a row holding invalid UTF-8 would make the whole query fail
-            "SELECT idx, step, CAST(message AS BLOB) AS message FROM messages"
+            f"SELECT idx, step, {self.dialect.blob('message')} AS message FROM messages"
             " WHERE session_id = ? ORDER BY idx",
             (session_id,),
         ).fetchall()
@@ -603,12 +699,19 @@ class Store:
         """Insert context items (tags and targets stored as JSON lists)."""
         if not items:
             return
-        if len(items) == 1:  # one statement is atomic on its own: no BEGIN / COMMIT round trips
-            self.execute_one(_INSERT_ITEMS, _item_values(items[0]))
-            return
         rows = [_item_values(i) for i in items]
+        if len(items) == 1 and self.dialect is SQLITE:
+            # one statement is atomic on its own: no BEGIN / COMMIT round trips
+            conn = self.conn  # drains the write-behind queue
+            with self._write_lock:
+                SQLITE.replace_rows(conn, "items", "id", ITEM_COLUMNS, rows)
+            return
+        if self._pg is not None and len(rows) <= 1000:
+            # one statement (PostgresDialect.replace_rows), atomic on its own: one round trip
+            self.dialect.replace_rows(self.conn, "items", "id", ITEM_COLUMNS, rows)
+            return
         with self.transaction() as conn:
-            conn.executemany(_INSERT_ITEMS, rows)
+            self.dialect.replace_rows(conn, "items", "id", ITEM_COLUMNS, rows)
 
     def set_tier(self, item_ids: list[str], tier: str) -> None:
         """Move items to ``tier`` (``live``, ``warm`` or ``cold``) in one transaction."""
@@ -781,12 +884,13 @@ def insert_event(
     Returns:
         The event's sequence number (``events.seq``).
     """
-    cur = conn.execute(
+    return dialect_of(conn).insert_returning(
+        conn,
         "INSERT INTO events (ts, session_id, step, tool_call_id, kind, payload)"
         " VALUES (?, ?, ?, ?, ?, ?)",
         (ts, session_id, step, tool_call_id, kind, payload_json),
+        "seq",
     )
-    return int(cur.lastrowid)
 
 
 def set_items_tier(conn: Any, item_ids: list[str], tier: str) -> None:
@@ -845,17 +949,39 @@ def _swap(conn: Any, session_id: str, update: str, values: list, expect: int | N
 
     Raises:
         SessionNotFound, SessionConflict."""
-    sql, args = f"{update} WHERE id = ?", [*values, session_id]
-    if expect is not None:
-        # a damaged version was read as 0 (_number_problems): the copy that read it may write
-        sql += f" AND (version = ? OR (? = 0 AND NOT {_SOUND_VERSION}))"
-        args.extend((expect, expect))
+    condition, extra = _swap_condition(conn, expect)
+    sql, args = f"{update} WHERE id = ?{condition}", [*values, session_id, *extra]
     if conn.execute(sql, args).rowcount == 1:
         return
+    raise _refusal(conn, session_id, expect)
+
+
+def _swap_condition(conn: Any, expect: int | None) -> tuple[str, list[Any]]:
+    """The compare-and-swap's condition on a session row (`` AND ...``, with its parameters):
+    its version is ``expect``; nothing when ``expect`` is None."""
+    if expect is None:
+        return "", []
+    # a damaged version was read as 0 (_number_problems): the copy that read it may write
+    return (
+        f" AND (version = ? OR (? = 0 AND NOT {dialect_of(conn).sound_version()}))",
+        [expect, expect],
+    )
+
+
+def _taken(session_id: str, idx: int) -> SessionConflict:
+    return SessionConflict(
+        f"session {session_id}: message {idx} was already stored by another process "
+        "(this copy of the session is out of date; load it again)"
+    )
+
+
+def _refusal(conn: Any, session_id: str, expect: int | None) -> Exception:
+    """Why a compare-and-swap wrote nothing: SessionNotFound, or SessionConflict naming the
+    stored version."""
     found = conn.execute("SELECT version FROM sessions WHERE id = ?", (session_id,)).fetchone()
     if found is None:
-        raise SessionNotFound(f"no session with id {session_id!r}")
-    raise SessionConflict(
+        return SessionNotFound(f"no session with id {session_id!r}")
+    return SessionConflict(
         f"session {session_id} was changed by another process (stored version {found[0]}, this "
         f"copy has {expect}); load it again and retry"
     )
@@ -867,10 +993,10 @@ def _version(conn: Any, session_id: str) -> int:
     )
 
 
-_SOUND_VERSION = "(typeof(version) = 'integer' AND version >= 0)"
-"""SQL: the row's ``version`` is a whole number >= 0 (what :func:`_number_problems` accepts)."""
-_NEXT_VERSION = f"CASE WHEN {_SOUND_VERSION} THEN version + 1 ELSE 1 END"
-"""SQL: the version after a change; a damaged one (read as 0) becomes 1, a sound one again."""
+def _next_version(dialect: Dialect) -> str:
+    """SQL: the version after a change; a damaged one (read as 0) becomes 1, a sound one
+    (:meth:`Dialect.sound_version`, what :func:`_number_problems` accepts) its successor."""
+    return f"CASE WHEN {dialect.sound_version()} THEN version + 1 ELSE 1 END"
 
 
 def _sound_version(value: Any) -> int:

@@ -5,26 +5,30 @@ damaged ones aside: every statement of ``veil doctor``
 Text columns that veil parses are read as bytes (``CAST(... AS BLOB)``): a column holding
 invalid UTF-8 would make SQLite's text fetch, and so the whole query, fail. Every function takes
 the connection to run on; the repair's writes run inside the caller's transaction.
+
+On PostgreSQL text is valid UTF-8 and every column holds its declared type, so only JSON that
+does not parse or has the wrong shape can be damage there; the server checks its own pages and
+foreign keys, so :func:`integrity_problems` and :func:`foreign_key_problems` report none.
+``rowid`` is the ``rowid`` column PostgreSQL's tables carry for it (``seq`` for events).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from veil.core.store.dialect import dialect_of
 from veil.core.store.row_codec import SESSION_TEXT_COLUMNS
-
-_TEXT = "CAST({0} AS BLOB) AS {0}"
 
 TABLES = frozenset({"sessions", "messages", "items", "events"})
 """The tables whose rows ``veil doctor`` checks and repairs."""
 
 
 def _select(conn: Any, columns: str, raw: tuple[str, ...], rest: str) -> list[Any]:
-    """All rows of ``SELECT columns, raw... rest``, each ``raw`` column read as bytes
-    (:data:`_TEXT`) under its own name."""
-    return conn.execute(
-        f"SELECT {columns}, {', '.join(_TEXT.format(c) for c in raw)} {rest}"
-    ).fetchall()
+    """All rows of ``SELECT columns, raw... rest``, each ``raw`` column read as bytes where the
+    engine stores any bytes (SQLite: ``CAST AS BLOB``) under its own name."""
+    dialect = dialect_of(conn)
+    raw_sql = ", ".join(f"{dialect.blob(c)} AS {c}" for c in raw)
+    return conn.execute(f"SELECT {columns}, {raw_sql} {rest}").fetchall()
 
 
 def session_rows(conn: Any) -> list[Any]:
@@ -57,19 +61,22 @@ def item_rows(conn: Any) -> list[Any]:
 
 def event_payloads(conn: Any) -> list[Any]:
     """Every ``events`` row in log order, read by name: ``seq``, ``payload`` as bytes."""
-    return conn.execute(
-        f"SELECT seq, {_TEXT.format('payload')} FROM events ORDER BY seq"
-    ).fetchall()
+    return _select(conn, "seq", ("payload",), "FROM events ORDER BY seq")
 
 
 def integrity_problems(conn: Any) -> list[str]:
-    """What SQLite's ``PRAGMA integrity_check`` reports (pages, indexes); empty when sound."""
+    """What SQLite's ``PRAGMA integrity_check`` reports (pages, indexes); empty when sound
+    (always on PostgreSQL, which checks its own pages)."""
+    if dialect_of(conn).name != "sqlite":
+        return []
     return [str(r[0]) for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
 
 
 def foreign_key_problems(conn: Any) -> list[tuple[str, int, str]]:
     """``PRAGMA foreign_key_check``: ``[(table, rowid, referenced table)]`` per row that points
-    to a missing row."""
+    to a missing row (none on PostgreSQL, which enforces foreign keys on every write)."""
+    if dialect_of(conn).name != "sqlite":
+        return []
     return [(r[0], r[1], r[2]) for r in conn.execute("PRAGMA foreign_key_check").fetchall()]
 
 
@@ -85,12 +92,12 @@ def whole_row(conn: Any, table: str, rowid: int) -> Any:
     Raises:
         ValueError: ``table`` is not one of :data:`TABLES`."""
     _check_table(table)
-    columns = [c[1] for c in conn.execute(f"PRAGMA table_info({table})").fetchall()]
-    select = ", ".join(
-        f"CASE WHEN typeof({c}) = 'text' THEN CAST({c} AS BLOB) ELSE {c} END AS {c}"
-        for c in columns
-    )
-    return conn.execute(f"SELECT {select} FROM {table} WHERE rowid = ?", (rowid,)).fetchone()
+    dialect = dialect_of(conn)
+    columns = dialect.table_columns(conn, table)
+    select = ", ".join(f"{dialect.text_as_bytes(c)} AS {c}" for c in columns)
+    return conn.execute(
+        f"SELECT {select} FROM {table} WHERE {_rowid(conn, table)} = ?", (rowid,)
+    ).fetchone()
 
 
 def quarantine(conn: Any, ts: float, table: str, key: str, row_json: str, reason: str) -> None:
@@ -112,7 +119,7 @@ def delete_row(conn: Any, table: str, rowid: int) -> None:
     Raises:
         ValueError: ``table`` is not one of :data:`TABLES`."""
     _check_table(table)
-    conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))
+    conn.execute(f"DELETE FROM {table} WHERE {_rowid(conn, table)} = ?", (rowid,))
 
 
 def reset_item_list(conn: Any, column: str, rowid: int) -> None:
@@ -135,6 +142,13 @@ def set_session_columns(conn: Any, rowid: int, values: dict[str, Any]) -> None:
     stored rows; values as stored: JSON already as text)."""
     cols = ", ".join(f"{c} = ?" for c in values)
     conn.execute(f"UPDATE sessions SET {cols} WHERE rowid = ?", (*values.values(), rowid))
+
+
+def _rowid(conn: Any, table: str) -> str:
+    """The column that finds a row of ``table`` by the number veil doctor names it with: the
+    rowid (SQLite's hidden one; PostgreSQL's ``rowid`` column), ``seq`` for events on
+    PostgreSQL (on SQLite ``seq`` is the rowid)."""
+    return "seq" if table == "events" and dialect_of(conn).name != "sqlite" else "rowid"
 
 
 def _check_table(table: str) -> None:

@@ -13,6 +13,13 @@ Every function takes the connection to run on (``Store.conn`` for a read, the co
 open ``Store.transaction()`` or write-behind job for a write) and never opens a transaction of
 its own, so the caller decides what lands together. Id lists of any length are read in chunks
 of 500 (SQLite's variable limit).
+
+On PostgreSQL (:mod:`veil.core.store.postgres`) the same functions run on the same tables, with
+the engine's own full-text search (a ``tsvector`` per entry, ``ts_rank``) and vector search
+(pgvector's HNSW index) in place of FTS5 and sqlite-vec (:class:`~veil.core.store.dialect.Dialect`).
+Writers of ``recall_index`` call :func:`lock_index` first in their transaction (SQLite's
+``BEGIN IMMEDIATE`` serialises them anyway; PostgreSQL needs no lock: rows come from a sequence
+and readers follow transaction ids, see :func:`index_changes`).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from veil.core.store.connection import load_sqlite_vec
+from veil.core.store.dialect import dialect_of
 
 CHUNK = 500
 """Ids per ``IN (...)`` list: below SQLite's default limit of 999 variables per statement."""
@@ -116,8 +123,9 @@ def write_cold(conn: Any, item_id: str, blob: bytes, sha256: str, chars: int, pr
         chars: the content's length in characters.
     """
     conn.execute(
-        "INSERT OR REPLACE INTO cold_content (item_id, zcontent, sha256, chars)"
-        " VALUES (?, ?, ?, ?)",
+        "INSERT INTO cold_content (item_id, zcontent, sha256, chars) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (item_id) DO UPDATE SET zcontent = excluded.zcontent,"
+        " sha256 = excluded.sha256, chars = excluded.chars",
         (item_id, blob, sha256, chars),
     )
     conn.execute("UPDATE items SET content = ? WHERE id = ?", (preview, item_id))
@@ -139,19 +147,23 @@ def restore_content(conn: Any, item_id: str, content: str) -> None:
 # -- recall_index --------------------------------------------------------------------------------
 
 
+def lock_index(conn: Any) -> None:
+    """Serialise the writers of ``recall_index`` until the caller's transaction ends where the
+    engine needs it (:meth:`veil.core.store.dialect.Dialect.lock_recall_index`: SQLite's
+    ``BEGIN IMMEDIATE`` already does; PostgreSQL needs none)."""
+    dialect_of(conn).lock_recall_index(conn)
+
+
 def next_rev(conn: Any) -> int:
     """The revision number the next change of ``recall_index`` gets (max + 1; 1 when empty)."""
     return int(conn.execute("SELECT coalesce(max(rev), 0) + 1 FROM recall_index").fetchone()[0])
 
 
-def max_rev(conn: Any) -> int:
-    """The highest revision number in ``recall_index`` (0 when empty)."""
-    return conn.execute("SELECT coalesce(max(rev), 0) FROM recall_index").fetchone()[0]
-
-
-def next_index_row(conn: Any) -> int:
-    """The ``row`` (FTS5 rowid) a new ``recall_index`` entry gets (max + 1; 1 when empty)."""
-    return int(conn.execute("SELECT coalesce(max(row), 0) + 1 FROM recall_index").fetchone()[0])
+def new_index_rows(conn: Any, count: int) -> list[int]:
+    """``count`` unused ``row`` numbers for new ``recall_index`` entries, ascending (SQLite:
+    ``max + 1`` on, under the transaction's write lock; PostgreSQL: from a sequence, so
+    concurrent writers never take the same one)."""
+    return dialect_of(conn).new_index_rows(conn, count)
 
 
 def index_states(conn: Any, item_ids: Sequence[str]) -> dict[str, tuple[int, str, bool]]:
@@ -193,11 +205,13 @@ def update_index_rows(conn: Any, rows: list[tuple]) -> None:
 def insert_forgotten(
     conn: Any, item_id: str, session_id: str | None, seq: int, tier: str, rev: int
 ) -> None:
-    """A ``recall_index`` entry for an item forgotten before it ever left the prompt."""
+    """A ``recall_index`` entry for an item forgotten before it ever left the prompt (its
+    ``row`` from :func:`new_index_rows`)."""
+    (row,) = new_index_rows(conn, 1)
     conn.execute(
-        "INSERT INTO recall_index (item_id, session_id, seq, tier, forgotten, rev)"
-        " VALUES (?, ?, ?, ?, 1, ?)",
-        (item_id, session_id, seq, tier, rev),
+        "INSERT INTO recall_index (row, item_id, session_id, seq, tier, forgotten, rev)"
+        " VALUES (?, ?, ?, ?, ?, 1, ?)",
+        (row, item_id, session_id, seq, tier, rev),
     )
 
 
@@ -223,15 +237,16 @@ def set_embed_keys(conn: Any, keys: list[tuple[str, int, int]]) -> None:
     )
 
 
-def index_changes(conn: Any, since_rev: int) -> list[Any]:
-    """``recall_index`` entries changed after revision ``since_rev``: rows read by name with
-    ``row, item_id, session_id, seq, tier, tags`` (JSON text or null) ``, embed_key,
-    forgotten, fts``."""
-    return conn.execute(
-        "SELECT row, item_id, session_id, seq, tier, tags, embed_key, forgotten, fts"
-        " FROM recall_index WHERE rev > ?",
-        (since_rev,),
-    ).fetchall()
+def index_changes(conn: Any, since: int) -> tuple[list[Any], int]:
+    """``recall_index`` entries changed after position ``since`` (-1: every entry), and the
+    position to read from next time: ``(rows, position)``, rows read by name with ``row,
+    item_id, session_id, seq, tier, tags`` (JSON text or null) ``, embed_key, forgotten, fts``.
+    An entry may come back again later (apply them idempotently); none is ever missed.
+
+    Positions: SQLite's is the highest revision number ``rev``; PostgreSQL's is the oldest
+    transaction id still running when read (entries are stamped with their writer's
+    transaction id, so a writer that committed after a later one is still read)."""
+    return dialect_of(conn).index_changes(conn, since)
 
 
 def index_counts(conn: Any) -> dict[str, int]:
@@ -240,8 +255,8 @@ def index_counts(conn: Any) -> dict[str, int]:
     return {
         row["t"]: int(row["n"])
         for row in conn.execute(
-            "SELECT CASE WHEN forgotten THEN 'forgotten' ELSE tier END AS t, COUNT(*) AS n"
-            " FROM recall_index GROUP BY t"
+            "SELECT CASE WHEN forgotten <> 0 THEN 'forgotten' ELSE tier END AS t,"
+            " COUNT(*) AS n FROM recall_index GROUP BY t"
         )
     }
 
@@ -265,46 +280,44 @@ def unindexed_text(conn: Any, rows: Sequence[int]) -> list[Any]:
 
 
 def add_text_entries(conn: Any, entries: list[tuple[int, str, str]]) -> None:
-    """Put ``(row, content, meta)`` entries into FTS5 and flag their ``recall_index`` rows."""
-    conn.executemany("INSERT INTO recall_fts (rowid, content, meta) VALUES (?, ?, ?)", entries)
+    """Put ``(row, content, meta)`` entries into the full-text index and flag their
+    ``recall_index`` rows."""
+    dialect_of(conn).add_text_entries(conn, entries)
     conn.executemany("UPDATE recall_index SET fts = 1 WHERE row = ?", [(e[0],) for e in entries])
 
 
 def delete_text_entry(conn: Any, row: int) -> None:
-    """Take entry ``row`` out of FTS5 (contentless_delete)."""
-    conn.execute("DELETE FROM recall_fts WHERE rowid = ?", (row,))
+    """Take entry ``row`` out of the full-text index (FTS5: contentless_delete)."""
+    dialect_of(conn).delete_text_entry(conn, row)
 
 
 def keyword_rows(
     conn: Any,
-    match: str,
+    terms: list[str],
     k: int,
     meta_weight: float,
     session_id: str | None = None,
     tags: list[str] | None = None,
 ) -> list[tuple[int, float]]:
-    """The ``k`` best FTS5 matches of the MATCH expression ``match``, best first, as
-    ``[(row, score)]`` with score = -bm25 (higher is better; ``meta`` column weighted
-    ``meta_weight`` against 1.0 for the content), restricted to a session and to entries
-    carrying any of ``tags`` (compared lowercase) when given.
-
-    Raises:
-        sqlite3.OperationalError: ``match`` is not a valid FTS5 query.
+    """The ``k`` best full-text matches of any of ``terms`` (each a phrase), best first, as
+    ``[(row, score)]``, score higher is better: SQLite's -bm25 of FTS5, PostgreSQL's
+    ``ts_rank``, the ``meta`` column weighted ``meta_weight`` against 1.0 for the content;
+    restricted to a session and to entries carrying any of ``tags`` (compared lowercase) when
+    given. No terms: ``[]``.
     """
-    sql = (
-        f"SELECT rowid, -bm25(recall_fts, 1.0, {meta_weight}) AS s FROM recall_fts"
-        " WHERE recall_fts MATCH ?"
-    )
-    args: list[Any] = [match]
+    dialect = dialect_of(conn)
+    found = dialect.keyword_query(terms, meta_weight)
+    if found is None:
+        return []
+    score, condition, args = found
+    row = dialect.fts_row()
+    sql = f"SELECT {row}, {score} AS s FROM recall_fts WHERE {condition}"
     if session_id is not None:
-        sql += " AND rowid IN (SELECT row FROM recall_index WHERE session_id = ?)"
+        sql += f" AND {row} IN (SELECT row FROM recall_index WHERE session_id = ?)"
         args.append(session_id)
     if tags:
-        marks = ",".join("?" * len(tags))
-        sql += (
-            " AND rowid IN (SELECT r.row FROM recall_index r, json_each(r.tags) j"
-            f" WHERE lower(j.value) IN ({marks}))"
-        )
+        each, holds = dialect.tags_contain("r.tags", len(tags))
+        sql += f" AND {row} IN (SELECT r.row FROM recall_index r{each} WHERE {holds})"
         args.extend(t.lower() for t in tags)
     sql += " ORDER BY s DESC LIMIT ?"
     args.append(k)
@@ -329,27 +342,52 @@ def embedding_blobs(conn: Any, model: str, keys: Sequence[str]) -> dict[str, byt
     return found
 
 
+def embedding_keys(conn: Any, model: str, keys: Sequence[str]) -> set[str]:
+    """Those of ``keys`` stored for ``model`` (their vectors are not read)."""
+    found: set[str] = set()
+    unique = list(dict.fromkeys(keys))
+    for start in range(0, len(unique), CHUNK):
+        chunk = unique[start : start + CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for row in conn.execute(
+            f"SELECT key FROM embeddings WHERE model = ? AND key IN ({marks})", (model, *chunk)
+        ):
+            found.add(row[0])
+    return found
+
+
 def add_embeddings(conn: Any, rows: list[tuple[str, str, int, bytes]]) -> None:
-    """Store ``(key, model, dim, float32 vector bytes)`` rows; a key already stored is kept."""
-    conn.executemany(
-        "INSERT OR IGNORE INTO embeddings (key, model, dim, vector) VALUES (?,?,?,?)", rows
-    )
+    """Store ``(key, model, dim, float32 vector bytes)`` rows; a key already stored is kept
+    (PostgreSQL also stores each as a pgvector ``vector`` for its HNSW index)."""
+    if rows:
+        dialect_of(conn).add_embeddings(conn, rows)
 
 
-def nearest_warm(conn: Any, vector: bytes, model: str, k: int) -> list[tuple[str, float]]:
+def nearest_warm(
+    conn: Any,
+    vector: bytes,
+    model: str,
+    k: int,
+    *,
+    session_id: str | None = None,
+    tags: Sequence[str] | None = None,
+) -> list[tuple[str, float]]:
     """The ``k`` warm, unforgotten items whose stored ``model`` embedding is nearest to
-    ``vector`` (float32 bytes), by sqlite-vec's ``vec_distance_cosine``: ``[(item id,
-    cosine)]``, best first (ties by entry row).
+    ``vector`` (float32 bytes): ``[(item id, cosine)]``, best first (ties by entry row),
+    restricted to one session and to entries carrying any of ``tags`` (compared lowercase)
+    when given. SQLite: exact, by sqlite-vec's ``vec_distance_cosine``; PostgreSQL: pgvector's
+    HNSW index (approximate: recall@10 measured in bench/bench_store.py).
 
     Raises:
         VeilError: sqlite-vec cannot be loaded into this connection.
     """
-    load_sqlite_vec(conn)
-    found = conn.execute(
-        "SELECT r.item_id, 1.0 - vec_distance_cosine(e.vector, ?) AS cos"
-        " FROM recall_index r JOIN embeddings e ON e.key = r.embed_key"
-        " WHERE r.tier = 'warm' AND r.forgotten = 0 AND e.model = ?"
-        " ORDER BY cos DESC, r.row LIMIT ?",
-        (vector, model, k),
-    ).fetchall()
+    dialect = dialect_of(conn)
+    where, args = "", []
+    if session_id is not None:
+        where += " AND r.session_id = ?"
+        args.append(session_id)
+    if tags:
+        where += f" AND {dialect.tags_exist('r.tags', len(tags))}"
+        args.extend(t.lower() for t in tags)
+    found = dialect.nearest_warm(conn, vector, model, k, where, args)
     return [(r[0], float(r[1])) for r in found]

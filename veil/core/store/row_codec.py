@@ -111,13 +111,7 @@ def message_problem(message: Any) -> str | None:
 
 SESSION_TEXT_COLUMNS = ("model", "title", "compact_summary")
 """Free-text columns of ``sessions`` that readers fetch as bytes and decode
-(:func:`text_as_bytes`, :func:`decode_session_text`)."""
-
-
-def text_as_bytes(column: str) -> str:
-    """SQL that reads ``column`` as bytes when it holds text (``CAST AS BLOB``), as it is
-    otherwise: fetching invalid UTF-8 as text raises, fetching it as bytes does not."""
-    return f"CASE WHEN typeof({column}) = 'text' THEN CAST({column} AS BLOB) ELSE {column} END"
+(:meth:`veil.core.store.dialect.Dialect.text_as_bytes`, :func:`decode_session_text`)."""
 
 
 def decode_session_text(row: dict[str, Any]) -> list[str]:

@@ -1,8 +1,11 @@
-"""The schema of ``.veil/context.db``: the migrations that build it, in order.
+"""The store's schema: the migrations that build it, in order, one list per engine.
 
-The version a database is at is stored in ``PRAGMA user_version``
+SQLite (:data:`MIGRATIONS`): the version a database is at is stored in ``PRAGMA user_version``
 (:func:`veil.core.store.connection.apply_migrations` applies the newer ones, each in one
-``BEGIN IMMEDIATE`` transaction). Tables of default plugins that are views of the event log
+``BEGIN IMMEDIATE`` transaction). PostgreSQL (:data:`PG_MIGRATIONS`): in the project schema's
+``schema_version`` table (:class:`veil.core.store.postgres.PgDatabase` applies them at open, each
+in one transaction, under an advisory lock). A change of the schema appends an entry to both
+lists. Tables of default plugins that are views of the event log
 (the beliefs) are not migrations: :mod:`veil.core.store.belief_tables` creates and rebuilds them.
 """
 
@@ -125,5 +128,168 @@ MIGRATIONS: list[str] = [
         row TEXT NOT NULL,
         reason TEXT NOT NULL
     );
+    """,
+]
+
+
+PG_MIGRATIONS: list[str] = [
+    # Everything SQLite's first three migrations build, in PostgreSQL's types. ``rowid`` stands in
+    # for SQLite's hidden rowid where the statements read it (insertion order, veil doctor);
+    # ``COLLATE "C"`` makes text compare byte by byte, as SQLite does; recall_fts holds the
+    # tsvector only (contentless, as the FTS5 table); embeddings.embedding is the vector pgvector
+    # searches (its HNSW index per width: veil.core.store.postgres.ensure_vector_index);
+    # memory_files holds the MEMORY.md files and their archives, which live on disk with SQLite
+    # (veil.core.store.memory_tables).
+    """
+    CREATE TABLE sessions (
+        rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+        id TEXT COLLATE "C" PRIMARY KEY,
+        agent TEXT COLLATE "C" NOT NULL,
+        model TEXT COLLATE "C",
+        title TEXT COLLATE "C",
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        closed_at DOUBLE PRECISION,
+        snapshot TEXT NOT NULL,
+        compact_summary TEXT,
+        compact_size BIGINT NOT NULL DEFAULT 0,
+        state TEXT NOT NULL DEFAULT '{}',
+        version BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE INDEX sessions_updated ON sessions(updated_at);
+    CREATE TABLE messages (
+        rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+        session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        idx BIGINT NOT NULL,
+        step BIGINT NOT NULL,
+        message TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        usage TEXT,
+        PRIMARY KEY (session_id, idx)
+    );
+    CREATE INDEX messages_created ON messages(created_at);
+    CREATE TABLE items (
+        rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+        id TEXT COLLATE "C" PRIMARY KEY,
+        session_id TEXT COLLATE "C" REFERENCES sessions(id) ON DELETE CASCADE,
+        message_index BIGINT,
+        step BIGINT NOT NULL DEFAULT 0,
+        tool_call_id TEXT COLLATE "C",
+        kind TEXT COLLATE "C" NOT NULL,
+        source TEXT COLLATE "C" NOT NULL,
+        tier TEXT COLLATE "C" NOT NULL DEFAULT 'live',
+        content TEXT NOT NULL,
+        tags TEXT NOT NULL DEFAULT '[]',
+        targets TEXT NOT NULL DEFAULT '[]',
+        tokens BIGINT NOT NULL DEFAULT 0,
+        access_count BIGINT NOT NULL DEFAULT 0,
+        stability DOUBLE PRECISION NOT NULL,
+        difficulty DOUBLE PRECISION NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        last_access DOUBLE PRECISION NOT NULL,
+        cognitive_weight DOUBLE PRECISION NOT NULL DEFAULT 0,
+        pinned BIGINT NOT NULL DEFAULT 0,
+        loaded_by_hand BIGINT NOT NULL DEFAULT 0,
+        outcome TEXT
+    );
+    CREATE INDEX items_session_tier ON items(session_id, tier);
+    CREATE INDEX items_session_message ON items(session_id, message_index);
+    CREATE TABLE events (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        ts DOUBLE PRECISION NOT NULL,
+        session_id TEXT COLLATE "C",
+        step BIGINT,
+        tool_call_id TEXT COLLATE "C",
+        kind TEXT COLLATE "C" NOT NULL,
+        payload TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX events_session ON events(session_id, seq);
+    CREATE INDEX events_kind ON events(kind, seq);
+    CREATE TABLE usage (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        ts DOUBLE PRECISION NOT NULL,
+        session_id TEXT COLLATE "C",
+        role TEXT,
+        model TEXT,
+        provider TEXT,
+        prompt_tokens BIGINT,
+        completion_tokens BIGINT,
+        seconds DOUBLE PRECISION
+    );
+    CREATE TABLE embeddings (
+        key TEXT COLLATE "C" PRIMARY KEY,
+        model TEXT COLLATE "C" NOT NULL,
+        dim INTEGER NOT NULL,
+        vector BYTEA NOT NULL,
+        embedding vector
+    );
+    CREATE TABLE recall_index (
+        row BIGINT PRIMARY KEY,
+        item_id TEXT COLLATE "C" NOT NULL UNIQUE REFERENCES items(id) ON DELETE CASCADE,
+        session_id TEXT COLLATE "C",
+        seq BIGINT NOT NULL,
+        tier TEXT COLLATE "C" NOT NULL,
+        tags TEXT NOT NULL DEFAULT '[]',
+        embed_key TEXT COLLATE "C",
+        forgotten BIGINT NOT NULL DEFAULT 0,
+        fts BIGINT NOT NULL DEFAULT 0,
+        rev BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE INDEX recall_index_rev ON recall_index(rev);
+    CREATE INDEX recall_index_session ON recall_index(session_id, seq);
+    CREATE INDEX recall_index_embed ON recall_index(embed_key);
+    CREATE TABLE recall_fts (
+        row BIGINT PRIMARY KEY,
+        document TSVECTOR NOT NULL
+    );
+    CREATE INDEX recall_fts_document ON recall_fts USING gin(document);
+    CREATE TABLE cold_content (
+        item_id TEXT COLLATE "C" PRIMARY KEY REFERENCES items(id) ON DELETE CASCADE,
+        zcontent BYTEA NOT NULL,
+        sha256 TEXT NOT NULL,
+        chars BIGINT NOT NULL
+    );
+    CREATE TABLE quarantine (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        ts DOUBLE PRECISION NOT NULL,
+        table_name TEXT NOT NULL,
+        row_key TEXT NOT NULL,
+        row TEXT NOT NULL,
+        reason TEXT NOT NULL
+    );
+    CREATE TABLE memory_files (
+        path TEXT COLLATE "C" PRIMARY KEY,
+        content TEXT NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    )
+    """,
+    # The recall index without a project-wide writer lock (issue 32): new entries take their
+    # ``row`` from a sequence, and every insert or update stamps the row with its transaction's
+    # id (``xid``), which readers follow instead of ``rev`` (recall_tables.index_changes: rows of
+    # transactions that may still have been running at the last read are read again), so
+    # concurrent eviction passes never wait for each other.
+    """
+    CREATE SEQUENCE recall_index_row_seq;
+    SELECT setval('recall_index_row_seq', coalesce((SELECT max(row) FROM recall_index), 0) + 1,
+        false);
+    ALTER TABLE recall_index ADD COLUMN xid xid8 NOT NULL DEFAULT pg_current_xact_id();
+    CREATE INDEX recall_index_xid ON recall_index(xid);
+    CREATE FUNCTION recall_index_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        NEW.xid := pg_current_xact_id();
+        RETURN NEW;
+    END
+    $$;
+    CREATE TRIGGER recall_index_stamp BEFORE UPDATE ON recall_index
+        FOR EACH ROW EXECUTE FUNCTION recall_index_stamp()
+    """,
+    # Memory files in the shared store (veil.core.store.memory_tables): a version per file, so a
+    # writer's read-modify-write is a compare-and-swap the database settles between machines, and
+    # the tags of what veil wrote (the memory-files plugin's provenance), one row each.
+    """
+    ALTER TABLE memory_files ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
+    CREATE TABLE memory_tags (
+        tag TEXT COLLATE "C" PRIMARY KEY
+    )
     """,
 ]

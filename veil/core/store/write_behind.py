@@ -25,11 +25,13 @@ from collections.abc import Callable
 from typing import Any
 
 from veil.core.errors import VeilError
+from veil.core.store.dialect import dialect_of
 
 log = logging.getLogger(__name__)
 
 Job = Callable[[Any], None]
-"""A write: called with a SQLite connection inside an open transaction."""
+"""A write: called with a store connection (SQLite's, or a PostgreSQL
+:class:`~veil.core.store.postgres.PgConnection`) inside an open transaction."""
 
 
 class WriteBehindError(VeilError):
@@ -160,7 +162,7 @@ class WriteBehind:
 
     def _apply(self, conn: Any, job: Job, deltas: dict[str, dict[str, int]]) -> None:
         try:  # BEGIN too: a lock held past the busy timeout fails here, and the deltas must go
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(dialect_of(conn).begin_write)
             job(conn)
             with self._lock:  # committed counts and pending deltas change together
                 conn.execute("COMMIT")

@@ -37,6 +37,7 @@ version printed by ``python --version``, and the git branch from ``git status``.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,8 @@ __all__ = ["PATTERNS", "BeliefStore", "Claim", "facts_in_tool_output", "parse_cl
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session_api import PluginSession
     from veil.core.store import Store
+
+log = logging.getLogger(__name__)
 
 _LISTEN = re.compile(
     r"(?:running|listening|serving|started server)\s+(?:on|at)\s+(?:port\s+(\d{2,5})|"
@@ -107,8 +110,14 @@ class BeliefStore:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        with store.transaction() as conn:
-            tables.create_tables(conn)
+        try:
+            with store.transaction() as conn:
+                tables.create_tables(conn)
+        except store.dialect.integrity_errors():
+            # a view written before its unique indexes existed holds duplicates: the replay of
+            # the log merges them (a second assertion of an active claim reinforces it)
+            log.warning("%s: duplicate beliefs in the view; rebuilding it from the log", store.path)
+            self.rebuild()
 
     # -- writing: every change is an event, then applied to the view ----------------------------
 
@@ -123,14 +132,14 @@ class BeliefStore:
         ts: float,
     ) -> None:
         with self.store.transaction() as conn:
-            insert_event(
+            _log(
                 conn,
                 kind,
-                json.dumps(payload),
-                ts=ts,
+                payload,
                 session_id=session_id,
                 step=step,
                 tool_call_id=tool_call_id,
+                ts=ts,
             )
             self._apply(conn, kind, payload, session_id, step, tool_call_id, ts)
 
@@ -156,34 +165,33 @@ class BeliefStore:
         claim = parse_claim(statement)
         session_id = session.id if session else None
         step = session.step if session else None
-        same = self._active_same(statement, claim)
+        where = {"session_id": session_id, "step": step, "tool_call_id": tool_call_id, "ts": ts}
+        with self.store.transaction() as conn:
+            same = _active_same(conn, statement, claim)
+            if same is None:
+                belief_id = new_id("belief")
+                payload = {
+                    "belief": belief_id,
+                    "statement": statement,
+                    "source": source,
+                    "subject": claim.subject if claim else None,
+                    "predicate": claim.predicate if claim else None,
+                    "value": claim.value if claim else None,
+                }
+                # the row before the event: the view's unique index (belief_tables.UNIQUE_SQL)
+                # refuses a second active copy even when another process asserted the same
+                # claim between the read above and this insert; it is then reinforced
+                same = self._apply(conn, "belief.assert", payload, **where)
+                if same == belief_id:
+                    _log(conn, "belief.assert", payload, **where)
+                    same = None
+                elif same is not None:
+                    _log(conn, "belief.reinforce", {"belief": same}, **where)
+            else:
+                self._apply(conn, "belief.reinforce", {"belief": same}, **where)
+                _log(conn, "belief.reinforce", {"belief": same}, **where)
         if same is not None:
-            self._append(
-                "belief.reinforce",
-                {"belief": same},
-                session_id=session_id,
-                step=step,
-                tool_call_id=tool_call_id,
-                ts=ts,
-            )
             return {"belief": same, "status": "reinforced", "conflict": self._conflict_of(same)}
-        belief_id = new_id("belief")
-        payload = {
-            "belief": belief_id,
-            "statement": statement,
-            "source": source,
-            "subject": claim.subject if claim else None,
-            "predicate": claim.predicate if claim else None,
-            "value": claim.value if claim else None,
-        }
-        self._append(
-            "belief.assert",
-            payload,
-            session_id=session_id,
-            step=step,
-            tool_call_id=tool_call_id,
-            ts=ts,
-        )
         return {"belief": belief_id, "status": "asserted", "conflict": self._conflict_of(belief_id)}
 
     def resolve(self, session: PluginSession | None, conflict_id: str, keep: str) -> str:
@@ -222,7 +230,11 @@ class BeliefStore:
         step: int | None,
         tool_call_id: str | None,
         ts: float,
-    ) -> None:
+    ) -> str | None:
+        """Apply one event to the view; for ``belief.assert``, return the belief it landed on:
+        its own id, or that of the active belief making the same claim, which it reinforces
+        (a replay of a log written before the view's unique indexes merges duplicates the same
+        way)."""
         if kind == "belief.assert":
             # the view applies today's rule to the statement (the payload keeps what the rule
             # gave when it was asserted), so a rebuild also applies a corrected rule
@@ -233,7 +245,7 @@ class BeliefStore:
                 "predicate": claim.predicate if claim else None,
                 "value": claim.value if claim else None,
             }
-            tables.insert_belief(
+            added = tables.insert_belief(
                 conn,
                 p["belief"],
                 p["statement"],
@@ -246,8 +258,14 @@ class BeliefStore:
                 source=p.get("source"),
                 created_at=ts,
             )
+            if not added:
+                same = _active_same(conn, " ".join(p["statement"].split()), claim)
+                if same is not None:
+                    tables.reinforce(conn, same)
+                return same
             if p["subject"] is not None:
                 self._detect(conn, p["subject"], p["predicate"], ts, p["belief"])
+            return p["belief"]
         elif kind == "belief.reinforce":
             tables.reinforce(conn, p["belief"])
         elif kind == "belief.retract":
@@ -256,6 +274,7 @@ class BeliefStore:
             for bid in p["retract"]:
                 tables.retract(conn, bid, ts)
             tables.resolve_conflict(conn, p["conflict"], p["keep"], ts)
+        return None
 
     def _detect(self, conn: Any, subject: str, predicate: str, ts: float, trigger: str) -> None:
         if not _contradicting(tables.active_about(conn, subject, predicate)):
@@ -283,12 +302,6 @@ class BeliefStore:
                 )
 
     # -- reading -------------------------------------------------------------------------------
-
-    def _active_same(self, statement: str, claim: Claim | None) -> str | None:
-        conn = self.store.reader
-        if claim is not None:
-            return tables.active_claim(conn, claim.subject, claim.predicate, claim.value)
-        return tables.active_statement(conn, statement)
 
     def _members(self, subject: str, predicate: str) -> list[dict[str, Any]]:
         """Active beliefs about ``subject`` / ``predicate`` that contradict another one."""
@@ -347,6 +360,34 @@ class BeliefStore:
             )
 
         return [e for e in events if about(e)]
+
+
+def _active_same(conn: Any, statement: str, claim: Claim | None) -> str | None:
+    """The active belief an assertion of ``statement`` (parsed as ``claim``) would repeat."""
+    if claim is not None:
+        return tables.active_claim(conn, claim.subject, claim.predicate, claim.value)
+    return tables.active_statement(conn, statement)
+
+
+def _log(
+    conn: Any,
+    kind: str,
+    payload: dict[str, Any],
+    *,
+    session_id: str | None,
+    step: int | None,
+    tool_call_id: str | None,
+    ts: float,
+) -> None:
+    insert_event(
+        conn,
+        kind,
+        json.dumps(payload),
+        ts=ts,
+        session_id=session_id,
+        step=step,
+        tool_call_id=tool_call_id,
+    )
 
 
 def _contradicting(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -28,20 +28,24 @@ def add_doctor_command(cli: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
     @click.pass_obj
     def doctor_cmd(state: Any, repair: bool, as_json: bool) -> None:
-        """Check the project's store (.veil/context.db): SQLite's integrity check, and every row
-        veil reads. With --repair, damaged rows are moved aside (kept in a quarantine table, never
+        """Check the project's store (.veil/context.db, or the store.url PostgreSQL project):
+        SQLite's integrity check, and every row veil reads. With --repair, damaged rows are moved aside (kept in a quarantine table, never
         deleted). Exits 1 when problems remain."""
         from veil.core.settings import load_config
         from veil.default_plugins.doctor import store_check
 
         try:
-            path = load_config(state.project).veil_dir / "context.db"
+            config = load_config(state.project)
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from exc
-        if not path.exists():
+        path = config.veil_dir / "context.db"
+        shared = config.settings.store.url is not None
+        if not shared and not path.exists():
             raise click.ClickException(f"no store to check: {path} does not exist")
         try:
-            if repair:
+            if shared and not repair:  # a PostgreSQL store: checked through its connection
+                report = store_check.check_open_store(state.open().store)
+            elif repair:
                 veil = state.open()
                 report = store_check.repair_store(
                     veil.store,

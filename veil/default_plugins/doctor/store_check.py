@@ -220,6 +220,17 @@ def check_store(path: str) -> DoctorReport:
         conn.close()
 
 
+def check_open_store(store: Any) -> DoctorReport:
+    """Check an open :class:`veil.core.store.Store` without changing it: the same checks as
+    :func:`check_store`, through the store's own connection (a PostgreSQL store, which has no
+    file to open).
+
+    Returns:
+        A :class:`DoctorReport` naming the store by ``store.path`` (for PostgreSQL, the server
+        without its password and the project)."""
+    return _check(store.conn, store.path)
+
+
 def _check(conn: Any, path: str) -> DoctorReport:
     report = DoctorReport(path=str(path))
     report.integrity = raw_rows.integrity_problems(conn)

@@ -32,6 +32,10 @@ KEYWORD_WEIGHT = 1.0
 NEIGHBOUR_WEIGHT = 0.3
 KEYWORD_DEPTH = 100
 """Keyword candidates fetched from FTS5 per query (BM25 order)."""
+VECTOR_DEPTH = 100
+"""Vector candidates fetched per query where the search runs in the database (PostgreSQL's
+HNSW index, :class:`~veil.default_plugins.recall.search.Recall`); the in-memory index scores
+every warm item. At most ``hnsw.ef_search`` (200), so one HNSW walk gives them all."""
 RRF_K = 60
 """The k of reciprocal-rank fusion (Cormack et al. 2009), for the baseline only."""
 MAX_FUSED = (VECTOR_WEIGHT + KEYWORD_WEIGHT) * (1 + 2 * NEIGHBOUR_WEIGHT)

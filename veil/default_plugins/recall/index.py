@@ -16,6 +16,12 @@ score / evict:
   written back to ``recall_index``), and enter the
   :class:`~veil.default_plugins.recall.vector_index.VectorIndex`. Cold rows leave it: they stay
   findable by keyword and by id.
+
+On a PostgreSQL store (``store.url``) no vector is held in memory: an embedded warm row is
+searched where it is stored, by pgvector's HNSW index
+(:func:`veil.core.store.recall_tables.nearest_warm`), so a process's memory does not grow with
+the project and every process sees the same vectors. :attr:`RecallIndex.in_database` says
+which.
 """
 
 from __future__ import annotations
@@ -52,7 +58,9 @@ class RecallIndex:
         catalog: the :class:`~veil.default_plugins.recall.catalog.Catalog`, None before the
             first :meth:`sync`.
         vectors: the vector index of warm rows (keyed by catalog row), None until one row
-            has been embedded.
+            has been embedded; always None when :attr:`in_database`.
+        in_database: vectors are searched in the store (PostgreSQL with pgvector), not held
+            here.
     """
 
     def __init__(self, tiers: Tiers) -> None:
@@ -64,6 +72,7 @@ class RecallIndex:
         self._indexed_key: dict[int, str] = {}
         self._pending: set[int] = set()
         self._seen_rev = -1
+        self.in_database = self.store.engine == "postgresql"
 
     @property
     def embedder(self) -> CachedEmbedder:
@@ -82,11 +91,9 @@ class RecallIndex:
         if self.catalog is None:
             self.catalog = Catalog()
             self._seen_rev = -1
-        top = sql.max_rev(conn)
-        if top <= self._seen_rev:
-            return
+        changes, position = sql.index_changes(conn, self._seen_rev)
         catalog = self.catalog
-        for r in sql.index_changes(conn, self._seen_rev):
+        for r in changes:
             searchable = r["tier"] in SEARCHABLE_TIERS and not r["forgotten"]
             state = RowState(
                 item_id=r["item_id"],
@@ -108,7 +115,7 @@ class RecallIndex:
                 if self.vectors is not None and row in self.vectors:
                     self.vectors.remove([row])
                 self._indexed_key.pop(row, None)
-        self._seen_rev = top
+        self._seen_rev = position
 
     def embed_pending(self) -> None:
         """Give every queued warm row a vector: from the cache by its recorded key when it is
@@ -125,6 +132,9 @@ class RecallIndex:
         cache = self.embedder
         rows = sorted(self._pending)
         known = {r: catalog.rows[r].embed_key for r in rows if catalog.rows[r].embed_key}
+        if self.in_database:
+            self._embed_in_database(rows, known)
+            return
         found = cache.lookup(list(known.values())) if known else {}
         ready = {r: (k, found[k]) for r, k in known.items() if k in found}
         missing = [r for r in rows if r not in ready]
@@ -134,6 +144,7 @@ class RecallIndex:
             present = [r for r in missing if catalog.rows[r].item_id in texts]
             vectors, keys = cache.embed([texts[catalog.rows[r].item_id] for r in present])
             with self.store.transaction() as conn:
+                sql.lock_index(conn)
                 rev = sql.next_rev(conn)
                 sql.set_embed_keys(
                     conn, [(key, rev, r) for r, key in zip(present, keys, strict=True)]
@@ -153,6 +164,42 @@ class RecallIndex:
         self._pending.clear()
         self._sync_rev_after_own_write()
 
+    def _embed_in_database(self, rows: list[int], known: dict[int, str]) -> None:
+        """:meth:`embed_pending` on a PostgreSQL store: a row whose recorded key is stored for
+        the current model is searchable as it is; the others are encoded in one batch and
+        stored (with their pgvector column), and their keys recorded. No vector is read back."""
+        catalog = self.catalog
+        assert catalog is not None
+        cache = self.embedder
+        stored = sql.embedding_keys(self.store.conn, cache.name, list(known.values()))
+        ready = {r: k for r, k in known.items() if k in stored}
+        missing = [r for r in rows if r not in ready]
+        if missing:
+            ids = [catalog.rows[r].item_id for r in missing]
+            texts = sql.item_contents(self.store.conn, ids)
+            present = [r for r in missing if catalog.rows[r].item_id in texts]
+            _, keys = cache.embed([texts[catalog.rows[r].item_id] for r in present])
+            with self.store.transaction() as conn:
+                sql.lock_index(conn)
+                rev = sql.next_rev(conn)
+                sql.set_embed_keys(
+                    conn, [(key, rev, r) for r, key in zip(present, keys, strict=True)]
+                )
+            for r, key in zip(present, keys, strict=True):
+                ready[r] = key
+                catalog.rows[r].embed_key = key
+        self._indexed_key.update(ready)
+        self._pending.clear()
+        self._sync_rev_after_own_write()
+
+    @property
+    def vector_count(self) -> int:
+        """Warm rows searchable by vector: in :attr:`vectors`, or (:attr:`in_database`) with a
+        stored embedding."""
+        if self.in_database:
+            return len(self._indexed_key)
+        return len(self.vectors) if self.vectors is not None else 0
+
     def _sync_rev_after_own_write(self) -> None:
         # our own embed_key updates bumped rev; re-read them (idempotent) so nothing is missed
         self.sync()
@@ -168,6 +215,7 @@ class RecallIndex:
             return
         pending = sorted(catalog.text_pending)
         with self.store.transaction() as conn:
+            sql.lock_index(conn)  # another process may be indexing the same rows
             rows = sql.unindexed_text(conn, pending)
             entries = [
                 (
@@ -195,4 +243,4 @@ class RecallIndex:
             self.sync()
             self.index_pending_text()
             self.embed_pending()
-            return len(self.vectors) if self.vectors is not None else 0
+            return self.vector_count

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import re
 
+from veil.core.store.dialect import fts5_match
+
 _WORD = re.compile(r"\w+", re.UNICODE)
 ITEM_ID = re.compile(r"\bitem_[0-9a-f]{12}\b")
 """An item id inside a query (``item_`` + 12 hex characters, :func:`veil.core.types.new_id`)."""
@@ -52,14 +54,13 @@ def query_terms(query: str) -> list[str]:
 
 
 def fts_match(terms: list[str]) -> str | None:
-    """An FTS5 ``MATCH`` expression OR-ing ``terms`` (each a quoted string, so FTS5 syntax in
-    a term is inert and the table's tokenizer applies); None for no terms.
+    """An FTS5 ``MATCH`` expression OR-ing ``terms``: see
+    :func:`veil.core.store.dialect.fts5_match` (the store builds the engine's own query from the
+    terms; this is the SQLite one).
 
-    ``fts_match(["parse_config", "tests"]) == '"parse_config" OR "tests"'``: an identifier with
-    ``_`` becomes an FTS5 phrase of its parts, matching where they occur together.
+    ``fts_match(["parse_config", "tests"]) == '"parse_config" OR "tests"'``.
     """
-    quoted = ['"' + t.replace('"', '""') + '"' for t in terms if t]
-    return " OR ".join(quoted) if quoted else None
+    return fts5_match(terms)
 
 
 def item_ids_in(query: str) -> list[str]:

@@ -21,7 +21,7 @@ from veil.core.tiers import cold_text
 from veil.core.types import RecallHit
 from veil.default_plugins.recall import fusion
 from veil.default_plugins.recall.index import RecallIndex
-from veil.default_plugins.recall.keyword import fts_match, item_ids_in, query_terms
+from veil.default_plugins.recall.keyword import item_ids_in, query_terms
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.models.embedder import CachedEmbedder
@@ -91,9 +91,12 @@ class Recall:
         tags: list[str] | None = None,
     ) -> list[tuple[str, float]]:
         """The ``k`` warm items nearest to a unit ``vector`` (cosine), best first, as
-        ``[(item_id, cosine)]``. Queued items are embedded first."""
+        ``[(item_id, cosine)]``. Queued items are embedded first. On a PostgreSQL store, by
+        pgvector's HNSW index (approximate) in the database."""
         with self.index.lock:
             self._prepare()
+            if self.index.in_database:
+                return self._stored_nearest(vector, k, session_id, tags)
             vectors = self.index.vectors
             if vectors is None or not len(vectors):
                 return []
@@ -106,6 +109,24 @@ class Recall:
             return [
                 (catalog.rows[int(r)].item_id, float(c)) for r, c in zip(rows, cosines, strict=True)
             ]
+
+    def _stored_nearest(
+        self, vector: np.ndarray, k: int, session_id: str | None, tags: list[str] | None
+    ) -> list[tuple[str, float]]:
+        """The store's own vector search (:func:`veil.core.store.recall_tables.nearest_warm`),
+        restricted to items the catalog knows are searchable."""
+        blob = np.asarray(vector, dtype=np.float32).tobytes()
+        found = sql.nearest_warm(
+            self.tiers.store.conn,
+            blob,
+            self.embedder.name,
+            k,
+            session_id=session_id,
+            tags=[t.lower() for t in tags] if tags else None,
+        )
+        catalog = self.index.catalog
+        assert catalog is not None
+        return [(item_id, cos) for item_id, cos in found if item_id in catalog.row_of]
 
     def keyword_search(
         self,
@@ -130,11 +151,11 @@ class Recall:
     def _keyword_rows(
         self, query: str, k: int, session_id: str | None, tags: list[str] | None
     ) -> tuple[np.ndarray, np.ndarray]:
-        match = fts_match(query_terms(query))
+        terms = [t for t in query_terms(query) if t]
         catalog = self.index.catalog
-        if match is None or catalog is None:
+        if not terms or catalog is None:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        found = sql.keyword_rows(self.tiers.store.conn, match, k, META_WEIGHT, session_id, tags)
+        found = sql.keyword_rows(self.tiers.store.conn, terms, k, META_WEIGHT, session_id, tags)
         known = [(r, s) for r, s in found if r in catalog.rows]
         if not known:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
@@ -184,7 +205,18 @@ class Recall:
             vector_rows = np.zeros(0, dtype=np.int64)
             cosines = np.zeros(0, dtype=np.float32)
             vectors = self.index.vectors
-            if vectors is not None and len(vectors):
+            stored_cos: dict[int, float] = {}
+            if self.index.in_database and self.index.vector_count:
+                # the VECTOR_DEPTH nearest allowed items from pgvector: the best of them is the
+                # best allowed item, so the relative scores are those of the exact search down
+                # to that depth (below it an item's vector share is 0)
+                qvec = self._query_vector(query)
+                if qvec is not None:
+                    found = self._stored_nearest(qvec, fusion.VECTOR_DEPTH, session_id, tags)
+                    vector_rows = np.asarray([catalog.row_of[i] for i, _ in found], dtype=np.int64)
+                    cosines = np.asarray([c for _, c in found], dtype=np.float32)
+                    stored_cos = dict(zip(vector_rows.tolist(), cosines.tolist(), strict=True))
+            elif vectors is not None and len(vectors):
                 qvec = self._query_vector(query)
                 if qvec is not None and qvec.shape[0] == vectors.dim:
                     vector_rows = vectors.keys.copy()
@@ -205,6 +237,8 @@ class Recall:
             bm_of = dict(zip(keyword_rows.tolist(), bm25.tolist(), strict=True))
 
             def cos_of(row: int) -> float | None:
+                if self.index.in_database:
+                    return stored_cos.get(row)
                 slot = vectors.slot(row) if vectors is not None and len(vector_rows) else None
                 return None if slot is None else float(cosines[slot])
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from veil.cli import store_option
 from veil.core.errors import PluginHookFailed, VeilError
 from veil.default_plugins.replay.sessions import AGENTS
 
@@ -21,6 +22,7 @@ def add_replay_command(cli: click.Group) -> None:
     """Add ``veil replay FILES... [options]`` to ``cli``."""
 
     @cli.command("replay")
+    @store_option
     @click.argument("files", nargs=-1, type=click.Path(exists=True))
     @click.option(
         "--from",

@@ -218,12 +218,15 @@ class VeilReplayPolicy:
         if not self._full:
             settings.compaction.threshold = 1.0  # never reached below: see prompt_for_step
         self.model = ReplayModel(budget)
+        shared = settings.store.url is not None
+        if shared:  # `veil replay --store URL`: its sessions under a project of their own
+            settings.store.project = f"{settings.store.project_name(config.project_dir)}:replay"
         self.veil = open_veil(
             config.project_dir,
             config=config,
             disable=disable,
             llm=LLM(config, models={"main": self.model, "compact": summariser or self.model}),
-            db_path=":memory:",
+            db_path=None if shared else ":memory:",
         )
         self.session = self.veil.new_session()
         if not self._full:
