@@ -43,3 +43,36 @@ def test_the_banner_names_the_file_the_readme_puts_the_model_in(tmp_path, monkey
     notice = veil_bundled.notice()
     assert f"configure a provider and its model in {tmp_path / 'auth.json'}" in notice
     assert "models.main" in notice and "settings.json" not in notice
+
+
+def _json_blocks(page: Path) -> list[dict]:
+    return [
+        json.loads(b)
+        for b in re.findall(r"```json\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)
+    ]
+
+
+def test_the_configuration_page_examples_load_as_written(tmp_path, veil_isolated_env):
+    """docs/configuration.md's settings.json and agent.json examples, written into a project,
+    load through veil's own loader with the values the page shows."""
+    from veil.core.settings import load_config
+
+    settings, agent = _json_blocks(ROOT / "docs" / "configuration.md")[:2]
+    assert "compaction" in settings and "defaultCompaction" in agent
+    (tmp_path / ".veil" / "agents" / "reviewer").mkdir(parents=True)
+    (tmp_path / ".veil" / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    agent_file = tmp_path / ".veil" / "agents" / "reviewer" / "agent.json"
+    agent_file.write_text(json.dumps(agent), encoding="utf-8")
+
+    config = load_config(tmp_path)
+    assert config.settings.compaction.threshold == 0.9
+    assert config.settings.compaction.keep_recent_turns == 4
+    assert config.settings.memory.max_lines == 300
+    assert config.settings.plugins.disable == ["veil_convergence"]
+    assert config.settings.loop.max_iterations == 40
+    reviewer = config.agent("reviewer")
+    assert reviewer.model == "anthropic/claude-sonnet-4"
+    assert reviewer.memory.max_lines == 200
+    assert reviewer.default_compaction.auto_threshold == 80
+    assert reviewer.default_compaction.compaction_count == 50
+    assert reviewer.default_compaction.custom_instructions == "Keep every file path."
