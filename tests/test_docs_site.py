@@ -54,6 +54,9 @@ def test_the_site_builds_strictly_with_every_page_and_reference(tmp_path):
     assert "system_prompt_sections" in page("reference/hookspecs")
     assert "ScriptedOpenAIServer" in page("reference/testing")
     assert "PluginSession" in page("reference/session_api")
+    # Sphinx roles in docstrings are shown as the code they name (docs/_ext/griffe_sphinx_roles.py)
+    for module in ("hookspecs", "testing", "types", "errors", "session_api"):
+        assert ":class:" not in page(f"reference/{module}"), module
     # the plugins' READMEs are included where their topic is, not copied
     assert "/sessions/{id}/messages/stream" in page("http")
     assert "wire_api" in page("proxy")  # Codex's set-up, from plugins/veil_proxy/README.md
