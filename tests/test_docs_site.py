@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 if os.environ.get("CI") != "true":
     # the docs builder comes with requirements-dev.txt (the `docs` extra); CI must have it
-    pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install 'veil[docs]')")
+    pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.[docs]')")
     pytest.importorskip("mkdocstrings", reason="mkdocstrings is not installed")
 
 
