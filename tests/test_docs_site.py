@@ -61,7 +61,14 @@ def test_the_site_builds_strictly_with_every_page_and_reference(tmp_path):
     assert "/sessions/{id}/messages/stream" in page("http")
     assert "wire_api" in page("proxy")  # Codex's set-up, from plugins/veil_proxy/README.md
     assert "Recorded by veil from the tool calls" in page("compaction")
-    # nothing a reader's browser would fetch from elsewhere
+    # nothing fetched at build time or by a reader's browser: no plugin that downloads (Material's
+    # social cards and privacy plugin do), no web fonts
+    import yaml  # mkdocs's own dependency
+
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    plugins = {next(iter(p)) if isinstance(p, dict) else p for p in config["plugins"]}
+    assert plugins == {"search", "mkdocstrings"}, plugins
+    assert config["theme"]["font"] is False
     for html in site.rglob("*.html"):
         text = html.read_text(encoding="utf-8")
         assert "fonts.googleapis.com" not in text and "fonts.gstatic.com" not in text, html
