@@ -24,9 +24,20 @@ if os.environ.get("CI") != "true":
     pytest.importorskip("mkdocstrings", reason="mkdocstrings is not installed")
 
 
+def _config() -> dict:
+    """``mkdocs.yml`` as data; MkDocs's own tags (``!relative $config_dir``) read as their text."""
+    import yaml  # mkdocs's own dependency
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, tag, node: loader.construct_scalar(node))
+    return yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=Loader)
+
+
 def _build(site: Path, config: Path = ROOT / "mkdocs.yml") -> subprocess.CompletedProcess:
-    """``mkdocs build --strict`` of ``config`` into ``site``, from the repository root (where the
-    snippet includes' paths start). Not ``--quiet``: under it mkdocs 1.6 does not count the
+    """``mkdocs build --strict`` of ``config`` into ``site``, from the repository root. Not
+    ``--quiet``: under it mkdocs 1.6 does not count the
     warnings that strict mode turns into a failure."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VEIL_")}
     env["NO_MKDOCS_2_WARNING"] = "1"  # Material's banner about its successor
@@ -63,9 +74,7 @@ def test_the_site_builds_strictly_with_every_page_and_reference(tmp_path):
     assert "Recorded by veil from the tool calls" in page("compaction")
     # nothing fetched at build time or by a reader's browser: no plugin that downloads (Material's
     # social cards and privacy plugin do), no web fonts
-    import yaml  # mkdocs's own dependency
-
-    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    config = _config()
     plugins = {next(iter(p)) if isinstance(p, dict) else p for p in config["plugins"]}
     assert plugins == {"search", "mkdocstrings"}, plugins
     assert config["theme"]["font"] is False
@@ -84,12 +93,15 @@ def test_a_broken_link_fails_the_build(tmp_path):
     with (docs / "index.md").open("a", encoding="utf-8") as f:
         f.write("\nSee [the old page](no-such-page.md).\n")
     # the same configuration, its relative paths made absolute (they are read from the file's
-    # folder): the copied pages, and veil's sources for the API reference
-    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    # folder): the copied pages, veil's sources for the API reference, the included READMEs
+    config = _config()
     config["docs_dir"] = str(docs)
     config["watch"] = [str(ROOT / path) for path in config["watch"]]
     (handlers,) = [p["mkdocstrings"]["handlers"] for p in config["plugins"] if "mkdocstrings" in p]
     handlers["python"]["paths"] = [str(ROOT)]
+    for extension in config["markdown_extensions"]:
+        if isinstance(extension, dict) and "pymdownx.snippets" in extension:
+            extension["pymdownx.snippets"]["base_path"] = [str(ROOT)]
     config_file = tmp_path / "mkdocs.yml"
     config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
     result = _build(tmp_path / "site", config_file)
