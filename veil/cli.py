@@ -606,7 +606,7 @@ def models_cmd(state: VeilContext, as_json: bool, no_fetch: bool) -> None:
     if not listing:
         click.echo(
             "no provider is configured (auth.json: providers); "
-            + ("the offline model answers" if llm.is_offline_default else "see README, The model")
+            + ("the offline model answers" if llm.is_offline_default else "see docs/models.md")
         )
         return
     for p in listing:

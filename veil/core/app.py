@@ -530,8 +530,10 @@ class Veil:
             session_id: the session the call served, or None (a call outside any session).
             role: the model role or front end that made the call (``main``, ``compact``,
                 ``proxy``...).
-            model: the model name the call went to; provider: its provider.
-            prompt_tokens, completion_tokens: the call's tokens, as the provider reported them.
+            model: the model name the call went to.
+            provider: the provider that answered it.
+            prompt_tokens: the call's prompt tokens, as the provider reported them.
+            completion_tokens: the call's completion tokens, as the provider reported them.
             seconds: how long the call took, in seconds.
         """
         self.store.record_usage(
@@ -605,12 +607,15 @@ class Veil:
             ``{"sessionId", "compactedCount", "newSize", "alreadyUpToDate", "session"}``.
 
         Raises:
-            SessionNotFound, SessionClosed, CompactionDisabled (seed 000's error codes);
+            SessionNotFound: no such session (seed 000's error code).
+            SessionClosed: the session is closed (seed 000's error code).
+            CompactionDisabled: the session's ``defaultCompaction`` is off (seed 000's code).
             CompactionRejected: the summary would not shrink the prompt, nothing changed
-            (issue 19);
-            NotAvailable: no plugin implements ``summarise``; SessionBusy: another process is
-            changing the session; SessionConflict: the held copy of the session is older than
-            the store's (another process changed it since it was loaded).
+                (issue 19).
+            NotAvailable: no plugin implements ``summarise``.
+            SessionBusy: another process is changing the session.
+            SessionConflict: the held copy of the session is older than the store's (another
+                process changed it since it was loaded).
         """
         from veil.core.prompt import compaction
 

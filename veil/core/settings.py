@@ -561,7 +561,7 @@ class StoreSettings(_Model):
 
     ``url`` unset: the project's ``.veil/context.db`` (SQLite). ``postgresql://user:password@host
     :port/database``: a PostgreSQL server with pgvector, shared by every veil process pointed at
-    it (README, "A shared store"); set by you only (``~/.veil/settings.json``, ``VEIL_STORE__URL``
+    it (docs/teams.md); set by you only (``~/.veil/settings.json``, ``VEIL_STORE__URL``
     or ``--store``): a project's settings.json may not set it, since a cloned repository could
     send the project's history to a server of its choosing. ``project``: the name this project's
     rows go under in a shared store (default: the project folder's name; also yours only, so a

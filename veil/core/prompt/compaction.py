@@ -397,11 +397,15 @@ def run_default(
         tokens_after)`` (seed 000's ``compactedCount``, ``newSize``, ``alreadyUpToDate``).
 
     Raises:
-        SessionClosed: the session is closed. CompactionDisabled: ``defaultCompaction.enabled``
-        is false in the session's snapshot. ConfigError: the snapshot holds a bad value.
-        NotAvailable: no plugin implements ``summarise``. CompactionRejected: the summary would
-        not shrink the prompt or holds no visible character (issue 19). Whatever the
-        summariser raises (ProviderError...). In every case the session is unchanged.
+        SessionClosed: the session is closed.
+        CompactionDisabled: ``defaultCompaction.enabled`` is false in the session's snapshot.
+        ConfigError: the snapshot holds a bad value.
+        NotAvailable: no plugin implements ``summarise``.
+        CompactionRejected: the summary would not shrink the prompt or holds no visible
+            character (issue 19).
+        ProviderError: or whatever else the summariser raises, as raised.
+
+    In every case the session is unchanged.
     """
     from veil.core.prompt.context import prompt_view
 

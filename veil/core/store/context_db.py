@@ -535,7 +535,7 @@ class Store:
 
         Raises:
             SessionConflict: ``idx`` is taken, or the version is not ``expect_version`` (another
-            process appended or compacted since this copy was loaded; nothing is stored).
+                process appended or compacted since this copy was loaded; nothing is stored).
             SessionNotFound: no such session.
         """
         try:
