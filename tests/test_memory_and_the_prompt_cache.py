@@ -49,10 +49,15 @@ def notes(messages: list[dict]) -> list[tuple[int, str]]:
     ]
 
 
-def check_cache_kept(requests: list, project) -> None:
+def check_cache_kept(requests: list, veil) -> None:
     """What every test here asserts of the three requests (two of turn 1, one of turn 2)."""
+    from veil_memoryfiles.backend import files_for
+
     first, second, third = (r.body["messages"] for r in requests)
-    memory = (project / ".veil" / "memory" / "agents" / "default" / "MEMORY.md").read_text()
+    # where the engine keeps it: on disk, or in the database with ``--veil-store=postgresql``
+    project = veil.config.project_dir
+    path = project / ".veil" / "memory" / "agents" / "default" / "MEMORY.md"
+    memory = files_for(veil.config, veil).read_text(path) or ""
     assert FACT in memory  # the write happened
     # the system message never changed, though the memory file did
     assert first[0]["role"] == "system"
@@ -78,7 +83,7 @@ def test_a_session_loaded_again_after_memory_write_keeps_its_system_message(
     again = veil.load_session(session.id)  # veil -c, or the next HTTP turn
     assert veil.run_turn(again, "And now?").final == "Fine."
     assert len(scripted_server.requests) == 3
-    check_cache_kept(scripted_server.requests, veil.config.project_dir)
+    check_cache_kept(scripted_server.requests, veil)
 
 
 def test_over_http_the_next_turn_keeps_the_system_message_and_the_notes(make_veil, scripted_server):
@@ -98,4 +103,4 @@ def test_over_http_the_next_turn_keeps_the_system_message_and_the_notes(make_vei
         two = client.post(f"/sessions/{sid}/messages", json={"content": "And now?"})
         assert two.status_code == 200 and two.json()["final"] == "Fine.", two.text
     assert len(scripted_server.requests) == 3
-    check_cache_kept(scripted_server.requests, veil.config.project_dir)
+    check_cache_kept(scripted_server.requests, veil)
