@@ -364,16 +364,22 @@ def proxy_requests(project: Path) -> dict[str, list[dict[str, Any]]]:
 
     book = project / ".veil" / "proxy" / "sessions.json"
     keys = json.loads(book.read_text(encoding="utf-8")) if book.exists() else {}
-    # the project's provider is the scripted server the test wrote: allowed, as for the proxy
-    before = os.environ.get("VEIL_ALLOW_PROJECT_PROVIDERS")
+    # read with the settings the proxy ran with (:class:`ProxyProcess` passes it no VEIL_*
+    # variable of the test's): the project's provider is the scripted server the test wrote,
+    # allowed as for the proxy, and the store is the project's own, even when the test itself
+    # runs on another (``--veil-store=postgresql`` sets VEIL_STORE__* for each test)
+    saved = {k: v for k, v in os.environ.items() if k.startswith("VEIL_")}
+    for name in saved:
+        if name.startswith("VEIL_STORE__"):
+            del os.environ[name]
     os.environ["VEIL_ALLOW_PROJECT_PROVIDERS"] = "1"
     try:
         veil = open_veil(project, config=load_config(project), use_entry_points=False)
     finally:
-        if before is None:
-            os.environ.pop("VEIL_ALLOW_PROJECT_PROVIDERS")
-        else:
-            os.environ["VEIL_ALLOW_PROJECT_PROVIDERS"] = before
+        for name in [k for k in os.environ if k.startswith("VEIL_")]:
+            if name not in saved:
+                del os.environ[name]
+        os.environ.update(saved)
     try:
         out = {}
         for key, session_id in keys.items():
