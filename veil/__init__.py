@@ -38,13 +38,12 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.cli import store_option as store_option
+    from veil.core import context_ops as context_ops
     from veil.core.app import Veil as Veil
     from veil.core.app import ensure_gitignore as ensure_gitignore
     from veil.core.app import open_veil as open_veil
     from veil.core.atomic import atomic_write_bytes as atomic_write_bytes
     from veil.core.background import start_loader as start_loader
-    from veil.core.context_ops import set_pinned as set_pinned
-    from veil.core.context_ops import touch_related as touch_related
     from veil.core.errors import AgentNotFound as AgentNotFound
     from veil.core.errors import BadRequest as BadRequest
     from veil.core.errors import CompactionDisabled as CompactionDisabled
@@ -276,8 +275,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "record_tool_call": ("veil.core.turn", "record_tool_call"),
     "record_tool_result": ("veil.core.turn", "record_tool_result"),
     "end_iteration": ("veil.core.turn", "end_iteration"),
-    "set_pinned": ("veil.core.context_ops", "set_pinned"),
-    "touch_related": ("veil.core.context_ops", "touch_related"),
+    "context_ops": ("veil.core.context_ops", None),
     # Settings and the sections plugins extend
     "Config": ("veil.core.settings", "Config"),
     "load_config": ("veil.core.settings", "load_config"),
@@ -465,8 +463,7 @@ __all__ = [
     "record_tool_call",
     "record_tool_result",
     "end_iteration",
-    "set_pinned",
-    "touch_related",
+    "context_ops",
     # Settings and the sections plugins extend
     "Config",
     "load_config",

@@ -65,7 +65,12 @@ if TYPE_CHECKING:  # pragma: no cover
     )
 
 hookspec = pluggy.HookspecMarker("veil")
+"""Marks a hook specification (the functions below; a plugin that fires a hook of its own declares
+it with this marker and ``pluginmanager.add_hookspecs``)."""
+
 hookimpl = pluggy.HookimplMarker("veil")
+"""Marks a plugin's implementation of a hook: ``@hookimpl`` (``tryfirst``, ``trylast``,
+``wrapper`` as pluggy defines them); the function's name is the hook's."""
 
 RETIRED_HOOKS: dict[str, str] = {
     "compact": (

@@ -22,6 +22,7 @@ Message = dict[str, Any]
 optional ``tool_calls`` (assistant) and ``tool_call_id`` (tool)."""
 
 Outcome = Literal["pass", "fail", "partial", "uncertain"]
+"""How an attempt ended (:attr:`Attempt.outcome`): passed, failed, partly passed, or not known."""
 
 ITEM_KINDS = (
     "episodic",
@@ -37,6 +38,8 @@ ITEM_KINDS = (
 """Kinds a context item or turn can have (seed 002; DESIGN.md "Context layer")."""
 
 TIERS = ("live", "warm", "cold")
+"""The tiers an item can be in: ``live`` (in the prompt), ``warm`` (stored, searchable by
+embedding and keyword), ``cold`` (stored compressed, keyword-searchable; DESIGN.md "Tiers")."""
 
 
 _id_source: random.Random | None = None
@@ -178,6 +181,8 @@ class ToolContext:
 
 
 ToolHandler = Callable[[ToolContext, dict[str, Any]], "ToolResult | str"]
+"""A tool's function: called with the call's :class:`ToolContext` and its parsed arguments;
+returns a :class:`ToolResult` or plain text (a successful result)."""
 
 ToolEffect = Literal["read", "memory", "change"]
 """What a tool does, as it declares when registered (:attr:`Tool.effect`)."""
@@ -305,6 +310,8 @@ class RouteResponse:
 
 
 RouteHandler = Callable[[RouteRequest], "RouteResponse | Awaitable[RouteResponse]"]
+"""An HTTP route's function (:attr:`Route.handler`): a :class:`RouteRequest` in, a
+:class:`RouteResponse` out (or an awaitable of one)."""
 
 
 @dataclass

@@ -28,8 +28,7 @@ from veil.hookspecs import hookimpl
 # the module, and a plugin manager made after that would not find the hook (the summariser's
 # module is summariser.py, not summarise.py).
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session_api import PluginSession
-    from veil.core.types import Message, SlashCommand, Summary
+    from veil import Message, PluginSession, SlashCommand, Summary
 
 __all__ = [
     "register_settings",

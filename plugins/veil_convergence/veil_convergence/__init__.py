@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from veil.core.types import CaptureEvent, ContextItem, PromptSection
+from veil import CaptureEvent, ContextItem, PromptSection
 from veil.hookspecs import hookimpl
 from veil_convergence.fingerprint import error_signature, fingerprint
 from veil_convergence.monitor import ConvergenceMonitor, LevelChange
@@ -27,7 +27,7 @@ from veil_convergence.outcome import build_attempt
 from veil_convergence.replay import convergence_report, report_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session_api import PluginSession
+    from veil import PluginSession
 
 __all__ = [
     "register_settings",

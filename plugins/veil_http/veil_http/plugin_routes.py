@@ -23,9 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from veil.core.errors import ConfigError
-from veil.core.plugins import call_impl, checked_list
-from veil.core.types import Route, RouteRequest, RouteResponse
+from veil import ConfigError, Route, RouteRequest, RouteResponse, call_impl, checked_list
 from veil_http.api import Content, Operation, guard, openapi_path, parse_json, read_body
 from veil_http.errors import ValidationFailed, json_response
 

@@ -437,7 +437,9 @@ class LiteLLMModel:
                         f"the prompt is longer than {model}'s context window: {text}",
                         refusal_figures(raw),
                     ) from None
-                retry = getattr(exc, "retryable", False) if direct else is_retryable_error(litellm, exc)
+                retry = (
+                    getattr(exc, "retryable", False) if direct else is_retryable_error(litellm, exc)
+                )
                 if not retry or streamed[0]:
                     break
         tried = "; ".join(failures)

@@ -56,6 +56,8 @@ Use the tools to read, search, edit and run code; do not guess file contents. Ke
 When you are done, answer the user plainly. Today is {date}."""
 
 SUMMARY_PREFIX = "Summary of the earlier part of this conversation (compacted):\n"
+"""First line of the message that stands for the compacted part of the history (the
+session's ``compact_summary`` follows it)."""
 NOTE_PREFIX = "[veil context note, not from the user]\n"
 """First line of the context note (:func:`build_prompt`): the model must not take it for the
 user's words."""

@@ -43,11 +43,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from veil.core.atomic import atomic_write_bytes
-from veil.core.safety.permissions import PathDenial, path_denial
-from veil.core.safety.processes import KILL_GRACE_SECONDS as KILL_GRACE_SECONDS  # re-exported
-from veil.core.safety.processes import finished, kill_group, signal_group, start_group
-from veil.core.types import Tool, ToolContext, ToolEffect, ToolResult
+from veil import (
+    PathDenial,
+    Tool,
+    ToolContext,
+    ToolEffect,
+    ToolResult,
+    atomic_write_bytes,
+    kill_group,
+    path_denial,
+    signal_group,
+    start_group,
+)
+from veil import process_finished as finished
 
 NOISE_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__", ".veil"})
 """Folders ``grep`` and ``ls`` never enter: version control, environments, caches, veil's own."""
@@ -499,7 +507,7 @@ def _refuse_new_placeholders(ctx: ToolContext, field: str, before: str, after: s
     """
     if "[redacted:" not in after or not ctx.session.veil.redactor.enabled:
         return
-    from veil.core.safety.redaction import placeholders
+    from veil import placeholders
 
     added = placeholders(after) - placeholders(before)
     if added:
