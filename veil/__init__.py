@@ -583,7 +583,11 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """Import an exported name from its module on first use (PEP 562) and keep it here.
+    """An exported name, imported from its module when it is asked for (PEP 562).
+
+    It is looked up in its module each time rather than kept here, so that ``from veil import
+    X`` inside a function sees what ``X``'s module holds at that moment (a test that patches
+    ``veil.core.app.open_veil`` patches it for the plugins too).
 
     Raises:
         AttributeError: ``name`` is not part of veil's API.
@@ -593,9 +597,7 @@ def __getattr__(name: str) -> Any:
     except KeyError:
         raise AttributeError(f"module 'veil' has no attribute {name!r}") from None
     module = importlib.import_module(module_name)
-    value = module if attribute is None else getattr(module, attribute)
-    globals()[name] = value
-    return value
+    return module if attribute is None else getattr(module, attribute)
 
 
 def __dir__() -> list[str]:

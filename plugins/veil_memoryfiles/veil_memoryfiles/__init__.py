@@ -50,7 +50,7 @@ def register_tools(veil: Any) -> list[Tool]:
     return memory_tools()
 
 
-@hookimpl
+@hookimpl(optionalhook=True)  # declared by the plugin that fires it
 def register_routes(veil: Any) -> list[Route]:
     """GET/PUT ``/memory/{file}`` and ``/agents/{name}/memory/{file}``."""
     from veil_memoryfiles.routes import memory_routes

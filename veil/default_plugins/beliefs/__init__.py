@@ -77,7 +77,7 @@ def resolve_conflict(session: PluginSession | None, conflict_id: str, keep: str)
     return belief_store(session.veil).resolve(session, conflict_id, keep)
 
 
-@hookimpl
+@hookimpl(optionalhook=True)  # declared by the plugin that fires it
 def rebuild_derived(store: Store) -> list[str]:
     """Rebuild the belief tables from the event log alone (:meth:`BeliefStore.rebuild`)."""
     from veil.default_plugins.beliefs.store import BeliefStore
@@ -188,7 +188,7 @@ _BELIEF = {
 }
 
 
-@hookimpl
+@hookimpl(optionalhook=True)  # declared by the plugin that fires it
 def register_routes(veil: Any) -> list:
     """``GET /beliefs``: beliefs (``?include_retracted=true`` for all) and open conflicts."""
     from veil import Route
