@@ -383,7 +383,9 @@ def after_eviction(
 
 
 @hookspec
-def fit_prompt(session: PluginSession, messages: list[Message], first_index: int | None) -> None:
+def fit_prompt(
+    session: PluginSession, messages: list[Message], first_index: int | None
+) -> list[int] | None:
     """Transform the messages about to be sent, in place (collected: every implementation runs,
     each on what the ones before it left; pytest's ``pytest_collection_modifyitems`` pattern).
 
@@ -401,13 +403,17 @@ def fit_prompt(session: PluginSession, messages: list[Message], first_index: int
         already stubbed; no system prompt). Replace entries (``messages[i] = {...}``) with new
         dicts; never add, remove or reorder one: position ``i`` is history index
         ``first_index + i``, and a change of length makes the core drop every change with a
-        ``warning``. A tool result replaced by content ``"[observation masked]"`` takes its
-        item out of the live set (it is what the model sees of it). The stored history is
-        never changed.
+        ``warning``. The stored history is never changed.
     :param first_index: index in ``session.messages`` of ``messages[0]``, so a policy can
         remember what it did across calls (``compaction.observationMaskingBlock``); None when
         the messages are not the session's history.
-    :return: nothing (a return value is ignored).
+    :return: the positions in ``messages`` of the tool results this implementation masked
+        (replaced so that the model sees nothing of the result; ``veil_compaction`` sends
+        ``[observation masked]``), or None for none. Their items leave the live set for the
+        warm tier (reason ``masked``: eviction must not count them again), and a step whose
+        call was evicted and whose results are all stubbed or masked is left out whole. The
+        core reads these positions, never the text that replaced a result; anything but a list
+        of positions in ``messages`` is :class:`~veil.core.errors.PluginResultInvalid`.
     """
 
 

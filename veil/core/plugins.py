@@ -282,10 +282,14 @@ def results_by_plugin(
     whole call) is called through pluggy instead; each result then comes with the names of
     every plugin that implements the hook (``a or b``), as the one that returned it is unknown.
 
+    A hook that a plugin declares (``register_hookspecs``) and that nothing declares or
+    implements in ``pm`` yields nothing.
+
     Raises:
         PluginHookFailed: an implementation raised (:func:`call_impl`).
     """
-    impls = getattr(pm.hook, hook).get_hookimpls()
+    caller = getattr(pm.hook, hook, None)
+    impls = caller.get_hookimpls() if caller is not None else []
     if any(i.wrapper or i.hookwrapper for i in impls):
         names = answering_plugins(pm, hook)
         for result in getattr(pm.hook, hook)(**kwargs):
