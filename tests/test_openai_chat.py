@@ -109,6 +109,31 @@ def test_a_streamed_answer_with_tool_calls_is_assembled_and_streamed_piece_by_pi
     assert result.usage["prompt_tokens"] == prompt and result.usage["cached_tokens"] == 5
 
 
+def test_a_server_that_repeats_a_tool_calls_id_and_name_in_every_chunk_gives_them_once():
+    # vLLM-style streams repeat ``id``, ``type`` and the function name in each chunk of a call;
+    # the SDK's accumulator joins repeated strings, which gave id "call_acall_acall_a" and name
+    # "lslsls" (a tool that does not exist, an id the tool result no longer matches)
+    reply = Reply(
+        None,
+        [
+            {"name": "ls", "arguments": {"path": "src/deep/folder"}, "id": "call_a"},
+            {"name": "read", "arguments": {"path": "README.md"}, "id": "call_b"},
+        ],
+        repeat_call_fields=True,
+    )
+    with ScriptedOpenAIServer([reply]) as server:
+        result = _model(server).complete(HI, tools=TOOLS, on_token=lambda _piece: None)
+    calls = result.message["tool_calls"]
+    assert [(c["id"], c["function"]["name"]) for c in calls] == [
+        ("call_a", "ls"),
+        ("call_b", "read"),
+    ]
+    assert [json.loads(c["function"]["arguments"]) for c in calls] == [
+        {"path": "src/deep/folder"},
+        {"path": "README.md"},
+    ]
+
+
 def test_an_answer_without_usage_is_counted_by_veil_and_marked_estimated():
     with ScriptedOpenAIServer(["one two three"], omit_usage=True) as server:
         result = _model(server).complete(HI, on_token=lambda _: None)

@@ -90,6 +90,9 @@ class Reply:
             OpenAI's error shape, ``{"error": {"message": content, "type": ..., "code": ...}}``
             with ``error_code`` as its code.
         error_code: the ``code`` of that error (``invalid_api_key``, ``rate_limit_exceeded``...).
+        repeat_call_fields: when streamed, each tool call's arguments come in three chunks that
+            all repeat the call's ``id``, ``type`` and function ``name``, as some
+            OpenAI-compatible servers send them (OpenAI sends them in the first chunk only).
     """
 
     content: str | None = ""
@@ -99,6 +102,7 @@ class Reply:
     thinking: str | None = None
     status: int | None = None
     error_code: str | None = None
+    repeat_call_fields: bool = False
 
     @classmethod
     def of(cls, value: Reply | str | dict[str, Any]) -> Reply:
@@ -816,7 +820,17 @@ def _chunks(base: dict[str, Any], reply: Reply, message: dict[str, Any]) -> Iter
         for i, word in enumerate(words):
             delta = {"role": "assistant", "content": word} if i == 0 else {"content": " " + word}
             yield json.dumps(chunk(delta)).encode("utf-8")
-    if message.get("tool_calls"):
+    if message.get("tool_calls") and reply.repeat_call_fields:
+        for i, call in enumerate(message["tool_calls"]):
+            arguments = call["function"]["arguments"]
+            cut = [0, len(arguments) // 3, 2 * len(arguments) // 3, len(arguments)]
+            for start, end in zip(cut, cut[1:], strict=False):
+                piece = {
+                    **call,
+                    "function": {**call["function"], "arguments": arguments[start:end]},
+                }
+                yield json.dumps(chunk({"tool_calls": [{"index": i, **piece}]})).encode("utf-8")
+    elif message.get("tool_calls"):
         calls = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
         yield json.dumps(chunk({"tool_calls": calls})).encode("utf-8")
 

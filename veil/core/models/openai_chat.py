@@ -348,8 +348,10 @@ def _stream(stream: Any, on_token: Callable[[str], None], streamed: list[bool] |
 
     state: ChatCompletionStreamState = ChatCompletionStreamState()
     seen = False
+    call_fields: dict[tuple[int, int], tuple[str | None, str | None]] = {}
     with stream:
         for chunk in stream:
+            _drop_repeated_call_fields(chunk, call_fields)
             state.handle_chunk(chunk)
             seen = True
             for choice in chunk.choices or []:
@@ -368,6 +370,38 @@ def _stream(stream: Any, on_token: Callable[[str], None], streamed: list[bool] |
             "APIError", "OpenAIException - the stream had no choices", retryable=True
         )
     return answer
+
+
+def _drop_repeated_call_fields(
+    chunk: Any, seen: dict[tuple[int, int], tuple[str | None, str | None]]
+) -> None:
+    """Clear, in ``chunk``, a tool call's ``id`` and function ``name`` that repeat what an
+    earlier chunk of the same call (choice index, call index) already gave.
+
+    OpenAI sends both in a call's first chunk only, and the SDK's accumulator joins every string
+    it receives again (``"call_a" + "call_a"``); some OpenAI-compatible servers (vLLM among
+    them) repeat both in every chunk of the call. An id never arrives in pieces, so any later
+    one is dropped; a later name is dropped when it equals the name so far. ``seen`` maps
+    ``(choice index, call index)`` to the ``(id, name)`` kept so far, across the stream.
+    """
+    for choice in getattr(chunk, "choices", None) or []:
+        delta = getattr(choice, "delta", None)
+        for call in getattr(delta, "tool_calls", None) or []:
+            key = (choice.index, call.index)
+            if key not in seen:
+                seen[key] = (call.id, call.function.name if call.function else None)
+                continue
+            first_id, first_name = seen[key]
+            if call.id is not None and first_id is not None:
+                call.id = None
+            elif call.id is not None:
+                first_id = call.id
+            if call.function is not None and call.function.name is not None:
+                if call.function.name == first_name:
+                    call.function.name = None
+                else:
+                    first_name = (first_name or "") + call.function.name
+            seen[key] = (first_id, first_name)
 
 
 def list_models(base_url: str | None, api_key: str | None, timeout: float) -> list[str]:
