@@ -57,7 +57,7 @@ def capture(session, event):
     return None
 
 
-@hookimpl
+@hookimpl(optionalhook=True)  # a hook a plugin declares
 def replay_report(session):
     if BAD == "replay_report":
         return [("nu12", 1)]
@@ -423,12 +423,12 @@ def test_rebuilt_views_of_the_wrong_type_name_the_plugin():
     from veil.default_plugins.doctor.command import _rebuild_derived
 
     class Views:
-        @hookimpl
+        @hookimpl(optionalhook=True)  # a hook a plugin declares
         def rebuild_derived(self, store):
             return "beliefs"  # one name alone is a list of it
 
     class Broken:
-        @hookimpl
+        @hookimpl(optionalhook=True)  # a hook a plugin declares
         def rebuild_derived(self, store):
             return {"beliefs": True}
 

@@ -7,7 +7,6 @@ import inspect
 import pluggy
 import pytest
 
-from veil import hookspecs
 from veil.core import plugins
 from veil.hookspecs import hookimpl
 
@@ -25,8 +24,10 @@ FIRSTRESULT = {
 
 
 def test_every_design_hook_is_declared_and_documented():
-    pm = plugins.new_plugin_manager()
-    names = {n for n in dir(pm.hook) if not n.startswith("_")}
+    # the core's hooks and those the default plugins and installed distributions declare
+    # (register_routes by veil_http, attempt_recorded by veil_convergence)
+    pm = plugins.load_plugins(plugins.new_plugin_manager())
+    names = {n for n, caller in vars(pm.hook).items() if getattr(caller, "spec", None) is not None}
     assert names >= DESIGN_HOOKS
     assert {
         "register_tools",
@@ -39,7 +40,7 @@ def test_every_design_hook_is_declared_and_documented():
         "attempt_recorded",
     } <= names
     for name in names:
-        spec = getattr(hookspecs, name)
+        spec = getattr(pm.hook, name).spec.function
         assert inspect.getdoc(spec), f"hook {name} has no docstring"
         opts = getattr(pm.hook, name).spec.opts
         assert bool(opts.get("firstresult")) == (name in FIRSTRESULT), name
@@ -252,9 +253,122 @@ def test_a_broken_installed_plugin_stops_the_cli_with_one_line_naming_it(tmp_pat
     assert "Traceback" not in broken.stderr
     assert broken.stderr.strip().splitlines() == [
         "veil: error: plugin veil_brk implements 'system_prompt_section', which is not a veil "
-        "hook (did you mean 'system_prompt_sections'?); veil's hooks are in veil/hookspecs.py. "
+        "hook (did you mean 'system_prompt_sections'?); veil's hooks are in veil/hookspecs.py "
+        "(a hook another plugin declares is marked @hookimpl(optionalhook=True)). "
         "Fix the plugin, or block it with plugins.disable"
     ]
     blocked = veil("--disable-plugin", "veil_brk", "plugins")
     assert blocked.returncode == 0, blocked.stderr
     assert "veil_brk" in blocked.stdout  # listed as blocked
+
+
+# -- hooks a plugin declares (register_hookspecs) ---------------------------------------------
+
+
+class _EventSpecs:
+    """A hook a plugin fires, declared by that plugin."""
+
+    @pluggy.HookspecMarker("veil")
+    def thing_happened(self, session, what):
+        """Something happened (collected)."""
+
+
+class _Declarer:
+    @hookimpl
+    def register_hookspecs(self):
+        return [_EventSpecs]
+
+
+class _Listener:
+    def __init__(self):
+        self.seen = []
+
+    @hookimpl(optionalhook=True)
+    def thing_happened(self, what):
+        self.seen.append(what)
+
+
+def test_a_plugin_declares_the_hook_it_fires_and_others_implement_it():
+    listener = _Listener()
+    pm = plugins.load_plugins(
+        plugins.new_plugin_manager(),
+        use_entry_points=False,
+        extra=(("listener", listener), ("declarer", _Declarer())),  # implemented before declared
+    )
+    assert pm.hook.thing_happened.spec is not None
+    pm.hook.thing_happened(session=None, what="built")
+    assert listener.seen == ["built"]
+
+
+def test_an_optional_implementation_loads_without_the_plugin_that_declares_the_hook():
+    listener = _Listener()
+    pm = plugins.load_plugins(
+        plugins.new_plugin_manager(), use_entry_points=False, extra=(("listener", listener),)
+    )
+    assert pm.hook.thing_happened.spec is None  # nothing fires it; nothing is refused
+
+
+def test_a_plain_implementation_of_an_undeclared_hook_is_refused():
+    from veil.core.errors import ConfigError
+
+    class Plain:
+        @hookimpl
+        def thing_happened(self, what):
+            pass
+
+    with pytest.raises(ConfigError) as err:
+        plugins.load_plugins(
+            plugins.new_plugin_manager(), use_entry_points=False, extra=(("plain", Plain()),)
+        )
+    assert err.value.message.startswith(
+        "plugin plain implements 'thing_happened', which is not a veil hook"
+    )
+
+
+def test_a_declared_hook_checks_the_implementations_registered_before_it():
+    from veil.core.errors import ConfigError
+
+    class Wrong:
+        @hookimpl(optionalhook=True)
+        def thing_happened(self, what, when):
+            pass
+
+    with pytest.raises(ConfigError) as err:
+        plugins.load_plugins(
+            plugins.new_plugin_manager(),
+            use_entry_points=False,
+            extra=(("wrong", Wrong()), ("declarer", _Declarer())),
+        )
+    assert err.value.message.startswith("plugin declarer: its hooks ")
+    assert "when" in err.value.message
+
+
+def test_declaring_a_hook_the_core_declares_is_refused():
+    from veil.core.errors import ConfigError
+
+    class Capture:
+        @pluggy.HookspecMarker("veil")
+        def capture(self, session, event):
+            """Again."""
+
+    class Redeclarer:
+        @hookimpl
+        def register_hookspecs(self):
+            return [Capture]
+
+    with pytest.raises(ConfigError, match="plugin again: its hooks"):
+        plugins.load_plugins(
+            plugins.new_plugin_manager(), use_entry_points=False, extra=(("again", Redeclarer()),)
+        )
+
+
+def test_blocking_the_http_plugin_keeps_the_plugins_that_contribute_routes():
+    pm = plugins.load_plugins(
+        plugins.new_plugin_manager(), plugins.PluginSelection(disabled=frozenset({"veil_http"}))
+    )
+    routes = pm.hook.register_routes
+    assert routes.spec is None
+    assert {impl.plugin_name for impl in routes.get_hookimpls()} >= {
+        "veil.beliefs",
+        "veil_memoryfiles",
+    }

@@ -46,7 +46,8 @@ def test_veil_replay_is_there_by_default_as_a_default_plugin(project):
 
     listed = json.loads(_veil(project, "plugins", "--json").stdout)
     (replay,) = [p for p in listed["plugins"] if p["name"] == "veil.replay"]
-    assert replay["default"] is True and replay["hooks"] == ["register_commands"]
+    assert replay["default"] is True
+    assert replay["hooks"] == ["register_commands", "register_hookspecs"]  # replay_report
     assert "veil.replay" not in listed["blocked"]
     assert "  replay " in _veil(project, "--help").stdout
 

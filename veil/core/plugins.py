@@ -282,10 +282,14 @@ def results_by_plugin(
     whole call) is called through pluggy instead; each result then comes with the names of
     every plugin that implements the hook (``a or b``), as the one that returned it is unknown.
 
+    A hook that a plugin declares (``register_hookspecs``) and that nothing declares or
+    implements in ``pm`` yields nothing.
+
     Raises:
         PluginHookFailed: an implementation raised (:func:`call_impl`).
     """
-    impls = getattr(pm.hook, hook).get_hookimpls()
+    caller = getattr(pm.hook, hook, None)
+    impls = caller.get_hookimpls() if caller is not None else []
     if any(i.wrapper or i.hookwrapper for i in impls):
         names = answering_plugins(pm, hook)
         for result in getattr(pm.hook, hook)(**kwargs):
@@ -406,9 +410,36 @@ def load_plugins(
     for name, plugin in extra:
         if not pm.is_blocked(name):
             _register(pm, plugin, name)
+    add_plugin_hookspecs(pm)
     refuse_retired_hooks(pm)
     refuse_unknown_hooks(pm)
     return pm
+
+
+def add_plugin_hookspecs(pm: pluggy.PluginManager) -> None:
+    """Add the hooks the loaded plugins declare (``register_hookspecs``): a hook fired by a
+    plugin is declared by it, not by the core. pluggy checks the implementations registered
+    before against each declaration as it is added.
+
+    Raises:
+        ConfigError: a plugin declares a hook that is already declared, returns something that
+            holds no ``@hookspec``, or an implementation takes an argument the declaration
+            lacks (names the plugin).
+        PluginHookFailed: a ``register_hookspecs`` implementation raised.
+    """
+    from veil.core.errors import ConfigError
+
+    for impl in reversed(pm.hook.register_hookspecs.get_hookimpls()):
+        name = impl.plugin_name
+        for specs in call_impl(impl, "register_hookspecs") or []:
+            try:
+                pm.add_hookspecs(specs)
+            except (ValueError, pluggy.PluginValidationError) as exc:
+                detail = " ".join(str(exc).split())
+                raise ConfigError(
+                    f"plugin {name}: its hooks ({getattr(specs, '__name__', specs)!r}) cannot be "
+                    f"declared: {detail}. Fix the plugin, or block it with plugins.disable"
+                ) from exc
 
 
 def _register(pm: pluggy.PluginManager, plugin: Any, name: str) -> None:
@@ -430,6 +461,8 @@ def _register(pm: pluggy.PluginManager, plugin: Any, name: str) -> None:
 def refuse_unknown_hooks(pm: pluggy.PluginManager) -> None:
     """Refuse a hook implementation whose name matches no hookspec (a misspelled hook such as
     ``system_prompt_section``): pluggy keeps it without a word and veil would never call it.
+    An implementation marked ``@hookimpl(optionalhook=True)`` is let through: it implements a
+    hook that another plugin declares (``register_hookspecs``), and that plugin is not loaded.
 
     Raises:
         ConfigError: naming the plugin, the hook and the closest hook names veil has.
@@ -438,12 +471,20 @@ def refuse_unknown_hooks(pm: pluggy.PluginManager) -> None:
 
     from veil.core.errors import ConfigError
 
-    known = sorted(name for name in dir(hookspecs) if _is_hookspec(name))
+    known = sorted(
+        {name for name in dir(hookspecs) if _is_hookspec(name)}
+        | {
+            name
+            for name, caller in vars(pm.hook).items()
+            if isinstance(caller, pluggy.HookCaller) and caller.spec is not None
+        }
+    )
     for hook_name in sorted(vars(pm.hook)):
         caller = getattr(pm.hook, hook_name)
         if not isinstance(caller, pluggy.HookCaller) or caller.spec is not None:
             continue
-        impls = caller.get_hookimpls()
+        # a hook another plugin declares (register_hookspecs), that plugin not loaded
+        impls = [impl for impl in caller.get_hookimpls() if not impl.optionalhook]
         if not impls:
             continue
         names = ", ".join(sorted(pm.get_name(i.plugin) or "?" for i in impls))
@@ -451,8 +492,8 @@ def refuse_unknown_hooks(pm: pluggy.PluginManager) -> None:
         hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
         raise ConfigError(
             f"plugin {names} implements {hook_name!r}, which is not a veil hook{hint}; "
-            f"veil's hooks are in veil/hookspecs.py. Fix the plugin, or block it with "
-            f"plugins.disable"
+            f"veil's hooks are in veil/hookspecs.py (a hook another plugin declares is marked "
+            f"@hookimpl(optionalhook=True)). Fix the plugin, or block it with plugins.disable"
         )
 
 

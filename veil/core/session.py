@@ -18,7 +18,7 @@ from veil.core.models.context_refusal import RefusalFigures, learned_window
 from veil.core.prompt.items import ItemBatch
 from veil.core.store.context_db import insert_event, set_items_tier
 from veil.core.tiers import moved_row
-from veil.core.types import ContextItem, Message, RenderEvent
+from veil.core.types import ContextItem, EvictionOutcome, Message, RenderEvent
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.app import Veil
@@ -467,6 +467,10 @@ class Session:
         ]
 
     def apply_eviction(self, plan: Any, *, pageable: bool = True) -> list[str]:
+        """:meth:`apply_eviction_plan`, returning its notes for front ends (a list)."""
+        return list(self.apply_eviction_plan(plan, pageable=pageable).notes)
+
+    def apply_eviction_plan(self, plan: Any, *, pageable: bool = True) -> EvictionOutcome:
         """Move the items of an :class:`~veil.core.types.EvictionPlan` out of the prompt.
 
         The session's view (live items, stubs, page-in candidates) changes at once; the store
@@ -488,7 +492,8 @@ class Session:
             pageable: items moved to warm become page-in candidates (False for a demotion by
                 hand: the model asked for them to leave).
 
-        Returns notes for front ends.
+        Returns what moved (:class:`~veil.core.types.EvictionOutcome`), with the notes for
+        front ends.
 
         Raises:
             TypeError: ``plan.reasons`` is not a mapping (checked before anything changes).
@@ -527,7 +532,7 @@ class Session:
             and (self.paged_out[i].excerpt or ()) != _excerpt_lines(self.paged_out[i], excerpts[i])
         ]
         if not moved and not back and not relevelled:
-            return list(plan.report)
+            return EvictionOutcome(notes=tuple(plan.report))
         # per-item work in C: the tiers set, the warm items made page-in candidates
         deque(map(setattr, moved, repeat("tier"), tiers), maxlen=0)
         if excerpts:
@@ -567,7 +572,7 @@ class Session:
             notes.append(f"paged in {len(back)} item(s)")
         if relevelled:
             notes.append(f"excerpted {len(relevelled)} item(s) again")
-        return notes + list(plan.report)
+        return EvictionOutcome(len(moved), len(back), len(relevelled), (*notes, *plan.report))
 
     def _write_eviction(
         self,

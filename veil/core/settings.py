@@ -80,6 +80,8 @@ MIN_HTTP_TOKEN_CHARS = 16
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 """Host names of this machine's loopback interface."""
 AGENT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+"""A valid agent name: 1 to 64 letters, digits, ``_``, ``.`` or ``-``, not starting with a
+punctuation mark (it names a folder under ``.veil/agents/``)."""
 
 
 def _not_a_credential(value: str) -> str:

@@ -22,6 +22,7 @@ Message = dict[str, Any]
 optional ``tool_calls`` (assistant) and ``tool_call_id`` (tool)."""
 
 Outcome = Literal["pass", "fail", "partial", "uncertain"]
+"""How an attempt ended (:attr:`Attempt.outcome`): passed, failed, partly passed, or not known."""
 
 ITEM_KINDS = (
     "episodic",
@@ -37,6 +38,9 @@ ITEM_KINDS = (
 """Kinds a context item or turn can have (seed 002; DESIGN.md "Context layer")."""
 
 TIERS = ("live", "warm", "cold")
+"""The tiers an item can be in: ``live`` (in the prompt), ``warm`` (out of the prompt, its
+content kept as is) and ``cold`` (out of the prompt, its content compressed; see
+:mod:`veil.core.tiers`)."""
 
 
 _id_source: random.Random | None = None
@@ -178,6 +182,8 @@ class ToolContext:
 
 
 ToolHandler = Callable[[ToolContext, dict[str, Any]], "ToolResult | str"]
+"""A tool's function: called with the call's :class:`ToolContext` and its parsed arguments;
+returns a :class:`ToolResult` or plain text (a successful result)."""
 
 ToolEffect = Literal["read", "memory", "change"]
 """What a tool does, as it declares when registered (:attr:`Tool.effect`)."""
@@ -305,6 +311,8 @@ class RouteResponse:
 
 
 RouteHandler = Callable[[RouteRequest], "RouteResponse | Awaitable[RouteResponse]"]
+"""An HTTP route's function (:attr:`Route.handler`): a :class:`RouteRequest` in, a
+:class:`RouteResponse` out (or an awaitable of one)."""
 
 
 @dataclass
@@ -463,6 +471,30 @@ class EvictionPlan:
     threshold: float | None = None
     report: list[str] = field(default_factory=list)
     excerpts: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EvictionOutcome:
+    """What applying an :class:`EvictionPlan` changed (:meth:`Session.apply_eviction_plan
+    <veil.core.session.Session.apply_eviction_plan>`), as counts the prompt builder reads and
+    notes for front ends; the builder never reads the notes' text.
+
+    Attributes:
+        evicted: items that left the prompt (to the warm or cold tier).
+        paged_in: items brought back into the prompt (``EvictionPlan.to_live``).
+        excerpted: warm items whose shown lines changed.
+        notes: lines for front ends (``evicted 3 item(s)``...), then the plan's ``report``.
+    """
+
+    evicted: int = 0
+    paged_in: int = 0
+    excerpted: int = 0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def moved(self) -> bool:
+        """Whether an item left the prompt or came back into it (the prompt changed size)."""
+        return bool(self.evicted or self.paged_in)
 
 
 class LazyScores(Sequence[float]):

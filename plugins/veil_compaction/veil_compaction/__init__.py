@@ -28,8 +28,7 @@ from veil.hookspecs import hookimpl
 # the module, and a plugin manager made after that would not find the hook (the summariser's
 # module is summariser.py, not summarise.py).
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session_api import PluginSession
-    from veil.core.types import Message, SlashCommand, Summary
+    from veil import Message, PluginSession, SlashCommand, Summary
 
 __all__ = [
     "register_settings",
@@ -45,9 +44,12 @@ STATE_KEY = "veil_compaction"
 
 
 @hookimpl
-def fit_prompt(session: PluginSession, messages: list[Message], first_index: int | None) -> None:
+def fit_prompt(
+    session: PluginSession, messages: list[Message], first_index: int | None
+) -> list[int]:
     """Observation masking in blocks of ``compaction.observationMaskingBlock`` results, in
-    place. The boundary (the first message index not masked yet) is kept in
+    place; returns the positions of the results it masked (the core takes their items out of
+    the live set). The boundary (the first message index not masked yet) is kept in
     ``session.state["veil_compaction"]["maskedBefore"]`` as an index into the session's
     history, so a resumed session masks what it masked before; without ``first_index`` (the
     messages are not the session's history) each call starts from nothing."""
@@ -63,9 +65,13 @@ def fit_prompt(session: PluginSession, messages: list[Message], first_index: int
         settings.masking_block(layer_on),
         before,
     )
+    positions = [
+        k for k, (new, old) in enumerate(zip(masked, messages, strict=True)) if new is not old
+    ]
     messages[:] = masked
     if first_index is not None:
         state["maskedBefore"] = max(int(state.get("maskedBefore", 0)), first_index + boundary)
+    return positions
 
 
 @hookimpl

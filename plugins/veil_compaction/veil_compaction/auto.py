@@ -19,9 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from veil.core.prompt import compaction
-from veil.core.prompt.compaction import conversation_tokens, default_compaction_settings
-from veil.core.types import CompactResult
+from veil import (
+    CompactResult,
+    auto_compaction_stopped,
+    conversation_tokens,
+    default_compaction_settings,
+    just_compacted,
+    record_compaction_failure,
+    run_default_compaction,
+)
 
 STATE_KEY = "veil_compaction"
 
@@ -45,12 +51,12 @@ def usage_percent(session: Any) -> float:
 
 
 def check(session: Any) -> CompactResult | None:
-    """Run defaultCompaction (the core's :func:`veil.core.prompt.compaction.run_default`) when
+    """Run defaultCompaction (the core's :func:`veil.run_default_compaction`) when
     ``autoThreshold`` is reached; return its result, else None.
 
     Never raises: a failed or rejected compaction is reported as a ``warning`` event and the
     session is left as it was; after ``compaction.maxConsecutiveFailures`` in a row it is not
-    tried again (:func:`veil.core.prompt.compaction.auto_stopped`).
+    tried again (:func:`veil.auto_compaction_stopped`).
     """
     if getattr(session, "closed", False):
         return None
@@ -80,14 +86,14 @@ def check(session: Any) -> CompactResult | None:
                 ),
             )
         return None
-    if compaction.just_compacted(session) or not over:
+    if just_compacted(session) or not over:
         return None  # a full compaction built this iteration's prompt: not twice in a row
-    if compaction.auto_stopped(session):
-        return None  # said once when it stopped (veil.core.prompt.compaction.record_failure)
+    if auto_compaction_stopped(session):
+        return None  # said once when it stopped (veil.record_compaction_failure)
     try:
-        result = compaction.run_default(session, trigger="auto")
+        result = run_default_compaction(session, trigger="auto")
     except Exception as exc:  # noqa: BLE001 - the turn goes on without compaction
-        compaction.record_failure(session, "auto-compaction", str(getattr(exc, "message", exc)))
+        record_compaction_failure(session, "auto-compaction", str(getattr(exc, "message", exc)))
         session.save_state()
         return None
     if not result.already_up_to_date:

@@ -12,15 +12,14 @@ from typing import Any
 
 import click
 
-from veil.core.errors import VeilError
-from veil.core.types import SlashCommand
+from veil import SlashCommand, VeilError
 
 
 def context_tokens(session: Any) -> int:
     """Tokens of what the session sends besides the system prompt: summary + messages from
     ``compact_size`` on (the session's tokenizer)."""
     start = min(session.compact_size, len(session.messages))
-    from veil.core.prompt.compaction import conversation_tokens  # not needed by `veil --help`
+    from veil import conversation_tokens  # not needed by `veil --help`
 
     return conversation_tokens(session, session.compact_summary, session.messages[start:])
 
@@ -86,12 +85,12 @@ def add_cli_commands(cli: click.Group) -> None:
         project: str | None,
     ) -> None:
         """Run defaultCompaction on a stored session and print the result."""
-        from veil.core import app
+        from veil import open_veil
 
         project = project or getattr(state, "project", None)
         disabled = tuple(getattr(state, "disabled", ()) or ())
         try:
-            veil = app.open_veil(project, disable=disabled)
+            veil = open_veil(project, disable=disabled)
         except (VeilError, ImportError) as exc:
             raise click.ClickException(getattr(exc, "message", str(exc))) from exc
         try:

@@ -26,10 +26,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from veil.core.jsonio import loads
-from veil.core.prompt.compaction_cut import content_text
-from veil.core.prompt.tags import paths_in
-from veil.core.types import Message
+from veil import Message, paths_in
+from veil import content_text_with_parts as content_text
+from veil import json_loads as loads
 
 HEADING = "## Recorded by veil from the tool calls"
 MAX_FILES = 15

@@ -13,7 +13,7 @@ seed 000's rule exactly.
 
 from __future__ import annotations
 
-from veil.core.types import Message
+from veil import Message
 
 MASK = "[observation masked]"
 """The text a masked tool result is sent as (seed 000, verbatim)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from veil.core.settings import SettingsSection
+from veil import SettingsSection
 
 SEED_MASKING_TURNS = 10
 """``observationMaskingTurns`` when it is not set and the context layer is off (seed 000)."""

@@ -16,10 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from veil.core.errors import ConfigError, ProviderError
-from veil.core.prompt.compaction import visible
-from veil.core.prompt.compaction_cut import content_text
-from veil.core.types import Message
+from veil import ConfigError, Message, ProviderError
+from veil import content_text_with_parts as content_text
+from veil import has_visible_text as visible
 from veil_compaction import prompts
 
 WRAPPER_TOKENS = 64

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from veil.core.prompt.compaction import default_compaction_settings
-from veil.core.types import Message, Summary
+from veil import Message, Summary, default_compaction_settings
 from veil_compaction.ledger import with_ledger
 from veil_compaction.summariser import Summariser
 

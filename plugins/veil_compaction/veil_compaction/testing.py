@@ -19,8 +19,7 @@ import re
 import threading
 from typing import Any
 
-from veil.core.models.llm import Completion
-from veil.core.models.tokens import count_message_tokens, count_text_tokens
+from veil import Completion, count_message_tokens, count_text_tokens
 from veil_compaction.prompts import SECTIONS
 
 _CANDIDATE = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{3,}|\b\d{4,}\b")

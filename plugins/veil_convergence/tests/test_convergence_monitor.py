@@ -162,7 +162,7 @@ class Recorder:
     def __init__(self) -> None:
         self.attempts: list[Attempt] = []
 
-    @hookimpl
+    @hookimpl(optionalhook=True)  # a hook a plugin declares
     def attempt_recorded(self, session: Any, attempt: Attempt) -> None:
         self.attempts.append(attempt)
 

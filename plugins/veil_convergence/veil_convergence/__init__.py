@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from veil.core.types import CaptureEvent, ContextItem, PromptSection
+from veil import CaptureEvent, ContextItem, PromptSection
 from veil.hookspecs import hookimpl
 from veil_convergence.fingerprint import error_signature, fingerprint
 from veil_convergence.monitor import ConvergenceMonitor, LevelChange
@@ -27,7 +27,7 @@ from veil_convergence.outcome import build_attempt
 from veil_convergence.replay import convergence_report, report_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session_api import PluginSession
+    from veil import PluginSession
 
 __all__ = [
     "register_settings",
@@ -37,6 +37,7 @@ __all__ = [
     "error_signature",
     "fingerprint",
     "monitor_for",
+    "register_hookspecs",
     "replay_report",
     "system_prompt_sections",
 ]
@@ -53,6 +54,14 @@ def monitor_for(session: Any) -> ConvergenceMonitor:
         monitor = ConvergenceMonitor.from_settings(session.config.settings.convergence)
         state["monitor"] = monitor
     return monitor
+
+
+@hookimpl
+def register_hookspecs() -> list[Any]:
+    """The hook this plugin fires (``attempt_recorded``: :mod:`veil_convergence.hookspecs`)."""
+    from veil_convergence import hookspecs
+
+    return [hookspecs]
 
 
 @hookimpl
@@ -106,7 +115,7 @@ def system_prompt_sections(session: PluginSession) -> PromptSection | None:
     return PromptSection(name="convergence", text=text, order=PROMPT_ORDER, volatile=True)
 
 
-@hookimpl
+@hookimpl(optionalhook=True)  # declared by the plugin that fires it
 def replay_report(session: PluginSession) -> dict[str, Any]:
     """``{"convergence": {"fingerprints": int, "levels": [{"step", "level", "fingerprint"}]}}``
     for one replayed session (issue 7): distinct error fingerprints and every level rise."""

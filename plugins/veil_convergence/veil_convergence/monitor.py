@@ -33,7 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from veil.core.types import Attempt
+from veil import Attempt
 
 LEVEL_NAMES = ("none", "soft", "strong", "halt")
 PROGRESS_OUTCOMES = frozenset({"pass", "partial"})

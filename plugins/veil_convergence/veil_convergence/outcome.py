@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from veil.core.types import Attempt, ToolResult
+from veil import Attempt, ToolResult
 from veil_convergence.commands import (
     SEARCH_PROGRAMS,
     command_target,

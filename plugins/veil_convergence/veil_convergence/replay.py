@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from veil.core.types import ToolResult
+from veil import ToolResult
 from veil_convergence.monitor import ConvergenceMonitor
 from veil_convergence.outcome import build_attempt
 

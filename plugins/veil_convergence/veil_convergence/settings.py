@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from veil.core.settings import SettingsSection
+from veil import SettingsSection
 
 
 class ConvergenceSettings(SettingsSection):

@@ -17,7 +17,7 @@ from veil.hookspecs import hookimpl
 # ``veil --help`` loads every plugin (issue 30).
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session_api import PluginSession
+    from veil import PluginSession
 
 SECONDS_PER_DAY = 86_400.0
 

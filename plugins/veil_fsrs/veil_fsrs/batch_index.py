@@ -26,8 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from veil.core.prompt.items import BatchChange, ItemBatch
-from veil.core.types import ITEM_KINDS, ContextItem
+from veil import ITEM_KINDS, BatchChange, ContextItem, ItemBatch
 
 KIND_CODES: dict[str, int] = {kind: code for code, kind in enumerate(ITEM_KINDS)}
 """Kind -> small integer (position in ``ITEM_KINDS``); unknown kinds get -1."""

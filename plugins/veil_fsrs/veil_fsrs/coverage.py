@@ -37,8 +37,7 @@ from collections.abc import Callable, Mapping, Set
 
 import numpy as np
 
-from veil.core.prompt.items import ItemBatch
-from veil.core.prompt.tags import item_identifiers
+from veil import ItemBatch, item_identifiers
 
 __all__ = [
     "POINTER_ALLOWANCE",

@@ -32,7 +32,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from veil.core.types import EvictionPlan
+from veil import EvictionPlan
 from veil.hookspecs import hookimpl
 from veil_fsrs.session_state import embeds_turns as _embeds_turns
 from veil_fsrs.session_state import existing_state as _existing_state
@@ -42,9 +42,7 @@ from veil_fsrs.turn_embeddings import drain as _drain
 # The eviction pass and the item batches (numpy) are imported by the hooks that use them:
 # ``veil --help`` loads every plugin (issue 30).
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.prompt.items import ItemBatch
-    from veil.core.session_api import PluginSession, PluginVeil
-    from veil.core.types import ContextItem
+    from veil import ContextItem, ItemBatch, PluginSession, PluginVeil
 
 STATE_KEY = "veil_fsrs"
 DEFAULT_POINTER_TOKENS = 9

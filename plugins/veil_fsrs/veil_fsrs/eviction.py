@@ -71,8 +71,7 @@ from typing import Any
 
 import numpy as np
 
-from veil.core.prompt.items import ItemBatch
-from veil.core.types import ITEM_KINDS, EvictionPlan
+from veil import ITEM_KINDS, EvictionPlan, ItemBatch
 from veil_fsrs.batch_index import BatchIndex, index_for
 from veil_fsrs.controller import Controller, cache_cap
 from veil_fsrs.coverage import (

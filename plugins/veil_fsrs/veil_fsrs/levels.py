@@ -63,9 +63,7 @@ from typing import Any
 
 import numpy as np
 
-from veil.core.prompt.items import ItemBatch
-from veil.core.prompt.tags import identifier_tokens
-from veil.core.types import ContextItem, EvictionPlan
+from veil import ContextItem, EvictionPlan, ItemBatch, identifier_tokens
 from veil_fsrs.batch_index import index_for
 from veil_fsrs.reference_weights import (
     AGE_BOUNDS,

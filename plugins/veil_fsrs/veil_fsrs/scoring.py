@@ -25,7 +25,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from veil.core.prompt.items import ItemBatch
+from veil import ItemBatch
 from veil_fsrs.batch_index import index_for
 from veil_fsrs.fsrs import retrievability
 from veil_fsrs.settings import FsrsContextSettings as ContextSettings

@@ -24,13 +24,12 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from veil.core.prompt.tags import content_identifiers, item_identifiers
+from veil import content_identifiers, item_identifiers
 from veil_fsrs.superseded import Source, source_of, superseded_by
 from veil_fsrs.turn_embeddings import TurnEmbeddings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session_api import PluginSession
-    from veil.core.types import ContextItem
+    from veil import ContextItem, PluginSession
     from veil_fsrs.levels import LineInfo, NameStats
 
 PLUGIN_NAME = "veil_fsrs_evict"

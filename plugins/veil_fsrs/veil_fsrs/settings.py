@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from veil.core.settings import SettingsSection
+from veil import SettingsSection
 
 
 class ScoreWeights(SettingsSection):

@@ -36,10 +36,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from veil.core.types import ContextItem
+from veil import ContextItem
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session_api import PluginSession
+    from veil import PluginSession
 
 log = logging.getLogger(__name__)
 

@@ -109,7 +109,7 @@ def test_unknown_route_404_and_wrong_method_405_are_json(make_client):
 
 
 class _Broken:
-    @hookimpl
+    @hookimpl(optionalhook=True)  # a hook a plugin declares
     def register_routes(self, veil):
         def boom(req):
             raise RuntimeError("secret internals at /home/user/.veil")

@@ -101,7 +101,7 @@ def test_document_lists_every_route_with_schemas_and_statuses(make_client):
 class _Echo:
     """A contributed JSON route and a contributed text route, fuzzed with the rest."""
 
-    @hookimpl
+    @hookimpl(optionalhook=True)  # a hook a plugin declares
     def register_routes(self, veil):
         def echo(req):
             return RouteResponse({"echo": req.json["word"]})

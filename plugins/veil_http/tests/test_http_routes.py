@@ -28,7 +28,7 @@ class _Notes:
         self.notes: dict[str, str] = {}
         self.requests: list[RouteRequest] = []
 
-    @hookimpl
+    @hookimpl(optionalhook=True)  # a hook a plugin declares
     def register_routes(self, veil):
         def put_note(req: RouteRequest) -> RouteResponse:
             self.requests.append(req)
@@ -129,19 +129,19 @@ def test_plugin_route_bodies_respect_the_size_limit(make_client, make_veil):
 
 
 class _Clash:
-    @hookimpl
+    @hookimpl(optionalhook=True)  # a hook a plugin declares
     def register_routes(self, veil):
         return [Route("/sessions/{other}", "GET", lambda req: RouteResponse({}))]
 
 
 class _BadMethod:
-    @hookimpl
+    @hookimpl(optionalhook=True)  # a hook a plugin declares
     def register_routes(self, veil):
         return [Route("/x", "TRACE", lambda req: RouteResponse({}))]
 
 
 class _BadSchema:
-    @hookimpl
+    @hookimpl(optionalhook=True)  # a hook a plugin declares
     def register_routes(self, veil):
         return [
             Route(

@@ -32,6 +32,14 @@ def create_app(
 
 
 @hookimpl
+def register_hookspecs() -> list[Any]:
+    """The hook this plugin fires (``register_routes``: :mod:`veil_http.hookspecs`)."""
+    from veil_http import hookspecs
+
+    return [hookspecs]
+
+
+@hookimpl
 def render(event: Any) -> None:
     """Hand a render event to the requests streaming its session (never blocks)."""
     from veil_http.events import HUB

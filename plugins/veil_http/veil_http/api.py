@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from veil.core.errors import VeilError
+from veil import VeilError
 from veil_http.errors import (
     BodyTooLarge,
     InvalidBody,

@@ -11,8 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 
-from veil.core.errors import ConfigError
-from veil.core.settings import check_http_token, is_loopback
+from veil import ConfigError, check_http_token, is_loopback
 from veil_http import context, meta, sessions
 from veil_http.api import Endpoint, Operation, openapi_path
 from veil_http.auth import BearerAuth

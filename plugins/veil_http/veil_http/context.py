@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from veil.core.types import ContextItem
+from veil import ContextItem
 from veil_http.api import Operation, answer, operation, parse_body, parse_query
 from veil_http.errors import ItemNotFound, jsonable
 from veil_http.schemas import ContextOut, ContextQuery, HitOut, ItemOut, RecallBody, RecallOut
@@ -133,9 +133,9 @@ async def recall(request: Request) -> Response:
 
 def _set_pinned(veil: Any, session_id: str, item_id: str, pinned: bool) -> ItemOut:
     """Pin or unpin one of the session's items the way the ``veil_pin`` tool does
-    (:func:`veil.core.context_ops.set_pinned`: pinning a warm or cold item brings it live;
+    (:func:`veil.context_ops.set_pinned`: pinning a warm or cold item brings it live;
     the change is logged), under the session's lock."""
-    from veil.core import context_ops
+    from veil import context_ops
 
     with veil.session_lock(session_id):
         session = veil.load_session(session_id)

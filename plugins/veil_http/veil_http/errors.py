@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from veil.core.errors import BadRequest, VeilError
+from veil import BadRequest, VeilError
 
 log = logging.getLogger("veil_http")
 
@@ -78,8 +78,8 @@ class Redactor:
     """
 
     def __init__(self, secrets: list[str] | tuple[str, ...] = (), core: Any = None) -> None:
-        from veil.core.safety.redaction import Redactor as CoreRedactor
-        from veil.core.safety.redaction import environment_secrets
+        from veil import Redactor as CoreRedactor
+        from veil import environment_secrets
 
         base = core if core is not None else CoreRedactor(environment_secrets())
         self.core = base.with_known([s for s in secrets if s])
@@ -107,7 +107,7 @@ class Redactor:
     def message(self, text: str) -> str:
         """An error message with known secrets (also in part: 8+ characters of one) and
         key-shaped strings removed (:func:`veil.core.models.llm.redact`)."""
-        from veil.core.models.llm import redact
+        from veil import redact
 
         return redact(self.core.known_only(text), list(self.core.known))
 

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from veil.core.types import RenderEvent
+from veil import RenderEvent
 
 Listener = Callable[[RenderEvent], None]
 

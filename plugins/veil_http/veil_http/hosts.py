@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from veil.core.settings import LOOPBACK_HOSTS
+from veil import LOOPBACK_HOSTS
 from veil_http.errors import error_response
 
 _NAME = re.compile(r"^[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?$")

@@ -23,9 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from veil.core.errors import ConfigError
-from veil.core.plugins import call_impl, checked_list
-from veil.core.types import Route, RouteRequest, RouteResponse
+from veil import ConfigError, Route, RouteRequest, RouteResponse, call_impl, checked_list
 from veil_http.api import Content, Operation, guard, openapi_path, parse_json, read_body
 from veil_http.errors import ValidationFailed, json_response
 
@@ -41,7 +39,10 @@ def collect_routes(veil: Any) -> list[Route]:
             returned something other than a list of :class:`~veil.core.types.Route`.
     """
     routes: list[Route] = []
-    for impl in reversed(veil.pm.hook.register_routes.get_hookimpls()):
+    # the hook is this plugin's (veil_http.hookspecs); a Veil opened without veil_http loaded
+    # (create_app on any Veil) has no declaration of it, only the implementations
+    caller = getattr(veil.pm.hook, "register_routes", None)
+    for impl in reversed(caller.get_hookimpls() if caller is not None else []):
         plugin_name = veil.pm.get_name(impl.plugin)
         result = call_impl(impl, "register_routes", veil=veil)
         expected = "a list of veil.core.types.Route"

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from veil.core.settings import AGENT_NAME_RE
+from veil import AGENT_NAME_RE
 
 
 def _integral(value: Any) -> Any:

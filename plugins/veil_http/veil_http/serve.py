@@ -9,7 +9,7 @@ its token) do not open the server to the network; ``--host`` / ``VEIL_HTTP__HOST
 ``VEIL_HTTP_TOKEN`` do.
 
 When the server is asked to stop (SIGTERM, Ctrl-C), the commands tools are running are killed at
-once (:func:`veil.core.safety.processes.shutdown`), so the turns in progress end and the server exits
+once (:func:`veil.stop_tool_processes`), so the turns in progress end and the server exits
 instead of waiting for them.
 """
 
@@ -22,9 +22,7 @@ from typing import Any
 
 import click
 
-from veil.cli import store_option
-from veil.core.errors import ConfigError
-from veil.core.safety import processes
+from veil import ConfigError, stop_tool_processes, store_option
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 """Loopback host names (:data:`veil.core.settings.LOOPBACK_HOSTS`, not imported from there so
@@ -33,7 +31,7 @@ that ``veil --help``, which lists ``veil serve``, does not load the settings mod
 
 def is_loopback(host: str) -> bool:
     """:func:`veil.core.settings.is_loopback`, imported when a bind is checked."""
-    from veil.core.settings import is_loopback as check
+    from veil import is_loopback as check
 
     return check(host)
 
@@ -48,7 +46,7 @@ def run_headless(state: Any, project: str | None, build: Callable[[Any], Any]) -
         build: ``veil -> server`` with a blocking ``run()`` (e.g. :func:`build_server`); a
             :class:`ConfigError` it raises becomes a clean CLI error.
 
-    On the way out the tool commands still running are killed (:func:`processes.shutdown`) and
+    On the way out the tool commands still running are killed (:func:`veil.stop_tool_processes`) and
     the project is closed. Says so on stderr when the context layer is off (nothing would be
     evicted).
     """
@@ -72,7 +70,7 @@ def run_headless(state: Any, project: str | None, build: Callable[[Any], Any]) -
     try:
         server.run()
     finally:
-        processes.shutdown()
+        stop_tool_processes()
         veil.close()
 
 
@@ -127,7 +125,9 @@ def _server_class() -> type:
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             super().handle_exit(sig, frame)
             # Off the signal handler: killing waits up to a grace period per group.
-            threading.Thread(target=processes.shutdown, name="veil-stop-tools", daemon=True).start()
+            threading.Thread(
+                target=stop_tool_processes, name="veil-stop-tools", daemon=True
+            ).start()
 
     return StoppingServer
 

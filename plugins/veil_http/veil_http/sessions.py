@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from veil.core.types import RenderEvent
+from veil import RenderEvent
 from veil_http.api import Operation, answer, operation, parse_body, parse_query
 from veil_http.events import HUB
 from veil_http.schemas import (

@@ -20,8 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from veil.core.errors import SessionClosed, VeilError
-from veil.core.types import RenderEvent
+from veil import RenderEvent, SessionClosed, VeilError
 from veil_http.api import parse_body
 from veil_http.errors import Redactor, jsonable
 from veil_http.schemas import PostMessage

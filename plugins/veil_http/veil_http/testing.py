@@ -14,7 +14,7 @@ from veil.testing.scripted_model import ScriptedModel
 def last_user_text(messages: list[dict]) -> str:
     """Content of the latest user message in an OpenAI message list (veil's context note,
     sent last as a ``user`` message, is not the user's and is skipped)."""
-    from veil.core.prompt.context import NOTE_PREFIX
+    from veil import NOTE_PREFIX
 
     for message in reversed(messages):
         content = str(message.get("content") or "")

@@ -23,8 +23,7 @@ from typing import Any
 
 import click
 
-from veil.cli import store_option
-from veil.core.errors import ConfigError, VeilError
+from veil import ConfigError, VeilError, store_option
 
 DEFAULT_HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 5052
@@ -41,7 +40,7 @@ def http_token(veil: Any) -> str | None:
     Raises:
         ConfigError: the token is shorter than ``veil serve`` accepts.
     """
-    from veil.core.settings import check_http_token
+    from veil import check_http_token
 
     http = veil.config.settings.http
     token = http.token.get_secret_value() if http.token is not None else None
@@ -67,7 +66,7 @@ def build_http_app(server: Any, host: str, token: str | None) -> Any:
     from veil_http.auth import BearerAuth
     from veil_http.hosts import HostCheck, loopback_names
 
-    from veil.core.settings import is_loopback
+    from veil import is_loopback
 
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host.strip("[]"))
     # Starlette runs user_middleware first to last, outermost first: as in veil_http's app.
@@ -111,7 +110,7 @@ def check_agent(veil: Any, agent: str) -> None:
     Raises:
         UnsafePath, ConfigError, AgentNotFound: naming the agent.
     """
-    from veil.core.errors import AgentNotFound
+    from veil import AgentNotFound
 
     veil.agent_snapshot(agent)  # validates the name and agent.json
     if agent != veil.config.settings.default_agent:

@@ -41,13 +41,11 @@ from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotatio
 from mcp_types import Resource as MCPResource
 from mcp_types import Tool as MCPTool
 
-from veil.core.errors import BadRequest, VeilError
-from veil.core.types import Tool, ToolContext, ToolResult, new_id
+from veil import BadRequest, Tool, ToolContext, ToolResult, VeilError, new_id
 from veil_mcp.arguments import ArgumentChecker
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.app import Veil
-    from veil.core.session import Session
+    from veil import Session, Veil
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +267,7 @@ class VeilMCPServer(MCPServer):
     def agent_names(self) -> list[str]:
         """Agents whose memory can be read: the default agent, every ``.veil/agents/<name>/``
         and every agent with a memory folder, sorted (default first)."""
-        from veil.core.settings import validate_agent_name
+        from veil import validate_agent_name
 
         config = self.veil.config
         default = config.settings.default_agent

@@ -18,8 +18,7 @@ from veil.hookspecs import hookimpl
 # Each hook imports the module it calls when it is called: ``veil --help`` loads every plugin,
 # and these modules bring the store, pydantic and the memory service with them (issue 30).
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session_api import PluginSession
-    from veil.core.types import PromptSection, RecallHit, Route, SlashCommand, Tool
+    from veil import PluginSession, PromptSection, RecallHit, Route, SlashCommand, Tool
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ def register_tools(veil: Any) -> list[Tool]:
     return memory_tools()
 
 
-@hookimpl
+@hookimpl(optionalhook=True)  # declared by the plugin that fires it
 def register_routes(veil: Any) -> list[Route]:
     """GET/PUT ``/memory/{file}`` and ``/agents/{name}/memory/{file}``."""
     from veil_memoryfiles.routes import memory_routes
@@ -98,7 +97,7 @@ def system_prompt_sections(session: PluginSession) -> list[PromptSection] | None
     ``injection`` (tokens, cap, entries shown / omitted per scope, truncated files),
     ``start_entries`` (the keys of the entries at the start) and ``updates`` (the files'
     signature and the updates section built for it)."""
-    from veil.core.types import PromptSection
+    from veil import PromptSection
     from veil_memoryfiles.backend import files_for
     from veil_memoryfiles.injection import build_memory_section
     from veil_memoryfiles.updates import UPDATES_ORDER, current_entries, entry_key
@@ -183,7 +182,7 @@ def recall(session: PluginSession | None, query: str, limit: int) -> list[Recall
     BM25's). Returns None without a session (no agent to read for). An entry veil did not write
     comes quoted under the repository-provided label (``meta["provenance"]`` is
     ``repository``), as in ``memory_search``."""
-    from veil.core.types import RecallHit
+    from veil import RecallHit
     from veil_memoryfiles.backend import files_for
     from veil_memoryfiles.service import MemoryService
     from veil_memoryfiles.trust import REPOSITORY_LABEL, quote

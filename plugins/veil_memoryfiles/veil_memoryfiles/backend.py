@@ -34,7 +34,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veil.core.settings import MAX_ENTRY_BYTES, MAX_FILE_BYTES
+from veil import MAX_ENTRY_BYTES, MAX_FILE_BYTES
 from veil_memoryfiles import search, trust
 from veil_memoryfiles.archive import archive_text_after
 from veil_memoryfiles.entries import MemoryDocument, parse, utc_date
@@ -52,8 +52,7 @@ from veil_memoryfiles.store import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.settings import Config
-    from veil.core.shared_files import SharedFiles
+    from veil import Config, SharedFiles
 
 COMMIT_ATTEMPTS = 50
 """Reads and compare-and-swaps a write to a shared store tries before :class:`MemoryBusy` (each
@@ -284,7 +283,7 @@ class StoreFiles:
         Raises:
             as :func:`.store.append_entry`; MemoryBusy: :data:`COMMIT_ATTEMPTS` writes by
             others landed first. StoreUnavailable: the server cannot be reached."""
-        from veil.core.shared_files import FileChange
+        from veil import FileChange
 
         path = Path(path)
         trimmed = prepare_content(content, max_entry_bytes)
@@ -331,7 +330,7 @@ class StoreFiles:
 
         Raises:
             BadRequest: ``data`` is not UTF-8. MemoryBusy, StoreUnavailable."""
-        from veil.core.shared_files import FileChange
+        from veil import FileChange
 
         text = decode_body(data)
         name = self.name_of(path)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from veil.core.errors import BadRequest, VeilError
+from veil import BadRequest, VeilError
 from veil_memoryfiles.errors import MemoryLimitExceeded
 
 # the settings (pydantic) and the memory service load when a memory command runs, not when
@@ -91,8 +91,7 @@ def _untrusted_note(svc: MemoryService, scope: str | None) -> str | None:
 def _service(project: str | None, agent: str | None) -> Iterator[MemoryService]:
     """The memory of ``project`` as ``agent`` sees it, where it lives: the shared store when
     ``store.url`` names one (a connection of its own, closed at the end), else disk."""
-    from veil.core.settings import load_config
-    from veil.core.shared_files import open_shared_files
+    from veil import load_config, open_shared_files
     from veil_memoryfiles.backend import DiskFiles, StoreFiles
     from veil_memoryfiles.service import MemoryService
 
@@ -236,8 +235,7 @@ def export_files(svc: MemoryService, folder: Path) -> list[str]:
 
     Raises:
         UnsafeVeilPath: a target or a folder on the way is a symbolic link. OSError."""
-    from veil.core.atomic import atomic_write_bytes
-    from veil.core.safety.paths import refuse_links
+    from veil import atomic_write_bytes, refuse_links
     from veil_memoryfiles.paths import memory_root
     from veil_memoryfiles.provenance import Provenance
 
@@ -274,7 +272,7 @@ def import_files(svc: MemoryService, folder: Path) -> list[tuple[str, int]]:
     Raises:
         UnsafeVeilPath: a file or folder in ``folder`` is a symbolic link. MemoryFileInvalid:
             a file is not UTF-8. BadRequest / UnsafePath: a name veil would not write."""
-    from veil.core.safety.paths import read_bytes_nofollow, refuse_links
+    from veil import read_bytes_nofollow, refuse_links
     from veil_memoryfiles.entries import parse
     from veil_memoryfiles.fileio import decode
     from veil_memoryfiles.paths import memory_root
@@ -317,7 +315,7 @@ def _trusted_tags(prov: Provenance, path: Path, doc: Any, trust: Any) -> list[st
 
 def _import_sources(folder: Path) -> list[tuple[Path, str]]:
     """``(file, name)`` of the memory files under ``folder`` in the ``.veil/memory/`` layout."""
-    from veil.core.settings import validate_agent_name
+    from veil import validate_agent_name
     from veil_memoryfiles.paths import validate_file_name
 
     found = []

@@ -3,7 +3,7 @@ map them like any other: ``{"error": {"code", "message"}}`` over HTTP, a clear l
 
 from __future__ import annotations
 
-from veil.core.errors import BadRequest, VeilError
+from veil import BadRequest, VeilError
 
 
 class MemoryFileNotFound(VeilError):  # noqa: N818 - named like the core's SessionNotFound

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from veil.core.safety.redaction import has_placeholder
+from veil import has_placeholder
 from veil_memoryfiles.backend import files_for
 from veil_memoryfiles.service import MemoryService
 

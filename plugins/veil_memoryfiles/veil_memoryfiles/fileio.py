@@ -24,14 +24,9 @@ from pathlib import Path
 
 import filelock
 
-from veil.core.atomic import atomic_write_bytes as core_atomic_write
-from veil.core.safety.paths import (
-    VEIL_DIR_NAME,
-    checked,
-    read_bytes_nofollow,
-    refuse_links,
-    remove_interrupted_temps,
-)
+from veil import VEIL_DIR_NAME, read_bytes_nofollow, refuse_links, remove_interrupted_temps
+from veil import atomic_write_bytes as core_atomic_write
+from veil import checked_veil_path as checked
 from veil_memoryfiles.errors import MemoryBusy, MemoryFileInvalid
 
 LOCK_TIMEOUT_S = 30.0

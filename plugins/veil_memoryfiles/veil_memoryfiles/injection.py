@@ -36,8 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
 
-from veil.core.errors import VeilError
-from veil.core.settings import Config
+from veil import Config, VeilError
 from veil_memoryfiles.entries import Entry, MemoryDocument
 from veil_memoryfiles.paths import MEMORY_FILE, Scope, display_path, file_path, scope_dir
 from veil_memoryfiles.tokens import count_tokens

@@ -21,9 +21,8 @@ import os
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Literal
 
-from veil.core.errors import UnsafePath
-from veil.core.safety.paths import checked, veil_dir_of
-from veil.core.settings import validate_agent_name
+from veil import UnsafePath, validate_agent_name, veil_dir_of
+from veil import checked_veil_path as checked
 
 Scope = Literal["agent", "global"]
 SCOPES: tuple[Scope, ...] = ("agent", "global")

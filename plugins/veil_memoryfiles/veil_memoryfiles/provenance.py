@@ -54,17 +54,17 @@ from pathlib import Path
 
 import filelock
 
-from veil.core.app import ensure_gitignore
-from veil.core.atomic import atomic_write_bytes as core_atomic_write
-from veil.core.safety.paths import (
+from veil import (
     append_bytes_nofollow,
-    checked,
+    ensure_gitignore,
     read_bytes_nofollow,
     refuse_links,
     remove_interrupted_temps,
+    user_config_dir,
     veil_dir_of,
 )
-from veil.core.settings import user_config_dir
+from veil import atomic_write_bytes as core_atomic_write
+from veil import checked_veil_path as checked
 from veil_memoryfiles.entries import MemoryDocument, parse
 from veil_memoryfiles.errors import MemoryBusy
 

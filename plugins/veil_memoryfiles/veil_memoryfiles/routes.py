@@ -17,9 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from veil.core.errors import UnsafePath
-from veil.core.settings import validate_agent_name
-from veil.core.types import Route, RouteRequest, RouteResponse
+from veil import Route, RouteRequest, RouteResponse, UnsafePath, validate_agent_name
 from veil_memoryfiles.backend import files_for
 from veil_memoryfiles.entries import count_lines
 from veil_memoryfiles.errors import MemoryFileNotFound

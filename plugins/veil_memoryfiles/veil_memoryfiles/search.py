@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from veil.core.errors import UnsafePath
+from veil import UnsafePath
 from veil_memoryfiles.entries import parse
 from veil_memoryfiles.fileio import check_path, read_text
 from veil_memoryfiles.paths import validate_file_name

@@ -28,8 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from veil.core.errors import BadRequest
-from veil.core.settings import Config, MemorySettings, validate_agent_name
+from veil import BadRequest, Config, MemorySettings, validate_agent_name
 from veil_memoryfiles.backend import DiskFiles, StoreFiles
 from veil_memoryfiles.injection import instruction_file_paths
 from veil_memoryfiles.paths import SCOPES, Scope, display_path, file_path, scope_dir, validate_scope

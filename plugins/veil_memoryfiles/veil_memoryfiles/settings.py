@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from veil.core.settings import SettingsSection
+from veil import SettingsSection
 
 
 class InjectionSettings(SettingsSection):

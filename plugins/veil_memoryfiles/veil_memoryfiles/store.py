@@ -17,8 +17,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Literal
 
-from veil.core.errors import BadRequest
-from veil.core.settings import MAX_ENTRY_BYTES, MAX_FILE_BYTES
+from veil import MAX_ENTRY_BYTES, MAX_FILE_BYTES, BadRequest
 from veil_memoryfiles.archive import append_to_archive, archive_name, plan_archive
 from veil_memoryfiles.dedupe import fact_key, present_keys
 from veil_memoryfiles.entries import (

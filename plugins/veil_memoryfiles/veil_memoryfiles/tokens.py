@@ -15,7 +15,7 @@ def _fallback(text: str) -> int:
 @lru_cache(maxsize=1)
 def _resolve() -> Callable[[str], int]:
     try:
-        from veil.core.models.tokens import count_text_tokens  # written by another part of veil
+        from veil import count_text_tokens  # written by another part of veil
     except ImportError:
         return _fallback
     return count_text_tokens

@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from veil.core.errors import BadRequest
-from veil.core.types import SlashCommand, Tool, ToolContext, ToolResult
+from veil import BadRequest, SlashCommand, Tool, ToolContext, ToolResult
 from veil_memoryfiles.backend import files_for
 from veil_memoryfiles.service import MemoryService
 

@@ -23,7 +23,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from veil.core.settings import Config
+from veil import Config
 from veil_memoryfiles.entries import Entry
 from veil_memoryfiles.injection import _entry_block, _read_sources
 from veil_memoryfiles.paths import MEMORY_FILE, scope_dir

@@ -32,7 +32,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from veil.core.errors import VeilError
+from veil import VeilError
 from veil_proxy.anthropic_view import render, to_view
 from veil_proxy.app import CleanJSONResponse
 from veil_proxy.conversations import (
@@ -68,7 +68,7 @@ def anthropic_error(status: int, message: str, headers: dict[str, str] | None = 
 
 
 def _adapter() -> Any:
-    from veil.core.models.offline import import_litellm
+    from veil import import_litellm
 
     import_litellm()  # the offline environment first
     from litellm.llms.anthropic.messages.adapters.transformation import AnthropicAdapter
@@ -238,7 +238,7 @@ async def count_tokens(request: Request) -> Response:
     prompt and tools as the upstream model counts them (:func:`veil.core.models.tokens.
     count_message_tokens`: exact for OpenAI models, estimated otherwise). This is the size of
     the client's history, not of the fitted prompt veil would send."""
-    from veil.core.models.tokens import count_message_tokens
+    from veil import count_message_tokens
     from veil_proxy.app import ProxyError, read_json
 
     state = request.app.state.proxy

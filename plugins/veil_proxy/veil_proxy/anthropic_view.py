@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from veil.core.jsonio import MAX_DEPTH, loads
-from veil.core.models.tokens import content_text
+from veil import MAX_DEPTH, content_text
+from veil import json_loads as loads
 from veil_proxy.conversations import BadConversation
 from veil_proxy.views import (
     Origin,

@@ -42,11 +42,17 @@ from starlette.routing import Route
 from veil_http.auth import BearerAuth
 from veil_http.hosts import HostCheck, loopback_names
 
-from veil.core.errors import BadRequest, ConfigError, VeilError
-from veil.core.jsonio import MAX_DEPTH, loads
-from veil.core.models.llm import ContextWindowExceededError, message_from_response
-from veil.core.settings import is_loopback
-from veil.core.text import clean_message
+from veil import (
+    MAX_DEPTH,
+    BadRequest,
+    ConfigError,
+    ContextWindowExceededError,
+    VeilError,
+    clean_message,
+    is_loopback,
+    message_from_response,
+)
+from veil import json_loads as loads
 from veil_proxy.conversations import (
     SESSION_HEADER,
     SESSION_ID_HEADER,
@@ -255,7 +261,7 @@ class ProxyState:
         kept: list[str],
         record: bool = True,
     ) -> Fitted:
-        from veil.core.prompt.context import completion_reserve
+        from veil import completion_reserve
 
         harness = conversation.harness
         offered = list(tools or []) + self.offered_memory_tools(conversation)
@@ -304,7 +310,7 @@ class ProxyState:
         (:class:`veil_proxy.native.NativeError`), as :meth:`_refit` does for the litellm path:
         the session learns the window the refusal implies and the prompt is built again; None
         when ``error`` is not such a refusal or the prompt did not get smaller."""
-        from veil.core.models.context_refusal import is_context_refusal, refusal_figures
+        from veil import is_context_refusal, refusal_figures
 
         text = f"{error.message} {json.dumps(error.body) if error.body is not None else ''}"
         if error.status != 400 or not is_context_refusal(text):

@@ -33,10 +33,8 @@ from typing import Any
 
 from filelock import FileLock
 
-from veil.core.jsonio import MAX_DEPTH, loads
-from veil.core.models.tokens import cl100k_count, content_text
-from veil.core.safety.prompt_trust import CLIENT_PROMPT_SOURCE
-from veil.harness import VeilHarness
+from veil import CLIENT_PROMPT_SOURCE, MAX_DEPTH, VeilHarness, cl100k_count, content_text
+from veil import json_loads as loads
 
 SESSION_HEADER = "x-veil-session"
 """Request header naming the conversation (any text up to :data:`MAX_KEY_CHARS` characters)."""

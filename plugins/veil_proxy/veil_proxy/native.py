@@ -29,7 +29,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from veil.core.models.llm import Route, redact
+from veil import ProviderRoute as Route
+from veil import redact
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def provider_of(route: Route, model: str) -> str | None:
     the model name (None when it cannot tell)."""
     if route.type is not None:
         return route.type
-    from veil.core.models.offline import import_litellm
+    from veil import import_litellm
 
     litellm = import_litellm()
     try:

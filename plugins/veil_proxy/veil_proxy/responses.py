@@ -30,7 +30,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from veil.core.errors import VeilError
+from veil import VeilError
 from veil_proxy.conversations import (
     SESSION_HEADER,
     BadConversation,

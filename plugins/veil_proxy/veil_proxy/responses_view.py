@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from veil.core.models.tokens import content_text
+from veil import content_text
 from veil_proxy.conversations import BadConversation
 from veil_proxy.views import Origin, View, originals, same_arguments, same_text, veil_system_part
 

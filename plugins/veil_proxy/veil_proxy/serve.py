@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from veil.cli import store_option
+from veil import store_option
 
 DEFAULT_PORT = 5052
 """The proxy's port (``veil serve`` has 5051, so both can run at once)."""
@@ -38,7 +38,7 @@ def build_server(
     import uvicorn
     from veil_http.serve import check_bind, check_sources
 
-    from veil.core.models.offline import import_litellm
+    from veil import import_litellm
     from veil_proxy.app import create_app
 
     # every request is forwarded through litellm: loaded before the server reports ready, not

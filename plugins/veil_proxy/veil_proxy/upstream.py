@@ -13,10 +13,17 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from veil.core.models.context_refusal import RefusalFigures, is_context_refusal, refusal_figures
-from veil.core.models.llm import Route, _is_retryable, error_body_text, redact
-from veil.core.models.offline import import_litellm
-from veil.core.safety.trust import filter_project_options
+from veil import ProviderRoute as Route
+from veil import (
+    RefusalFigures,
+    error_body_text,
+    filter_project_options,
+    import_litellm,
+    is_context_refusal,
+    is_retryable_error,
+    redact,
+    refusal_figures,
+)
 
 PASSED_PARAMS = (
     "temperature",
@@ -113,7 +120,7 @@ class Upstream:
     def secrets(self) -> list[str]:
         """The providers' keys and the environment's credentials (to redact from error
         text)."""
-        from veil.core.safety.redaction import environment_secrets
+        from veil import environment_secrets
 
         return [r.api_key for r in self.routes if r.api_key] + environment_secrets()
 
@@ -165,7 +172,7 @@ class Upstream:
                 return await litellm.acompletion(**self._kwargs(route, body, messages))
             except Exception as exc:
                 tried.append(self._failure(route, exc))
-                if not _is_retryable(litellm, exc) or route is self.routes[-1]:
+                if not is_retryable_error(litellm, exc) or route is self.routes[-1]:
                     raise self._error(litellm, exc, tried) from None
         raise AssertionError("unreachable: routes is never empty")
 
@@ -195,7 +202,7 @@ class Upstream:
                 return None, _empty()
             except Exception as exc:
                 tried.append(self._failure(route, exc))
-                if not _is_retryable(litellm, exc) or route is self.routes[-1]:
+                if not is_retryable_error(litellm, exc) or route is self.routes[-1]:
                     raise self._error(litellm, exc, tried) from None
         raise AssertionError("unreachable: routes is never empty")
 
@@ -227,7 +234,7 @@ class Upstream:
                 return await litellm.aresponses(stream=stream, **kwargs)
             except Exception as exc:
                 tried.append(self._failure(route, exc))
-                if not _is_retryable(litellm, exc) or route is self.routes[-1]:
+                if not is_retryable_error(litellm, exc) or route is self.routes[-1]:
                     raise self._error(litellm, exc, tried) from None
         raise AssertionError("unreachable: routes is never empty")
 

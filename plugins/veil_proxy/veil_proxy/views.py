@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from veil.core.models.tokens import content_text
+from veil import content_text
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Any
 from veil.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session import Session
-    from veil.core.types import SlashCommand
+    from veil import Session, SlashCommand
 
 
 @hookimpl

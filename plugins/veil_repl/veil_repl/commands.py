@@ -6,8 +6,7 @@ import datetime as dt
 import shutil
 from typing import Any
 
-from veil.core.errors import VeilError
-from veil.core.types import SlashCommand
+from veil import SlashCommand, VeilError
 from veil_repl import display
 
 
@@ -116,7 +115,7 @@ def _summary(session: Any, report: dict[str, Any], status: Any) -> list[str]:
 def _context(session: Any, arg: str) -> str:
     """``/context``: a summary (context use, cache, tiers, what changed since the last request),
     then the live items by score with the answering scorer's own signals."""
-    from veil.core.prompt.context import context_report
+    from veil import context_report
 
     report = context_report(session)
     status = display.active.status if display.active is not None else None

@@ -8,7 +8,7 @@ from typing import Any
 from prompt_toolkit import PromptSession
 from rich.markup import escape
 
-from veil.core.safety.permissions import PROMPT_CHOICES, PermissionRequest, parse_answer
+from veil import PROMPT_CHOICES, PermissionRequest, parse_answer
 
 active: PermissionPrompt | None = None
 """The prompt of the running REPL, or None (``ask_permission`` then leaves the call to the

@@ -10,9 +10,7 @@ from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.utils import is_dumb_terminal
 from rich.markup import escape
 
-from veil.core import background
-from veil.core.errors import SessionConflict, UnsafeVeilPath, VeilError
-from veil.core.safety.paths import veil_file
+from veil import SessionConflict, UnsafeVeilPath, VeilError, start_loader, veil_file
 from veil_repl import display, permission
 from veil_repl.history import RedactedFileHistory, kept_text
 from veil_repl.status import ContextStatus
@@ -33,7 +31,7 @@ def last_exchanges(
     """The last ``count`` exchanges of a history: ``(user text, final answer text, tool calls
     made)`` in order, an exchange being a user message and the messages up to the next one.
     veil's own context notes (:data:`veil.core.prompt.context.NOTE_PREFIX`) are not user messages."""
-    from veil.core.prompt.context import NOTE_PREFIX
+    from veil import NOTE_PREFIX
 
     exchanges: list[tuple[str, str, int]] = []
     for message in messages:
@@ -137,7 +135,7 @@ class Repl:
     def refresh_status(self) -> str:
         """Recompute the status line (model and window after a /model, tier counts) and return
         it; called before each prompt, not at each redraw (tier counts are a query)."""
-        from veil.core.prompt.context import context_report
+        from veil import context_report
 
         try:
             model = self.veil.llm.model_for("main", self.session.model)
@@ -264,7 +262,7 @@ class Repl:
         if self._warm_up_started:
             return
         self._warm_up_started = True
-        background.start_loader("veil-warm-up", lambda: warm_up(self.veil, self.session.model))
+        start_loader("veil-warm-up", lambda: warm_up(self.veil, self.session.model))
 
     def run(self) -> None:
         """Loop until /exit or Ctrl-D."""

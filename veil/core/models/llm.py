@@ -245,7 +245,7 @@ class Route:
         return f"{self.type}/{model}"
 
 
-def _is_retryable(litellm: Any, exc: BaseException) -> bool:
+def is_retryable_error(litellm: Any, exc: BaseException) -> bool:
     """Connection errors, timeouts, rate limits and 5xx move on to the next provider."""
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
@@ -437,7 +437,9 @@ class LiteLLMModel:
                         f"the prompt is longer than {model}'s context window: {text}",
                         refusal_figures(raw),
                     ) from None
-                retry = getattr(exc, "retryable", False) if direct else _is_retryable(litellm, exc)
+                retry = (
+                    getattr(exc, "retryable", False) if direct else is_retryable_error(litellm, exc)
+                )
                 if not retry or streamed[0]:
                     break
         tried = "; ".join(failures)

@@ -46,7 +46,14 @@ from veil.core.plugins import answering_plugins, checked_list, checked_scores, r
 from veil.core.prompt import compaction
 from veil.core.prompt.elision import elide_repeats
 from veil.core.prompt.items import ItemBatch
-from veil.core.types import ContextItem, EvictionPlan, LazyScores, Message, PromptSection
+from veil.core.types import (
+    ContextItem,
+    EvictionOutcome,
+    EvictionPlan,
+    LazyScores,
+    Message,
+    PromptSection,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
@@ -56,6 +63,8 @@ Use the tools to read, search, edit and run code; do not guess file contents. Ke
 When you are done, answer the user plainly. Today is {date}."""
 
 SUMMARY_PREFIX = "Summary of the earlier part of this conversation (compacted):\n"
+"""First line of the message that stands for the compacted part of the history (the
+session's ``compact_summary`` follows it)."""
 NOTE_PREFIX = "[veil context note, not from the user]\n"
 """First line of the context note (:func:`build_prompt`): the model must not take it for the
 user's words."""
@@ -563,7 +572,6 @@ def _message_tokens(session: Session, messages: list[Message]) -> int:
     return session.count_tokens(messages)
 
 
-MASK_TEXT = "[observation masked]"
 MAX_EVICTION_ROUNDS = 5
 
 
@@ -589,18 +597,15 @@ def _masked(
     hides leave the live set for the warm tier (reason ``masked``): what the model sees of them
     is the mask, so eviction must not count them again. ``budget``: see :func:`_stubbed`."""
     idxs, msgs = _stubbed(session, budget, others)
-    masked = fitted_messages(session, msgs, session.compact_size)
-    if masked is None:
+    fitted = _fit_prompt_hook(session, msgs, session.compact_size)
+    if fitted is None:
         out, out_idx = repair_indexed(msgs, list(idxs))
         return out_idx, out
-    hidden = {
-        idx
-        for idx, before, after in zip(idxs, msgs, masked, strict=True)
-        if after.get("content") == MASK_TEXT and before.get("content") != MASK_TEXT
-    }
+    masked, positions = fitted
+    hidden = {idxs[k] for k in positions}
     if hidden:
         session.mask_items(hidden)
-    kept_idx, kept = _collapse(session, idxs, masked)
+    kept_idx, kept = _collapse(session, idxs, masked, {idxs[k] for k in positions})
     out, out_idx = repair_indexed(kept, kept_idx)
     return out_idx, out
 
@@ -619,12 +624,43 @@ def fitted_messages(
         messages: what is about to be sent after the summary (no system prompt).
         first_index: index in ``session.messages`` of ``messages[0]``; None when the messages
             are not the session's history.
+
+    Raises:
+        PluginResultInvalid: an implementation returned something other than a list of
+            positions in ``messages`` (see :func:`_fit_prompt_hook`).
     """
-    hook = session.veil.pm.hook.fit_prompt
-    if not hook.get_hookimpls():
+    fitted = _fit_prompt_hook(session, messages, first_index)
+    return None if fitted is None else fitted[0]
+
+
+_POSITIONS = "a list of positions in messages (int) or None"
+
+
+def _fit_prompt_hook(
+    session: Session, messages: list[Message], first_index: int | None
+) -> tuple[list[Message], set[int]] | None:
+    """:func:`fitted_messages`, with the positions the implementations report as masked: tool
+    results replaced so that the model sees nothing of them (each implementation returns its
+    own; their union). None as :func:`fitted_messages`.
+
+    Raises:
+        PluginResultInvalid: an answer is not a list of ints in ``range(len(messages))``.
+    """
+    pm = session.veil.pm
+    if not pm.hook.fit_prompt.get_hookimpls():
         return None
     out = list(messages)
-    hook(session=session, messages=out, first_index=first_index)
+    masked: set[int] = set()
+    for plugin, answer in results_by_plugin(
+        pm, "fit_prompt", session=session, messages=out, first_index=first_index
+    ):
+        positions = checked_list(plugin, "fit_prompt", answer, int, _POSITIONS)
+        wrong = [k for k in positions if isinstance(k, bool) or not 0 <= k < len(messages)]
+        if wrong:
+            raise PluginResultInvalid(
+                plugin, "fit_prompt", f"a list holding {wrong[0]!r}", _POSITIONS
+            )
+        masked.update(positions)
     if len(out) != len(messages):
         session.emit(
             "warning",
@@ -634,7 +670,7 @@ def fitted_messages(
             ),
         )
         return None
-    return out
+    return out, masked
 
 
 def prompt_view(session: Session) -> tuple[list[int | None], list[Message]]:
@@ -647,12 +683,13 @@ def prompt_view(session: Session) -> tuple[list[int | None], list[Message]]:
 
 
 def _collapse(
-    session: Session, idxs: list[int], messages: list[Message]
+    session: Session, idxs: list[int], messages: list[Message], masked: set[int] = frozenset()
 ) -> tuple[list[int], list[Message]]:
     """Drop whole steps that left the prompt: an assistant turn that was evicted together with
     every result of its tool calls (evicted or masked) is not sent at all, call and results
     alike, so stubs do not pile up (each would cost ~15 tokens forever). The manifest counts
-    them; ``veil_recall`` / ``veil_history`` find them; nothing leaves the store. Returns the
+    them; ``veil_recall`` / ``veil_history`` find them; nothing leaves the store. ``masked``:
+    the stored indices of the results a ``fit_prompt`` implementation masked. Returns the
     stored indices of what is kept, and the messages."""
     # an excerpt still shows lines of its message: only plain stubs collapse
     excerpted = session.excerpt_indices()
@@ -669,9 +706,7 @@ def _collapse(
         if (
             msg.get("role") == "assistant"
             and idx in stubs
-            and all(
-                idxs[k] in stubs or messages[k].get("content") == MASK_TEXT for k in range(i + 1, j)
-            )
+            and all(idxs[k] in stubs or idxs[k] in masked for k in range(i + 1, j))
         ):
             collapsed += 1
         else:
@@ -682,11 +717,11 @@ def _collapse(
     return out_idx, out
 
 
-def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> list[str]:
+def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> EvictionOutcome:
     """Score live items and apply the eviction plan (``score`` then ``evict`` hooks).
 
     Does nothing when the context layer is off (no scorer or no eviction policy loaded).
-    Returns notes for front ends.
+    Returns what moved, with the notes for front ends.
 
     Raises:
         PluginResultInvalid: the ``evict`` answer is not an
@@ -698,7 +733,7 @@ def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> l
     """
     veil = session.veil
     if not veil.context_layer_on or not session.live_items:
-        return []
+        return EvictionOutcome()
     now = session.clock()
     items = session.live_items
 
@@ -737,8 +772,8 @@ def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> l
     if plan is not None:
         _spare_protected(session, plan)
     if plan is None or not (plan.to_warm or plan.to_cold or plan.to_live):
-        return list(plan.report) if plan else []
-    return session.apply_eviction(plan)
+        return EvictionOutcome(notes=tuple(plan.report) if plan else ())
+    return session.apply_eviction_plan(plan)
 
 
 def _spare_protected(session: Session, plan: Any) -> None:
@@ -841,8 +876,8 @@ def _fit(
             moved = manage_pressure(session, budget + allowance, used)
         finally:
             session.page_in_open = False
-        notes += moved
-        if not any(n.startswith(("evicted", "paged in")) for n in moved):
+        notes += moved.notes
+        if not moved.moved:  # nothing left or came back: another round would change nothing
             break
         moved_any = True
         full, messages, saved, _, idxs = _view(session, budget)

@@ -37,6 +37,7 @@ from pathlib import Path
 from veil.core.errors import UnsafeVeilPath
 
 VEIL_DIR_NAME = ".veil"
+"""The folder in a project that holds veil's files (settings, context.db, memory files)."""
 
 TEMP_NAME_RE = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp$")
 """Names :func:`tempfile.mkstemp` gives with ``prefix=".<name>."`` and ``suffix=".tmp"`` (its

@@ -24,10 +24,7 @@ from typing import TYPE_CHECKING, Any
 from veil.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.app import Veil
-    from veil.core.session_api import PluginSession
-    from veil.core.store import Store
-    from veil.core.types import PromptSection
+    from veil import PluginSession, PromptSection, Store, Veil
     from veil.default_plugins.beliefs.store import BeliefStore
 
 _stores: weakref.WeakKeyDictionary[Any, BeliefStore] = weakref.WeakKeyDictionary()
@@ -80,7 +77,7 @@ def resolve_conflict(session: PluginSession | None, conflict_id: str, keep: str)
     return belief_store(session.veil).resolve(session, conflict_id, keep)
 
 
-@hookimpl
+@hookimpl(optionalhook=True)  # declared by the plugin that fires it
 def rebuild_derived(store: Store) -> list[str]:
     """Rebuild the belief tables from the event log alone (:meth:`BeliefStore.rebuild`)."""
     from veil.default_plugins.beliefs.store import BeliefStore
@@ -109,7 +106,7 @@ def capture(session: PluginSession, event: Any) -> list:
 def conflicts_section(session: Any) -> PromptSection | None:
     """Open belief conflicts for the model to settle (None when there are none): a volatile
     section sent in the context note, order 850 (before the manifest's 900)."""
-    from veil.core.types import PromptSection
+    from veil import PromptSection
 
     conflicts = belief_store(session.veil).open_conflicts()
     if not conflicts:
@@ -147,7 +144,7 @@ def _beliefs_text(session: Any, arg: str) -> str:
 @hookimpl
 def register_slash_commands(veil: Any) -> list:
     """``/beliefs [all]``: beliefs with provenance and open conflicts."""
-    from veil.core.types import SlashCommand
+    from veil import SlashCommand
 
     return [
         SlashCommand(
@@ -159,7 +156,7 @@ def register_slash_commands(veil: Any) -> list:
 
 
 def _beliefs_route(req: Any) -> Any:
-    from veil.core.types import RouteResponse
+    from veil import RouteResponse
 
     beliefs = belief_store(req.veil)
     include = req.query.get("include_retracted", "false").lower() in ("1", "true", "yes")
@@ -191,10 +188,10 @@ _BELIEF = {
 }
 
 
-@hookimpl
+@hookimpl(optionalhook=True)  # declared by the plugin that fires it
 def register_routes(veil: Any) -> list:
     """``GET /beliefs``: beliefs (``?include_retracted=true`` for all) and open conflicts."""
-    from veil.core.types import Route
+    from veil import Route
 
     return [
         Route(

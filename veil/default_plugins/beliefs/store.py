@@ -42,17 +42,14 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from veil.core.errors import BadRequest
-from veil.core.store import belief_tables as tables
-from veil.core.store.context_db import insert_event
-from veil.core.types import new_id
+from veil import BadRequest, insert_event, new_id
+from veil import belief_tables as tables
 from veil.default_plugins.beliefs.claims import PATTERNS, Claim, contradicts, parse_claim
 
 __all__ = ["PATTERNS", "BeliefStore", "Claim", "facts_in_tool_output", "parse_claim"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session_api import PluginSession
-    from veil.core.store import Store
+    from veil import PluginSession, Store
 
 log = logging.getLogger(__name__)
 

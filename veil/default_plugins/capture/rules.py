@@ -17,18 +17,19 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from veil.core.context_ops import touch_related
-from veil.core.prompt.tags import (
+from veil import (
+    CaptureEvent,
+    ContextItem,
     content_identifiers,
+    context_ops,
     distinct_runs,
     extract_tags,
     extract_targets,
     tags_text,
 )
-from veil.core.types import CaptureEvent, ContextItem
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session_api import PluginSession
+    from veil import PluginSession
 
 _CORRECTION = re.compile(
     r"^\s*(no\b|nope\b|actually\b|wrong\b|that'?s (not|wrong)|don'?t\b|do not\b|stop\b|instead\b|"
@@ -103,7 +104,7 @@ def capture_event(session: PluginSession, event: CaptureEvent) -> list[ContextIt
         tags = extract_tags(tags_text(rendered, runs))
         targets = extract_targets(rendered, runs=runs)
         session.note_turn(tags)
-        touch_related(session, targets)
+        context_ops.touch_related(session, targets)
         return [
             ContextItem(
                 content=rendered,

@@ -43,11 +43,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from veil.core.atomic import atomic_write_bytes
-from veil.core.safety.permissions import PathDenial, path_denial
-from veil.core.safety.processes import KILL_GRACE_SECONDS as KILL_GRACE_SECONDS  # re-exported
-from veil.core.safety.processes import finished, kill_group, signal_group, start_group
-from veil.core.types import Tool, ToolContext, ToolEffect, ToolResult
+from veil import (
+    PathDenial,
+    Tool,
+    ToolContext,
+    ToolEffect,
+    ToolResult,
+    atomic_write_bytes,
+    kill_group,
+    path_denial,
+    signal_group,
+    start_group,
+)
+from veil import process_finished as finished
 
 NOISE_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__", ".veil"})
 """Folders ``grep`` and ``ls`` never enter: version control, environments, caches, veil's own."""
@@ -485,6 +493,14 @@ def _encode_utf8(field: str, text: str) -> bytes:
         raise _ArgumentError(field, f"cannot be encoded as UTF-8 ({exc.reason})") from exc
 
 
+def _holds_placeholder(text: str) -> bool:
+    """Whether ``text`` holds a redaction placeholder (:data:`veil.PLACEHOLDER_PATTERN`; the
+    redaction module is imported on the first write, not when the tools load)."""
+    from veil import has_placeholder
+
+    return has_placeholder(text)
+
+
 def _refuse_new_placeholders(ctx: ToolContext, field: str, before: str, after: str) -> None:
     """Refuse a write that adds redaction placeholders to a file.
 
@@ -497,9 +513,9 @@ def _refuse_new_placeholders(ctx: ToolContext, field: str, before: str, after: s
     Raises:
         _ArgumentError: ``after`` holds more placeholders than ``before`` (names ``field``).
     """
-    if "[redacted:" not in after or not ctx.session.veil.redactor.enabled:
+    if not _holds_placeholder(after) or not ctx.session.veil.redactor.enabled:
         return
-    from veil.core.safety.redaction import placeholders
+    from veil import placeholders
 
     added = placeholders(after) - placeholders(before)
     if added:
@@ -528,7 +544,7 @@ def _run_write(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     data = _encode_utf8("content", content)
     if path.is_dir():
         raise _ToolFailureError(f"{shown}: is a directory", meta)
-    if "[redacted:" in content:
+    if _holds_placeholder(content):
         _refuse_new_placeholders(ctx, "content", _current_text(path), content)
     existed = path.exists()
     try:
@@ -604,7 +620,7 @@ def _run_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     replacement = _with_eol(new, eol)
     first_line = text.count("\n", 0, text.index(needle)) + 1
     updated = text.replace(needle, replacement, -1 if replace_all else 1)
-    if "[redacted:" in new:
+    if _holds_placeholder(new):
         _refuse_new_placeholders(ctx, "new_string", text, updated)
     data = bom + _encode_utf8("new_string", updated)
     try:

@@ -11,9 +11,19 @@ it. Its modules are imported only when ``veil doctor`` runs.
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from veil.hookspecs import hookimpl
+
+
+@hookimpl
+def register_hookspecs() -> list[Any]:
+    """The hook this plugin fires (``rebuild_derived``: :mod:`veil.default_plugins.doctor.hookspecs`)."""
+    from veil.default_plugins.doctor import hookspecs
+
+    return [hookspecs]
 
 
 @hookimpl

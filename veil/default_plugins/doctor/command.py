@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from veil.core.errors import ConfigError, PluginHookFailed, VeilError
+from veil import ConfigError, PluginHookFailed, VeilError
 
 
 def add_doctor_command(cli: click.Group) -> None:
@@ -31,7 +31,7 @@ def add_doctor_command(cli: click.Group) -> None:
         """Check the project's store (.veil/context.db, or the store.url PostgreSQL project):
         SQLite's integrity check, and every row veil reads. With --repair, damaged rows are moved aside (kept in a quarantine table, never
         deleted). Exits 1 when problems remain."""
-        from veil.core.settings import load_config
+        from veil import load_config
         from veil.default_plugins.doctor import store_check
 
         try:
@@ -76,7 +76,7 @@ def _rebuild_derived(pm: Any, store: Any) -> list[list[str]]:
     Raises:
         PluginResultInvalid: an answer is not a list of str (naming the plugin).
     """
-    from veil.core.plugins import checked_list, results_by_plugin
+    from veil import checked_list, results_by_plugin
 
     return [
         checked_list(plugin, "rebuild_derived", answer, str, "a list of str or None", single=True)

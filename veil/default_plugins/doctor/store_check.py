@@ -37,8 +37,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from veil.core.store import connection, raw_rows
-from veil.core.store import row_codec as rows
+from veil import connect_sqlite, raw_rows
+from veil import row_codec as rows
 
 
 @dataclass
@@ -213,7 +213,7 @@ def check_store(path: str) -> DoctorReport:
     Raises:
         sqlite3.DatabaseError: the file is not a SQLite database.
     """
-    conn = connection.connect(path)
+    conn = connect_sqlite(path)
     try:
         return _check(conn, path)
     finally:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from veil.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session_api import PluginSession
+    from veil import PluginSession
 
 
 @hookimpl

@@ -16,10 +16,10 @@ from collections import Counter
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from veil.core.types import ContextItem, PromptSection
+from veil import ContextItem, PromptSection
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.session_api import PluginSession
+    from veil import PluginSession
 
 MANIFEST_SHARE = 0.05
 MANIFEST_ORDER = 900

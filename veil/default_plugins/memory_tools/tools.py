@@ -10,16 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from veil.core.errors import BadRequest
-from veil.core.types import ITEM_KINDS, Tool, ToolContext, ToolResult
+from veil import ITEM_KINDS, BadRequest, Tool, ToolContext, ToolResult
 
 
 class _ContextOps:
-    """:mod:`veil.core.context_ops`, imported at the first memory tool call: it brings numpy,
+    """:mod:`veil.context_ops`, imported at the first memory tool call: it brings numpy,
     which a project opened for a REPL prompt or ``veil plugins`` does not need yet (issue 30)."""
 
     def __getattr__(self, name: str) -> Any:
-        from veil.core import context_ops
+        from veil import context_ops
 
         return getattr(context_ops, name)
 

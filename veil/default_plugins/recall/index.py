@@ -32,14 +32,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from veil.core.store import recall_tables as sql
-from veil.core.tiers import SEARCHABLE_TIERS, decompress
+from veil import SEARCHABLE_TIERS, decompress
+from veil import recall_tables as sql
 from veil.default_plugins.recall.catalog import Catalog, RowState
 from veil.default_plugins.recall.vector_index import VectorIndex
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.models.embedder import CachedEmbedder
-    from veil.core.tiers import Tiers
+    from veil import CachedEmbedder, Tiers
 
 
 def _meta_text(tags: list[str], targets: list[str], kind: str) -> str:

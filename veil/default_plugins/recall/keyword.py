@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from veil.core.store.dialect import fts5_match
+from veil import fts5_match
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 ITEM_ID = re.compile(r"\bitem_[0-9a-f]{12}\b")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from veil.default_plugins.recall.search import Recall
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.app import Veil
+    from veil import Veil
 
 _by_veil: weakref.WeakKeyDictionary[Veil, Recall] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()

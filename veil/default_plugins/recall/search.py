@@ -15,17 +15,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from veil.core.models.embedder import EmbeddingUnavailableError
-from veil.core.store import recall_tables as sql
-from veil.core.tiers import cold_text
-from veil.core.types import RecallHit
+from veil import EmbeddingUnavailableError, RecallHit, cold_text
+from veil import recall_tables as sql
 from veil.default_plugins.recall import fusion
 from veil.default_plugins.recall.index import RecallIndex
 from veil.default_plugins.recall.keyword import item_ids_in, query_terms
 
 if TYPE_CHECKING:  # pragma: no cover
-    from veil.core.models.embedder import CachedEmbedder
-    from veil.core.tiers import Tiers
+    from veil import CachedEmbedder, Tiers
 
 META_WEIGHT = 0.5
 """BM25 weight of the ``meta`` column (tags, targets, kind) against 1.0 for the content."""

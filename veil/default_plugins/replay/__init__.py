@@ -32,9 +32,19 @@ Modules (each imported only when ``veil replay`` runs, so loading the plugin cos
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from veil.hookspecs import hookimpl
+
+
+@hookimpl
+def register_hookspecs() -> list[Any]:
+    """The hook this plugin fires (``replay_report``: :mod:`veil.default_plugins.replay.hookspecs`)."""
+    from veil.default_plugins.replay import hookspecs
+
+    return [hookspecs]
 
 
 @hookimpl

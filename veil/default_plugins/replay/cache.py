@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from veil.core.errors import BadRequest
+from veil import BadRequest
 
 CACHE_PRICE = 0.1
 """Price of a cached input token relative to an uncached one: what Anthropic (cache reads

@@ -13,8 +13,7 @@ from typing import Any
 
 import click
 
-from veil.cli import store_option
-from veil.core.errors import PluginHookFailed, VeilError
+from veil import PluginHookFailed, VeilError, store_option
 from veil.default_plugins.replay.sessions import AGENTS
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from veil.core.models.tokens import cl100k_count, content_text
+from veil import cl100k_count, content_text
 
 
 class TokenCounter:

@@ -34,8 +34,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from veil.core.errors import BadRequest
-from veil.core.jsonio import loads
+from veil import BadRequest
+from veil import json_loads as loads
 from veil.default_plugins.replay import (
     format_claude_code,
     format_codex,

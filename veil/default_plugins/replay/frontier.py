@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veil.core.errors import BadRequest
+from veil import BadRequest
 from veil.default_plugins.replay.cache import effective_tokens
 
 if TYPE_CHECKING:  # pragma: no cover

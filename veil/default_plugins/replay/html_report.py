@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from veil.core.errors import BadRequest
+from veil import BadRequest
 from veil.default_plugins.replay.cache import effective_tokens
 
 PAGE = "index.html"

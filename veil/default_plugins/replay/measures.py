@@ -28,7 +28,7 @@ Definitions from DESIGN.md "Measures" (the contract other implementations of the
 
 from __future__ import annotations
 
-from veil.core.prompt.tags import identifier_tokens
+from veil import identifier_tokens
 from veil.default_plugins.replay.formats import Trajectory
 
 __all__ = [

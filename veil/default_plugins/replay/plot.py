@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from veil.core.errors import BadRequest, VeilError
+from veil import BadRequest, VeilError
 
 MAX_FILES = 4
 """Files plotted by default (a row each)."""

@@ -8,8 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from veil.core.errors import BadRequest, PluginResultInvalid
-from veil.core.plugins import results_by_plugin
+from veil import BadRequest, PluginResultInvalid, results_by_plugin
 from veil.default_plugins.replay.cache import CACHE_PRICE
 from veil.default_plugins.replay.formats import EmptyTrajectory, Trajectory, load_trajectory
 from veil.default_plugins.replay.html_report import dollars, format_dollars

@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from veil.core.errors import BadRequest
+from veil import BadRequest
 from veil.default_plugins.replay.baselines import (
     MASKING_BLOCK,
     MASKING_KEEP,

@@ -23,7 +23,7 @@ import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 
-from veil.core.errors import BadRequest
+from veil import BadRequest
 
 AGENTS = ("claude-code", "codex", "pi")
 """The agents ``--from`` knows."""

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from veil.core.errors import BadRequest
-from veil.core.jsonio import loads
+from veil import BadRequest
+from veil import json_loads as loads
 
 FormatName = Literal[
     "mini-swe-agent", "swe-agent", "openhands", "openhands-v1", "claude-code", "codex", "pi"

@@ -29,12 +29,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from veil.core import turn
-from veil.core.models.llm import LLM, Completion
-from veil.core.models.tokens import cl100k_count
-from veil.core.prompt.context import build_prompt
-from veil.core.prompt.excerpts import shown_lines
-from veil.core.types import ToolResult, seeded_ids
+from veil import (
+    LLM,
+    Completion,
+    ToolResult,
+    build_prompt,
+    cl100k_count,
+    end_iteration,
+    record_assistant,
+    record_tool_call,
+    record_tool_result,
+    record_user,
+    seeded_ids,
+    shown_lines,
+)
 from veil.default_plugins.capture.rules import assistant_text
 from veil.default_plugins.replay.formats import Trajectory
 from veil.default_plugins.replay.measures import SEPARATOR, identifier_tokens
@@ -195,8 +203,7 @@ class VeilReplayPolicy:
         summariser: Any = None,
         budget_from_window: bool = False,
     ) -> None:
-        from veil.core.app import open_veil
-        from veil.core.settings import load_config
+        from veil import load_config, open_veil
 
         config = load_config(project_dir)
         settings = config.settings
@@ -306,14 +313,14 @@ class VeilReplayPolicy:
         session.step = t + 1
         session.clock_override = self._time(t)
         msg = self._assistant_message(t)
-        idx = turn.record_assistant(session, msg)
+        idx = record_assistant(session, msg)
         if step.observation is None:
             return
         call_id, args = f"call_{t}", {"command": step.action}
-        turn.record_tool_call(session, session.messages[idx], "bash", call_id, args)
+        record_tool_call(session, session.messages[idx], "bash", call_id, args)
         result = ToolResult(step.observation, outcome=_outcome(step.observation))
-        turn.record_tool_result(session, "bash", call_id, result, args)
-        turn.end_iteration(session, t + 1)
+        record_tool_result(session, "bash", call_id, result, args)
+        end_iteration(session, t + 1)
 
     def prompt_for_step(self, traj: Trajectory, t: int) -> tuple[list[dict[str, Any]], str]:
         """The prompt veil would send for step ``t`` and the text references may match. Item
@@ -326,7 +333,7 @@ class VeilReplayPolicy:
         session = self.session
         if not self._task_sent:
             session.clock_override = self._time(0)
-            turn.record_user(session, traj.task)  # at step 0: no step is ingested yet
+            record_user(session, traj.task)  # at step 0: no step is ingested yet
             self._task_sent = True
         while self.ingested < t:
             self._embed_turns_in_one_batch()
