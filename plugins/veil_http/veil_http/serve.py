@@ -25,6 +25,12 @@ import click
 from veil import ConfigError, stop_tool_processes, store_option
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+GRACEFUL_SHUTDOWN_S = 2.0
+"""Seconds a stopping server (SIGTERM, Ctrl-C) waits for requests in flight before it cancels
+them (uvicorn's ``timeout_graceful_shutdown``; its default, None, waits for ever). A turn waiting
+on a slow provider kept ``veil serve`` alive until the provider answered (37 s in one try);
+tool commands are killed at once either way. The same limit holds for ``veil proxy``."""
 """Loopback host names (:data:`veil.core.settings.LOOPBACK_HOSTS`, not imported from there so
 that ``veil --help``, which lists ``veil serve``, does not load the settings models)."""
 
@@ -159,7 +165,13 @@ def build_server(veil: Any, host: str | None = None, port: int | None = None) ->
     check_bind(host, token)
     app = create_app(veil, token=token, host=host)
     config = uvicorn.Config(
-        app, host=host.strip("[]"), port=port, log_level="info", lifespan="off", server_header=False
+        app,
+        host=host.strip("[]"),
+        port=port,
+        log_level="info",
+        lifespan="off",
+        server_header=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
     return _server_class()(config)
 

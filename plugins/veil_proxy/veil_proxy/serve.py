@@ -36,7 +36,7 @@ def build_server(
             for or guard.
     """
     import uvicorn
-    from veil_http.serve import check_bind, check_sources
+    from veil_http.serve import GRACEFUL_SHUTDOWN_S, check_bind, check_sources
 
     from veil import import_litellm
     from veil_proxy.app import create_app
@@ -56,7 +56,13 @@ def build_server(
         veil, token=token, host=host, upstream_model=upstream_model, memory_tools=memory_tools
     )
     config = uvicorn.Config(
-        app, host=host.strip("[]"), port=port, log_level="info", lifespan="off", server_header=False
+        app,
+        host=host.strip("[]"),
+        port=port,
+        log_level="info",
+        lifespan="off",
+        server_header=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
     return uvicorn.Server(config)
 
