@@ -42,13 +42,6 @@ FINISH_WAIT_S = 0.25
 still inside a C extension's load can neither hang the exit nor be harmed by it; the short wait
 only lets one between two imports end by itself."""
 
-THREADS_WAIT_S = 2.0
-"""Longest :func:`finish` waits for threads that are not daemons (a server's turn still waiting
-on its provider, a write-behind flush) before it leaves anyway. A turn cut off there loses only
-its unfinished step: the store commits whole transactions, and its user message stays stored.
-Without the limit a SIGTERM'd ``veil serve`` lived until a slow provider answered (37 s in one
-try; issue 30: every exit within 5 s)."""
-
 
 class LoaderStopped(BaseException):
     """Raised by an import in a loader thread once the process is ending. A BaseException, so
@@ -173,7 +166,7 @@ def finish(code: int) -> NoReturn:
 
     1. stop the loaders (:func:`stop_loaders`, up to :data:`FINISH_WAIT_S`) and wait for the
        other threads that are not daemons, as the interpreter would (``threading._shutdown``,
-       which it calls), up to :data:`THREADS_WAIT_S`;
+       which it calls);
     2. close litellm's clients (:func:`close_litellm_clients`) and the ``openai`` SDK's
        (:func:`close_openai_clients`);
     3. run the :mod:`atexit` handlers (veil's own: the tool commands killed; the log handlers
@@ -192,13 +185,7 @@ def finish(code: int) -> NoReturn:
     # is not a daemon
     wait_for_threads = getattr(threading, "_shutdown", None)
     if wait_for_threads is not None and threading.current_thread() is threading.main_thread():
-        # on a thread of its own (``_shutdown`` allows that: it then leaves the main thread
-        # alone), so a thread blocked in a socket read cannot hold the exit past the limit
-        waiter = threading.Thread(target=wait_for_threads, name="veil-exit-join", daemon=True)
-        waiter.start()
-        waiter.join(THREADS_WAIT_S)
-        if waiter.is_alive():
-            log.debug("threads still running at exit after %.1f s", THREADS_WAIT_S)
+        wait_for_threads()
     close_litellm_clients()
     close_openai_clients()
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)  # what Py_FinalizeEx calls

@@ -30,6 +30,7 @@ from veil_http.schemas import (
     SessionSummary,
     TurnOut,
 )
+from veil_http.turn_threads import run_in_daemon_thread
 
 TAG = "sessions"
 
@@ -168,7 +169,7 @@ async def post_message(request: Request) -> Response:
     A convergence halt is ``status: "halted"`` with its ``reason`` (still a 200: the turn ran).
     """
     body = await parse_body(request, PostMessage, required=True)
-    out = await run_in_threadpool(
+    out = await run_in_daemon_thread(
         run_message,
         veil_of(request),
         request.path_params["session_id"],
@@ -189,7 +190,7 @@ def _compact(veil: Any, session_id: str, instructions: str | None) -> dict[str, 
 async def compact_session(request: Request) -> Response:
     """Seed 000's defaultCompaction, on demand (``POST /sessions/:id/compact``)."""
     body = await parse_body(request, CompactBody, required=False)
-    result = await run_in_threadpool(
+    result = await run_in_daemon_thread(
         _compact, veil_of(request), request.path_params["session_id"], body.instructions
     )
     return answer(request, CompactOut.model_validate(result))

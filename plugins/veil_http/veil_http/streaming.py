@@ -25,6 +25,7 @@ from veil_http.api import parse_body
 from veil_http.errors import Redactor, jsonable
 from veil_http.schemas import PostMessage
 from veil_http.sessions import run_message, veil_of
+from veil_http.turn_threads import run_in_daemon_thread
 
 log = logging.getLogger("veil_http")
 
@@ -125,7 +126,7 @@ async def stream_message(request: Request) -> Response:
             deliver(_END)
 
     # Keep a reference: a client that leaves cancels the response, not the turn.
-    task = asyncio.ensure_future(run_in_threadpool(work))
+    task = asyncio.ensure_future(run_in_daemon_thread(work))
     tasks: set[Any] = request.app.state.tasks
     tasks.add(task)
     task.add_done_callback(tasks.discard)
