@@ -43,6 +43,7 @@ def test_every_default_plugin_is_listed_under_its_own_name(make_veil):
         "veil.memory_tools",
         "veil.capture",
         "veil.manifest",
+        "veil.elision",
         "veil.recall",
         "veil.beliefs",
         "veil.replay",

@@ -393,8 +393,8 @@ def fit_prompt(
     (``veil_compaction``'s observation masking answers it). The order of what the core does to
     them (DESIGN.md "One turn, as data flows"): 1. ``fit_prompt`` (pluggy's call order: last
     registered first, ``tryfirst`` / ``trylast`` move one); 2. collapsing the steps that left
-    the prompt whole; 3. elision of repeated lines when over the budget
-    (``context.elideRepeats``); 4. eviction (``score``, ``evict``); 5. full compaction
+    the prompt whole; 3. ``elide_messages`` (repeated lines when over the budget,
+    ``context.elideRepeats``); 4. eviction (``score``, ``evict``); 5. full compaction
     (``summarise``) over ``compaction.threshold`` x the window; 6. the last resort, cutting
     results behind pointers to fit the window.
 
@@ -414,6 +414,32 @@ def fit_prompt(
         call was evicted and whose results are all stubbed or masked is left out whole. The
         core reads these positions, never the text that replaced a result; anything but a list
         of positions in ``messages`` is :class:`~veil.core.errors.PluginResultInvalid`.
+    """
+
+
+@hookspec(firstresult=True)
+def elide_messages(
+    session: PluginSession, messages: list[Message], budget_tokens: int
+) -> list[Message] | None:
+    """Rewrite the kept messages losslessly before eviction is asked to free room (firstresult:
+    the first answer is used).
+
+    Called by the core at a change moment only (an eviction pass, a masking block, a compaction,
+    a message already sent that now reads differently, or messages over ``budget_tokens``),
+    after ``fit_prompt`` and the collapse of the steps that left the prompt. What it returns is
+    sent unchanged at every later call until the next change moment, new messages appended as
+    they come, so the prompt's prefix stays put; the core counts what it saved and lets eviction
+    use that room. Default plugin ``veil.elision`` answers it with repeated-line elision when
+    ``context.elideRepeats`` is on; blocked, nothing is elided.
+
+    :param session: the session whose prompt is being built.
+    :param messages: the kept messages as they would be sent (masked, stubbed, steps that left
+        the prompt collapsed, pairing repaired; no system prompt, summary or note). Do not change
+        them: return new dicts.
+    :param budget_tokens: the tokens the kept messages may take.
+    :return: a list of as many messages, each the one at its position or a copy with its
+        ``content`` rewritten, or None to send them as they are. Anything else is
+        :class:`~veil.core.errors.PluginResultInvalid`.
     """
 
 

@@ -42,9 +42,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from veil.core.errors import PluginResultInvalid, PromptTooLarge
-from veil.core.plugins import answering_plugins, checked_list, checked_scores, results_by_plugin
+from veil.core.plugins import (
+    answering_plugins,
+    checked_list,
+    checked_scores,
+    first_answer,
+    results_by_plugin,
+)
 from veil.core.prompt import compaction
-from veil.core.prompt.elision import elide_repeats
 from veil.core.prompt.items import ItemBatch
 from veil.core.types import (
     ContextItem,
@@ -576,17 +581,32 @@ MAX_EVICTION_ROUNDS = 5
 
 
 def _elided(session: Session, messages: list[Message], budget: int) -> tuple[list[Message], int]:
-    """``messages`` with repeated lines elided (:mod:`veil.core.prompt.elision`) when they exceed
-    ``budget`` and ``context.elideRepeats`` is on, and the tokens that saved (else 0)."""
-    if not session.config.settings.context.elide_repeats:
+    """``messages`` as the ``elide_messages`` hook rewrites them (default plugin
+    ``veil.elision``: repeated lines, over ``budget`` with ``context.elideRepeats`` on), and
+    the tokens that saved; ``(messages, 0)`` itself when no implementation answers.
+
+    Raises:
+        PluginResultInvalid: the answer is not a list of as many messages (dicts).
+        PluginHookFailed: an implementation raised.
+    """
+    pm = session.veil.pm
+    if not pm.hook.elide_messages.get_hookimpls():
         return messages, 0
+    plugin, answer = first_answer(
+        pm, "elide_messages", session=session, messages=messages, budget_tokens=budget
+    )
+    if answer is None:
+        return messages, 0
+    elided = checked_list(plugin, "elide_messages", answer, dict, _ELIDED)
+    if len(elided) != len(messages):
+        raise PluginResultInvalid(
+            plugin, "elide_messages", f"{len(elided)} messages for {len(messages)}", _ELIDED
+        )
     whole = _message_tokens(session, messages)
-    if whole <= budget:
-        return messages, 0
-    elided, lines = elide_repeats(messages)
-    if not lines:
-        return messages, 0
     return elided, max(0, whole - _message_tokens(session, elided))
+
+
+_ELIDED = "a list of as many messages (dicts) as it was given, or None"
 
 
 def _masked(
@@ -1225,7 +1245,8 @@ def build_prompt(
     """Run the per-iteration context management and return the prompt to send.
 
     Order (DESIGN.md): observation masking; when the kept messages exceed the budget, the
-    lossless elision of repeated lines (:mod:`veil.core.prompt.elision`); then eviction under pressure
+    lossless elision of repeated lines (the ``elide_messages`` hook, default plugin
+    ``veil.elision``); then eviction under pressure
     (repeated, at most :data:`MAX_EVICTION_ROUNDS` times, while the messages still exceed the
     budget and the policy still finds something to move), then full compaction if the prompt
     exceeds ``compaction.threshold`` x the window.
