@@ -245,6 +245,29 @@ def session_start(session: PluginSession) -> None:
     """
 
 
+@hookspec(firstresult=True)
+def default_system_prompt(session: PluginSession) -> str | None:
+    """The opening text of the system message when nobody set one (firstresult: the first
+    answer is used).
+
+    Called every time a prompt is built, only when neither the project (an approved
+    ``systemPrompt`` or ``loop.systemPrompt``), the user's client (``veil proxy``) nor the user
+    (``VEIL_LOOP__SYSTEM_PROMPT``) set a system prompt of its own, or when the project's is not
+    approved (it is then quoted after this text). Default plugin ``veil.coding_tools`` answers
+    it with veil's coding persona, which names its tools; with no answer the core opens the
+    system message with a neutral line (the project's folder and the date,
+    :data:`veil.core.prompt.context.NEUTRAL_PROMPT`). The text is the first part of the system
+    message, which must stay byte-identical for the session (DESIGN.md "The prompt's prefix
+    stays put"): return the same text at every call.
+
+    :param session: the session whose prompt is being built.
+    :return: the text, in which the core replaces ``{cwd}`` by the session's folder and
+        ``{date}`` by the session's start date (ISO ``YYYY-MM-DD``, as in a user's own prompt),
+        or None to let the next implementation answer. Anything but a str is
+        :class:`~veil.core.errors.PluginResultInvalid`.
+    """
+
+
 @hookspec
 def system_prompt_sections(session: PluginSession) -> list[PromptSection] | PromptSection | None:
     """Contribute sections of the system prompt (collected).

@@ -63,9 +63,10 @@ from veil.core.types import (
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
 
-BASE_PROMPT = """You are veil, a coding agent working in the project at {cwd}.
-Use the tools to read, search, edit and run code; do not guess file contents. Keep answers short.
-When you are done, answer the user plainly. Today is {date}."""
+NEUTRAL_PROMPT = "The project is at {cwd}. Today is {date}."
+"""The system message's opening text when nobody set one and no plugin answers
+``default_system_prompt`` (default plugin ``veil.coding_tools`` blocked): facts the core knows,
+no persona and no tool named (seed 000 specifies no wording)."""
 
 SUMMARY_PREFIX = "Summary of the earlier part of this conversation (compacted):\n"
 """First line of the message that stands for the compacted part of the history (the
@@ -161,9 +162,13 @@ def base_prompt(session: Session) -> tuple[str, PromptSection | None]:
     Returns:
         ``(text, None)`` with the project's prompt when approved (or the prompt the user's
         client sent through ``veil proxy``, or the user's ``VEIL_LOOP__SYSTEM_PROMPT``, or
-        veil's base prompt when nobody sets one);
-        ``(BASE_PROMPT, section)`` when a project's prompt is not approved: the section (order
+        the default when nobody sets one: :func:`default_prompt`);
+        ``(default, section)`` when a project's prompt is not approved: the section (order
         1, stable) holds it quoted under a heading naming its file.
+
+    Raises:
+        PluginResultInvalid: a ``default_system_prompt`` answer is not a str.
+        PluginHookFailed: a ``default_system_prompt`` implementation raised.
     """
     from veil.core.safety.prompt_trust import (
         project_prompt,
@@ -174,12 +179,34 @@ def base_prompt(session: Session) -> tuple[str, PromptSection | None]:
     found = project_prompt(session.config, session.agent, session.snapshot)
     if found is None:
         own = session.snapshot.get("systemPrompt") or session.config.settings.loop.system_prompt
-        return own or BASE_PROMPT, None
+        return own or default_prompt(session), None
     text, origin = found
     if project_prompt_approved(session.config.project_dir, text):
         return text, None
     quoted = quoted_project_prompt(text, origin)
-    return BASE_PROMPT, PromptSection("project-prompt", quoted, order=1)
+    return default_prompt(session), PromptSection("project-prompt", quoted, order=1)
+
+
+def default_prompt(session: Session) -> str:
+    """The system message's opening text when nobody set one: the ``default_system_prompt``
+    answer (default plugin ``veil.coding_tools``: veil's coding persona), else
+    :data:`NEUTRAL_PROMPT`. ``{cwd}`` and ``{date}`` are still to be replaced.
+
+    Raises:
+        PluginResultInvalid: the answer is not a str.
+        PluginHookFailed: an implementation raised.
+    """
+    pm = session.veil.pm
+    if not pm.hook.default_system_prompt.get_hookimpls():
+        return NEUTRAL_PROMPT
+    plugin, answer = first_answer(pm, "default_system_prompt", session=session)
+    if answer is None:
+        return NEUTRAL_PROMPT
+    if not isinstance(answer, str):
+        raise PluginResultInvalid(
+            plugin, "default_system_prompt", type(answer).__name__, "a str or None"
+        )
+    return answer
 
 
 def system_sections(session: Session) -> list[PromptSection]:
