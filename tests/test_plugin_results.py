@@ -267,7 +267,7 @@ def _pass_under_pressure(registered: dict, live_items: list) -> None:
     from types import SimpleNamespace
 
     from veil.core import plugins
-    from veil.core.prompt.context import manage_pressure
+    from veil.core.prompt.fit import manage_pressure
 
     pm = plugins.new_plugin_manager()
     for name, plugin in registered.items():

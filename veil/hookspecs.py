@@ -256,7 +256,7 @@ def default_system_prompt(session: PluginSession) -> str | None:
     approved (it is then quoted after this text). Default plugin ``veil.coding_tools`` answers
     it with veil's coding persona, which names its tools; with no answer the core opens the
     system message with a neutral line (the project's folder and the date,
-    :data:`veil.core.prompt.context.NEUTRAL_PROMPT`). The text is the first part of the system
+    :data:`veil.core.prompt.assemble.NEUTRAL_PROMPT`). The text is the first part of the system
     message, which must stay byte-identical for the session (DESIGN.md "The prompt's prefix
     stays put"): return the same text at every call.
 

@@ -34,7 +34,7 @@ GRADE_EASY = 4
 def find_item(session: Session, item_id: str, field: str = "id") -> ContextItem:
     """The item with ``item_id`` (a pointer may be given with brackets or quotes around it), or
     the item a stub's message handle ``#N`` names: the evicted item of message N of this
-    session (:func:`veil.core.prompt.context.stub_handle`).
+    session (:func:`veil.core.prompt.assemble.stub_handle`).
 
     Args:
         session: the session asking.

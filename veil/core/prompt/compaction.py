@@ -8,7 +8,7 @@ core owns everything but the summary text itself:
    (:func:`run_full`, ``compaction.keepRecentTurns``), :func:`~veil.core.prompt.compaction_cut.batch_end`
    for seed 000's defaultCompaction (:func:`run_default`: manual ``/compact`` and
    ``autoThreshold``); both read what the prompt holds of the history
-   (:func:`veil.core.prompt.context.prompt_view`: stubs stay stubs, collapsed steps stay out);
+   (:func:`veil.core.prompt.fit.prompt_view`: stubs stay stubs, collapsed steps stay out);
 2. ``before_compaction`` with exactly those messages (full compaction, when memory is enabled
    for the agent; seed 000 "Memory extraction during compaction"), before anything is written;
 3. the ``summarise`` hook (firstresult; ``veil_compaction`` by default) for the text;
@@ -96,7 +96,7 @@ def default_compaction_settings(session: Session) -> DefaultCompaction:
 
 def summary_messages(summary: str | None) -> list[Message]:
     """The system message the core sends for a summary (none when there is no summary)."""
-    from veil.core.prompt.context import SUMMARY_PREFIX
+    from veil.core.prompt.assemble import SUMMARY_PREFIX
 
     if not summary:
         return []
@@ -111,8 +111,8 @@ def conversation_tokens(session: Session, summary: str | None, messages: list[Me
 
 def pinned_before(session: Session, size: int) -> list[Message]:
     """The current request's user messages before ``size``: what the core sends verbatim after
-    the summary when ``compact_size`` is ``size`` (:func:`veil.core.prompt.context.pinned_requests`)."""
-    from veil.core.prompt.context import current_request
+    the summary when ``compact_size`` is ``size`` (:func:`veil.core.prompt.assemble.pinned_requests`)."""
+    from veil.core.prompt.assemble import current_request
 
     history = session.messages
     return [history[i] for i in current_request(history) if i < size]
@@ -407,7 +407,7 @@ def run_default(
 
     In every case the session is unchanged.
     """
-    from veil.core.prompt.context import prompt_view
+    from veil.core.prompt.fit import prompt_view
 
     session.ensure_open()
     settings = default_compaction_settings(session)
