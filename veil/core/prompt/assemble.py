@@ -35,8 +35,8 @@ SUMMARY_PREFIX = "Summary of the earlier part of this conversation (compacted):\
 """First line of the message that stands for the compacted part of the history (the
 session's ``compact_summary`` follows it)."""
 NOTE_PREFIX = "[veil context note, not from the user]\n"
-"""First line of the context note (:func:`~veil.core.prompt.context.build_prompt`): the model must not take it for the
-user's words."""
+"""First line of the context note (:func:`~veil.core.prompt.context.build_prompt`): the model
+must not take it for the user's words."""
 
 
 def stub_handle(item: ContextItem) -> str:
@@ -139,8 +139,8 @@ def default_prompt(session: Session) -> str:
 
 def system_sections(session: Session) -> list[PromptSection]:
     """The base prompt plus every plugin's ``system_prompt_sections``, sorted by ``order``
-    (stable and volatile ones; :func:`~veil.core.prompt.context.build_prompt` puts the volatile ones in the context
-    note).
+    (stable and volatile ones; :func:`~veil.core.prompt.context.build_prompt` puts the volatile
+    ones in the context note).
 
     Raises:
         PluginResultInvalid: an implementation returned something other than a
@@ -365,7 +365,8 @@ BARE_POINTER = (
     "[veil: message #{index} ({tokens} tokens) is not shown here (the prompt is over its "
     'budget); veil_hydrate("#{index}") returns it]'
 )
-"""What stands for a message when even its head and tail do not fit (:func:`~veil.core.prompt.squeeze.squeeze`)."""
+"""What stands for a message when even its head and tail do not fit
+(:func:`~veil.core.prompt.squeeze.squeeze`)."""
 BARE_POINTER_NO_TOOL = (
     "[veil: message #{index} ({tokens} tokens) is not shown here (the prompt is over its budget)]"
 )
@@ -412,7 +413,8 @@ def _pointered(
     """``message`` (stored index ``idx``) with its content behind a pointer when it exceeds
     ``cap`` tokens. The cut text is kept on the session and reused while it still fits, so
     the prompt's prefix does not change from call to call; the first cut is reported (unless
-    ``report`` is False: :func:`~veil.core.prompt.squeeze.squeeze` reports its cuts together, once)."""
+    ``report`` is False: :func:`~veil.core.prompt.squeeze.squeeze` reports its cuts together,
+    once)."""
     content = message.get("content")
     if not isinstance(content, str) or len(content) <= cap:  # a token holds >= 1 character
         return message
@@ -456,8 +458,8 @@ def stubbed_messages(
     ]
     squeezed = squeezed_messages(session) if budget is not None else {}
     if squeezed:
-        # the last resort's cuts (:func:`~veil.core.prompt.squeeze.squeeze`) stay once made: the prefix stays put.
-        # Only in the prompt: compaction and memory extraction (:func:`~veil.core.prompt.fit.prompt_view`) read
+        # the last resort's cuts (veil.core.prompt.squeeze) stay once made: the prefix stays
+        # put. Only in the prompt: compaction and memory extraction (fit.prompt_view) read
         # these messages whole, as they did before the cut.
         for pos, i in enumerate(idxs):
             if i in stubs:  # evicted since: its stub is shorter than any cut
@@ -476,8 +478,8 @@ def stubbed_messages(
 
 def squeezed_messages(session: Session) -> dict[int, int]:
     """Stored index -> token cap of the messages the last resort put behind a pointer
-    (:func:`~veil.core.prompt.squeeze.squeeze`; 0: the pointer alone, :data:`BARE_POINTER`); they stay cut from then on
-    (until a compaction moves past them)."""
+    (:func:`~veil.core.prompt.squeeze.squeeze`; 0: the pointer alone, :data:`BARE_POINTER`);
+    they stay cut from then on (until a compaction moves past them)."""
     return prompt_state(session).squeezed
 
 
@@ -511,7 +513,8 @@ def _protected_fit(
     step's tool results are cut only when, with the current request and the newest assistant
     message, they would exceed ``budget``: they then share what is left equally (at least
     :data:`MIN_SHOWN_TOKENS` each). ``others``: the tokens of everything else that eviction
-    could not move (:func:`~veil.core.prompt.fit.fit_kept`'s last resort), used instead of those protected messages."""
+    could not move (the last resort, :func:`~veil.core.prompt.squeeze.squeeze`), used instead
+    of those protected messages."""
     first = session.compact_size
     user_cap = max(MIN_SHOWN_TOKENS, int(budget * OVERSIZED_SHARE))
     for pos, message in enumerate(msgs):

@@ -16,8 +16,9 @@ content replaced by pointer stubs) + the context note. Nothing here changes the 
 
 Always sent (issue 19): the newest step (the model's last tool calls and their results: eviction
 may not take them) and the current request. The hard budget still wins (DESIGN.md "Protection
-vs budget"): a user message over :data:`~veil.core.prompt.assemble.OVERSIZED_SHARE` of the budget, or newest results that
-would overflow it, are sent as head and tail around a pointer ``veil_hydrate("#N")`` follows.
+vs budget"): a user message over :data:`~veil.core.prompt.assemble.OVERSIZED_SHARE` of the budget,
+or newest results that would overflow it, are sent as head and tail around a pointer
+``veil_hydrate("#N")`` follows.
 
 The prompt's prefix stays put (DESIGN.md invariant; issue 18). Providers bill cached input at
 about 0.1x and llama.cpp reuses its KV cache only for an unchanged prefix, so between two
@@ -31,9 +32,9 @@ eviction passes (or masking blocks, or compactions) nothing already sent changes
   (anchored sections) are placed last at a change moment and then left where they are until
   the next one, so they are cached too ("updated only when a pass runs", issue 18);
   convergence warnings and belief conflicts are sent last at every call while they hold;
-* the ``elide_messages`` answer (repeated lines elided) is computed at change moments only (an eviction pass, a
-  masking block, a compaction, anything that rewrites a message already sent) and reused
-  unchanged in between, new messages appended as they are.
+* the ``elide_messages`` answer (repeated lines elided) is computed at change moments only (an
+  eviction pass, a masking block, a compaction, anything that rewrites a message already sent) and
+  reused unchanged in between, new messages appended as they are.
 
 The budget a prompt is fitted into is what the provider counts: the context window less the
 tool schemas offered and the completion tokens reserved (``max_tokens`` of the model's options,

@@ -46,7 +46,8 @@ def _masked(
     """Kept messages after the ``fit_prompt`` hook (observation masking), with the stored index
     of each (None for a result made up to repair pairing). Items whose tool result the masking
     hides leave the live set for the warm tier (reason ``masked``): what the model sees of them
-    is the mask, so eviction must not count them again. ``budget``: see :func:`~veil.core.prompt.assemble.stubbed_messages`."""
+    is the mask, so eviction must not count them again. ``budget``: see
+    :func:`~veil.core.prompt.assemble.stubbed_messages`."""
     idxs, msgs = stubbed_messages(session, budget, others)
     fitted = _fit_prompt_hook(session, msgs, session.compact_size)
     if fitted is None:
@@ -209,8 +210,8 @@ def sent_view(
     differently (an eviction pass, a masking block, a compaction, a hydrated item), or when
     what would be sent exceeds ``budget``. Otherwise the messages sent last time are sent
     again as they were and the new ones are appended whole, so the prompt's prefix stays put
-    (:func:`~veil.core.prompt.context.build_prompt`). ``indices``: the stored index of each message (None for a result
-    made up to repair pairing); oversized protected messages are behind a pointer
+    (:func:`~veil.core.prompt.context.build_prompt`). ``indices``: the stored index of each message
+    (None for a result made up to repair pairing); oversized protected messages are behind a pointer
     (:func:`~veil.core.prompt.assemble.stubbed_messages`)."""
     idxs, whole = _masked(session, budget, others)
     state = prompt_state(session)
@@ -336,9 +337,9 @@ def manage_pressure(session: Session, budget_tokens: int, used_tokens: int) -> E
 
 def _spare_protected(session: Session, plan: Any) -> None:
     """Take the items of the newest step and of the current request out of ``plan``
-    (:func:`~veil.core.prompt.assemble.protected_indices`), whatever the policy chose: the model always sees its own last
-    tool call and result (issue 19). An oversized one goes behind a pointer instead
-    (:func:`~veil.core.prompt.assemble.stubbed_messages`)."""
+    (:func:`~veil.core.prompt.assemble.protected_indices`), whatever the policy chose: the model
+    always sees its own last tool call and result (issue 19). An oversized one goes behind a pointer
+    instead (:func:`~veil.core.prompt.assemble.stubbed_messages`)."""
     protected = protected_indices(session)
     if not protected:
         return

@@ -38,7 +38,8 @@ SQUEEZED_TOKENS = MIN_SHOWN_TOKENS
 leaves around its pointer (:func:`squeeze`): enough for the head of what was asked and the
 end of it, a few lines."""
 BARE_POINTER_TOKENS = 40
-"""About what :data:`~veil.core.prompt.assemble.BARE_POINTER` costs in the prompt, with the message's framing."""
+"""About what :data:`~veil.core.prompt.assemble.BARE_POINTER` costs in the prompt, with the
+message's framing."""
 SQUEEZE_NOTE_TOKENS = 60
 """Tokens a pointer cut costs beyond its cap (the note and the message's framing), used to
 estimate what putting one more message behind a pointer saves before measuring again."""
@@ -54,15 +55,16 @@ def squeeze(
     (the window less the system prompt, summary, notes, tool schemas and completion reserve).
 
     First the newest step's results share the room left under ``budget``, behind pointers
-    (:func:`~veil.core.prompt.assemble.stubbed_messages`). Then, only while the messages exceed ``hard`` (the provider
-    would refuse them): the user messages of exchanges already answered go behind pointers,
-    oldest first; then any other message eviction could not move, oldest first; then the
-    same two again with the pointer alone (:data:`~veil.core.prompt.assemble.BARE_POINTER`). The current exchange's
-    user messages and the newest step are never cut here. A first cut leaves
-    :data:`SQUEEZED_TOKENS` tokens (head and tail) around a pointer ``veil_hydrate("#N")``
-    follows. Every cut stays from then on (:func:`~veil.core.prompt.assemble.squeezed_messages`), so the prompt changes
-    only at the moments this runs (over the budget, when eviction runs too), never from call
-    to call. The cuts are reported once per session (a warning).
+    (:func:`~veil.core.prompt.assemble.stubbed_messages`). Then, only while the messages exceed
+    ``hard`` (the provider would refuse them): the user messages of exchanges already answered go
+    behind pointers, oldest first; then any other message eviction could not move, oldest first;
+    then the same two again with the pointer alone
+    (:data:`~veil.core.prompt.assemble.BARE_POINTER`). The current exchange's user messages and the
+    newest step are never cut here. A first cut leaves :data:`SQUEEZED_TOKENS` tokens (head and
+    tail) around a pointer ``veil_hydrate("#N")`` follows. Every cut stays from then on
+    (:func:`~veil.core.prompt.assemble.squeezed_messages`), so the prompt changes only at the
+    moments this runs (over the budget, when eviction runs too), never from call to call. The cuts
+    are reported once per session (a warning).
 
     Returns ``(messages, indices)`` to send, or None when the messages already fit.
 
