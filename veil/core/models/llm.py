@@ -709,6 +709,10 @@ class LocalModel:
         available: whether it can run here; must be cheap and import nothing heavy (it is
             checked whenever a project opens with nothing configured).
         notice: one sentence shown once when it answers because nothing is configured.
+        tools: names of the tools it is offered, in the order their schemas are sent (those
+            registered; None, the default: every registered tool). A small model declares the
+            few it can use: each schema costs it prompt time, and more choice confuses it
+            (veil_bundled's 135M model takes the six coding tools).
     """
 
     name: str
@@ -716,6 +720,7 @@ class LocalModel:
     aliases: frozenset[str] = frozenset()
     available: Callable[[], bool] = _always
     notice: str | None = None
+    tools: tuple[str, ...] | None = None
 
     @property
     def names(self) -> frozenset[str]:
@@ -845,6 +850,16 @@ class LLM:
 
     def _local_model_named(self, name: str) -> LocalModel | None:
         return next((m for m in self.local_models if name in m.names), None)
+
+    def local_model_of(self, model: Any) -> LocalModel | None:
+        """The registered local model (:class:`LocalModel`) that ``model``, a model
+        :meth:`model_for` returned, was loaded from; None for a provider's model (or a forced
+        one). Its declared properties (``tools``, ``notice``) are the plugin's, never read from
+        a provider's name."""
+        inner = getattr(model, "inner", model)
+        with self._cache_lock:
+            names = [k[1] for k, v in self._cache.items() if k[0] == "local" and v is inner]
+        return self._local_model_named(names[0]) if names else None
 
     def routes(self) -> list[Route]:
         """Providers to try, in order: ``routing.default`` (or the only provider when there is
