@@ -204,9 +204,7 @@ def test_a_re_request_within_the_window_raises_the_threshold():
 
 def test_never_evicted_items_and_empty_sessions_leave_the_threshold_alone():
     session = _session()
-    evict_plugin.item_accessed(
-        session=session, item=_item("x"), now=NOW, previous_tier="warm"
-    )
+    evict_plugin.item_accessed(session=session, item=_item("x"), now=NOW, previous_tier="warm")
     assert _controller_state(session)["threshold"] == 0.7
     assert _controller_state(session)["moves"] == []
 
