@@ -43,13 +43,60 @@ EFFECT_DEFINITIONS = {
 the tool of that name."""
 
 ALLOWED: dict[tuple[str, str, str], str] = {
-    # -- branch compact: compaction's plan moves to veil_compaction
+    # -- branch compact (compaction moves to veil_compaction): its "no plugin" messages
     ("veil/core/app.py", "Veil.compact", "veil_compaction"): "branch compact",
-    ("veil/core/prompt/compaction.py", "summarise_messages", "veil_compaction"): "branch compact",
-    ("veil/core/prompt/compaction.py", "compact_session", "veil_compaction"): "branch compact",
+    ("veil/core/prompt/compaction.py", "_summarise", "veil_compaction"): "branch compact",
+    ("veil/core/prompt/compaction.py", "run_default", "veil_compaction"): "branch compact",
+    # -- NOT MOVED YET (branch policy could not finish them; see its report):
+    # the pointer texts name the memory tools' veil_hydrate; they live in prompt/context.py,
+    # which branch prompt is splitting now: a tool should declare that it loads pointers
+    (
+        "veil/core/prompt/context.py",
+        "BARE_POINTER",
+        "veil_hydrate",
+    ): "not moved: after branch prompt",
+    (
+        "veil/core/prompt/context.py",
+        "HYDRATE_TOOL",
+        "veil_hydrate",
+    ): "not moved: after branch prompt",
+    (
+        "veil/core/prompt/context.py",
+        "NO_HYDRATE_NOTE",
+        "veil_hydrate",
+    ): "not moved: after branch prompt",
+    (
+        "veil/core/prompt/context.py",
+        "POINTER_NOTE",
+        "veil_hydrate",
+    ): "not moved: after branch prompt",
+    ("veil/core/prompt/context.py", "_pointered", "veil_hydrate"): "not moved: after branch prompt",
+    (
+        "veil/core/prompt/context.py",
+        "_report_squeeze",
+        "veil_hydrate",
+    ): "not moved: after branch prompt",
+    # the permission rules' vocabulary names the coding tools (which take a path or a command
+    # pattern, which a read(...) rule covers, which acceptEdits runs): the tools should
+    # declare it, but rules are validated with the settings, before any tool is registered
+    ("veil/core/safety/permissions.py", "COMMAND_TOOLS", "bash"): "not moved: permissions",
+    ("veil/core/safety/permissions.py", "EDIT_TOOLS", "edit"): "not moved: permissions",
+    ("veil/core/safety/permissions.py", "EDIT_TOOLS", "write"): "not moved: permissions",
+    ("veil/core/safety/permissions.py", "PATH_TOOLS", "edit"): "not moved: permissions",
+    ("veil/core/safety/permissions.py", "PATH_TOOLS", "grep"): "not moved: permissions",
+    ("veil/core/safety/permissions.py", "PATH_TOOLS", "ls"): "not moved: permissions",
+    ("veil/core/safety/permissions.py", "PATH_TOOLS", "read"): "not moved: permissions",
+    ("veil/core/safety/permissions.py", "PATH_TOOLS", "write"): "not moved: permissions",
+    ("veil/core/safety/permissions.py", "READ_COVERED_TOOLS", "edit"): "not moved: permissions",
+    ("veil/core/safety/permissions.py", "READ_COVERED_TOOLS", "grep"): "not moved: permissions",
+    ("veil/core/safety/permissions.py", "READ_COVERED_TOOLS", "ls"): "not moved: permissions",
+    ("veil/core/safety/permissions.py", "deny_rule_covers", "read"): "not moved: permissions",
+    ("veil/core/safety/permissions.py", "evaluate", "read"): "not moved: permissions",
+    ("veil/core/safety/permissions.py", "path_denial", "read"): "not moved: permissions",
 }
-"""``(file, scope, name) -> the branch moving it out``; scope is the enclosing ``Class.function``
-or module-level assignment target (``<module>`` otherwise)."""
+"""``(file, scope, name) -> why it is still there``; scope is the enclosing ``Class.function``
+or module-level assignment target (``<module>`` otherwise). Only the occurrences another branch
+is moving out now, and those named "not moved" (open work, issue 33): nothing else."""
 
 
 def _plugin_names() -> set[str]:

@@ -164,8 +164,8 @@ def _own(session: Session, item: ContextItem, field: str = "id") -> ContextItem:
     """``item`` when this session may change it in place (its own, or no session's)."""
     if item.session_id is not None and item.session_id != session.id:
         raise BadRequest(
-            f"{field}: {item.id} belongs to another session; veil_hydrate or veil_promote it to "
-            "work on a copy"
+            f"{field}: {item.id} belongs to another session; hydrate or promote it to work on a "
+            "copy"
         )
     return item
 
@@ -395,9 +395,12 @@ def resolve_conflict(session: Session, conflict_id: str, keep: str) -> str:
         session.veil.pm, "resolve_conflict", session=session, conflict_id=conflict_id, keep=keep
     )
     if answer is None:
+        from veil.default_plugins import DEFAULT_PROVIDERS
+
         raise NotAvailable(
-            "beliefs are off: no loaded plugin keeps beliefs (the veil.beliefs plugin is "
-            "blocked here), so there is no conflict to resolve"
+            "beliefs are off: no loaded plugin keeps beliefs (the "
+            f"{DEFAULT_PROVIDERS['resolve_conflict']} plugin is blocked here), so there is no "
+            "conflict to resolve"
         )
     if not isinstance(answer, str):
         raise PluginResultInvalid(plugin, "resolve_conflict", type(answer).__name__, "a str")

