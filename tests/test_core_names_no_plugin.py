@@ -112,23 +112,12 @@ def _plugin_names() -> set[str]:
     return names
 
 
-@pytest.fixture(scope="module")
-def tool_names(tmp_path_factory) -> set[str]:
+@pytest.fixture
+def tool_names(make_veil) -> set[str]:
     """The names of the tools veil's own plugins register, as a Veil with all of them has them."""
-    from veil.core.app import open_veil
-    from veil.testing.scripted_model import ScriptedModel
-
-    project = tmp_path_factory.mktemp("project")
-    from veil.core.models.llm import LLM
-    from veil.core.settings import load_config
-
-    config = load_config(project)
-    veil = open_veil(project, config=config, llm=LLM(config, models={"main": ScriptedModel()}))
-    try:
-        own = _plugin_names()
-        return {name for name, tool in veil.tools.items() if tool.plugin in own}
-    finally:
-        veil.close()
+    veil = make_veil(use_entry_points=True)
+    own = _plugin_names()
+    return {name for name, tool in veil.tools.items() if tool.plugin in own}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
