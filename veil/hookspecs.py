@@ -246,7 +246,7 @@ def session_start(session: PluginSession) -> None:
 
 
 @hookspec(firstresult=True)
-def default_system_prompt(session: PluginSession) -> str | None:
+def base_prompt(session: PluginSession) -> str | None:
     """The opening text of the system message when nobody set one (firstresult: the first
     answer is used).
 

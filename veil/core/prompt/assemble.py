@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 NEUTRAL_PROMPT = "The project is at {cwd}. Today is {date}."
 """The system message's opening text when nobody set one and no plugin answers
-``default_system_prompt`` (default plugin ``veil.coding_tools`` blocked): facts the core knows,
+``base_prompt`` (default plugin ``veil.coding_tools`` blocked): facts the core knows,
 no persona and no tool named (seed 000 specifies no wording)."""
 SUMMARY_PREFIX = "Summary of the earlier part of this conversation (compacted):\n"
 """First line of the message that stands for the compacted part of the history (the
@@ -83,7 +83,7 @@ def session_date(session: Session) -> str:
     return _dt.datetime.fromtimestamp(session.created_at, _dt.timezone.utc).date().isoformat()
 
 
-def base_prompt(session: Session) -> tuple[str, PromptSection | None]:
+def opening_prompt(session: Session) -> tuple[str, PromptSection | None]:
     """The system message's first text and, when the project's own prompt is not approved by
     the user, the section quoting it (:mod:`veil.core.safety.prompt_trust`).
 
@@ -95,8 +95,8 @@ def base_prompt(session: Session) -> tuple[str, PromptSection | None]:
         1, stable) holds it quoted under a heading naming its file.
 
     Raises:
-        PluginResultInvalid: a ``default_system_prompt`` answer is not a str.
-        PluginHookFailed: a ``default_system_prompt`` implementation raised.
+        PluginResultInvalid: a ``base_prompt`` answer is not a str.
+        PluginHookFailed: a ``base_prompt`` implementation raised.
     """
     from veil.core.safety.prompt_trust import (
         project_prompt,
@@ -116,7 +116,7 @@ def base_prompt(session: Session) -> tuple[str, PromptSection | None]:
 
 
 def default_prompt(session: Session) -> str:
-    """The system message's opening text when nobody set one: the ``default_system_prompt``
+    """The system message's opening text when nobody set one: the ``base_prompt``
     answer (default plugin ``veil.coding_tools``: veil's coding persona), else
     :data:`NEUTRAL_PROMPT`. ``{cwd}`` and ``{date}`` are still to be replaced.
 
@@ -125,15 +125,13 @@ def default_prompt(session: Session) -> str:
         PluginHookFailed: an implementation raised.
     """
     pm = session.veil.pm
-    if not pm.hook.default_system_prompt.get_hookimpls():
+    if not pm.hook.base_prompt.get_hookimpls():
         return NEUTRAL_PROMPT
-    plugin, answer = first_answer(pm, "default_system_prompt", session=session)
+    plugin, answer = first_answer(pm, "base_prompt", session=session)
     if answer is None:
         return NEUTRAL_PROMPT
     if not isinstance(answer, str):
-        raise PluginResultInvalid(
-            plugin, "default_system_prompt", type(answer).__name__, "a str or None"
-        )
+        raise PluginResultInvalid(plugin, "base_prompt", type(answer).__name__, "a str or None")
     return answer
 
 
@@ -147,7 +145,7 @@ def system_sections(session: Session) -> list[PromptSection]:
             :class:`~veil.core.types.PromptSection`, a list of them or None (naming it).
         PluginHookFailed: an implementation raised.
     """
-    base, unapproved = base_prompt(session)
+    base, unapproved = opening_prompt(session)
     date = session_date(session)
     # plain replacement, not str.format: a user's prompt may hold braces of its own
     text = base.replace("{cwd}", str(session.cwd)).replace("{date}", date)

@@ -1,7 +1,7 @@
 """Default plugin ``veil.coding_tools``: the coding tools read, write, edit, bash, grep and ls
 (:mod:`veil.default_plugins.coding_tools.tools`), and the coding persona that opens the system
 message when nobody set a prompt of their own (:data:`PERSONA_PROMPT`, the
-``default_system_prompt`` hook). Blocked, the agent has no tools to touch the project and the
+``base_prompt`` hook). Blocked, the agent has no tools to touch the project and the
 system message opens with the core's neutral line instead; the memory tools and every other
 plugin's tools remain."""
 
@@ -29,6 +29,6 @@ def register_tools(veil: Any) -> list:
 
 
 @hookimpl
-def default_system_prompt() -> str:
+def base_prompt() -> str:
     """:data:`PERSONA_PROMPT`."""
     return PERSONA_PROMPT
