@@ -184,6 +184,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.types import TOOL_EFFECTS as TOOL_EFFECTS
     from veil.core.types import Attempt as Attempt
     from veil.core.types import CaptureEvent as CaptureEvent
+    from veil.core.types import CompactionPlan as CompactionPlan
     from veil.core.types import CompactResult as CompactResult
     from veil.core.types import ContextItem as ContextItem
     from veil.core.types import EvictionPlan as EvictionPlan
@@ -235,6 +236,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Attempt": ("veil.core.types", "Attempt"),
     "Summary": ("veil.core.types", "Summary"),
     "CompactResult": ("veil.core.types", "CompactResult"),
+    "CompactionPlan": ("veil.core.types", "CompactionPlan"),
     "ItemScores": ("veil.core.types", "ItemScores"),
     "RecallHit": ("veil.core.types", "RecallHit"),
     "EvictionPlan": ("veil.core.types", "EvictionPlan"),
@@ -423,6 +425,7 @@ __all__ = [
     "Attempt",
     "Summary",
     "CompactResult",
+    "CompactionPlan",
     "ItemScores",
     "RecallHit",
     "EvictionPlan",
