@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from veil_compaction.testing import SeedPlanner
 from veil_http.testing import assert_error
 
 from veil.core.types import Summary
 from veil.hookspecs import hookimpl
 
 
-class _CountingSummariser:
-    """A stand-in for veil_compaction's ``summarise``: the summary names how many messages it
-    folds; records the instructions and the messages it was given."""
+class _CountingSummariser(SeedPlanner):
+    """A stand-in for veil_compaction's ``summarise`` (its planner kept): the summary names how
+    many messages it folds; records the instructions and the messages it was given."""
 
     def __init__(self) -> None:
         self.instructions: list[list[str]] = []

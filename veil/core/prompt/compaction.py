@@ -494,8 +494,6 @@ def run_default(
         raise CompactionDisabled(f"defaultCompaction is disabled for agent {session.agent!r}")
     if not can_summarise(session):
         raise NotAvailable("no loaded plugin implements summarise (veil_compaction)")
-    if not can_plan(session):
-        raise not_planned()
     history = session.messages
     start = min(session.compact_size, len(history))
     old_summary = session.compact_summary
