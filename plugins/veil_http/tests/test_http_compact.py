@@ -91,3 +91,22 @@ def test_compact_without_compaction_plugin_is_501(make_client):
     sid = client.post("/sessions").json()["id"]
     err = assert_error(client.post(f"/sessions/{sid}/compact"), 501, "NOT_AVAILABLE")
     assert "compaction" in err["message"]
+
+
+class _SummariserOnly:
+    """A summariser without a planner (``plan_compaction``): nothing says what to fold."""
+
+    @hookimpl
+    def summarise(self, session, messages, previous, instructions, mode):
+        raise AssertionError("nothing is folded without a plan")
+
+
+def test_compact_without_a_planner_is_501_naming_the_hook(make_client, make_veil):
+    client, veil = make_client(make_veil(plugins=[("summariser_only", _SummariserOnly())]))
+    sid = _session_with_messages(client, 2)
+    err = assert_error(client.post(f"/sessions/{sid}/compact"), 501, "NOT_AVAILABLE")
+    assert err["message"] == (
+        "no loaded plugin answers plan_compaction, which decides what a compaction folds "
+        "(veil_compaction)"
+    )
+    assert client.get(f"/sessions/{sid}").json()["compactSize"] == 0
