@@ -164,7 +164,7 @@ def test_with_veil_compaction_blocked_nothing_is_compacted_and_compact_is_refuse
         session = veil.new_session()
         exchanges(session, 6)
         result = veil.run_turn(session, "what now?")
-        with pytest.raises(NotAvailable, match=r"veil_compaction"):
+        with pytest.raises(NotAvailable, match=r"no loaded plugin implements compaction"):
             veil.compact(session.id)
         out = run_repl(veil, session, "/compact\r/exit\r")
 
@@ -210,8 +210,7 @@ def test_a_summariser_without_a_planner_compacts_nothing(opened):
 
     assert refused.value.code == "NOT_AVAILABLE"
     assert refused.value.message == (
-        "no loaded plugin answers plan_compaction, which decides what a compaction folds "
-        "(veil_compaction)"
+        "no loaded plugin answers plan_compaction, which decides what a compaction folds"
     )
     assert summariser.calls == 0 and session.compact_size == 0
     [main] = main_requests(server)

@@ -628,7 +628,7 @@ class Veil:
                     f"defaultCompaction is disabled for agent {session.agent!r}"
                 )
             if not compaction.can_summarise(session):
-                raise NotAvailable("no loaded plugin implements compaction (veil_compaction)")
+                raise NotAvailable("no loaded plugin implements compaction: none answers summarise")
             result = compaction.run_default(session, instructions)
         return {
             "sessionId": session.id,

@@ -106,7 +106,6 @@ def test_compact_without_a_planner_is_501_naming_the_hook(make_client, make_veil
     sid = _session_with_messages(client, 2)
     err = assert_error(client.post(f"/sessions/{sid}/compact"), 501, "NOT_AVAILABLE")
     assert err["message"] == (
-        "no loaded plugin answers plan_compaction, which decides what a compaction folds "
-        "(veil_compaction)"
+        "no loaded plugin answers plan_compaction, which decides what a compaction folds"
     )
     assert client.get(f"/sessions/{sid}").json()["compactSize"] == 0

@@ -239,8 +239,7 @@ def can_plan(session: Session) -> bool:
 def not_planned() -> NotAvailable:
     """The refusal of a manual compaction when no plugin plans one."""
     return NotAvailable(
-        "no loaded plugin answers plan_compaction, which decides what a compaction folds "
-        "(veil_compaction)"
+        "no loaded plugin answers plan_compaction, which decides what a compaction folds"
     )
 
 
@@ -322,7 +321,9 @@ def _summarise(
         mode=mode,
     )
     if answer is None:
-        raise NotAvailable("no loaded plugin implements summarise (veil_compaction)")
+        raise NotAvailable(
+            "no loaded plugin implements summarise, which writes a compaction's summary"
+        )
     if not isinstance(answer, Summary) or not isinstance(answer.text, str):
         got = type(answer).__name__
         if isinstance(answer, Summary):
@@ -493,7 +494,9 @@ def run_default(
     if not settings.enabled:
         raise CompactionDisabled(f"defaultCompaction is disabled for agent {session.agent!r}")
     if not can_summarise(session):
-        raise NotAvailable("no loaded plugin implements summarise (veil_compaction)")
+        raise NotAvailable(
+            "no loaded plugin implements summarise, which writes a compaction's summary"
+        )
     history = session.messages
     start = min(session.compact_size, len(history))
     old_summary = session.compact_summary
