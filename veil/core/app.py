@@ -35,7 +35,7 @@ from veil.core.safety.paths import (
 )
 from veil.core.session_locks import SessionLocks
 from veil.core.settings import Config, load_config, validate_agent_name
-from veil.core.store import Store
+from veil.core.store import Store, plugin_tables
 from veil.core.types import (
     TIERS,
     TOOL_EFFECTS,
@@ -122,6 +122,8 @@ class Veil:
         self._llm = llm
         self._llm_lock = threading.Lock()
         store_url = config.settings.store.url
+        # the plugins' own tables, applied by the store at open (register_migrations)
+        migrations = plugin_tables.collect(pm)
         if db_path is None and store_url is not None:
             # a shared PostgreSQL store: rows under this project's name, locks in the database
             self.store = Store(
@@ -129,6 +131,7 @@ class Veil:
                 project=config.settings.store.project_name(config.project_dir),
                 pool_size=config.settings.store.pool_size,
                 synchronous_commit=config.settings.store.synchronous_commit,
+                migrations=migrations,
             )
             self.session_locks = SessionLocks.in_database(self.store)
         else:
@@ -137,7 +140,7 @@ class Veil:
                 config.veil_dir.mkdir(parents=True, exist_ok=True)
                 ensure_gitignore(config.project_dir)
                 db_path = veil_file(config.project_dir, "context.db")
-            self.store = Store(db_path)
+            self.store = Store(db_path, migrations=migrations)
             self.session_locks = SessionLocks(db_path)
         self.plugin_problems: dict[str, str] | None = {} if keep_going else None
         self.tools: dict[str, Tool] = self._collect_tools(self.plugin_problems)
