@@ -405,3 +405,26 @@ def test_the_fixture_is_what_that_commit_wrote() -> None:
     assert dump.rstrip().endswith("PRAGMA user_version = 3;")
     pg = (OLD / "postgresql.sql").read_text()
     assert pg.count("-- migration ") == 3 and "plugin_migrations" not in pg
+
+
+def test_veil_plugins_lists_a_plugin_whose_migrations_fail(target: dict[str, Any]) -> None:
+    class Raises:
+        @hookimpl
+        def register_migrations(self) -> list[Migration]:
+            raise RuntimeError("no tables today")
+
+    veil = open_veil(
+        target["project_dir"],
+        use_entry_points=False,
+        extra_plugins=(("raises", Raises()),),
+        keep_going=True,
+    )
+    try:
+        assert veil.plugin_problems == {
+            "raises": "plugin raises failed in hook register_migrations: RuntimeError: no tables today"
+        }
+        assert "veil.beliefs" in dict(
+            veil.store.conn.execute("SELECT plugin, version FROM plugin_migrations")
+        )
+    finally:
+        veil.close()

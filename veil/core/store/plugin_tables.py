@@ -148,25 +148,37 @@ def forget(conn: Any, plugin: str) -> None:
     conn.execute("DELETE FROM plugin_migrations WHERE plugin = ?", (plugin,))
 
 
-def collect(pm: pluggy.PluginManager) -> list[Migration]:
+def collect(pm: pluggy.PluginManager, problems: dict[str, str] | None = None) -> list[Migration]:
     """Every registered plugin's ``register_migrations`` answer, as one list.
 
+    Args:
+        problems: when given, a plugin whose implementation raises or answers the wrong type is
+            recorded here (plugin name -> the one-line error) and its tables left out, instead
+            of raising (``veil plugins`` lists a broken plugin).
+
     Raises:
-        PluginHookFailed: a plugin's implementation raised (names the plugin);
-            PluginResultInvalid: it returned something other than a list of
+        PluginHookFailed: without ``problems``, a plugin's implementation raised (names the
+            plugin); PluginResultInvalid: it returned something other than a list of
             :class:`Migration`.
         ConfigError: two plugins declare migrations under one ``Migration.plugin`` name.
     """
     from veil.core import plugins as plugin_mod
+    from veil.core.errors import PluginHookFailed
 
     found: list[Migration] = []
     owners: dict[str, str] = {}
     for impl in reversed(pm.hook.register_migrations.get_hookimpls()):
         registered = pm.get_name(impl.plugin)
-        result = plugin_mod.call_impl(impl, "register_migrations")
-        migrations = plugin_mod.checked_list(
-            registered, "register_migrations", result, Migration, "a list of veil.Migration"
-        )
+        try:
+            result = plugin_mod.call_impl(impl, "register_migrations")
+            migrations = plugin_mod.checked_list(
+                registered, "register_migrations", result, Migration, "a list of veil.Migration"
+            )
+        except PluginHookFailed as exc:
+            if problems is None:
+                raise
+            problems[exc.plugin] = exc.message
+            continue
         for migration in migrations:
             owner = owners.setdefault(migration.plugin, registered)
             if owner != registered:

@@ -193,7 +193,7 @@ class BeliefStore:
                     "predicate": claim.predicate if claim else None,
                     "value": claim.value if claim else None,
                 }
-                # the row before the event: the view's unique index (belief_tables.UNIQUE_SQL)
+                # the row before the event: the view's unique index (tables.UNIQUE_SQL)
                 # refuses a second active copy even when another process asserted the same
                 # claim between the read above and this insert; it is then reinforced
                 same = self._apply(conn, "belief.assert", payload, **where)
