@@ -428,3 +428,36 @@ def test_veil_plugins_lists_a_plugin_whose_migrations_fail(target: dict[str, Any
         )
     finally:
         veil.close()
+
+
+def test_the_beliefs_view_is_rebuilt_from_its_migrations_and_the_log(
+    target: dict[str, Any],
+) -> None:
+    """``veil doctor --repair``'s rebuild drops the view, applies the plugin's migrations again
+    and replays the log: a dropped table comes back with the same rows and its unique index."""
+    from veil.default_plugins.beliefs import belief_store
+
+    build_old_store(target)
+    veil = open_veil(target["project_dir"], use_entry_points=False)
+    try:
+        store = veil.store
+        before = sorted(tuple(r) for r in store.conn.execute("SELECT id, status FROM beliefs"))
+        with store.transaction() as conn:
+            conn.execute("DROP TABLE beliefs")
+        assert veil.pm.hook.rebuild_derived(store=store) == [["beliefs"]]
+        after = sorted(tuple(r) for r in store.conn.execute("SELECT id, status FROM beliefs"))
+        assert after == before == sorted((b, "active") for b in OLD_BELIEFS)
+        assert [c["id"] for c in belief_store(veil).open_conflicts()] == [OLD_CONFLICT]
+        versions = dict(store.conn.execute("SELECT plugin, version FROM plugin_migrations"))
+        assert versions["veil.beliefs"] == 1
+        with (
+            pytest.raises(store.dialect.integrity_errors()),
+            store.transaction() as conn,
+        ):
+            conn.execute(
+                "INSERT INTO beliefs (id, statement, subject, predicate, value, status,"
+                " created_at) VALUES ('b_x', 'api port is 80', 'api port', 'is', '80',"
+                " 'active', 9.0)"
+            )
+    finally:
+        veil.close()
