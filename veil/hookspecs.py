@@ -513,7 +513,7 @@ def recall(
 
 @hookspec
 def item_accessed(
-    session: PluginSession, item: ContextItem, grade: int, now: float, previous_tier: str
+    session: PluginSession, item: ContextItem, access: str, now: float, previous_tier: str
 ) -> None:
     """An item was used again (collected): hydrated, promoted, pinned back into the prompt, or
     named by a turn that works on its files or symbols.
@@ -524,8 +524,11 @@ def item_accessed(
     :param session: the session the item was used in.
     :param item: the item; implementations may update ``stability``, ``difficulty`` (an FSRS-6
         review).
-    :param grade: the FSRS grade of the access, 1 Again .. 4 Easy (3 Good by default; 4 for a
-        promotion).
+    :param access: how it was used (:data:`veil.core.context_ops.ItemAccess`): ``"hydrate"``
+        (a pointer followed), ``"promote"`` (loaded by hand), ``"pin"`` (pinned back into the
+        prompt) or ``"related"`` (a turn named its files or symbols). What an access means is the
+        implementation's to decide (veil_fsrs grades it: Easy for a promotion, Good otherwise);
+        the core only records it.
     :param now: Unix time in seconds.
     :param previous_tier: ``"live"``, ``"warm"`` or ``"cold"`` before the access; an eviction
         controller treats a warm / cold item asked for again as a sign it evicted too eagerly.

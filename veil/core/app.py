@@ -255,8 +255,8 @@ class Veil:
         Returns:
             An :class:`~veil.core.types.ItemScores`: the answering scorer's scores (the
             ``score`` hook, firstresult) and its own ``score_signals``, against the session's
-            task tags (those of the latest user message when the session has none yet, e.g.
-            just loaded) at ``session.clock()``. None when no plugin implements ``score``.
+            task tags (when the session has none yet, e.g. just loaded: the tags the capture
+            reported for the latest user message's item) at ``session.clock()``. None when no plugin implements ``score``.
             The scorer is not called for an empty list.
 
         Raises:
@@ -746,12 +746,23 @@ def _answering_plugin(pm: pluggy.PluginManager, hook: str) -> Any | None:
 
 
 def _latest_request_tags(session: Session) -> frozenset[str]:
-    """Tags of the latest user message (what the loop sets as the task's tags)."""
-    from veil.core.prompt.tags import extract_tags
+    """The task's tags of a session that holds none in memory (loaded again): those a plugin
+    reported (:meth:`~veil.core.session.Session.note_task`) as its state kept them, else the
+    tags the ``capture`` hook gave the latest user message's item; empty when no plugin
+    reported any. The core extracts no tags itself (issue 33)."""
+    from veil.core.session import CORE_STATE_KEY, TASK_TAGS_KEY
 
-    for message in reversed(session.messages):
+    kept = session.state.get(CORE_STATE_KEY, {}).get(TASK_TAGS_KEY)
+    if isinstance(kept, list):
+        return frozenset(t for t in kept if isinstance(t, str))
+    for index in range(len(session.messages) - 1, -1, -1):
+        message = session.messages[index]
         if message.get("role") == "user" and isinstance(message.get("content"), str):
-            return frozenset(extract_tags(message["content"]))
+            for item in session.live_items:
+                if item.message_index == index and item.source == "user":
+                    return frozenset(item.tags)
+            stored = session.veil.store.item_of_message(session.id, index)
+            return frozenset(stored.tags) if stored and stored.source == "user" else frozenset()
     return frozenset()
 
 
