@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
     from veil.core.session_api import PluginSession, PluginVeil
     from veil.core.settings import Config, SettingsSection
+    from veil.core.store.plugin_tables import Migration
     from veil.core.types import (
         CaptureEvent,
         CompactionPlan,
@@ -195,6 +196,26 @@ def register_settings() -> dict[str, type[SettingsSection]] | None:
         owns (``context``, ``compaction``, ``memory``, ``http``) adds the model's fields to the
         core's, in the same JSON object; a field the core or another plugin already has there is
         refused the same way. None registers nothing.
+    """
+
+
+@hookspec
+def register_migrations() -> list[Migration] | None:
+    """Declare the tables this plugin owns, as versioned migrations (collected).
+
+    Called once when a project's store opens (:class:`veil.core.app.Veil`), of the registered
+    plugins only (a blocked plugin's tables are neither created nor changed). The store applies
+    each version the database has not applied yet, per plugin in name order and each in one
+    transaction with its row in the store's ``plugin_migrations`` table, on SQLite and on
+    PostgreSQL (in the project's schema: the tenancy of ``store.project`` holds for the
+    plugin's tables as for the core's); a version applied once is never applied again
+    (:meth:`veil.core.store.Store.migrate_plugins`). Statements run with ``?`` placeholders on
+    both engines, on the connection of ``Store.transaction()``.
+
+    :return: a list of :class:`veil.Migration` (``plugin``: the key of the versions,
+        ``version`` 1, 2...; ``sql``: one script, a script per engine, or a callable
+        ``(conn, engine)``), or None for no tables. Versions with a gap or a repeat, or a
+        ``plugin`` key another plugin uses, are a :class:`~veil.core.errors.ConfigError`.
     """
 
 
