@@ -43,10 +43,6 @@ EFFECT_DEFINITIONS = {
 the tool of that name."""
 
 ALLOWED: dict[tuple[str, str, str], str] = {
-    # -- branch compact (compaction moves to veil_compaction): its "no plugin" messages
-    ("veil/core/app.py", "Veil.compact", "veil_compaction"): "branch compact",
-    ("veil/core/prompt/compaction.py", "_summarise", "veil_compaction"): "branch compact",
-    ("veil/core/prompt/compaction.py", "run_default", "veil_compaction"): "branch compact",
     # -- NOT MOVED YET (branch policy could not finish them; see its report):
     # the pointer texts name the memory tools' veil_hydrate (prompt/assemble.py and, for the
     # last resort's warning, prompt/squeeze.py since branch prompt split prompt/context.py): a

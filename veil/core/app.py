@@ -35,7 +35,7 @@ from veil.core.safety.paths import (
 )
 from veil.core.session_locks import SessionLocks
 from veil.core.settings import Config, load_config, validate_agent_name
-from veil.core.store import Store
+from veil.core.store import Store, plugin_tables
 from veil.core.types import (
     TIERS,
     TOOL_EFFECTS,
@@ -98,14 +98,17 @@ class Veil:
         llm: model access; default :class:`veil.core.models.llm.LLM` over ``config`` (created lazily).
         db_path: the store; default ``store.url`` when set (PostgreSQL), else
             ``<project>/.veil/context.db``.
-        keep_going: a plugin whose registration hook (``register_tools``) fails is recorded
-            in :attr:`plugin_problems` and left without tools instead of stopping the open
+        keep_going: a plugin whose registration hook (``register_tools``,
+            ``register_migrations``) fails is recorded in :attr:`plugin_problems` and left
+            without tools or tables instead of stopping the open
             (``veil plugins``, which must list the broken plugin); None there otherwise.
 
     Raises:
-        ConfigError: an agent.json is invalid, or two plugins register the same tool name.
-        PluginHookFailed: a plugin's ``register_tools`` raised or (PluginResultInvalid)
-            returned the wrong type, unless ``keep_going``.
+        ConfigError: an agent.json is invalid, two plugins register the same tool name, or
+            the plugins' table migrations are refused
+            (:meth:`veil.core.store.Store.migrate_plugins`).
+        PluginHookFailed: a plugin's ``register_tools`` or ``register_migrations`` raised or
+            (PluginResultInvalid) returned the wrong type, unless ``keep_going``.
     """
 
     def __init__(
@@ -122,6 +125,9 @@ class Veil:
         self._llm = llm
         self._llm_lock = threading.Lock()
         store_url = config.settings.store.url
+        self.plugin_problems: dict[str, str] | None = {} if keep_going else None
+        # the plugins' own tables, applied by the store at open (register_migrations)
+        migrations = plugin_tables.collect(pm, self.plugin_problems)
         if db_path is None and store_url is not None:
             # a shared PostgreSQL store: rows under this project's name, locks in the database
             self.store = Store(
@@ -129,6 +135,7 @@ class Veil:
                 project=config.settings.store.project_name(config.project_dir),
                 pool_size=config.settings.store.pool_size,
                 synchronous_commit=config.settings.store.synchronous_commit,
+                migrations=migrations,
             )
             self.session_locks = SessionLocks.in_database(self.store)
         else:
@@ -137,9 +144,8 @@ class Veil:
                 config.veil_dir.mkdir(parents=True, exist_ok=True)
                 ensure_gitignore(config.project_dir)
                 db_path = veil_file(config.project_dir, "context.db")
-            self.store = Store(db_path)
+            self.store = Store(db_path, migrations=migrations)
             self.session_locks = SessionLocks(db_path)
-        self.plugin_problems: dict[str, str] | None = {} if keep_going else None
         self.tools: dict[str, Tool] = self._collect_tools(self.plugin_problems)
         self._turn_queues: dict[str, threading.Lock] = {}
         # sessions front ends hold open, so core operations (compact) act on the same object
@@ -628,7 +634,7 @@ class Veil:
                     f"defaultCompaction is disabled for agent {session.agent!r}"
                 )
             if not compaction.can_summarise(session):
-                raise NotAvailable("no loaded plugin implements compaction (veil_compaction)")
+                raise NotAvailable("no loaded plugin implements compaction: none answers summarise")
             result = compaction.run_default(session, instructions)
         return {
             "sessionId": session.id,

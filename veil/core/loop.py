@@ -355,7 +355,7 @@ def _force_compaction(session: Session) -> bool:
 
     set_just_compacted(session, False)
     indices, messages = prompt_view(session)
-    result = run_full(session, messages, list(indices))
+    result = run_full(session, messages, list(indices), kind="refused")
     ran = result is not None and result.messages is not None
     if ran:
         set_just_compacted(session, True)  # the prompt rebuilt next is not compacted again

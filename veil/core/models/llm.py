@@ -159,19 +159,27 @@ _KEY_PATTERNS = [
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/\-]{8,}=*"),
     re.compile(r"(?i)((?:api[_-]?key|x-api-key|token)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{6,}"),
 ]
-_MIN_FRAGMENT = 8
+MIN_FRAGMENT_CHARS = 12
+"""The shortest run of a known secret's characters that :func:`redact` removes from an error
+message when the secret is not there whole (a provider that echoes a key cut short). 12, not
+fewer: shorter runs are ordinary text (with the key ``sk-scripted-test-key``, 8 characters removed
+the "scripted-" of "scripted-main"), and no common word or provider prefix is that long except
+``sk-ant-api03-`` (13, harmless to remove); 12 characters of a random alphanumeric key carry
+about 71 bits (12 x log2 62), a real part of it. A secret shorter than 12 is removed only whole."""
 
 
 def _mask_fragments(text: str, secret: str) -> str:
-    """Replace every run of >= 8 characters of ``text`` that occurs inside ``secret``."""
+    """Replace every run of at least :data:`MIN_FRAGMENT_CHARS` characters of ``text`` (or the
+    whole of a shorter ``secret``) that occurs inside ``secret``, each run as long as it goes."""
     from veil.core.safety.secret_formats import BARE_PLACEHOLDER as _REDACTED
 
-    if len(secret) < _MIN_FRAGMENT or len(text) < _MIN_FRAGMENT:
+    shortest = min(MIN_FRAGMENT_CHARS, len(secret))
+    if len(secret) < 8 or len(text) < shortest:
         return text
     out: list[str] = []
     i = 0
     while i < len(text):
-        end = i + _MIN_FRAGMENT
+        end = i + shortest
         if end <= len(text) and text[i:end] in secret:
             while end < len(text) and text[i : end + 1] in secret:
                 end += 1
@@ -186,8 +194,9 @@ def _mask_fragments(text: str, secret: str) -> str:
 def redact(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
     """``text`` (an error message) with API keys removed.
 
-    Removes every fragment of 8+ characters of each known secret (so a key the provider echoes
-    in part is caught too), anything shaped like a key (``sk-...``, ``AIza...``,
+    Removes each known secret, whole or in part (a run of :data:`MIN_FRAGMENT_CHARS` or more of
+    its characters, so a key the provider echoes cut short is caught too, but not a word that
+    shares a few characters with it), anything shaped like a key (``sk-...``, ``AIza...``,
     ``Bearer ...``, ``api_key=...``), then every credential format of
     :mod:`veil.core.safety.secret_formats` (:class:`veil.core.safety.redaction.Redactor`).
     """
