@@ -199,6 +199,7 @@ class NameStats:
         self.last_assistant_step: dict[str, int] = {}
         self.owner: dict[str, str] = {}
         self.owned: dict[str, set[str]] = {}
+        self.ids: dict[str, int] = {}  # name -> its number, in the order names were first seen
         self._owner_order: dict[str, tuple[float, int]] = {}
         self._seq = 0
 
@@ -211,7 +212,10 @@ class NameStats:
         )
         turn = item.source == "assistant"
         step = int(item.step)
+        ids = self.ids
         for name in names:
+            if name not in ids:
+                ids[name] = len(ids)
             if turn:
                 self.assistant[name] = self.assistant.get(name, 0) + 1
                 self.last_assistant_step[name] = step
