@@ -55,6 +55,7 @@ Everything is deterministic: ties go to the older item and the lower line.
 
 from __future__ import annotations
 
+import itertools
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
@@ -63,8 +64,8 @@ from typing import Any
 
 import numpy as np
 
-from veil import ContextItem, EvictionPlan, ItemBatch, identifier_tokens
-from veil_fsrs.batch_index import index_for
+from veil import ITEM_KINDS, ContextItem, EvictionPlan, ItemBatch, identifier_tokens
+from veil_fsrs.batch_index import TURN_SOURCES, index_for
 from veil_fsrs.reference_weights import (
     AGE_BOUNDS,
     MAX_COUNT,
@@ -120,6 +121,8 @@ MAX_CANDIDATES = 2_000
 LINE_SCAN_CHARS = 4_000
 """Characters of one line searched for names (a minified file's one line stays bounded)."""
 
+_STATS_TOKENS = itertools.count()
+
 _TOOL_CALL_LINE = re.compile(r"^[A-Za-z_][\w.-]*\(")
 
 
@@ -134,12 +137,16 @@ class LineInfo:
         anchor: for a turn, the line a protected turn keeps at least (:func:`_anchor`);
             None for other items.
         where: name -> the lines holding it, in order.
+        pairs: :func:`_name_lines`' cache (per :class:`NameStats`), not part of the value.
     """
 
     names: list[frozenset[str]]
     tokens: np.ndarray
     anchor: int | None
     where: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    pairs: dict[int, tuple[int, np.ndarray, np.ndarray]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
 
 def line_info(item: ContextItem) -> LineInfo:
@@ -200,8 +207,14 @@ class NameStats:
         self.owner: dict[str, str] = {}
         self.owned: dict[str, set[str]] = {}
         self.ids: dict[str, int] = {}  # name -> its number, in the order names were first seen
+        self.item_numbers: dict[str, int] = {}  # item id -> its number, in the order first added
         self._owner_order: dict[str, tuple[float, int]] = {}
         self._seq = 0
+        # the per-name arrays a pass reads (columns()), brought up to date lazily: a capture
+        # only notes which names changed, a pass copies those few from the dicts
+        self._dirty: set[str] = set()
+        self._columns = _NameColumns.empty()
+        self.token = next(_STATS_TOKENS)  # tells the line caches of two sessions apart
 
     def add(self, item: ContextItem, names: frozenset[str]) -> None:
         """Account ``item`` (holding ``names``)."""
@@ -213,6 +226,8 @@ class NameStats:
         turn = item.source == "assistant"
         step = int(item.step)
         ids = self.ids
+        self.item_numbers.setdefault(item.id, len(self.item_numbers))
+        self._dirty.update(names)
         for name in names:
             if name not in ids:
                 ids[name] = len(ids)
@@ -243,6 +258,139 @@ class NameStats:
         g = bisect_left(AGE_BOUNDS, step - 1 - last)
         s = NEVER if said is None else bisect_left(AGE_BOUNDS, step - 1 - said)
         return table[a][g][r][s]
+
+    def columns(self) -> _NameColumns:
+        """The statistics as arrays indexed by name number (:attr:`ids`), current as of now:
+        the names added to since the last call are copied from the dicts (O(changed))."""
+        dirty = self._dirty
+        if not dirty:
+            return self._columns
+        cols = self._columns = self._columns.grown(len(self.ids))
+        names = list(dirty)
+        dirty.clear()
+        count = len(names)
+        where = np.fromiter((self.ids[x] for x in names), dtype=np.int64, count=count)
+        cols.assistant[where] = np.fromiter(
+            (self.assistant.get(x, 0) for x in names), dtype=np.int64, count=count
+        )
+        cols.results[where] = np.fromiter(
+            (self.results.get(x, 0) for x in names), dtype=np.int64, count=count
+        )
+        last, said = self.last_step, self.last_assistant_step
+        cols.seen[where] = np.fromiter((x in last for x in names), dtype=bool, count=count)
+        cols.last[where] = np.fromiter((last.get(x, 0) for x in names), np.int64, count=count)
+        cols.said[where] = np.fromiter((x in said for x in names), dtype=bool, count=count)
+        cols.said_step[where] = np.fromiter(
+            (said.get(x, 0) for x in names), dtype=np.int64, count=count
+        )
+        owner, numbers = self.owner, self.item_numbers
+        cols.owner[where] = np.fromiter(
+            (numbers[owner[x]] if x in owner else -1 for x in names), np.int64, count=count
+        )
+        return cols
+
+    def weights(self, names: np.ndarray, step: int) -> np.ndarray:
+        """:meth:`weight` of each name number in ``names`` (int64) at ``step``, float64, the
+        same values (the same table cells, looked up with numpy)."""
+        cols = self.columns()
+        a = np.minimum(cols.assistant[names], MAX_COUNT)
+        r = np.minimum(cols.results[names], RESULT_COUNT_MAX)
+        g = np.searchsorted(AGE_BOUNDS, step - 1 - cols.last[names], side="left")
+        s = np.where(
+            cols.said[names],
+            np.searchsorted(AGE_BOUNDS, step - 1 - cols.said_step[names], side="left"),
+            NEVER,
+        )
+        return np.where(cols.seen[names], _weight_array()[a, g, r, s], 0.0)
+
+
+@dataclass
+class _NameColumns:
+    """Per name number: turns that mentioned it (``assistant``), other items that held it
+    (``results``), whether it was seen and the last step (``seen``, ``last``), whether a turn
+    said it and when (``said``, ``said_step``), and its owner's item number (-1: none). Arrays
+    may be longer than the names known (spare room)."""
+
+    assistant: np.ndarray
+    results: np.ndarray
+    seen: np.ndarray
+    last: np.ndarray
+    said: np.ndarray
+    said_step: np.ndarray
+    owner: np.ndarray
+
+    @classmethod
+    def empty(cls) -> _NameColumns:
+        return cls(
+            *(np.zeros(0, dtype=d) for d in (np.int64, np.int64, bool, np.int64)),
+            np.zeros(0, dtype=bool),
+            np.zeros(0, dtype=np.int64),
+            np.full(0, -1, dtype=np.int64),
+        )
+
+    def grown(self, size: int) -> _NameColumns:
+        """These columns with room for ``size`` names (doubling; new rows unseen, unowned)."""
+        if size <= len(self.owner):
+            return self
+        capacity = max(size, 2 * len(self.owner), 1024)
+        fresh = []
+        for old in (
+            self.assistant,
+            self.results,
+            self.seen,
+            self.last,
+            self.said,
+            self.said_step,
+            self.owner,
+        ):
+            array = (
+                np.zeros(capacity, dtype=old.dtype)
+                if old is not self.owner
+                else np.full(capacity, -1, dtype=np.int64)
+            )
+            array[: len(old)] = old
+            fresh.append(array)
+        return _NameColumns(*fresh)
+
+
+_WEIGHTS: np.ndarray | None = None
+
+
+def _weight_array() -> np.ndarray:
+    """:func:`weight_table` as a float64 array ``[assistant, age, results, assistant_age]``."""
+    global _WEIGHTS
+    if _WEIGHTS is None:
+        _WEIGHTS = np.asarray(weight_table(), dtype=np.float64)
+    return _WEIGHTS
+
+
+def _name_lines(info: LineInfo, stats: NameStats) -> tuple[np.ndarray, np.ndarray]:
+    """``(names, lines)``: one pair per (name, line holding it) of ``info``, int64, sorted by
+    name number then line; names ``stats`` does not know are left out (they weigh nothing and
+    no item owns them). Kept in ``info.pairs`` until ``stats`` learns new names that the item
+    holds."""
+    key = stats.token
+    known = len(stats.ids)
+    cached = info.pairs.get(key)
+    if cached is not None and cached[0] in (-1, known):
+        return cached[1], cached[2]
+    ids = stats.ids
+    names: list[int] = []
+    lines: list[int] = []
+    complete = True
+    for name, spots in info.where.items():
+        number = ids.get(name)
+        if number is None:
+            complete = False
+            continue
+        names.extend([number] * len(spots))
+        lines.extend(spots)
+    name_array = np.array(names, dtype=np.int64)
+    line_array = np.array(lines, dtype=np.int64)
+    order = np.lexsort((line_array, name_array))
+    name_array, line_array = name_array[order], line_array[order]
+    info.pairs[key] = (-1 if complete else known, name_array, line_array)
+    return name_array, line_array
 
 
 @dataclass
@@ -377,200 +525,166 @@ def plan_levels(
         raise ValueError("scores: every score must be a finite number in [0, 1]")
     target = (threshold if low_water is None else min(low_water, threshold)) * budget
     turn_weights = settings.turn_weights.model_dump()
+    stale = superseded or {}
 
     # -- what is fixed, what is a candidate -------------------------------------------------
-    cosine = None
     index = index_for(items)
     cols = index.cols
     turn_window = cols["step"] > current_step - settings.protected_turns
     result_window = cols["step"] > current_step - settings.protected_results
+    cosine = None
     if embeddings:
         turn = index.is_turn
         cosine = max_cosine(index, turn & ~turn_window, turn & turn_window, embeddings)
         cosine[cosine <= settings.rescue_cosine] = 0.0
-    retention = _retention(items, score, turn_weights, cosine)
-    whole_fixed: list[int] = []
-    candidates: list[_Candidate] = []
-    stale = superseded or {}
-    weight_of = settings.retention_weight
-    for pos, item in enumerate(items):
-        zero_weight = item.source in ("user", "assistant") and turn_weights.get(item.kind, 1.0) == 0
-        if (
-            item.pinned
-            or item.kind in ("correction", "intent")
-            or zero_weight
-            or item.message_index is None
-            or item.source not in ("assistant", "tool_result")
-            or (item.source != "assistant" and bool(result_window[pos]))
-        ):
-            whole_fixed.append(pos)
-            continue
-        candidates.append(
-            _Candidate(
-                item,
-                lines_of,
-                True,
-                max(0.05, 1.0 + weight_of * (float(retention[pos]) - 0.5)),
-                None,
-                item.source == "assistant" and bool(turn_window[pos]),
-                item.id in stale,
-            )
-        )
+    kind_weight = _kind_weights(index, turn_weights)
+    retention = _retention_of(score, kind_weight, cosine)
+    source, message = _sources(index, items)
+    assistant = source == _ASSISTANT
+    fixed = (
+        cols["pinned"]
+        | index.kind_mask("correction")
+        | index.kind_mask("intent")
+        | (kind_weight == 0)  # a turn of a zero-weight kind (1.0 for every other item)
+        | np.isnan(message)
+        | ~(assistant | (source == _TOOL_RESULT))
+        | (~assistant & result_window)
+    )
+    whole_fixed = np.flatnonzero(fixed)
+    cand = _live_candidates(
+        index, np.flatnonzero(~fixed), message, assistant, turn_window, retention, settings, stale
+    )
     if paged_out:
-        paged_retention = _retention(paged_out, paged_scores, turn_weights, None)
-        for pos, item in enumerate(paged_out):
-            if item.message_index is None or item.source not in ("assistant", "tool_result"):
-                continue
-            candidates.append(
-                _Candidate(
-                    item,
-                    lines_of,
-                    False,
-                    max(0.05, 1.0 + weight_of * (float(paged_retention[pos]) - 0.5)),
-                    item.excerpt,
-                    item.source == "assistant"
-                    and item.step > current_step - settings.protected_turns,
-                    item.id in stale,
-                )
-            )
-    candidates.sort(key=lambda c: (c.item.message_index, c.item.step))
-    if not candidates:
-        return _over_budget(plan, items, whole_fixed, [], used_tokens, budget, pointer_tokens)
+        cand = cand.joined(
+            _paged_candidates(paged_out, paged_scores, turn_weights, settings, current_step, stale)
+        )
+    cand = cand.sorted()
+    k_all = len(cand.ids)
+    if not k_all:
+        return _over_budget(
+            plan, items, whole_fixed.tolist(), [], used_tokens, budget, pointer_tokens
+        )
+    objects = _Objects(items, paged_out or ())
 
     # -- what a pass may reach: the newest candidates, WINDOW x the target of them ------------
-    current = [_current_cost(c, pointer_tokens) for c in candidates]
-    base = float(used_tokens) - sum(current)  # what stays whatever this pass does
-    start, acc = len(candidates), 0.0
-    while start > 0 and len(candidates) - start < MAX_CANDIDATES:
-        if acc + current[start - 1] > WINDOW * target and acc > 0:
-            break
-        start -= 1
-        acc += current[start]
-    for k in range(start):  # older: a live one leaves as a stub, a warm one stays as it is
-        c = candidates[k]
-        if c.live and not c.protected_turn:  # a protected turn never leaves the prompt
-            plan.to_warm.append(c.item.id)
-            plan.reasons[c.item.id] = LOW_VALUE
-            c.live, current[k] = False, float(pointer_tokens)
+    current = cand.tokens.copy()  # a live candidate's current size: the item's tokens
+    for k in np.flatnonzero(~cand.live).tolist():  # out of the prompt: an excerpt or a stub
+        shown = cand.current[k]
+        current[k] = (
+            _excerpt_cost(lines_of(objects.of(cand, k)), shown) if shown else pointer_tokens
+        )
+    base = float(used_tokens) - sum(current.tolist())  # what stays whatever this pass does
+    start = k_all - _window(current, target)
+    old = np.flatnonzero(cand.live[:start] & ~cand.protected[:start])
+    if len(old):  # older: a live one leaves as a stub (a protected turn never leaves the prompt)
+        stubbed = cand.ids[old].tolist()
+        plan.to_warm.extend(stubbed)
+        plan.reasons.update(dict.fromkeys(stubbed, LOW_VALUE))
+        cand.live[old] = False
+        current[old] = float(pointer_tokens)
+    current_list = current.tolist()
 
     # -- a shallow pass if it can reach the target, else a deep one ---------------------------
     need = float(used_tokens) - target
     cut = start
     reach = settings.shallow_reach
     if reach > 0:
-        acc, cut = 0.0, len(candidates)
+        acc, cut = 0.0, k_all
         while cut > start and acc < reach * need:
             cut -= 1
-            acc += current[cut]
-        prefix_cost = sum(current[:cut])
-        room_left = target - base - prefix_cost - pointer_tokens * (len(candidates) - cut)
+            acc += current_list[cut]
+        prefix_cost = sum(current_list[:cut])
+        room_left = target - base - prefix_cost - pointer_tokens * (k_all - cut)
         if cut == start or room_left < 0.2 * need:
             cut = start
-    kept_prefix, suffix = candidates[:cut], candidates[cut:]
+    suffix = np.arange(cut, k_all)
 
     # -- names already held whatever happens ----------------------------------------------------
-    owned_by = stats.owned
-    covered: set[str] = set()
-    for pos in whole_fixed:
-        covered.update(owned_by.get(items[pos].id, ()))
-    for c in kept_prefix:
-        own = owned_by.get(c.item.id)
-        if not own:
-            continue
-        shown = _shown(c)
-        if shown is None:
-            covered.update(own)
-        elif shown:
-            lines_shown = set(shown)
-            where = c.info.where
-            covered.update(x for x in own if any(i in lines_shown for i in where.get(x, ())))
-    room = target - base - sum(current[:cut]) - pointer_tokens * len(suffix)
+    names = stats.columns()
+    owner = names.owner[: len(stats.ids)]
+    numbers = stats.item_numbers
+    # item numbers (NameStats.item_numbers) of the candidates; -2: an item it never saw,
+    # which owns nothing (and matches no owner, not even "none": -1)
+    cand_numbers = np.fromiter(
+        (numbers.get(x, -2) for x in cand.ids.tolist()), dtype=np.int64, count=k_all
+    )
+    whole = np.zeros(len(numbers) + 1, dtype=bool)  # item number -> shown whole; [-1]: none
+    whole[[numbers.get(x, -1) for x in index.ids[whole_fixed].tolist()]] = True
+    kept_live = cand_numbers[:cut][cand.live[:cut]]
+    whole[kept_live[kept_live >= 0]] = True
+    whole[-1] = False
+    covered = whole[owner]  # a name its owner shows whole is held
+    for k in np.flatnonzero(~cand.live[:cut]).tolist():  # kept excerpts hold their lines' names
+        shown = cand.current[k]
+        if shown and cand_numbers[k] >= 0:
+            pair_names, pair_lines = _name_lines(lines_of(objects.of(cand, k)), stats)
+            mine = (owner[pair_names] == cand_numbers[k]) & np.isin(pair_lines, shown)
+            covered[pair_names[mine]] = True
+    room = target - base - sum(current_list[:cut]) - pointer_tokens * len(suffix)
 
-    # -- the greedy over lines ------------------------------------------------------------------
-    chosen: list[set[int]] = [set() for _ in suffix]
+    # -- the lines of the candidates that may keep some ---------------------------------------
+    # Only the protected turns (their anchor) and the candidates owning a name not held yet
+    # are read: the others can only be stubs, and reading their lines would cost a split.
+    owns = np.zeros(len(numbers) + 1, dtype=bool)  # item number -> owns a name not held
+    owns[owner[(owner >= 0) & ~covered]] = True
+    suffix_numbers = cand_numbers[suffix]
+    owning = owns[np.maximum(suffix_numbers, -1)]  # -2 (unknown) reads the unset last slot
+    lined = suffix[owning | cand.protected[suffix]]
+    lines = _Lines.of([lines_of(objects.of(cand, k)) for k in lined.tolist()], stats)
+
+    # -- protected turns keep their anchor line ------------------------------------------------
+    taken = np.zeros(lines.total, dtype=bool)  # per line of ``lines``: chosen
     spent = 0.0
-    for k, c in enumerate(suffix):  # protected turns keep their anchor line
-        if c.protected_turn and c.info.anchor is not None:
-            chosen[k].add(c.info.anchor)
-            spent += float(c.info.tokens[c.info.anchor]) + MARKER_TOKENS
-            own = owned_by.get(c.item.id)
-            if own:
-                covered.update(own & c.info.names[c.info.anchor])
-    weights: dict[str, float] = {}
-    # The names each candidate may bring (owned by it, not held yet; without one it is a
-    # stub). Each name counts on one line of its owner: the one with the fewest tokens per
-    # owned name (the first of those), so a line's value is fixed for the pass and the greedy
-    # is one sort (a name on several lines of one item is worth keeping once).
-    keys: list[tuple[int, int]] = []
-    values: list[float] = []
-    costs: list[float] = []
-    half_marker = MARKER_TOKENS / 2
-    for k, c in enumerate(suffix):
-        own = (owned_by.get(c.item.id) or set()) - covered
-        if not own:
+    for j in np.flatnonzero(cand.protected[lined]).tolist():
+        anchor = lines.infos[j].anchor
+        if anchor is None:
             continue
-        where = c.info.where
-        tokens = c.info.tokens
-        per_line: dict[int, int] = {}
-        for name in own:
-            for i in where.get(name, ()):
-                per_line[i] = per_line.get(i, 0) + 1
-        line_value: dict[int, float] = {}
-        for name in own:
-            spots = where.get(name)
-            if not spots:
-                continue
-            best = spots[0]
-            for i in spots[1:]:  # the cheapest line per name it owns, then the first
-                if tokens[i] / per_line[i] < tokens[best] / per_line[best]:
-                    best = i
-            w = weights.get(name)
-            if w is None:
-                w = weights[name] = stats.weight(name, current_step)
-            line_value[best] = line_value.get(best, 0.0) + w
-        tokens = c.info.tokens
-        for i, value in line_value.items():
-            if value > 0 and i not in chosen[k]:
-                keys.append((k, i))
-                values.append(value * c.multiplier * (SUPERSEDED_FACTOR if c.superseded else 1.0))
-                costs.append(float(tokens[i]) + half_marker)
-    if keys:
-        ratio = np.asarray(values) / np.asarray(costs)
-        # best value per token first; ties: the older item, then the lower line
-        order = np.lexsort((np.array([i for _, i in keys]), np.array([k for k, _ in keys]), -ratio))
-        for pos in order.tolist():
-            k, i = keys[pos]
-            lines = chosen[k]
-            cost = float(suffix[k].info.tokens[i])
-            if (i - 1) not in lines and (i + 1) not in lines:
-                cost += MARKER_TOKENS
-            if spent + cost > room:
-                continue
-            lines.add(i)
-            spent += cost
+        at = int(lines.start[j]) + anchor
+        taken[at] = True
+        spent += float(lines.tokens[at]) + MARKER_TOKENS
+        mine = (lines.pair_line == at) & (owner[lines.pair_name] == cand_numbers[lined[j]])
+        covered[lines.pair_name[mine]] = True
+
+    # -- what each line is worth, then the greedy over lines ---------------------------------
+    factor = np.where(cand.superseded[lined], SUPERSEDED_FACTOR, 1.0)
+    keys = _line_values(
+        lines,
+        owner,
+        covered,
+        cand_numbers[lined],
+        cand.multiplier[lined],
+        factor,
+        taken,
+        stats,
+        current_step,
+    )
+    if len(keys):
+        spent = _greedy(lines, keys, taken, spent, room)
 
     # -- excerpts worth showing whole, then the room left brings more back whole -------------
-    level: list[tuple[int, ...] | None] = []  # None: whole; () : stub; lines: excerpt
+    level: dict[int, tuple[int, ...] | None] = {}  # suffix k -> None: whole, lines: excerpt
     total = spent
     whole_share = settings.excerpt_whole_share
-    for k, c in enumerate(suffix):
-        lines = tuple(sorted(chosen[k]))
-        if not lines:
-            level.append(())
-            continue
-        cost = _excerpt_cost(c.info, lines)
-        whole = float(c.item.tokens)
-        if c.superseded:  # a stale copy keeps at most the lines that differ
-            level.append(lines)
+    chosen = np.flatnonzero(taken)
+    owner_of_line = lines.item_of(chosen)
+    bounds = np.searchsorted(owner_of_line, np.arange(len(lined) + 1))
+    costs: dict[int, float] = {}
+    for j in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
+        k = int(lined[j])
+        shown = tuple((chosen[bounds[j] : bounds[j + 1]] - int(lines.start[j])).tolist())
+        cost = costs[k] = _excerpt_cost(lines.infos[j], shown)
+        whole = float(cand.tokens[k])
+        if cand.superseded[k]:  # a stale copy keeps at most the lines that differ
+            level[k] = shown
         elif cost >= whole_share * whole and total - cost + whole <= room:
             total += whole - cost
-            level.append(None)
+            level[k] = None
         else:
-            level.append(lines)
+            level[k] = shown
     upgrades = sorted(
-        (float(c.item.tokens) - _excerpt_cost(c.info, level[k]), k)
-        for k, c in enumerate(suffix)
-        if level[k] and not c.superseded
+        (float(cand.tokens[k]) - costs[k], k)
+        for k, lv in level.items()
+        if lv and not cand.superseded[k]
     )
     for extra, k in upgrades:
         if total + extra > room:
@@ -579,24 +693,43 @@ def plan_levels(
         level[k] = None
 
     # -- the plan ---------------------------------------------------------------------------------
-    for k, c in enumerate(suffix):
-        lv = level[k]
-        item_id = c.item.id
-        if c.live:
+    ids = cand.ids.tolist()
+    for k in suffix.tolist():
+        lv = level.get(k, ())
+        item_id = ids[k]
+        stale_k = cand.superseded[k]
+        if cand.live[k]:
             if lv is None:
                 continue
             plan.to_warm.append(item_id)
             if lv:
                 plan.excerpts[item_id] = lv
-            plan.reasons[item_id] = SUPERSEDED if c.superseded else EXCERPT if lv else LOW_VALUE
+            plan.reasons[item_id] = SUPERSEDED if stale_k else EXCERPT if lv else LOW_VALUE
         elif lv is None:
             plan.to_live.append(item_id)
             plan.reasons[item_id] = "paged in"
-        elif lv != (c.current or ()):
+        elif lv != (cand.current[k] or ()):
             plan.excerpts[item_id] = lv
-            plan.reasons[item_id] = SUPERSEDED if c.superseded else EXCERPT if lv else LOW_VALUE
-    estimate = base + sum(current[:cut]) + pointer_tokens * len(suffix) + total
-    return _over_budget(plan, items, whole_fixed, suffix, estimate, budget, pointer_tokens, level)
+            plan.reasons[item_id] = SUPERSEDED if stale_k else EXCERPT if lv else LOW_VALUE
+    estimate = base + sum(current_list[:cut]) + pointer_tokens * len(suffix) + total
+    if estimate <= budget:
+        return plan
+    kept = [
+        _Candidate(
+            objects.of(cand, k),
+            lines_of,
+            bool(cand.live[k]),
+            float(cand.multiplier[k]),
+            cand.current[k],
+            bool(cand.protected[k]),
+            bool(cand.superseded[k]),
+        )
+        for k in suffix.tolist()
+    ]
+    levels = [level.get(k, ()) for k in suffix.tolist()]
+    return _over_budget(
+        plan, items, whole_fixed.tolist(), kept, estimate, budget, pointer_tokens, levels
+    )
 
 
 def _shown(c: _Candidate) -> tuple[int, ...] | None:
@@ -688,3 +821,296 @@ def _over_budget(
             f"evicted (intents, corrections, pinned items, the newest step)"
         )
     return plan
+
+
+_ASSISTANT, _TOOL_RESULT = 1, 2
+_SOURCE_CODES = {"assistant": _ASSISTANT, "tool_result": _TOOL_RESULT}
+
+
+def _sources(index: Any, items: ItemBatch) -> tuple[np.ndarray, np.ndarray]:
+    """``(source, message)`` per item: ``_ASSISTANT``, ``_TOOL_RESULT`` or 0 (int8), and the
+    message index (float64, NaN for None). Kept per batch version (``index.memo``)."""
+
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        n = len(items)
+        source = np.fromiter((_SOURCE_CODES.get(i.source, 0) for i in items), np.int8, count=n)
+        message = np.fromiter(
+            (np.nan if i.message_index is None else i.message_index for i in items),
+            np.float64,
+            count=n,
+        )
+        return source, message
+
+    return index.memo("veil_fsrs.levels.sources", build)
+
+
+def _kind_weights(index: Any, turn_weights: Mapping[str, float]) -> np.ndarray:
+    """Per item: its kind's turn weight for a turn (user or assistant), else 1.0 (float64)."""
+    if not set(turn_weights) <= set(ITEM_KINDS):  # a kind the codes cannot tell apart
+        items = index.items
+        return np.array(
+            [turn_weights.get(i.kind, 1.0) if i.source in TURN_SOURCES else 1.0 for i in items],
+            dtype=np.float64,
+        )
+    by_code = np.array([turn_weights.get(k, 1.0) for k in ITEM_KINDS] + [1.0])  # -1: unknown
+    return np.where(index.is_turn, by_code[index.kind_code], 1.0)
+
+
+def _retention_of(score: np.ndarray, weight: np.ndarray, cosine: np.ndarray | None) -> np.ndarray:
+    """Retention in [0, 1] per item from its score, its kind's weight and the rescue cosine
+    (the scorer's formula, as :mod:`veil_fsrs.eviction` applies it)."""
+    e = (1.0 - np.clip(score, 0.0, 1.0)) * weight
+    if cosine is not None:
+        e = e * (1.0 - cosine)
+    return 1.0 - np.clip(e, 0.0, 1.0)
+
+
+@dataclass
+class _Candidates:
+    """The items a pass may change, as arrays in one order (one row per candidate).
+
+    ``ids``: item ids (object); ``live``: in the prompt now; ``multiplier``: what its lines'
+    values are multiplied by; ``protected``: a protected turn; ``superseded``: a stale
+    result; ``message`` / ``step``: its order; ``tokens``: its whole size; ``current``: the
+    excerpt lines it shows now when out of the prompt (None: a stub or live); ``paged`` /
+    ``position``: where the item is (``paged_out`` or the batch, and its position there).
+    """
+
+    ids: np.ndarray
+    live: np.ndarray
+    multiplier: np.ndarray
+    protected: np.ndarray
+    superseded: np.ndarray
+    message: np.ndarray
+    step: np.ndarray
+    tokens: np.ndarray
+    current: list[tuple[int, ...] | None]
+    paged: np.ndarray
+    position: np.ndarray
+
+    def joined(self, other: _Candidates) -> _Candidates:
+        """These rows, then ``other``'s."""
+        fields = {
+            name: np.concatenate((getattr(self, name), getattr(other, name)))
+            for name in self.__dataclass_fields__
+            if name != "current"
+        }
+        return _Candidates(current=self.current + other.current, **fields)
+
+    def sorted(self) -> _Candidates:
+        """The rows by message order, then step; ties keep their order (a stable sort)."""
+        order = np.lexsort((self.step, self.message))
+        fields = {
+            name: getattr(self, name)[order]
+            for name in self.__dataclass_fields__
+            if name != "current"
+        }
+        fields["current"] = [self.current[k] for k in order.tolist()]
+        return _Candidates(**fields)
+
+
+def _live_candidates(
+    index: Any,
+    pos: np.ndarray,
+    message: np.ndarray,
+    assistant: np.ndarray,
+    turn_window: np.ndarray,
+    retention: np.ndarray,
+    settings: Any,
+    stale: Mapping[str, str],
+) -> _Candidates:
+    """The live items at positions ``pos`` of the batch as candidates."""
+    ids = index.ids[pos]
+    count = len(pos)
+    superseded = (
+        np.fromiter((x in stale for x in ids.tolist()), dtype=bool, count=count)
+        if stale
+        else np.zeros(count, dtype=bool)
+    )
+    return _Candidates(
+        ids=ids,
+        live=np.ones(count, dtype=bool),
+        multiplier=np.maximum(0.05, 1.0 + settings.retention_weight * (retention[pos] - 0.5)),
+        protected=assistant[pos] & turn_window[pos],
+        superseded=superseded,
+        message=message[pos],
+        step=index.cols["step"][pos],
+        tokens=index.cols["tokens"][pos],
+        current=[None] * count,
+        paged=np.zeros(count, dtype=bool),
+        position=pos,
+    )
+
+
+def _paged_candidates(
+    paged_out: Sequence[ContextItem],
+    paged_scores: Any,
+    turn_weights: Mapping[str, float],
+    settings: Any,
+    current_step: int,
+    stale: Mapping[str, str],
+) -> _Candidates:
+    """The items out of the prompt (page-in candidates) a pass may change, as candidates:
+    turns and tool results with a message."""
+    retention = _retention(paged_out, paged_scores, turn_weights, None)
+    rows = [
+        pos
+        for pos, item in enumerate(paged_out)
+        if item.message_index is not None and item.source in ("assistant", "tool_result")
+    ]
+    chosen = [paged_out[pos] for pos in rows]
+    weight_of = settings.retention_weight
+    return _Candidates(
+        ids=np.array([i.id for i in chosen] or [], dtype=object),
+        live=np.zeros(len(rows), dtype=bool),
+        multiplier=np.array(
+            [max(0.05, 1.0 + weight_of * (float(retention[pos]) - 0.5)) for pos in rows],
+            dtype=np.float64,
+        ),
+        protected=np.array(
+            [
+                i.source == "assistant" and i.step > current_step - settings.protected_turns
+                for i in chosen
+            ],
+            dtype=bool,
+        ),
+        superseded=np.array([i.id in stale for i in chosen], dtype=bool),
+        message=np.array([float(i.message_index) for i in chosen], dtype=np.float64),
+        step=np.array([float(i.step) for i in chosen], dtype=np.float64),
+        tokens=np.array([float(i.tokens) for i in chosen], dtype=np.float64),
+        current=[i.excerpt for i in chosen],
+        paged=np.ones(len(rows), dtype=bool),
+        position=np.array(rows, dtype=np.int64),
+    )
+
+
+@dataclass
+class _Objects:
+    """Where candidates' items are: the batch and the page-in candidates."""
+
+    items: ItemBatch
+    paged_out: Sequence[ContextItem]
+
+    def of(self, cand: _Candidates, k: int) -> ContextItem:
+        """The item of candidate ``k``."""
+        where = int(cand.position[k])
+        return self.paged_out[where] if cand.paged[k] else self.items[where]
+
+
+def _window(current: np.ndarray, target: float) -> int:
+    """How many of the newest candidates a pass reads: the newest whose current sizes
+    (``current``, float64, oldest first) add up to ``WINDOW x target`` (the one that crosses
+    it only when it is the first), at most ``MAX_CANDIDATES``. The sums are those of adding
+    sizes one at a time from the newest (``cumsum`` adds in order)."""
+    limit = min(len(current), MAX_CANDIDATES)
+    if limit == 0:
+        return 0
+    acc = np.cumsum(current[::-1])[:limit]
+    before = np.concatenate(([0.0], acc[:-1]))
+    stop = (acc > WINDOW * target) & (before > 0)
+    return int(np.argmax(stop)) if stop.any() else limit
+
+
+@dataclass
+class _Lines:
+    """The lines of some candidates laid end to end: candidate ``j``'s lines are
+    ``start[j] .. start[j] + count[j] - 1``; ``tokens`` per line (float64); ``pair_name`` /
+    ``pair_line`` / ``pair_item``: one row per (name, line holding it), by candidate, then
+    name number, then line (line numbers global)."""
+
+    infos: list[LineInfo]
+    start: np.ndarray
+    count: np.ndarray
+    tokens: np.ndarray
+    pair_name: np.ndarray
+    pair_line: np.ndarray
+    pair_item: np.ndarray
+
+    @property
+    def total(self) -> int:
+        return len(self.tokens)
+
+    @classmethod
+    def of(cls, infos: list[LineInfo], stats: NameStats) -> _Lines:
+        count = np.array([len(info.tokens) for info in infos], dtype=np.int64)
+        start = np.concatenate(([0], np.cumsum(count)[:-1])).astype(np.int64)
+        if not infos:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls(infos, empty, empty, np.zeros(0), empty, empty, empty)
+        pairs = [_name_lines(info, stats) for info in infos]
+        sizes = np.array([len(names) for names, _ in pairs], dtype=np.int64)
+        pair_item = np.repeat(np.arange(len(infos)), sizes)
+        return cls(
+            infos,
+            start,
+            count,
+            np.concatenate([info.tokens for info in infos]),
+            np.concatenate([names for names, _ in pairs]),
+            np.concatenate([lines for _, lines in pairs]) + start[pair_item],
+            pair_item,
+        )
+
+    def item_of(self, line: np.ndarray) -> np.ndarray:
+        """The candidate (``j``) each global line number belongs to."""
+        return np.searchsorted(self.start, line, side="right") - 1
+
+
+def _line_values(
+    lines: _Lines,
+    owner: np.ndarray,
+    covered: np.ndarray,
+    numbers: np.ndarray,
+    multiplier: np.ndarray,
+    factor: np.ndarray,
+    taken: np.ndarray,
+    stats: NameStats,
+    step: int,
+) -> np.ndarray:
+    """The lines the greedy may take, best value per token first (global line numbers).
+
+    A candidate may bring the names it owns (``owner[name] == numbers[j]``) not held yet
+    (``covered``). Each such name counts on one line: the one with the fewest tokens per such
+    name, the first of those, so a line's value is fixed for the pass and the greedy is one
+    sort. A line's value is the sum of its names' weights (:meth:`NameStats.weights`, added in
+    name-number order), x ``multiplier[j]`` x ``factor[j]``; its cost its tokens and half a
+    marker. Ties: the older candidate, then the lower line. Lines already ``taken`` (anchors)
+    are left out.
+    """
+    name, at, item = lines.pair_name, lines.pair_line, lines.pair_item
+    own = (owner[name] == numbers[item]) & ~covered[name]
+    if not own.any():
+        return np.zeros(0, dtype=np.int64)
+    name, at, item = name[own], at[own], item[own]
+    per_line = np.bincount(at, minlength=lines.total)  # names each line may bring
+    cost = lines.tokens[at] / per_line[at]
+    order = np.lexsort((at, cost, name, item))
+    name, at, item = name[order], at[order], item[order]
+    first = np.ones(len(name), dtype=bool)
+    first[1:] = (name[1:] != name[:-1]) | (item[1:] != item[:-1])
+    best_name, best_at = name[first], at[first]
+    value = np.bincount(best_at, weights=stats.weights(best_name, step), minlength=lines.total)
+    keys = np.flatnonzero((value > 0) & ~taken)
+    j = lines.item_of(keys)
+    gain = value[keys] * multiplier[j] * factor[j]
+    ratio = gain / (lines.tokens[keys] + MARKER_TOKENS / 2)
+    return keys[np.lexsort((keys - lines.start[j], j, -ratio))]
+
+
+def _greedy(lines: _Lines, keys: np.ndarray, taken: np.ndarray, spent: float, room: float) -> float:
+    """Take the lines ``keys`` in order while they fit in ``room`` tokens (a line that opens a
+    new run also pays a marker); marks them in ``taken`` and returns the tokens spent."""
+    j = lines.item_of(keys)
+    low = lines.start[j]
+    high = low + lines.count[j] - 1
+    tokens = lines.tokens.tolist()
+    mark = taken.tolist()
+    for g, lo, hi in zip(keys.tolist(), low.tolist(), high.tolist(), strict=True):
+        cost = tokens[g]
+        if not (g > lo and mark[g - 1]) and not (g < hi and mark[g + 1]):
+            cost += MARKER_TOKENS
+        if spent + cost > room:
+            continue
+        mark[g] = True
+        spent += cost
+    taken[:] = mark
+    return spent
