@@ -552,7 +552,7 @@ def plan_levels(
     )
     whole_fixed = np.flatnonzero(fixed)
     cand = _live_candidates(
-        index, np.flatnonzero(~fixed), message, assistant, turn_window, retention, settings, stale
+        index, np.flatnonzero(~fixed), message, assistant, turn_window, retention, settings
     )
     if paged_out:
         cand = cand.joined(
@@ -603,22 +603,23 @@ def plan_levels(
     names = stats.columns()
     owner = names.owner[: len(stats.ids)]
     numbers = stats.item_numbers
-    # item numbers (NameStats.item_numbers) of the candidates; -2: an item it never saw,
-    # which owns nothing (and matches no owner, not even "none": -1)
-    cand_numbers = np.fromiter(
-        (numbers.get(x, -2) for x in cand.ids.tolist()), dtype=np.int64, count=k_all
-    )
+    # item numbers (NameStats.item_numbers) of the candidates the rest reads (-2: an item it
+    # never saw, which owns nothing and matches no owner, not even "none": -1)
+    kept_live = np.flatnonzero(cand.live[:cut])
+    kept_shown = [k for k in np.flatnonzero(~cand.live[:cut]).tolist() if cand.current[k]]
+    cand_numbers = np.full(k_all, -2, dtype=np.int64)
+    read = np.concatenate((kept_live, np.array(kept_shown, dtype=np.int64), suffix))
+    ids = cand.ids[read].tolist()
+    cand_numbers[read] = np.fromiter((numbers.get(x, -2) for x in ids), np.int64, count=len(ids))
     whole = np.zeros(len(numbers) + 1, dtype=bool)  # item number -> shown whole; [-1]: none
     whole[[numbers.get(x, -1) for x in index.ids[whole_fixed].tolist()]] = True
-    kept_live = cand_numbers[:cut][cand.live[:cut]]
-    whole[kept_live[kept_live >= 0]] = True
+    whole[np.maximum(cand_numbers[kept_live], -1)] = True
     whole[-1] = False
     covered = whole[owner]  # a name its owner shows whole is held
-    for k in np.flatnonzero(~cand.live[:cut]).tolist():  # kept excerpts hold their lines' names
-        shown = cand.current[k]
-        if shown and cand_numbers[k] >= 0:
+    for k in kept_shown:  # a kept excerpt holds the names it owns on the lines it shows
+        if cand_numbers[k] >= 0:
             pair_names, pair_lines = _name_lines(lines_of(objects.of(cand, k)), stats)
-            mine = (owner[pair_names] == cand_numbers[k]) & np.isin(pair_lines, shown)
+            mine = (owner[pair_names] == cand_numbers[k]) & np.isin(pair_lines, cand.current[k])
             covered[pair_names[mine]] = True
     room = target - base - sum(current_list[:cut]) - pointer_tokens * len(suffix)
 
@@ -627,10 +628,11 @@ def plan_levels(
     # are read: the others can only be stubs, and reading their lines would cost a split.
     owns = np.zeros(len(numbers) + 1, dtype=bool)  # item number -> owns a name not held
     owns[owner[(owner >= 0) & ~covered]] = True
-    suffix_numbers = cand_numbers[suffix]
-    owning = owns[np.maximum(suffix_numbers, -1)]  # -2 (unknown) reads the unset last slot
+    owning = owns[np.maximum(cand_numbers[suffix], -1)]  # -2 (unknown) reads the unset slot
     lined = suffix[owning | cand.protected[suffix]]
     lines = _Lines.of([lines_of(objects.of(cand, k)) for k in lined.tolist()], stats)
+    if stale:  # only the candidates a pass may change read it
+        cand.superseded[suffix] = [x in stale for x in cand.ids[suffix].tolist()]
 
     # -- protected turns keep their anchor line ------------------------------------------------
     taken = np.zeros(lines.total, dtype=bool)  # per line of ``lines``: chosen
@@ -662,45 +664,43 @@ def plan_levels(
         spent = _greedy(lines, keys, taken, spent, room)
 
     # -- excerpts worth showing whole, then the room left brings more back whole -------------
-    level: dict[int, tuple[int, ...] | None] = {}  # suffix k -> None: whole, lines: excerpt
-    total = spent
-    whole_share = settings.excerpt_whole_share
     chosen = np.flatnonzero(taken)
-    owner_of_line = lines.item_of(chosen)
-    bounds = np.searchsorted(owner_of_line, np.arange(len(lined) + 1))
-    costs: dict[int, float] = {}
-    for j in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
-        k = int(lined[j])
-        shown = tuple((chosen[bounds[j] : bounds[j + 1]] - int(lines.start[j])).tolist())
-        cost = costs[k] = _excerpt_cost(lines.infos[j], shown)
-        whole = float(cand.tokens[k])
-        if cand.superseded[k]:  # a stale copy keeps at most the lines that differ
-            level[k] = shown
-        elif cost >= whole_share * whole and total - cost + whole <= room:
-            total += whole - cost
-            level[k] = None
-        else:
-            level[k] = shown
-    upgrades = sorted(
-        (float(cand.tokens[k]) - costs[k], k)
-        for k, lv in level.items()
-        if lv and not cand.superseded[k]
-    )
-    for extra, k in upgrades:
-        if total + extra > room:
-            break
-        total += extra
-        level[k] = None
+    excerpted, cost, bounds = _excerpt_costs(lines, chosen)  # the candidates (j) keeping lines
+    shows = lined[excerpted]  # the same, as candidates (k)
+    whole_size = cand.tokens[shows]
+    stale_ones = cand.superseded[shows]
+    show_whole = np.zeros(len(shows), dtype=bool)
+    total = spent
+    # an excerpt costing at least excerpt_whole_share of its item is shown whole, in order,
+    # while that fits (a stale copy keeps at most the lines that differ)
+    for e in np.flatnonzero(
+        (cost >= settings.excerpt_whole_share * whole_size) & ~stale_ones
+    ).tolist():
+        c, w = float(cost[e]), float(whole_size[e])
+        if total - c + w <= room:
+            total += w - c
+            show_whole[e] = True
+    # then the room left brings excerpts back whole, the cheapest first (ties: the older)
+    rest = np.flatnonzero(~show_whole & ~stale_ones)
+    extra = whole_size[rest] - cost[rest]
+    order = np.lexsort((rest, extra))
+    rest, extra = rest[order], extra[order]
+    sums = np.cumsum(np.concatenate(([total], extra)))  # the running total, added in order
+    fits = int(np.argmax(sums[1:] > room)) if (sums[1:] > room).any() else len(rest)
+    show_whole[rest[:fits]] = True
+    total = float(sums[fits])
 
     # -- the plan ---------------------------------------------------------------------------------
-    ids = cand.ids.tolist()
-    for k in suffix.tolist():
+    level: dict[int, tuple[int, ...] | None] = {}  # candidate -> None: whole; lines: an excerpt
+    for e, k in enumerate(shows.tolist()):
+        level[k] = None if show_whole[e] else _shown_lines(lines, chosen, bounds, e, excerpted[e])
+    ids_all = cand.ids
+    for k in np.flatnonzero(~cand.live[suffix] | ~_whole_of(level, suffix)).tolist():
+        k += cut
         lv = level.get(k, ())
-        item_id = ids[k]
+        item_id = ids_all[k]
         stale_k = cand.superseded[k]
         if cand.live[k]:
-            if lv is None:
-                continue
             plan.to_warm.append(item_id)
             if lv:
                 plan.excerpts[item_id] = lv
@@ -917,22 +917,16 @@ def _live_candidates(
     turn_window: np.ndarray,
     retention: np.ndarray,
     settings: Any,
-    stale: Mapping[str, str],
 ) -> _Candidates:
     """The live items at positions ``pos`` of the batch as candidates."""
     ids = index.ids[pos]
     count = len(pos)
-    superseded = (
-        np.fromiter((x in stale for x in ids.tolist()), dtype=bool, count=count)
-        if stale
-        else np.zeros(count, dtype=bool)
-    )
     return _Candidates(
         ids=ids,
         live=np.ones(count, dtype=bool),
         multiplier=np.maximum(0.05, 1.0 + settings.retention_weight * (retention[pos] - 0.5)),
         protected=assistant[pos] & turn_window[pos],
-        superseded=superseded,
+        superseded=np.zeros(count, dtype=bool),  # set for the candidates a pass may change
         message=message[pos],
         step=index.cols["step"][pos],
         tokens=index.cols["tokens"][pos],
@@ -1114,3 +1108,59 @@ def _greedy(lines: _Lines, keys: np.ndarray, taken: np.ndarray, spent: float, ro
         spent += cost
     taken[:] = mark
     return spent
+
+
+_SEQUENTIAL_SUM = 8
+"""numpy's ``sum`` adds fewer than this many float64 values one at a time, in order (more:
+pairwise, in blocks of 8): :func:`_excerpt_costs` adds short excerpts' lines the same way,
+column by column, so its costs are bit for bit :func:`_excerpt_cost`'s."""
+
+
+def _excerpt_costs(lines: _Lines, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_excerpt_cost` of every candidate of ``lines`` keeping some of the ``chosen``
+    lines (global line numbers, ascending), without a call per candidate.
+
+    Returns:
+        ``(excerpted, cost, bounds)``: the candidates (``j``, ascending), their excerpts'
+        estimated tokens (float64), and where each one's lines are in ``chosen``
+        (``chosen[bounds[e]:bounds[e + 1]]``).
+    """
+    j = lines.item_of(chosen)
+    first = np.flatnonzero(np.diff(j, prepend=-1))
+    bounds = np.append(first, len(chosen))
+    size = np.diff(bounds)
+    excerpted = j[first]
+    group = np.repeat(np.arange(len(first)), size)
+    place = np.arange(len(chosen)) - first[group]  # position within its excerpt
+    tokens = lines.tokens[chosen]
+    total = np.zeros(len(first))
+    short = size[group] < _SEQUENTIAL_SUM
+    for column in range(_SEQUENTIAL_SUM - 1):
+        at = short & (place == column)
+        total[group[at]] += tokens[at]
+    for e in np.flatnonzero(size >= _SEQUENTIAL_SUM).tolist():
+        total[e] = tokens[bounds[e] : bounds[e + 1]].sum()
+    local = chosen - lines.start[j]
+    before = np.where(place == 0, -1, np.roll(local, 1))
+    runs = np.bincount(group, weights=local > before + 1, minlength=len(first))
+    last = local[bounds[1:] - 1]
+    runs += last < lines.count[excerpted] - 1  # lines elided after the last shown
+    return excerpted, total + MARKER_TOKENS * runs.astype(np.int64), bounds
+
+
+def _shown_lines(
+    lines: _Lines, chosen: np.ndarray, bounds: np.ndarray, e: int, j: int
+) -> tuple[int, ...]:
+    """The lines (the item's own numbers) excerpt ``e`` of candidate ``j`` shows."""
+    return tuple((chosen[bounds[e] : bounds[e + 1]] - lines.start[j]).tolist())
+
+
+def _whole_of(level: Mapping[int, tuple[int, ...] | None], rows: np.ndarray) -> np.ndarray:
+    """bool per row of ``rows``: its level is whole (None; absent means a stub)."""
+    whole = np.zeros(len(rows), dtype=bool)
+    if len(rows):
+        first = int(rows[0])
+        for k, lv in level.items():
+            if lv is None:
+                whole[k - first] = True
+    return whole
