@@ -1092,14 +1092,32 @@ def _line_values(
 
 def _greedy(lines: _Lines, keys: np.ndarray, taken: np.ndarray, spent: float, room: float) -> float:
     """Take the lines ``keys`` in order while they fit in ``room`` tokens (a line that opens a
-    new run also pays a marker); marks them in ``taken`` and returns the tokens spent."""
+    new run, one whose neighbours in its item are not taken yet, also pays a marker); marks
+    them in ``taken`` and returns the tokens spent (``spent`` plus theirs, added in order).
+
+    The same choice as trying each line in turn, in two steps: the longest run of first lines
+    that fits even if each paid a marker is taken at once (each would be, as no line costs
+    more than that), then each line left is tried in turn, skipping at once those that no
+    longer fit without a marker (what is spent only grows).
+    """
     j = lines.item_of(keys)
     low = lines.start[j]
     high = low + lines.count[j] - 1
-    tokens = lines.tokens.tolist()
+    tokens = lines.tokens[keys]
+    upper = np.cumsum(np.concatenate(([spent], tokens + MARKER_TOKENS)))
+    sure = int(np.searchsorted(upper[1:], room, side="right"))  # upper[1:] only grows
+    if sure:
+        spent = _take_all(taken, keys[:sure], low[:sure], high[:sure], tokens[:sure], spent)
+    if sure == len(keys):
+        return spent
+    rest = np.arange(sure, len(keys))
+    rest = rest[spent + tokens[rest] <= room]
+    if not len(rest):
+        return spent
+    all_tokens = lines.tokens.tolist()
     mark = taken.tolist()
-    for g, lo, hi in zip(keys.tolist(), low.tolist(), high.tolist(), strict=True):
-        cost = tokens[g]
+    for g, lo, hi in zip(keys[rest].tolist(), low[rest].tolist(), high[rest].tolist(), strict=True):
+        cost = all_tokens[g]
         if not (g > lo and mark[g - 1]) and not (g < hi and mark[g + 1]):
             cost += MARKER_TOKENS
         if spent + cost > room:
@@ -1108,6 +1126,29 @@ def _greedy(lines: _Lines, keys: np.ndarray, taken: np.ndarray, spent: float, ro
         spent += cost
     taken[:] = mark
     return spent
+
+
+def _take_all(
+    taken: np.ndarray,
+    keys: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    tokens: np.ndarray,
+    spent: float,
+) -> float:
+    """Take every line of ``keys`` in order (global line numbers; ``low`` / ``high``: the
+    first and last line of each one's item; ``tokens``: each one's): a line pays a marker
+    when neither neighbour in its item was taken before it. Returns ``spent`` plus their
+    costs, added in order (``cumsum`` adds one at a time)."""
+    rank = np.full(len(taken) + 2, len(keys), dtype=np.int64)  # when each line is taken
+    rank[1:-1][taken] = -1  # before any key (anchors); [0] and [-1]: no neighbour
+    rank[keys + 1] = np.arange(len(keys))
+    order = np.arange(len(keys))
+    left = (keys > low) & (rank[keys] < order)  # rank[g - 1 + 1]: the line before g
+    right = (keys < high) & (rank[keys + 2] < order)
+    cost = tokens + np.where(left | right, 0.0, float(MARKER_TOKENS))
+    taken[keys] = True
+    return float(np.cumsum(np.concatenate(([spent], cost)))[-1])
 
 
 _SEQUENTIAL_SUM = 8
