@@ -144,7 +144,7 @@ class LineInfo:
     tokens: np.ndarray
     anchor: int | None
     where: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    pairs: dict[int, tuple[int, np.ndarray, np.ndarray]] = field(
+    pairs: dict[int, tuple[int, np.ndarray, np.ndarray, int, int]] = field(
         default_factory=dict, repr=False, compare=False
     )
 
@@ -364,16 +364,21 @@ def _weight_array() -> np.ndarray:
     return _WEIGHTS
 
 
-def _name_lines(info: LineInfo, stats: NameStats) -> tuple[np.ndarray, np.ndarray]:
-    """``(names, lines)``: one pair per (name, line holding it) of ``info``, int64, sorted by
-    name number then line; names ``stats`` does not know are left out (they weigh nothing and
-    no item owns them). Kept in ``info.pairs`` until ``stats`` learns new names that the item
-    holds."""
+_Pairs = tuple[int, np.ndarray, np.ndarray, int, int]
+"""What :func:`_name_lines` keeps per item: ``(known, names, lines, line_count, pair_count)``
+(``known``: -1 when every name of the item had a number, else how many names ``stats``
+knew then)."""
+
+
+def _name_lines(info: LineInfo, stats: NameStats) -> _Pairs:
+    """One pair per (name, line holding it) of ``info``: ``names`` and ``lines`` (int64,
+    sorted by name number then line); names ``stats`` does not know are left out (they weigh
+    nothing and no item owns them). Kept in ``info.pairs`` until ``stats`` learns new names
+    while the item holds one it did not know."""
     key = stats.token
-    known = len(stats.ids)
     cached = info.pairs.get(key)
-    if cached is not None and cached[0] in (-1, known):
-        return cached[1], cached[2]
+    if cached is not None and cached[0] in (-1, len(stats.ids)):
+        return cached
     ids = stats.ids
     names: list[int] = []
     lines: list[int] = []
@@ -388,9 +393,15 @@ def _name_lines(info: LineInfo, stats: NameStats) -> tuple[np.ndarray, np.ndarra
     name_array = np.array(names, dtype=np.int64)
     line_array = np.array(lines, dtype=np.int64)
     order = np.lexsort((line_array, name_array))
-    name_array, line_array = name_array[order], line_array[order]
-    info.pairs[key] = (-1 if complete else known, name_array, line_array)
-    return name_array, line_array
+    found = (
+        -1 if complete else len(ids),
+        name_array[order],
+        line_array[order],
+        len(info.tokens),
+        len(names),
+    )
+    info.pairs[key] = found
+    return found
 
 
 @dataclass
@@ -618,7 +629,7 @@ def plan_levels(
     covered = whole[owner]  # a name its owner shows whole is held
     for k in kept_shown:  # a kept excerpt holds the names it owns on the lines it shows
         if cand_numbers[k] >= 0:
-            pair_names, pair_lines = _name_lines(lines_of(objects.of(cand, k)), stats)
+            _, pair_names, pair_lines, _, _ = _name_lines(lines_of(objects.of(cand, k)), stats)
             mine = (owner[pair_names] == cand_numbers[k]) & np.isin(pair_lines, cand.current[k])
             covered[pair_names[mine]] = True
     room = target - base - sum(current_list[:cut]) - pointer_tokens * len(suffix)
@@ -1026,21 +1037,24 @@ class _Lines:
 
     @classmethod
     def of(cls, infos: list[LineInfo], stats: NameStats) -> _Lines:
-        count = np.array([len(info.tokens) for info in infos], dtype=np.int64)
-        start = np.concatenate(([0], np.cumsum(count)[:-1])).astype(np.int64)
+        """The lines of ``infos``, in that order (their pairs: :func:`_name_lines`)."""
         if not infos:
             empty = np.zeros(0, dtype=np.int64)
             return cls(infos, empty, empty, np.zeros(0), empty, empty, empty)
-        pairs = [_name_lines(info, stats) for info in infos]
-        sizes = np.array([len(names) for names, _ in pairs], dtype=np.int64)
+        _, names, lines, counts, sizes = zip(
+            *[_name_lines(info, stats) for info in infos], strict=True
+        )
+        count = np.array(counts, dtype=np.int64)
+        start = np.zeros(len(infos), dtype=np.int64)
+        np.cumsum(count[:-1], out=start[1:])
         pair_item = np.repeat(np.arange(len(infos)), sizes)
         return cls(
             infos,
             start,
             count,
             np.concatenate([info.tokens for info in infos]),
-            np.concatenate([names for names, _ in pairs]),
-            np.concatenate([lines for _, lines in pairs]) + start[pair_item],
+            np.concatenate(names),
+            np.concatenate(lines) + start[pair_item],
             pair_item,
         )
 
@@ -1077,17 +1091,19 @@ def _line_values(
     name, at, item = name[own], at[own], item[own]
     per_line = np.bincount(at, minlength=lines.total)  # names each line may bring
     cost = lines.tokens[at] / per_line[at]
-    order = np.lexsort((at, cost, name, item))
-    name, at, item = name[order], at[order], item[order]
-    first = np.ones(len(name), dtype=bool)
-    first[1:] = (name[1:] != name[:-1]) | (item[1:] != item[:-1])
-    best_name, best_at = name[first], at[first]
-    value = np.bincount(best_at, weights=stats.weights(best_name, step), minlength=lines.total)
-    keys = np.flatnonzero((value > 0) & ~taken)
+    # pairs come by candidate, then name, then line: a name's pairs are one run, and its line
+    # is the first of the run whose cost is the run's least
+    run = np.flatnonzero(np.diff(name, prepend=-1) | np.diff(item, prepend=-1))
+    least = np.minimum.reduceat(cost, run)
+    ties = np.flatnonzero(cost == np.repeat(least, np.diff(np.append(run, len(cost)))))
+    runs_of = np.searchsorted(run, ties, side="right") - 1
+    first = ties[np.diff(runs_of, prepend=-1) != 0]
+    value = np.bincount(at[first], weights=stats.weights(name[first], step), minlength=lines.total)
+    keys = np.flatnonzero((value > 0) & ~taken)  # ascending: by candidate, then line
     j = lines.item_of(keys)
     gain = value[keys] * multiplier[j] * factor[j]
     ratio = gain / (lines.tokens[keys] + MARKER_TOKENS / 2)
-    return keys[np.lexsort((keys - lines.start[j], j, -ratio))]
+    return keys[np.argsort(-ratio, kind="stable")]  # ties keep the older, then the lower line
 
 
 def _greedy(lines: _Lines, keys: np.ndarray, taken: np.ndarray, spent: float, room: float) -> float:
