@@ -641,7 +641,7 @@ def plan_levels(
     owns[owner[(owner >= 0) & ~covered]] = True
     owning = owns[np.maximum(cand_numbers[suffix], -1)]  # -2 (unknown) reads the unset slot
     lined = suffix[owning | cand.protected[suffix]]
-    lines = _Lines.of([lines_of(objects.of(cand, k)) for k in lined.tolist()], stats)
+    lines = _Lines.of([lines_of(item) for item in objects.many(cand, lined)], stats)
     if stale:  # only the candidates a pass may change read it
         cand.superseded[suffix] = [x in stale for x in cand.ids[suffix].tolist()]
 
@@ -655,8 +655,10 @@ def plan_levels(
         at = int(lines.start[j]) + anchor
         taken[at] = True
         spent += float(lines.tokens[at]) + MARKER_TOKENS
-        mine = (lines.pair_line == at) & (owner[lines.pair_name] == cand_numbers[lined[j]])
-        covered[lines.pair_name[mine]] = True
+        pairs = slice(lines.pair_start[j], lines.pair_start[j + 1])  # the item's own pairs
+        pair_name = lines.pair_name[pairs]
+        mine = (lines.pair_line[pairs] == at) & (owner[pair_name] == cand_numbers[lined[j]])
+        covered[pair_name[mine]] = True
 
     # -- what each line is worth, then the greedy over lines ---------------------------------
     factor = np.where(cand.superseded[lined], SUPERSEDED_FACTOR, 1.0)
@@ -702,11 +704,14 @@ def plan_levels(
     total = float(sums[fits])
 
     # -- the plan ---------------------------------------------------------------------------------
-    level: dict[int, tuple[int, ...] | None] = {}  # candidate -> None: whole; lines: an excerpt
-    for e, k in enumerate(shows.tolist()):
-        level[k] = None if show_whole[e] else _shown_lines(lines, chosen, bounds, e, excerpted[e])
+    # candidate -> None: whole; lines: an excerpt (absent: a stub)
+    level: dict[int, tuple[int, ...] | None] = dict.fromkeys(shows[show_whole].tolist())
+    for e in np.flatnonzero(~show_whole).tolist():
+        level[int(shows[e])] = _shown_lines(lines, chosen, bounds, e, excerpted[e])
+    whole_now = np.zeros(k_all, dtype=bool)
+    whole_now[shows[show_whole]] = True
     ids_all = cand.ids
-    for k in np.flatnonzero(~cand.live[suffix] | ~_whole_of(level, suffix)).tolist():
+    for k in np.flatnonzero(~cand.live[suffix] | ~whole_now[suffix]).tolist():
         k += cut
         lv = level.get(k, ())
         item_id = ids_all[k]
@@ -910,7 +915,11 @@ class _Candidates:
 
     def sorted(self) -> _Candidates:
         """The rows by message order, then step; ties keep their order (a stable sort)."""
-        order = np.lexsort((self.step, self.message))
+        message, step = self.message, self.step
+        later = message[1:] > message[:-1]
+        if np.all(later | ((message[1:] == message[:-1]) & (step[1:] >= step[:-1]))):
+            return self  # the batch's order already (live items come in message order)
+        order = np.lexsort((step, message))
         fields = {
             name: getattr(self, name)[order]
             for name in self.__dataclass_fields__
@@ -1001,6 +1010,16 @@ class _Objects:
         where = int(cand.position[k])
         return self.paged_out[where] if cand.paged[k] else self.items[where]
 
+    def many(self, cand: _Candidates, ks: np.ndarray) -> list[ContextItem]:
+        """The items of candidates ``ks``, in that order."""
+        items, paged_out = self.items, self.paged_out
+        return [
+            paged_out[where] if paged else items[where]
+            for where, paged in zip(
+                cand.position[ks].tolist(), cand.paged[ks].tolist(), strict=True
+            )
+        ]
+
 
 def _window(current: np.ndarray, target: float) -> int:
     """How many of the newest candidates a pass reads: the newest whose current sizes
@@ -1021,7 +1040,8 @@ class _Lines:
     """The lines of some candidates laid end to end: candidate ``j``'s lines are
     ``start[j] .. start[j] + count[j] - 1``; ``tokens`` per line (float64); ``pair_name`` /
     ``pair_line`` / ``pair_item``: one row per (name, line holding it), by candidate, then
-    name number, then line (line numbers global)."""
+    name number, then line (line numbers global); candidate ``j``'s rows are
+    ``pair_start[j] .. pair_start[j + 1] - 1``."""
 
     infos: list[LineInfo]
     start: np.ndarray
@@ -1030,6 +1050,7 @@ class _Lines:
     pair_name: np.ndarray
     pair_line: np.ndarray
     pair_item: np.ndarray
+    pair_start: np.ndarray
 
     @property
     def total(self) -> int:
@@ -1040,7 +1061,7 @@ class _Lines:
         """The lines of ``infos``, in that order (their pairs: :func:`_name_lines`)."""
         if not infos:
             empty = np.zeros(0, dtype=np.int64)
-            return cls(infos, empty, empty, np.zeros(0), empty, empty, empty)
+            return cls(infos, empty, empty, np.zeros(0), empty, empty, empty, np.zeros(1, np.int64))
         _, names, lines, counts, sizes = zip(
             *[_name_lines(info, stats) for info in infos], strict=True
         )
@@ -1048,6 +1069,8 @@ class _Lines:
         start = np.zeros(len(infos), dtype=np.int64)
         np.cumsum(count[:-1], out=start[1:])
         pair_item = np.repeat(np.arange(len(infos)), sizes)
+        pair_start = np.zeros(len(infos) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=pair_start[1:])
         return cls(
             infos,
             start,
@@ -1056,6 +1079,7 @@ class _Lines:
             np.concatenate(names),
             np.concatenate(lines) + start[pair_item],
             pair_item,
+            pair_start,
         )
 
     def item_of(self, line: np.ndarray) -> np.ndarray:
@@ -1210,14 +1234,3 @@ def _shown_lines(
 ) -> tuple[int, ...]:
     """The lines (the item's own numbers) excerpt ``e`` of candidate ``j`` shows."""
     return tuple((chosen[bounds[e] : bounds[e + 1]] - lines.start[j]).tolist())
-
-
-def _whole_of(level: Mapping[int, tuple[int, ...] | None], rows: np.ndarray) -> np.ndarray:
-    """bool per row of ``rows``: its level is whole (None; absent means a stub)."""
-    whole = np.zeros(len(rows), dtype=bool)
-    if len(rows):
-        first = int(rows[0])
-        for k, lv in level.items():
-            if lv is None:
-                whole[k - first] = True
-    return whole
