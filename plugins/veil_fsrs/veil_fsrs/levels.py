@@ -144,7 +144,7 @@ class LineInfo:
     tokens: np.ndarray
     anchor: int | None
     where: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    pairs: dict[int, tuple[int, np.ndarray, np.ndarray, int, int]] = field(
+    pairs: dict[int, tuple[int, int, np.ndarray, np.ndarray, int, int]] = field(
         default_factory=dict, repr=False, compare=False
     )
 
@@ -208,6 +208,7 @@ class NameStats:
         self.owned: dict[str, set[str]] = {}
         self.ids: dict[str, int] = {}  # name -> its number, in the order names were first seen
         self.item_numbers: dict[str, int] = {}  # item id -> its number, in the order first added
+        self.adds: dict[str, int] = {}  # item id -> how many times it was accounted
         self._owner_order: dict[str, tuple[float, int]] = {}
         self._seq = 0
         # the per-name arrays a pass reads (columns()), brought up to date lazily: a capture
@@ -227,6 +228,7 @@ class NameStats:
         step = int(item.step)
         ids = self.ids
         self.item_numbers.setdefault(item.id, len(self.item_numbers))
+        self.adds[item.id] = self.adds.get(item.id, 0) + 1
         self._dirty.update(names)
         for name in names:
             if name not in ids:
@@ -364,20 +366,26 @@ def _weight_array() -> np.ndarray:
     return _WEIGHTS
 
 
-_Pairs = tuple[int, np.ndarray, np.ndarray, int, int]
-"""What :func:`_name_lines` keeps per item: ``(known, names, lines, line_count, pair_count)``
-(``known``: -1 when every name of the item had a number, else how many names ``stats``
-knew then)."""
+_Pairs = tuple[int, int, np.ndarray, np.ndarray, int, int]
+"""What :func:`_name_lines` keeps per item: ``(adds, known, names, lines, line_count,
+pair_count)`` (``adds``: how many times ``stats`` had accounted the item then; ``known``: -1
+when every name of the item had a number, else how many names ``stats`` knew then)."""
 
 
-def _name_lines(info: LineInfo, stats: NameStats) -> _Pairs:
-    """One pair per (name, line holding it) of ``info``: ``names`` and ``lines`` (int64,
-    sorted by name number then line); names ``stats`` does not know are left out (they weigh
-    nothing and no item owns them). Kept in ``info.pairs`` until ``stats`` learns new names
-    while the item holds one it did not know."""
+def _name_lines(info: LineInfo, stats: NameStats, item_id: str) -> _Pairs:
+    """One pair per (name, line holding it) of ``info`` (the lines of item ``item_id``):
+    ``names`` and ``lines`` (int64, sorted by name number then line).
+
+    Only pairs whose name the item may own are kept: names ``stats`` does not know are left
+    out (they weigh nothing), and once ``stats`` accounted the item, only the names it owns
+    then. Kept in ``info.pairs``, which stays a superset of what the item owns: a name's
+    owner only ever moves to the item being accounted (:meth:`NameStats.add`), so an item's
+    names only leave it until it is accounted again (``adds``), and before it is accounted
+    the pairs are rebuilt when ``stats`` learns new names while some were unknown."""
     key = stats.token
+    adds = stats.adds.get(item_id, 0)
     cached = info.pairs.get(key)
-    if cached is not None and cached[0] in (-1, len(stats.ids)):
+    if cached is not None and cached[0] == adds and (adds > 0 or cached[1] in (-1, len(stats.ids))):
         return cached
     ids = stats.ids
     names: list[int] = []
@@ -392,13 +400,17 @@ def _name_lines(info: LineInfo, stats: NameStats) -> _Pairs:
         lines.extend(spots)
     name_array = np.array(names, dtype=np.int64)
     line_array = np.array(lines, dtype=np.int64)
+    if adds > 0:  # what the item owns now (its names can only leave it, see above)
+        owned = stats.columns().owner[name_array] == stats.item_numbers[item_id]
+        name_array, line_array = name_array[owned], line_array[owned]
     order = np.lexsort((line_array, name_array))
     found = (
+        adds,
         -1 if complete else len(ids),
         name_array[order],
         line_array[order],
         len(info.tokens),
-        len(names),
+        len(order),
     )
     info.pairs[key] = found
     return found
@@ -629,7 +641,8 @@ def plan_levels(
     covered = whole[owner]  # a name its owner shows whole is held
     for k in kept_shown:  # a kept excerpt holds the names it owns on the lines it shows
         if cand_numbers[k] >= 0:
-            _, pair_names, pair_lines, _, _ = _name_lines(lines_of(objects.of(cand, k)), stats)
+            item = objects.of(cand, k)
+            _, _, pair_names, pair_lines, _, _ = _name_lines(lines_of(item), stats, item.id)
             mine = (owner[pair_names] == cand_numbers[k]) & np.isin(pair_lines, cand.current[k])
             covered[pair_names[mine]] = True
     room = target - base - sum(current_list[:cut]) - pointer_tokens * len(suffix)
@@ -641,7 +654,8 @@ def plan_levels(
     owns[owner[(owner >= 0) & ~covered]] = True
     owning = owns[np.maximum(cand_numbers[suffix], -1)]  # -2 (unknown) reads the unset slot
     lined = suffix[owning | cand.protected[suffix]]
-    lines = _Lines.of([lines_of(item) for item in objects.many(cand, lined)], stats)
+    lined_items = objects.many(cand, lined)
+    lines = _Lines.of([lines_of(item) for item in lined_items], [i.id for i in lined_items], stats)
     if stale:  # only the candidates a pass may change read it
         cand.superseded[suffix] = [x in stale for x in cand.ids[suffix].tolist()]
 
@@ -1057,13 +1071,15 @@ class _Lines:
         return len(self.tokens)
 
     @classmethod
-    def of(cls, infos: list[LineInfo], stats: NameStats) -> _Lines:
-        """The lines of ``infos``, in that order (their pairs: :func:`_name_lines`)."""
+    def of(cls, infos: list[LineInfo], ids: list[str], stats: NameStats) -> _Lines:
+        """The lines of ``infos`` (of the items ``ids``), in that order (their pairs:
+        :func:`_name_lines`)."""
         if not infos:
             empty = np.zeros(0, dtype=np.int64)
             return cls(infos, empty, empty, np.zeros(0), empty, empty, empty, np.zeros(1, np.int64))
-        _, names, lines, counts, sizes = zip(
-            *[_name_lines(info, stats) for info in infos], strict=True
+        _, _, names, lines, counts, sizes = zip(
+            *[_name_lines(info, stats, x) for info, x in zip(infos, ids, strict=True)],
+            strict=True,
         )
         count = np.array(counts, dtype=np.int64)
         start = np.zeros(len(infos), dtype=np.int64)
