@@ -476,9 +476,21 @@ def _content(rng: random.Random, vocab: list[str], lines: int, turn: bool) -> st
     return "\n".join(out)
 
 
+def _uniform(rng: random.Random, vocab: list[str], turn: bool) -> str:
+    """Lines of the same length holding one name each, ten per result: within an item (and
+    between items of the same size and weights) lines tie on value per token."""
+    return "\n".join(f"see {rng.choice(vocab)}" for _ in range(2 if turn else 10))
+
+
 def _session(seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
-    vocab = [f"name_{i}" if i % 3 else f"src/m_{i}.py" for i in range(rng.choice([6, 20, 80, 400]))]
+    uniform = seed % 3 == 0
+    if uniform:
+        vocab = [f"name_{i}" for i in range(100, 100 + rng.choice([30, 300]))]
+    else:
+        vocab = [
+            f"name_{i}" if i % 3 else f"src/m_{i}.py" for i in range(rng.choice([6, 20, 80, 400]))
+        ]
     items: list[ContextItem] = []
     steps = rng.randint(3, 70)
     index = 0
@@ -492,11 +504,15 @@ def _session(seed: int) -> dict[str, Any]:
         for source, kind in specs:
             turn = source == "assistant"
             lines = rng.randint(1, 4) if turn else rng.choice([1, 3, 10, 40])
-            content = _content(rng, vocab, lines, turn)
-            per = rng.choice([0.0, 0.2, 0.25, 0.3])
-            tokens = rng.choice(
-                [len(content) // 4, int(len(content) * per), 0 if rng.random() < 0.05 else 7]
-            )
+            if uniform:
+                content = _uniform(rng, vocab, turn)
+                tokens = len(content) // 4
+            else:
+                content = _content(rng, vocab, lines, turn)
+                per = rng.choice([0.0, 0.2, 0.25, 0.3])
+                tokens = rng.choice(
+                    [len(content) // 4, int(len(content) * per), 0 if rng.random() < 0.05 else 7]
+                )
             items.append(
                 ContextItem(
                     id=f"i{len(items)}",
@@ -544,7 +560,9 @@ def _session(seed: int) -> dict[str, Any]:
         }
     )
     used = sum(i.tokens for i in live) + rng.randint(0, 50)
-    scores = np.array([rng.choice([0.0, 0.3, 0.5, 0.5, 1.0, rng.random()]) for _ in live])
+    scores = np.array(
+        [0.5 if uniform else rng.choice([0.0, 0.3, 0.5, 0.5, 1.0, rng.random()]) for _ in live]
+    )
     paged_scores = (
         None
         if rng.random() < 0.3
@@ -618,9 +636,9 @@ def test_the_planner_chooses_what_the_reference_chooses(seed, monkeypatch):
         tokens=5,
     )
     stats.add(newest, frozenset(identifier_tokens(newest.content)))
-    if case["items"]:
-        older = rng.choice(case["items"])
-        stats.add(replace(older, message_index=20_000), frozenset(identifier_tokens(older.content)))
+    for number, older in enumerate(rng.sample(case["items"], len(case["items"]) // 3)):
+        again = replace(older, message_index=20_000 + number)
+        stats.add(again, frozenset(identifier_tokens(older.content)))
     expected = reference_plan(ItemBatch(case["items"]), lines_of=line_info, **args)
     got = plan_levels(ItemBatch(case["items"]), lines_of=lines_of, **args)
     assert _as_lists(got) == _as_lists(expected)
