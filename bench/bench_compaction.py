@@ -28,6 +28,7 @@ from pathlib import Path
 
 import veil_compaction
 from veil_compaction.masking import mask_observations
+from veil_compaction.planning import choose_cut
 from veil_compaction.summariser import Summariser
 from veil_compaction.testing import ScriptedSummariser, synthetic_history
 
@@ -35,7 +36,6 @@ from veil.core.app import open_veil
 from veil.core.models.llm import LLM
 from veil.core.models.tokens import count_message_tokens
 from veil.core.prompt.compaction import run_default
-from veil.core.prompt.compaction_cut import choose_cut
 from veil.core.settings import load_config
 
 RESULT_CHARS = (50, 1500)

@@ -1,9 +1,11 @@
-"""The core's side of a compaction (issue 20): it folds, fires ``before_compaction``, asks the
-``summarise`` hook for the text only, refuses what issue 19 refuses, and stores the result."""
+"""The core's side of a compaction (issue 20): it folds what ``plan_compaction`` plans (here
+veil_compaction's seed 000 rules, issue 33), fires ``before_compaction``, asks the ``summarise``
+hook for the text only, refuses what issue 19 refuses, and stores the result."""
 
 from __future__ import annotations
 
 import pytest
+from veil_compaction.testing import SeedPlanner
 
 from veil.core.errors import CompactionRejected, NotAvailable
 from veil.core.prompt import compaction
@@ -11,8 +13,9 @@ from veil.core.types import Summary
 from veil.hookspecs import hookimpl
 
 
-class _Summariser:
-    """Answers ``summarise`` with a fixed text and records what it was given."""
+class _Summariser(SeedPlanner):
+    """Answers ``summarise`` with a fixed text and records what it was given; plans as
+    veil_compaction does (seed 000's rules)."""
 
     def __init__(self, text: str) -> None:
         self.text = text

@@ -47,7 +47,11 @@ def test_veil_doctor_is_there_by_default_as_a_default_plugin(tmp_path, project, 
     listed = json.loads(_veil(tmp_path, project, "plugins", "--json").stdout)
     (doctor,) = [p for p in listed["plugins"] if p["name"] == "veil.doctor"]
     assert doctor["default"] is True
-    assert doctor["hooks"] == ["register_commands", "register_hookspecs"]  # rebuild_derived
+    assert doctor["hooks"] == [
+        "register_commands",
+        "register_hookspecs",
+        "register_migrations",
+    ]  # rebuild_derived
     assert "  doctor " in _veil(tmp_path, project, "--help").stdout
 
 

@@ -300,6 +300,8 @@ def test_tool_handler_result_outcome_reaches_capture(make_veil):
 
 
 def test_a_prompt_the_provider_refuses_as_too_long_is_compacted_and_retried(make_veil):
+    from veil_compaction.testing import SeedPlanner
+
     from veil.core.models.llm import ContextWindowExceededError
     from veil.core.types import Summary
 
@@ -317,7 +319,7 @@ def test_a_prompt_the_provider_refuses_as_too_long_is_compacted_and_retried(make
     long_hello = "hi " * 300  # the fold must shrink the prompt, or the core refuses it
     veil = make_veil(
         ["hello", "sure", too_long, "fits now"],
-        plugins=[("s", Summariser())],
+        plugins=[("s", Summariser()), ("planner", SeedPlanner())],
         settings={"compaction": {"keepRecentTurns": 1}},
     )
     session = veil.new_session()

@@ -221,7 +221,11 @@ def test_slash_commands_of_the_wrong_type_name_the_plugin(make_veil):
 
 
 def test_a_summary_of_the_wrong_type_names_the_plugin(make_veil):
-    veil = make_veil(["ok"], plugins=[("junk", _Junk())], disable=["veil_compaction"])
+    from veil_compaction.testing import SeedPlanner
+
+    veil = make_veil(
+        ["ok"], plugins=[("junk", _Junk()), ("planner", SeedPlanner())], disable=["veil_compaction"]
+    )
     session = veil.new_session()
     veil.run_turn(session, "hello")
     with pytest.raises(PluginResultInvalid) as refused:

@@ -15,6 +15,7 @@ FIRSTRESULT = {
     "score",
     "score_signals",
     "evict",
+    "plan_compaction",
     "summarise",
     "run_interactive",
     "ask_permission",

@@ -127,6 +127,7 @@ def test_declared_members_are_the_grouped_api() -> None:
         "offered_tools": False,
         "count_tokens": True,
         "live_items": False,
+        "note_task": True,
         "note_turn": True,
         "state": False,
         "save_state": True,

@@ -19,9 +19,11 @@ import pytest
 
 from veil.core.errors import SessionBusy, SessionConflict, SessionNotFound
 from veil.core.session_locks import SessionLocks
-from veil.core.store import Store, belief_tables, raw_rows
+from veil.core.store import Store
 from veil.core.store import recall_tables as sql
 from veil.core.types import ContextItem
+from veil.default_plugins.beliefs import tables as belief_tables
+from veil.default_plugins.doctor import quarantine
 from veil.testing.postgres import unique_project
 
 ENGINES = ["sqlite", "postgresql"]
@@ -377,8 +379,8 @@ def test_concurrent_writers_of_the_recall_index_miss_nothing(
 
 
 def test_belief_view_tables(store: Store) -> None:
+    assert store.migrate_plugins(belief_tables.migrations()) == {"veil.beliefs": 1}
     with store.transaction() as conn:
-        belief_tables.create_tables(conn)
         belief_tables.insert_belief(
             conn,
             "belief_1",
@@ -436,7 +438,7 @@ def test_doctor_finds_and_moves_a_damaged_message(store: Store) -> None:
     assert report.integrity == [] and report.foreign_keys == []
     after = store_check.repair_store(store)
     assert not after.problems_left
-    assert raw_rows.quarantine_count(store.conn) == 1
+    assert quarantine.kept_count(store.conn) == 1
     loaded = store.load_session("s1")
     assert loaded.messages[0] == (0, {"role": "user", "content": "fine"})
     assert len(loaded.messages) == 1

@@ -162,13 +162,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.shared_files import SharedFiles as SharedFiles
     from veil.core.shared_files import open_shared_files as open_shared_files
     from veil.core.store import Store as Store
-    from veil.core.store import belief_tables as belief_tables
     from veil.core.store import raw_rows as raw_rows
     from veil.core.store import recall_tables as recall_tables
     from veil.core.store import row_codec as row_codec
     from veil.core.store.connection import connect as connect_sqlite
     from veil.core.store.context_db import insert_event as insert_event
     from veil.core.store.dialect import fts5_match as fts5_match
+    from veil.core.store.plugin_tables import Migration as Migration
     from veil.core.text import clean_message as clean_message
     from veil.core.tiers import SEARCHABLE_TIERS as SEARCHABLE_TIERS
     from veil.core.tiers import Tiers as Tiers
@@ -184,6 +184,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.types import TOOL_EFFECTS as TOOL_EFFECTS
     from veil.core.types import Attempt as Attempt
     from veil.core.types import CaptureEvent as CaptureEvent
+    from veil.core.types import CompactionPlan as CompactionPlan
     from veil.core.types import CompactResult as CompactResult
     from veil.core.types import ContextItem as ContextItem
     from veil.core.types import EvictionPlan as EvictionPlan
@@ -235,6 +236,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "Attempt": ("veil.core.types", "Attempt"),
     "Summary": ("veil.core.types", "Summary"),
     "CompactResult": ("veil.core.types", "CompactResult"),
+    "CompactionPlan": ("veil.core.types", "CompactionPlan"),
     "ItemScores": ("veil.core.types", "ItemScores"),
     "RecallHit": ("veil.core.types", "RecallHit"),
     "EvictionPlan": ("veil.core.types", "EvictionPlan"),
@@ -380,7 +382,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "insert_event": ("veil.core.store.context_db", "insert_event"),
     "fts5_match": ("veil.core.store.dialect", "fts5_match"),
     "connect_sqlite": ("veil.core.store.connection", "connect"),
-    "belief_tables": ("veil.core.store.belief_tables", None),
+    "Migration": ("veil.core.store.plugin_tables", "Migration"),
     "recall_tables": ("veil.core.store.recall_tables", None),
     "raw_rows": ("veil.core.store.raw_rows", None),
     "row_codec": ("veil.core.store.row_codec", None),
@@ -423,6 +425,7 @@ __all__ = [
     "Attempt",
     "Summary",
     "CompactResult",
+    "CompactionPlan",
     "ItemScores",
     "RecallHit",
     "EvictionPlan",
@@ -568,7 +571,7 @@ __all__ = [
     "insert_event",
     "fts5_match",
     "connect_sqlite",
-    "belief_tables",
+    "Migration",
     "recall_tables",
     "raw_rows",
     "row_codec",

@@ -58,8 +58,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
     from veil.core.session_api import PluginSession, PluginVeil
     from veil.core.settings import Config, SettingsSection
+    from veil.core.store.plugin_tables import Migration
     from veil.core.types import (
         CaptureEvent,
+        CompactionPlan,
         ContextItem,
         EvictionPlan,
         Message,
@@ -82,8 +84,8 @@ hookimpl = pluggy.HookimplMarker("veil")
 RETIRED_HOOKS: dict[str, str] = {
     "compact": (
         "split in two (issue 20): fit_prompt transforms the messages about to be sent "
-        "(observation masking), summarise returns the text of a summary; the core chooses "
-        "what is folded, stores the summary and fires before_compaction itself"
+        "(observation masking), summarise returns the text of a summary, plan_compaction "
+        "chooses what is folded; the core stores the summary and fires before_compaction itself"
     ),
     "session_end": (
         "removed (issue 20): no plugin needed it, and it meant both 'closed' and 'the front end "
@@ -194,6 +196,26 @@ def register_settings() -> dict[str, type[SettingsSection]] | None:
         owns (``context``, ``compaction``, ``memory``, ``http``) adds the model's fields to the
         core's, in the same JSON object; a field the core or another plugin already has there is
         refused the same way. None registers nothing.
+    """
+
+
+@hookspec
+def register_migrations() -> list[Migration] | None:
+    """Declare the tables this plugin owns, as versioned migrations (collected).
+
+    Called once when a project's store opens (:class:`veil.core.app.Veil`), of the registered
+    plugins only (a blocked plugin's tables are neither created nor changed). The store applies
+    each version the database has not applied yet, per plugin in name order and each in one
+    transaction with its row in the store's ``plugin_migrations`` table, on SQLite and on
+    PostgreSQL (in the project's schema: the tenancy of ``store.project`` holds for the
+    plugin's tables as for the core's); a version applied once is never applied again
+    (:meth:`veil.core.store.Store.migrate_plugins`). Statements run with ``?`` placeholders on
+    both engines, on the connection of ``Store.transaction()``.
+
+    :return: a list of :class:`veil.Migration` (``plugin``: the key of the versions,
+        ``version`` 1, 2...; ``sql``: one script, a script per engine, or a callable
+        ``(conn, engine)``), or None for no tables. Versions with a gap or a repeat, or a
+        ``plugin`` key another plugin uses, are a :class:`~veil.core.errors.ConfigError`.
     """
 
 
@@ -418,6 +440,48 @@ def fit_prompt(
 
 
 @hookspec(firstresult=True)
+def plan_compaction(
+    session: PluginSession,
+    messages: list[Message],
+    kind: str,
+    prompt_tokens: int | None,
+) -> CompactionPlan | None:
+    """Decide whether a compaction runs now and what it folds (firstresult: the first answer
+    is used).
+
+    Called by the core with what the prompt holds of the history after the current summary:
+    at every prompt it builds (kind ``"prompt"``, unless the previous prompt was compacted),
+    when the provider refused a prompt as too long (``"refused"``), and for seed 000's
+    defaultCompaction (``"manual"``: ``/compact``, ``veil compact``, the HTTP compact route;
+    ``"auto"``: a run started by a plugin, e.g. ``veil_compaction``'s ``autoThreshold``). The
+    core keeps the mechanism: it carries the plan back to the stored history, fires
+    ``before_compaction`` and ``summarise`` with the folded messages, refuses a summary that
+    does not shrink the prompt, stores it, counts failures and emits the ``compaction`` event
+    (:mod:`veil.core.prompt.compaction`). With no implementation nothing is compacted
+    automatically, and a manual compaction is refused with
+    :class:`~veil.core.errors.NotAvailable`. ``veil_compaction`` answers it with seed 000's
+    rules: over ``compaction.threshold`` x the window, fold all but the newest
+    ``compaction.keepRecentTurns`` steps; for defaultCompaction, ``compactionCount`` percent
+    of the characters.
+
+    :param session: the session that may be compacted.
+    :param messages: what the prompt holds from ``compact_size`` on, oldest first (stubs stay
+        stubs, masked results their mask, steps left out stay out, pairing repaired; no system
+        prompt, no summary). Do not change it.
+    :param kind: ``"prompt"``, ``"refused"``, ``"manual"`` or ``"auto"`` (above). For
+        ``"prompt"`` and ``"refused"`` the summary is asked in mode ``"full"``, for the others
+        in mode ``"default"``.
+    :param prompt_tokens: for kind ``"prompt"``, the tokens the prompt being built takes with
+        the tool schemas (the session's tokenizer), to compare with a threshold; None for the
+        other kinds.
+    :return: a :class:`~veil.core.types.CompactionPlan` (``fold``: how many of ``messages`` are
+        folded; 0 for none), or None to let the next implementation answer (when none answers:
+        no compaction). A ``fold`` out of range or between a tool call and its results is
+        :class:`~veil.core.errors.PluginResultInvalid`.
+    """
+
+
+@hookspec(firstresult=True)
 def summarise(
     session: PluginSession,
     messages: list[Message],
@@ -492,7 +556,7 @@ def recall(
 
 @hookspec
 def item_accessed(
-    session: PluginSession, item: ContextItem, grade: int, now: float, previous_tier: str
+    session: PluginSession, item: ContextItem, access: str, now: float, previous_tier: str
 ) -> None:
     """An item was used again (collected): hydrated, promoted, pinned back into the prompt, or
     named by a turn that works on its files or symbols.
@@ -503,8 +567,11 @@ def item_accessed(
     :param session: the session the item was used in.
     :param item: the item; implementations may update ``stability``, ``difficulty`` (an FSRS-6
         review).
-    :param grade: the FSRS grade of the access, 1 Again .. 4 Easy (3 Good by default; 4 for a
-        promotion).
+    :param access: how it was used (:data:`veil.core.context_ops.ItemAccess`): ``"hydrate"``
+        (a pointer followed), ``"promote"`` (loaded by hand), ``"pin"`` (pinned back into the
+        prompt) or ``"related"`` (a turn named its files or symbols). What an access means is the
+        implementation's to decide (veil_fsrs grades it: Easy for a promotion, Good otherwise);
+        the core only records it.
     :param now: Unix time in seconds.
     :param previous_tier: ``"live"``, ``"warm"`` or ``"cold"`` before the access; an eviction
         controller treats a warm / cold item asked for again as a sign it evicted too eagerly.

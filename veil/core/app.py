@@ -35,7 +35,7 @@ from veil.core.safety.paths import (
 )
 from veil.core.session_locks import SessionLocks
 from veil.core.settings import Config, load_config, validate_agent_name
-from veil.core.store import Store
+from veil.core.store import Store, plugin_tables
 from veil.core.types import (
     TIERS,
     TOOL_EFFECTS,
@@ -98,14 +98,17 @@ class Veil:
         llm: model access; default :class:`veil.core.models.llm.LLM` over ``config`` (created lazily).
         db_path: the store; default ``store.url`` when set (PostgreSQL), else
             ``<project>/.veil/context.db``.
-        keep_going: a plugin whose registration hook (``register_tools``) fails is recorded
-            in :attr:`plugin_problems` and left without tools instead of stopping the open
+        keep_going: a plugin whose registration hook (``register_tools``,
+            ``register_migrations``) fails is recorded in :attr:`plugin_problems` and left
+            without tools or tables instead of stopping the open
             (``veil plugins``, which must list the broken plugin); None there otherwise.
 
     Raises:
-        ConfigError: an agent.json is invalid, or two plugins register the same tool name.
-        PluginHookFailed: a plugin's ``register_tools`` raised or (PluginResultInvalid)
-            returned the wrong type, unless ``keep_going``.
+        ConfigError: an agent.json is invalid, two plugins register the same tool name, or
+            the plugins' table migrations are refused
+            (:meth:`veil.core.store.Store.migrate_plugins`).
+        PluginHookFailed: a plugin's ``register_tools`` or ``register_migrations`` raised or
+            (PluginResultInvalid) returned the wrong type, unless ``keep_going``.
     """
 
     def __init__(
@@ -122,6 +125,9 @@ class Veil:
         self._llm = llm
         self._llm_lock = threading.Lock()
         store_url = config.settings.store.url
+        self.plugin_problems: dict[str, str] | None = {} if keep_going else None
+        # the plugins' own tables, applied by the store at open (register_migrations)
+        migrations = plugin_tables.collect(pm, self.plugin_problems)
         if db_path is None and store_url is not None:
             # a shared PostgreSQL store: rows under this project's name, locks in the database
             self.store = Store(
@@ -129,6 +135,7 @@ class Veil:
                 project=config.settings.store.project_name(config.project_dir),
                 pool_size=config.settings.store.pool_size,
                 synchronous_commit=config.settings.store.synchronous_commit,
+                migrations=migrations,
             )
             self.session_locks = SessionLocks.in_database(self.store)
         else:
@@ -137,9 +144,8 @@ class Veil:
                 config.veil_dir.mkdir(parents=True, exist_ok=True)
                 ensure_gitignore(config.project_dir)
                 db_path = veil_file(config.project_dir, "context.db")
-            self.store = Store(db_path)
+            self.store = Store(db_path, migrations=migrations)
             self.session_locks = SessionLocks(db_path)
-        self.plugin_problems: dict[str, str] | None = {} if keep_going else None
         self.tools: dict[str, Tool] = self._collect_tools(self.plugin_problems)
         self._turn_queues: dict[str, threading.Lock] = {}
         # sessions front ends hold open, so core operations (compact) act on the same object
@@ -249,8 +255,8 @@ class Veil:
         Returns:
             An :class:`~veil.core.types.ItemScores`: the answering scorer's scores (the
             ``score`` hook, firstresult) and its own ``score_signals``, against the session's
-            task tags (those of the latest user message when the session has none yet, e.g.
-            just loaded) at ``session.clock()``. None when no plugin implements ``score``.
+            task tags (when the session has none yet, e.g. just loaded: the tags the capture
+            reported for the latest user message's item) at ``session.clock()``. None when no plugin implements ``score``.
             The scorer is not called for an empty list.
 
         Raises:
@@ -628,7 +634,7 @@ class Veil:
                     f"defaultCompaction is disabled for agent {session.agent!r}"
                 )
             if not compaction.can_summarise(session):
-                raise NotAvailable("no loaded plugin implements compaction (veil_compaction)")
+                raise NotAvailable("no loaded plugin implements compaction: none answers summarise")
             result = compaction.run_default(session, instructions)
         return {
             "sessionId": session.id,
@@ -740,12 +746,23 @@ def _answering_plugin(pm: pluggy.PluginManager, hook: str) -> Any | None:
 
 
 def _latest_request_tags(session: Session) -> frozenset[str]:
-    """Tags of the latest user message (what the loop sets as the task's tags)."""
-    from veil.core.prompt.tags import extract_tags
+    """The task's tags of a session that holds none in memory (loaded again): those a plugin
+    reported (:meth:`~veil.core.session.Session.note_task`) as its state kept them, else the
+    tags the ``capture`` hook gave the latest user message's item; empty when no plugin
+    reported any. The core extracts no tags itself (issue 33)."""
+    from veil.core.session import CORE_STATE_KEY, TASK_TAGS_KEY
 
-    for message in reversed(session.messages):
+    kept = session.state.get(CORE_STATE_KEY, {}).get(TASK_TAGS_KEY)
+    if isinstance(kept, list):
+        return frozenset(t for t in kept if isinstance(t, str))
+    for index in range(len(session.messages) - 1, -1, -1):
+        message = session.messages[index]
         if message.get("role") == "user" and isinstance(message.get("content"), str):
-            return frozenset(extract_tags(message["content"]))
+            for item in session.live_items:
+                if item.message_index == index and item.source == "user":
+                    return frozenset(item.tags)
+            stored = session.veil.store.item_of_message(session.id, index)
+            return frozenset(stored.tags) if stored and stored.source == "user" else frozenset()
     return frozenset()
 
 

@@ -11,14 +11,13 @@ import dataclasses
 import datetime as dt
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from veil.core.errors import BadRequest, NotAvailable, PluginResultInvalid
 from veil.core.plugins import checked_list, first_answer
 from veil.core.prompt.items import ItemBatch
-from veil.core.prompt.tags import extract_tags, extract_targets
 from veil.core.types import ContextItem
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,8 +26,11 @@ if TYPE_CHECKING:  # pragma: no cover
 DEMOTED = "demoted by the model"
 """The eviction reason of a demotion by hand (such an item is never paged back in)."""
 
-GRADE_GOOD = 3
-GRADE_EASY = 4
+ItemAccess = Literal["hydrate", "promote", "pin", "related"]
+"""How an item was used again, as the ``item_accessed`` hook is told (a plugin decides what it
+means: veil_fsrs grades it as an FSRS review): ``hydrate`` (a pointer followed), ``promote``
+(loaded by hand), ``pin`` (pinned back into the prompt), ``related`` (a turn named its files or
+symbols)."""
 
 
 def find_item(session: Session, item_id: str, field: str = "id") -> ContextItem:
@@ -89,21 +91,28 @@ def _log(session: Session, event_kind: str, item: ContextItem, **payload: Any) -
 
 
 def _accessed(
-    session: Session, item: ContextItem, grade: int, previous_tier: str, refresh: bool = True
+    session: Session,
+    item: ContextItem,
+    access: ItemAccess,
+    previous_tier: str,
+    refresh: bool = True,
 ) -> None:
-    _accessed_many(session, [item], grade, previous_tier)
+    _accessed_many(session, [item], access, previous_tier)
     if refresh:
         session.live_items.refresh(item)  # its row in the live columns (no-op when not live)
 
 
 def _accessed_many(
-    session: Session, items: list[ContextItem], grade: int, previous_tier: str
+    session: Session, items: list[ContextItem], access: ItemAccess, previous_tier: str
 ) -> None:
-    """Count one access for each item (``item_accessed`` hook, then one store transaction)."""
+    """Count one access for each item (``item_accessed`` hook, then one store transaction).
+    The core only records the access: what it does to the item's ``stability`` and
+    ``difficulty`` is the hook implementations' (veil_fsrs: an FSRS review), stored as they
+    left them."""
     now = session.clock()
     for item in items:
         session.veil.pm.hook.item_accessed(
-            session=session, item=item, grade=grade, now=now, previous_tier=previous_tier
+            session=session, item=item, access=access, now=now, previous_tier=previous_tier
         )
         item.access_count += 1
         item.last_access = now
@@ -155,16 +164,16 @@ def _own(session: Session, item: ContextItem, field: str = "id") -> ContextItem:
     """``item`` when this session may change it in place (its own, or no session's)."""
     if item.session_id is not None and item.session_id != session.id:
         raise BadRequest(
-            f"{field}: {item.id} belongs to another session; veil_hydrate or veil_promote it to "
-            "work on a copy"
+            f"{field}: {item.id} belongs to another session; hydrate or promote it to work on a "
+            "copy"
         )
     return item
 
 
 def touch_related(session: Session, targets: list[str]) -> int:
     """A turn that names files or symbols uses the live items pointing at them: each such item
-    counts an access (FSRS review, grade Good), which keeps what the agent works on from
-    decaying. Returns how many items were touched."""
+    counts an access (``related``; veil_fsrs reviews it), which keeps what the agent works on
+    from decaying. Returns how many items were touched."""
     wanted = set(targets)
     live = session.live_items
     if not wanted or not len(live):
@@ -178,13 +187,13 @@ def touch_related(session: Session, targets: list[str]) -> int:
             rows.append(row)
             touched.append(item)
     if touched:
-        _accessed_many(session, touched, GRADE_GOOD, "live")
+        _accessed_many(session, touched, "related", "live")
         session.live_items.refresh_rows(rows)  # one log entry for all of them
     return len(rows)
 
 
 def hydrate(session: Session, pointer: str) -> ContextItem:
-    """Follow a pointer: bring the item back into the prompt (FSRS recall, grade Good).
+    """Follow a pointer: bring the item back into the prompt (an access, ``hydrate``).
 
     When the item's message is in the kept history, its stub is removed and the original content
     is sent again in place; otherwise (another session, a memory) the tool result carries it.
@@ -192,19 +201,19 @@ def hydrate(session: Session, pointer: str) -> ContextItem:
     item = find_item(session, pointer, "pointer")
     previous = item.tier
     item = _make_live(session, item)
-    _accessed(session, item, GRADE_GOOD, previous)
+    _accessed(session, item, "hydrate", previous)
     _log(session, "hydrate", item, previous_tier=previous)
     return item
 
 
 def promote(session: Session, item_id: str) -> ContextItem:
-    """Make an item live, loaded by hand (x1.5 when scored), with an Easy recall."""
+    """Make an item live, loaded by hand (x1.5 when scored): an access, ``promote``."""
     item = find_item(session, item_id)
     previous = item.tier
     item = _make_live(session, item)
     item.loaded_by_hand = True
     session.veil.store.update_item(item.id, loaded_by_hand=True)
-    _accessed(session, item, GRADE_EASY, previous)
+    _accessed(session, item, "promote", previous)
     _log(session, "promote", item, previous_tier=previous)
     return item
 
@@ -240,7 +249,7 @@ def set_pinned(session: Session, item_id: str, pinned: bool) -> ContextItem:
     if pinned and (item.tier != "live" or item.session_id not in (None, session.id)):
         previous = item.tier
         item = _make_live(session, item)
-        _accessed(session, item, GRADE_GOOD, previous)
+        _accessed(session, item, "pin", previous)
     elif not pinned:
         _own(session, item)
     item.pinned = pinned
@@ -251,10 +260,33 @@ def set_pinned(session: Session, item_id: str, pinned: bool) -> ContextItem:
 
 
 def remember(
-    session: Session, content: str, kind: str, tags: list[str], tool_call_id: str | None = None
+    session: Session,
+    content: str,
+    kind: str,
+    tags: list[str],
+    tool_call_id: str | None = None,
+    *,
+    targets: list[str] | None = None,
+    source: str = "memory",
 ) -> ContextItem:
     """Store a new item made by the model (loaded by hand; facts also become beliefs).
-    Credentials in ``content`` are redacted first (:mod:`veil.core.safety.redaction`)."""
+    Credentials in ``content`` are redacted first (:mod:`veil.core.safety.redaction`).
+
+    Args:
+        session: the session it is remembered in.
+        content: the item's text, as the model wrote it.
+        kind: its item kind (``fact``, ``procedural``...); a ``fact`` is also asserted
+            (``assert_fact`` hook).
+        tags: its tags, as the plugin that calls this took them (the core extracts none:
+            issue 33); take them from the redacted text (``session.veil.redactor.text``),
+            never from the raw one, so a credential never becomes a tag.
+        tool_call_id: the call that made it, if a tool did.
+        targets: its targets (paths, symbols), taken the same way; none when not given.
+        source: who states it, passed on to ``assert_fact`` (the memory tool's name).
+
+    Returns:
+        The stored item, now live.
+    """
     content = session.veil.redactor.text(content)
     stab = session.config.settings.context.initial_stability
     item = ContextItem(
@@ -263,8 +295,8 @@ def remember(
         source="memory",
         step=session.step,
         tool_call_id=tool_call_id,
-        tags=sorted(set(tags) | set(extract_tags(content))),
-        targets=extract_targets(content),
+        tags=list(tags),
+        targets=list(targets or ()),
         stability=getattr(stab, kind, stab.fact),
         loaded_by_hand=True,
     )
@@ -275,7 +307,7 @@ def remember(
     _log(session, "remember", item, kind=kind)
     if kind == "fact":  # the beliefs plugin records it (assert_fact); the item stays either way
         session.veil.pm.hook.assert_fact(
-            session=session, statement=content, tool_call_id=tool_call_id, source="veil_remember"
+            session=session, statement=content, tool_call_id=tool_call_id, source=source
         )
     return item
 
@@ -297,6 +329,8 @@ def forget(session: Session, item_id: str) -> ContextItem:
 
 def set_turn_kind(session: Session, kind: str) -> int:
     """Relabel the items of the current step's assistant turn; return how many changed."""
+    from veil.core.session import CORE_STATE_KEY
+
     rows = []
     for row, item in enumerate(session.live_items):
         if item.step == session.step and item.source == "assistant":
@@ -305,7 +339,7 @@ def set_turn_kind(session: Session, kind: str) -> int:
             rows.append(row)
     session.live_items.refresh_rows(rows)
     changed = len(rows)
-    session.state.setdefault("veil.core", {})["turn_kind"] = {str(session.step): kind}
+    session.state.setdefault(CORE_STATE_KEY, {})["turn_kind"] = {str(session.step): kind}
     return changed
 
 
@@ -361,9 +395,12 @@ def resolve_conflict(session: Session, conflict_id: str, keep: str) -> str:
         session.veil.pm, "resolve_conflict", session=session, conflict_id=conflict_id, keep=keep
     )
     if answer is None:
+        from veil.default_plugins import DEFAULT_PROVIDERS
+
         raise NotAvailable(
-            "beliefs are off: no loaded plugin keeps beliefs (the veil.beliefs plugin is "
-            "blocked here), so there is no conflict to resolve"
+            "beliefs are off: no loaded plugin keeps beliefs (the "
+            f"{DEFAULT_PROVIDERS['resolve_conflict']} plugin is blocked here), so there is no "
+            "conflict to resolve"
         )
     if not isinstance(answer, str):
         raise PluginResultInvalid(plugin, "resolve_conflict", type(answer).__name__, "a str")

@@ -107,9 +107,11 @@ def _run_turn_held(
     limit = max_iterations or session.config.settings.loop.max_iterations
     result = TurnResult(status="done")
     model = veil.llm.model_for("main", session.model)
+    # the notice is the offline default's (nothing configured): shown when a local model a
+    # plugin registered answers, never keyed on a provider's name
     if (
         veil.llm.notice
-        and model.provider == "bundled"
+        and _local_model(veil, model) is not None
         and not getattr(veil.llm, "notice_shown", False)
     ):
         veil.llm.notice_shown = True  # once per process: front ends may have shown it already
@@ -269,17 +271,24 @@ def _emit_model_call(session: Session, model: Any, prompt_tokens: int) -> None:
     )
 
 
-SMALL_MODEL_TOOLS = ("read", "write", "edit", "bash", "grep", "ls")
+def _local_model(veil: Any, model: Any) -> Any:
+    """The :class:`~veil.core.models.llm.LocalModel` ``model`` was loaded from, or None (a
+    provider's model, or an ``llm`` that registers none)."""
+    local_model_of = getattr(veil.llm, "local_model_of", None)
+    return local_model_of(model) if callable(local_model_of) else None
 
 
 def offered_tool_names(veil: Any, model: Any) -> list[str]:
     """Names of the tools offered to ``model``, in the order their schemas are sent: all
-    registered tools, except that the bundled 135M model gets only the six coding tools (each
-    schema costs it prompt time at ~50 tokens/s, and it cannot use the memory tools sensibly).
-    What the prompt tells the model to call is drawn from these (the manifest's guide, pointer
-    notes: a tool the model is not offered is never named)."""
-    if getattr(model, "provider", None) == "bundled":
-        return [n for n in SMALL_MODEL_TOOLS if n in veil.tools]
+    registered tools, except for a local model that declares the few it can use
+    (:attr:`LocalModel.tools <veil.core.models.llm.LocalModel>`, in its order: veil_bundled's
+    135M model takes six, as each schema costs it prompt time at ~50 tokens/s). What the prompt
+    tells the model to call is drawn from these (the manifest's guide, pointer notes: a tool the
+    model is not offered is never named)."""
+    local = _local_model(veil, model)
+    declared = getattr(local, "tools", None)
+    if declared is not None:
+        return [n for n in declared if n in veil.tools]
     return list(veil.tools)
 
 
@@ -346,7 +355,7 @@ def _force_compaction(session: Session) -> bool:
 
     set_just_compacted(session, False)
     indices, messages = prompt_view(session)
-    result = run_full(session, messages, list(indices))
+    result = run_full(session, messages, list(indices), kind="refused")
     ran = result is not None and result.messages is not None
     if ran:
         set_just_compacted(session, True)  # the prompt rebuilt next is not compacted again

@@ -31,6 +31,13 @@ LEARNED_WINDOW_KEY = "providerWindow"
 the session: ``{"model": name, "tokens": window, "providerLimit": tokens or None}``
 (:meth:`Session.learn_context_window`)."""
 
+CORE_STATE_KEY = "veil.core"
+"""Key of ``Session.state`` under which the core keeps its own small records (the turn kind the
+model set, the task's tags a plugin reported)."""
+TASK_TAGS_KEY = "task_tags"
+"""Under :data:`CORE_STATE_KEY`: the task's tags as the ``capture`` hook reported them
+(:meth:`Session.note_task`), sorted; absent while no plugin reported any."""
+
 
 class Session:
     """One session, loaded from or created in the store.
@@ -46,7 +53,8 @@ class Session:
         compact_summary, compact_size: seed 000 defaultCompaction state.
         step: number of model calls so far (a *step*: DESIGN.md "Turn and step").
         live_items: context items currently in the prompt (an :class:`ItemBatch`).
-        task_tags: tags of the current task (from the latest user message).
+        task_tags: tags of the current task, as the capture plugin reported them
+            (:meth:`note_task`, :meth:`note_turn`; empty while no plugin does).
         state: per-plugin scratch space (``state.setdefault("veil_x", {})``), persisted as JSON
             when its values are JSON-serialisable; a plugin's in-process objects go through
             :meth:`plugin_state` instead.
@@ -407,13 +415,24 @@ class Session:
 
     WORKING_SET_TURNS = 3
 
-    def set_task(self, text: str) -> None:
-        """A user message sets the task: its tags become the base of ``task_tags``."""
-        from veil.core.prompt.tags import extract_tags
-
-        self._task_base = frozenset(extract_tags(text))
+    def new_task(self) -> None:
+        """A user message starts a new task: ``task_tags`` is emptied until a plugin reports the
+        message's tags (:meth:`note_task`). The core extracts no tags itself (issue 33): with
+        the capture plugin blocked, nothing is tagged."""
+        self._task_base = frozenset()
         self._recent_turn_tags = []
         self.task_tags = self._task_base
+        self.state.get(CORE_STATE_KEY, {}).pop(TASK_TAGS_KEY, None)
+
+    def note_task(self, tags: list[str]) -> None:
+        """The tags a plugin took from the user message that set the task become the base of
+        ``task_tags`` (called by the ``capture`` hook, phase ``user``). They are kept in
+        ``state`` too (saved with it), for scores asked of this session once it is loaded
+        again (:meth:`veil.core.app.Veil.score_items`)."""
+        self._task_base = frozenset(tags)
+        self._recent_turn_tags = []
+        self.task_tags = self._task_base
+        self.state.setdefault(CORE_STATE_KEY, {})[TASK_TAGS_KEY] = sorted(self._task_base)
 
     def note_turn(self, tags: list[str]) -> None:
         """An assistant turn joins the working set: ``task_tags`` = the task's tags plus those of

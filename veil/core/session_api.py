@@ -151,6 +151,11 @@ class PluginSession(Protocol):
     def live_items(self) -> ItemBatch:
         """The context items now in the prompt (read-only: the core adds and evicts them)."""
 
+    def note_task(self, tags: list[str]) -> None:
+        """The tags a plugin took from the user message that starts the task become the base of
+        ``task_tags`` (the ``score`` hook's relevance input). The core extracts none itself:
+        the ``capture`` hook reports them (phase ``user``)."""
+
     def note_turn(self, tags: list[str]) -> None:
         """An assistant turn's tags join the working set that ``task_tags`` (the ``score``
         hook's relevance input) follows: the task's tags plus the last 3 turns'."""

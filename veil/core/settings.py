@@ -357,9 +357,11 @@ class CompactionSettings(_Model):
     """``compaction`` (seed 000): ``threshold`` 0.85 in [0.1, 1.0] x the context window triggers
     full compaction, which keeps the newest ``keepRecentTurns`` steps.
 
-    The core owns the fields it reads (the full-compaction trigger, the kept steps, the circuit
-    breaker); veil_compaction adds observation masking (``observationMaskingTurns``,
-    ``observationMaskingBlock``: ``veil_compaction.settings``).
+    The core owns ``threshold`` (also the size eviction keeps the prompt under) and the circuit
+    breaker; ``keepRecentTurns`` is read by veil_compaction's planner (``plan_compaction``) but
+    stays here so that the section's keys, their order in errors and ``veil settings``, and its
+    ``VEIL_COMPACTION__*`` variables are unchanged. veil_compaction adds observation masking
+    (``observationMaskingTurns``, ``observationMaskingBlock``: ``veil_compaction.settings``).
 
     An unset ``threshold`` (None) resolves by whether the context layer is on: without it,
     seed 000's 0.85; with it, the value chosen by replay

@@ -8,8 +8,8 @@ Three drivers record turns through these functions, so they cannot drift apart:
 
 One turn, in order (DESIGN.md "One turn, as data flows"):
 
-1. :func:`record_user`: the user's message is stored, sets the task's tags, ``capture``
-   (phase ``user``).
+1. :func:`record_user`: the user's message is stored and starts a new task, ``capture``
+   (phase ``user``: the capture plugin reports the task's tags).
 2. :func:`record_assistant`: the model's reply is stored with its tool calls, ``capture``
    (``assistant``).
 3. for each tool call: :func:`record_tool_call` (``capture`` ``tool_call``, on the way in),
@@ -97,12 +97,13 @@ def _prompt_cost(session: Session, item: ContextItem) -> int:
 
 
 def record_user(session: Session, text: str) -> int:
-    """Store a user message, take the task's tags from it and capture it.
+    """Store a user message, start a new task (its tags are what the ``capture`` hook reports
+    through :meth:`~veil.core.session.Session.note_task`) and capture it.
 
     Args:
         session: the session.
-        text: the message's text (credentials in it are redacted when stored; the task's tags
-            and the capture read the stored text).
+        text: the message's text (credentials in it are redacted when stored; the capture
+            reads the stored text).
 
     Returns:
         The message's index in ``session.messages``.
@@ -112,7 +113,7 @@ def record_user(session: Session, text: str) -> int:
     """
     idx = session.append({"role": "user", "content": text})
     message = session.messages[idx]
-    session.set_task(message["content"])
+    session.new_task()
     capture(session, CaptureEvent("user", message, session.step, message_index=idx))
     return idx
 

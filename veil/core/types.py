@@ -389,6 +389,27 @@ class Summary:
     calls: int = 1
 
 
+@dataclass(frozen=True)
+class CompactionPlan:
+    """The answer of ``plan_compaction``: how many of the messages offered are folded.
+
+    The core offers what the prompt holds of the history after the current summary (oldest
+    first, no system prompt); ``messages[:fold]`` go into the summary and ``messages[fold:]``
+    stay. The core carries the cut back to the stored history (the new ``compact_size``),
+    fires ``before_compaction`` and ``summarise`` with ``messages[:fold]``, checks and stores
+    the summary.
+
+    Attributes:
+        fold: messages folded, in ``[0, len(messages)]``; 0 folds nothing (automatic
+            compaction does not run; a manual one answers "already up to date"). It must not
+            separate a tool call from its results: ``messages[fold]`` (when there is one) is
+            not a tool result, else the answer is
+            :class:`~veil.core.errors.PluginResultInvalid`.
+    """
+
+    fold: int
+
+
 @dataclass
 class CompactResult:
     """What a compaction did (:mod:`veil.core.prompt.compaction`).

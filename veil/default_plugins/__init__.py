@@ -46,6 +46,18 @@ SHIPPED_PLUGINS: tuple[tuple[str, str], ...] = (
 """``(entry point name, module)`` of each plugin distribution veil ships beside its default
 plugins (the ``plugins/`` folder of its repository), as their ``pyproject.toml`` declare them."""
 
+OFFLINE_MODEL_INSTALL = (
+    "veil's bundled offline model, the veil_bundled plugin (from a clone of veil: pip install "
+    "./plugins/veil_bundled, or pipx inject veil ./plugins/veil_bundled where veil is "
+    "installed as a tool; it compiles llama.cpp, about 10 minutes of CPU)"
+)
+"""How to install the offline model veil ships, as the core's "no model" message tells it
+(:func:`veil.core.models.llm.no_model_message`): the core names no plugin itself."""
+
+DEFAULT_PROVIDERS: dict[str, str] = {"resolve_conflict": "veil.beliefs"}
+"""Hook -> the plugin of veil's that answers it by default, for the core's messages that say
+which plugin is blocked when nobody answers (the core names no plugin itself)."""
+
 OWN_PLUGINS: frozenset[tuple[str, str]] = frozenset(DEFAULT_PLUGINS) | frozenset(SHIPPED_PLUGINS)
 """veil's own plugins as ``(registered name, module name)``: a plugin registered under one of
 these names whose module is the one named here. The permission rules honour the effect

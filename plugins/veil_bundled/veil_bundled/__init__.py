@@ -16,6 +16,10 @@ from veil.hookspecs import hookimpl
 
 ALIASES = frozenset({"bundled", "smollm2"})
 """Names besides ``SmolLM2-135M-Instruct`` that select this model (also in a session's snapshot)."""
+OFFERED_TOOLS = ("read", "write", "edit", "bash", "grep", "ls")
+"""The tools this model is offered (``LocalModel.tools``), in this order: the six coding tools.
+Each schema costs a 135M model prompt time at ~50 tokens/s, and it cannot use the memory tools
+sensibly."""
 
 
 def notice() -> str:
@@ -51,6 +55,11 @@ def register_models() -> list:
 
     return [
         LocalModel(
-            name=MODEL_NAME, load=_load, aliases=ALIASES, available=_available, notice=notice()
+            name=MODEL_NAME,
+            load=_load,
+            aliases=ALIASES,
+            available=_available,
+            notice=notice(),
+            tools=OFFERED_TOOLS,
         )
     ]

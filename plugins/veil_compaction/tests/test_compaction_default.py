@@ -7,6 +7,7 @@ import json
 
 import pytest
 from veil_compaction import ledger, prompts
+from veil_compaction.planning import batch_end
 from veil_compaction.summary import model_name
 from veil_compaction.testing import step
 
@@ -18,7 +19,6 @@ from veil.core.errors import (
 )
 from veil.core.models.llm import LLM
 from veil.core.prompt import compaction
-from veil.core.prompt.compaction_cut import batch_end
 from veil.core.prompt.context import SUMMARY_PREFIX
 from veil.core.settings import load_config
 from veil.testing.scripted_model import ScriptedModel

@@ -6,12 +6,13 @@ from __future__ import annotations
 from veil_compaction import prompts
 from veil_compaction.ledger import HEADING
 from veil_compaction.masking import mask_observations
+from veil_compaction.planning import choose_cut
 from veil_compaction.summary import compaction_model
 from veil_compaction.testing import ScriptedSummariser, step
 
 from veil.core.errors import ProviderError
 from veil.core.prompt import compaction
-from veil.core.prompt.compaction_cut import choose_cut, session_index
+from veil.core.prompt.compaction_cut import session_index
 from veil.core.prompt.context import SUMMARY_PREFIX, pairing_problems, repair_pairing
 from veil.testing.scripted_model import ScriptedModel
 

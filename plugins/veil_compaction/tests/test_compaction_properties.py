@@ -14,17 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from veil_compaction.masking import MASK, mask_observations
+from veil_compaction.planning import batch_end, choose_cut, message_chars
 from veil_compaction.testing import ScriptedSummariser
 
 from veil.core.errors import CompactionRejected
 from veil.core.prompt import compaction
-from veil.core.prompt.compaction_cut import (
-    batch_end,
-    choose_cut,
-    is_boundary,
-    message_chars,
-    session_index,
-)
+from veil.core.prompt.compaction_cut import is_boundary, session_index
 from veil.core.prompt.context import pairing_problems, repair_pairing
 
 MANY = settings(max_examples=2000, deadline=None)

@@ -3,10 +3,13 @@
 Hooks implemented:
 
 - ``fit_prompt``: observation masking, in blocks (:mod:`veil_compaction.masking`).
+- ``plan_compaction``: when a compaction runs and what it folds (:mod:`veil_compaction.planning`):
+  automatic full compaction over ``compaction.threshold`` x the window, keeping the newest
+  ``compaction.keepRecentTurns`` steps; defaultCompaction's ``compactionCount`` percent.
 - ``summarise``: the structured summary and veil's recorded section
   (:mod:`veil_compaction.summary`), for automatic full compaction (mode ``full``) and
-  defaultCompaction (mode ``default``). The core chooses what is folded, checks the summary and
-  stores it (:mod:`veil.core.prompt.compaction`).
+  defaultCompaction (mode ``default``). The core carries the plan back to the stored history,
+  checks the summary and stores it (:mod:`veil.core.prompt.compaction`).
 - ``after_iteration`` and ``turn_end``: defaultCompaction's ``autoThreshold``
   (:mod:`veil_compaction.auto`).
 - ``register_slash_commands``: ``/compact [instructions]``.
@@ -28,12 +31,13 @@ from veil.hookspecs import hookimpl
 # the module, and a plugin manager made after that would not find the hook (the summariser's
 # module is summariser.py, not summarise.py).
 if TYPE_CHECKING:  # pragma: no cover
-    from veil import Message, PluginSession, SlashCommand, Summary
+    from veil import CompactionPlan, Message, PluginSession, SlashCommand, Summary
 
 __all__ = [
     "register_settings",
     "after_iteration",
     "fit_prompt",
+    "plan_compaction",
     "register_commands",
     "register_slash_commands",
     "summarise",
@@ -72,6 +76,16 @@ def fit_prompt(
     if first_index is not None:
         state["maskedBefore"] = max(int(state.get("maskedBefore", 0)), first_index + boundary)
     return positions
+
+
+@hookimpl
+def plan_compaction(
+    session: PluginSession, messages: list[Message], kind: str, prompt_tokens: int | None
+) -> CompactionPlan | None:
+    """Seed 000's rules for when and what a compaction folds (:func:`veil_compaction.planning.plan`)."""
+    from veil_compaction import planning
+
+    return planning.plan(session, messages, kind, prompt_tokens)
 
 
 @hookimpl

@@ -1,9 +1,9 @@
 """The fields veil_compaction adds to the ``compaction`` section of settings.json (registered
 with ``register_settings``, :mod:`veil.core.plugin_settings`): observation masking.
 
-The core owns the ``compaction`` fields it reads itself (``threshold``, ``keepRecentTurns``,
-``maxConsecutiveFailures``: :class:`veil.core.settings.CompactionSettings`); the validated
-``config.settings.compaction`` holds both.
+The core declares the other ``compaction`` fields (``threshold``, ``keepRecentTurns``,
+``maxConsecutiveFailures``: :class:`veil.core.settings.CompactionSettings`; this plugin's planner
+reads the first two); the validated ``config.settings.compaction`` holds both.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ identifier-shaped tokens of the request (DESIGN.md "Measures": file paths, dotte
 ``reply_tokens``. It records every request, so tests can check what was sent and its size.
 
 :func:`step` and :func:`synthetic_history` build OpenAI-format histories with parallel tool calls.
+
+:class:`SeedPlanner` is this plugin's ``plan_compaction`` alone, for tests that bring their own
+summariser (without a planner nothing is compacted).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import re
 import threading
 from typing import Any
 
-from veil import Completion, count_message_tokens, count_text_tokens
+from veil import CompactionPlan, Completion, count_message_tokens, count_text_tokens, hookimpl
 from veil_compaction.prompts import SECTIONS
 
 _CANDIDATE = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{3,}|\b\d{4,}\b")
@@ -35,6 +38,21 @@ def identifiers(text: str) -> list[str]:
         if len(token) >= 4 and (token.isdigit() or _SHAPED.search(token)) and token not in seen:
             seen[token] = None
     return list(seen)
+
+
+class SeedPlanner:
+    """A plugin answering ``plan_compaction`` as veil_compaction does (seed 000's rules,
+    :func:`veil_compaction.planning.plan`) and nothing else: register it beside a test's own
+    ``summarise``."""
+
+    @hookimpl
+    def plan_compaction(
+        self, session: Any, messages: list[dict], kind: str, prompt_tokens: int | None
+    ) -> CompactionPlan | None:
+        """veil_compaction's plan for ``messages``."""
+        from veil_compaction.planning import plan
+
+        return plan(session, messages, kind, prompt_tokens)
 
 
 class ScriptedSummariser:

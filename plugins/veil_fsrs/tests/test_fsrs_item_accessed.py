@@ -70,13 +70,7 @@ def _oracle_review(stability: float, difficulty: float, days: int, grade: int, d
 
 
 def _access(session, item, days: float, tier: str, grade: int = 3) -> None:
-    veil_fsrs.item_accessed(
-        session=session,
-        item=item,
-        grade=grade,
-        now=item.last_access + days * DAY,
-        previous_tier=tier,
-    )
+    veil_fsrs.review_item(session, item, grade, item.last_access + days * DAY, tier)
 
 
 # --- the scorer's review ----------------------------------------------------------------------
@@ -164,6 +158,23 @@ def _evicted_session() -> tuple[SimpleNamespace, list[ContextItem]]:
     return session, items
 
 
+@pytest.mark.parametrize(
+    ("access", "grade"),
+    [("hydrate", 3), ("pin", 3), ("related", 3), ("promote", 4), ("a_later_kind", 3)],
+)
+def test_the_hookimpl_grades_each_kind_of_access(access, grade):
+    # The core reports how an item was used; veil_fsrs decides the grade: a promotion (loaded by
+    # hand) is Easy, every other access Good. S = 2.5, D = 5, 3 days later, warm (no live cap):
+    # the oracle gives S' = 10.381 for Good and a larger S' for Easy.
+    expected_s, expected_d = _oracle_review(2.5, 5.0, 3, grade)
+    item = _item("x", stability=2.5, difficulty=5.0)
+    veil_fsrs.item_accessed(
+        session=_session(), item=item, access=access, now=NOW + 3 * DAY, previous_tier="warm"
+    )
+    assert item.stability == pytest.approx(expected_s, rel=1e-12)
+    assert item.difficulty == pytest.approx(expected_d, rel=1e-12)
+
+
 def _controller_state(session) -> dict:
     return session.state["veil_fsrs"]["controller"]
 
@@ -174,7 +185,7 @@ def test_a_re_request_within_the_window_raises_the_threshold():
 
     def access(item, seconds, tier):
         evict_plugin.item_accessed(
-            session=session, item=item, grade=3, now=NOW + seconds, previous_tier=tier
+            session=session, item=item, now=NOW + seconds, previous_tier=tier
         )
 
     state = _controller_state(session)
@@ -193,9 +204,7 @@ def test_a_re_request_within_the_window_raises_the_threshold():
 
 def test_never_evicted_items_and_empty_sessions_leave_the_threshold_alone():
     session = _session()
-    evict_plugin.item_accessed(
-        session=session, item=_item("x"), grade=3, now=NOW, previous_tier="warm"
-    )
+    evict_plugin.item_accessed(session=session, item=_item("x"), now=NOW, previous_tier="warm")
     assert _controller_state(session)["threshold"] == 0.7
     assert _controller_state(session)["moves"] == []
 
@@ -208,12 +217,16 @@ def test_both_hookimpls_answer_one_access_through_pluggy():
     session, items = _evicted_session()
     s1 = items[1]  # evicted at NOW, S = 0.02 day (the default), D = 5
     expected_s, expected_d = _oracle_review(0.02, 5.0, 1, 3)
-    pm.hook.item_accessed(session=session, item=s1, grade=3, now=NOW + DAY, previous_tier="warm")
+    pm.hook.item_accessed(
+        session=session, item=s1, access="hydrate", now=NOW + DAY, previous_tier="warm"
+    )
     # The scorer reviewed it: S 0.02 -> 0.670 day one day later, as the oracle says...
     assert s1.stability == pytest.approx(expected_s, rel=1e-12)
     assert s1.difficulty == pytest.approx(expected_d, rel=1e-12)
     # ...but a day is past the 1800 s re-request window: the threshold stays.
     assert _controller_state(session)["threshold"] == 0.7
     s3 = items[3]
-    pm.hook.item_accessed(session=session, item=s3, grade=3, now=NOW + 600, previous_tier="warm")
+    pm.hook.item_accessed(
+        session=session, item=s3, access="hydrate", now=NOW + 600, previous_tier="warm"
+    )
     assert _controller_state(session)["threshold"] == 0.75

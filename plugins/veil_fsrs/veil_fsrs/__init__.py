@@ -46,14 +46,43 @@ def score_signals(session: PluginSession, items: Any, task_tags: frozenset[str],
     return signals(as_batch(items), task_tags, now, settings)
 
 
+GRADE_GOOD = 3
+"""FSRS rating Good (ratings 1 Again, 2 Hard, 3 Good, 4 Easy: the FSRS-6 algorithm, open-spaced-
+repetition's py-fsrs ``Rating``): an item used again as expected."""
+GRADE_EASY = 4
+"""FSRS rating Easy: an item the model loaded by hand (``promote``), which it wants kept."""
+ACCESS_GRADES: dict[str, int] = {
+    "hydrate": GRADE_GOOD,
+    "pin": GRADE_GOOD,
+    "related": GRADE_GOOD,
+    "promote": GRADE_EASY,
+}
+"""The FSRS grade of each kind of access the core reports (``item_accessed``'s ``access``);
+an access of a kind not listed here counts as Good."""
+
+
+def access_grade(access: str) -> int:
+    """The FSRS grade (1 Again .. 4 Easy) an access of kind ``access`` counts as
+    (:data:`ACCESS_GRADES`; Good for a kind not listed)."""
+    return ACCESS_GRADES.get(access, GRADE_GOOD)
+
+
 @hookimpl
 def item_accessed(
+    session: PluginSession, item: Any, access: str, now: float, previous_tier: str
+) -> None:
+    """An access is an FSRS-6 review graded by its kind (:func:`access_grade`: Easy for a
+    promotion, Good otherwise); see :func:`review_item`."""
+    review_item(session, item, access_grade(access), now, previous_tier)
+
+
+def review_item(
     session: PluginSession, item: Any, grade: int, now: float, previous_tier: str
 ) -> None:
-    """An access is an FSRS-6 review (grade Good unless told): stability and difficulty move by
-    the long-term recall formulas with the configured decay; stability caps at ``liveCapDays``
-    while the item is live and at ``durableCapDays`` once it was stored (seed 002: "the same
-    curve runs twice at different horizons")."""
+    """Review ``item`` with FSRS grade ``grade`` (1 Again .. 4 Easy) at ``now`` (Unix seconds):
+    stability and difficulty move by the long-term recall formulas with the configured decay;
+    stability caps at ``liveCapDays`` while the item is live and at ``durableCapDays`` once it
+    was stored (seed 002: "the same curve runs twice at different horizons")."""
     from veil_fsrs.fsrs import DEFAULT_PARAMETERS, review
 
     settings = session.config.settings.context

@@ -167,9 +167,7 @@ def _page_in(paged_out: Any, paged_scores: Any) -> tuple[ItemBatch | None, Any]:
 
 
 @hookimpl
-def item_accessed(
-    session: PluginSession, item: Any, grade: int, now: float, previous_tier: str
-) -> None:
+def item_accessed(session: PluginSession, item: Any, now: float, previous_tier: str) -> None:
     """An evicted item asked for again tells the controller it evicted too eagerly: the
     pressure threshold goes up (within its bounds) when that happens within the re-request
     window (DESIGN.md controller defaults)."""

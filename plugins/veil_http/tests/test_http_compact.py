@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from veil_compaction.testing import SeedPlanner
 from veil_http.testing import assert_error
 
 from veil.core.types import Summary
 from veil.hookspecs import hookimpl
 
 
-class _CountingSummariser:
-    """A stand-in for veil_compaction's ``summarise``: the summary names how many messages it
-    folds; records the instructions and the messages it was given."""
+class _CountingSummariser(SeedPlanner):
+    """A stand-in for veil_compaction's ``summarise`` (its planner kept): the summary names how
+    many messages it folds; records the instructions and the messages it was given."""
 
     def __init__(self) -> None:
         self.instructions: list[list[str]] = []
@@ -90,3 +91,21 @@ def test_compact_without_compaction_plugin_is_501(make_client):
     sid = client.post("/sessions").json()["id"]
     err = assert_error(client.post(f"/sessions/{sid}/compact"), 501, "NOT_AVAILABLE")
     assert "compaction" in err["message"]
+
+
+class _SummariserOnly:
+    """A summariser without a planner (``plan_compaction``): nothing says what to fold."""
+
+    @hookimpl
+    def summarise(self, session, messages, previous, instructions, mode):
+        raise AssertionError("nothing is folded without a plan")
+
+
+def test_compact_without_a_planner_is_501_naming_the_hook(make_client, make_veil):
+    client, veil = make_client(make_veil(plugins=[("summariser_only", _SummariserOnly())]))
+    sid = _session_with_messages(client, 2)
+    err = assert_error(client.post(f"/sessions/{sid}/compact"), 501, "NOT_AVAILABLE")
+    assert err["message"] == (
+        "no loaded plugin answers plan_compaction, which decides what a compaction folds"
+    )
+    assert client.get(f"/sessions/{sid}").json()["compactSize"] == 0

@@ -105,7 +105,7 @@ class Redactor:
         return self.core.known_only(text)
 
     def message(self, text: str) -> str:
-        """An error message with known secrets (also in part: 8+ characters of one) and
+        """An error message with known secrets (also in part: a run of 12 or more of its characters) and
         key-shaped strings removed (:func:`veil.core.models.llm.redact`)."""
         from veil import redact
 

@@ -149,6 +149,23 @@ def openai_error(status: int, message: str, kind: str, code: str | None = None) 
     return CleanJSONResponse(body, status_code=status)
 
 
+def shutting_down(path: str) -> Response:
+    """The answer to a request cut off by ``veil proxy`` stopping
+    (:class:`veil_http.serve.AnswerAtShutdown`): 503 in the error shape of the API the client
+    speaks, Anthropic's on ``/v1/messages``, OpenAI's (type ``server_error``, code
+    ``shutting_down``) elsewhere. A client's SDK retries a 503 (the openai and anthropic SDKs
+    both do) on the next server."""
+    from veil_http.serve import SHUTTING_DOWN_MESSAGE, SHUTTING_DOWN_STATUS
+
+    if path.rstrip("/").endswith("/messages") or "/messages/" in path:
+        from veil_proxy.anthropic import anthropic_error
+
+        return anthropic_error(SHUTTING_DOWN_STATUS, SHUTTING_DOWN_MESSAGE)
+    return openai_error(
+        SHUTTING_DOWN_STATUS, SHUTTING_DOWN_MESSAGE, "server_error", "shutting_down"
+    )
+
+
 class ProxyState:
     """What the routes share: the project, its conversations, the upstream model.
 

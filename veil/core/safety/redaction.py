@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from veil.core.jsonio import MAX_DEPTH, loads
 from veil.core.safety.secret_formats import (
+    BARE_PLACEHOLDER,
+    PLACEHOLDER_OPENING,
     PLACEHOLDER_PATTERN,
     RULES,
     Rule,
@@ -432,13 +434,13 @@ def strip_ansi(text: str) -> str:
 def placeholders(text: str) -> collections.Counter[str]:
     """How often each ``[redacted:NAME]`` placeholder occurs in ``text``."""
     return collections.Counter(
-        m.group(0) for m in PLACEHOLDER_PATTERN.finditer(text) if m.group(0) != "[redacted]"
+        m.group(0) for m in PLACEHOLDER_PATTERN.finditer(text) if m.group(0) != BARE_PLACEHOLDER
     )
 
 
 def has_placeholder(text: str) -> bool:
     """Whether ``text`` holds a redaction placeholder (``[redacted:...]``)."""
-    return "[redacted" in text and PLACEHOLDER_PATTERN.search(text) is not None
+    return PLACEHOLDER_OPENING in text and PLACEHOLDER_PATTERN.search(text) is not None
 
 
 @functools.lru_cache(maxsize=1)

@@ -37,6 +37,10 @@ from dataclasses import dataclass, field
 
 PLACEHOLDER = "[redacted:{}]"
 """How a secret is replaced; ``{}`` is the kind (:attr:`Rule.name`)."""
+BARE_PLACEHOLDER = "[redacted]"
+"""How a secret is replaced where its kind is not told (provider error messages)."""
+PLACEHOLDER_OPENING = "[redacted"
+"""What every placeholder starts with (a cheap test before :data:`PLACEHOLDER_PATTERN`)."""
 
 PLACEHOLDER_PATTERN = re.compile(r"\[redacted(?::[A-Za-z0-9_.:\-]{1,80})?\]")
 """A placeholder in text (``[redacted:openai_key]``; plain ``[redacted]`` from error messages)."""

@@ -14,8 +14,10 @@ pass's writes behind the call path) would pay for statement compilation. Tenancy
 project (:mod:`~veil.core.store.postgres`), so the shared statements need no project column to
 stay inside their project.
 
-Callers above this package (sessions, tiers, the embedding cache, ``veil doctor``, the beliefs)
-keep their logic and call the functions and methods here; none of them writes SQL.
+Callers above this package (sessions, tiers, the embedding cache, ``veil doctor``) keep their
+logic and call the functions and methods here; none of them writes SQL on the core's tables. A
+plugin's own tables are its own: it declares them (``register_migrations``) and runs its
+statements on them through the store's connections.
 
 Modules:
 
@@ -31,12 +33,14 @@ Modules:
 * :mod:`~veil.core.store.row_codec`: JSON columns written, and damaged rows recognised on read.
 * :mod:`~veil.core.store.recall_tables`: the warm and cold tiers' tables (``recall_index``,
   ``recall_fts``, ``cold_content``) and the embedding cache (``embeddings``).
-* :mod:`~veil.core.store.belief_tables`: the beliefs default plugin's view tables (one active
-  belief per claim: unique indexes on both engines).
+* :mod:`~veil.core.store.plugin_tables`: tables that plugins own (the beliefs' view, ``veil
+  doctor``'s quarantine): their :class:`~veil.core.store.plugin_tables.Migration` declarations
+  (the ``register_migrations`` hook), applied at open and recorded per plugin in
+  ``plugin_migrations``; the plugins keep their DDL and statements.
 * :mod:`~veil.core.store.memory_tables`: memory files and their provenance tags in a PostgreSQL
   store (:mod:`veil.core.shared_files` is their public face).
-* :mod:`~veil.core.store.raw_rows`: ``veil doctor``'s reads of rows as stored and its
-  quarantine writes.
+* :mod:`~veil.core.store.raw_rows`: ``veil doctor``'s reads of rows as stored and its repairs
+  of them.
 """
 
 from veil.core.store.context_db import ITEM_COLUMNS, Store, StoredSession

@@ -15,7 +15,7 @@ import logging
 import operator
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +23,9 @@ from typing import Any
 
 from veil.core.errors import ConfigError, SessionConflict, SessionNotFound
 from veil.core.jsonio import loads
-from veil.core.store import connection, row_codec
+from veil.core.store import connection, plugin_tables, row_codec
 from veil.core.store.dialect import SQLITE, Dialect, dialect_of
+from veil.core.store.plugin_tables import Migration
 from veil.core.store.write_behind import WriteBehind
 from veil.core.text import clean_message
 from veil.core.types import ContextItem, Message
@@ -119,6 +120,9 @@ class Store:
         pool_size: with a PostgreSQL URL, most connections this process opens.
         synchronous_commit: with a PostgreSQL URL, wait for the server's log flush at every
             commit (:class:`~veil.core.store.postgres.PgDatabase`).
+        migrations: the plugins' tables (the ``register_migrations`` hook's answers, which
+            :class:`veil.core.app.Veil` passes): applied at open, after the core's schema
+            (:meth:`migrate_plugins`).
 
     Attributes:
         path: the file, or the URL without its password and the project (for messages).
@@ -127,7 +131,8 @@ class Store:
 
     Raises:
         ConfigError: the file exists but is not a SQLite database (names the file); a
-            PostgreSQL URL without a project.
+            PostgreSQL URL without a project; ``migrations`` that :meth:`migrate_plugins`
+            refuses.
         StoreUnavailable: the PostgreSQL server cannot be reached.
     """
 
@@ -139,6 +144,7 @@ class Store:
         project: str | None = None,
         pool_size: int = 10,
         synchronous_commit: bool = False,
+        migrations: Sequence[Migration] = (),
     ) -> None:
         from veil.core.store import postgres
 
@@ -168,6 +174,8 @@ class Store:
             self.path = str(path)
         self._listed = _listed(self.dialect)
         self.conn  # open now so a broken file fails at start, naming the file  # noqa: B018
+        if migrations:
+            self.migrate_plugins(migrations)
         if write_behind and self._pg is not None:
             pg = self._pg
             self._behind = WriteBehind(lambda: pg, self.path)
@@ -175,6 +183,59 @@ class Store:
             self._behind = WriteBehind(
                 lambda: connection.connect(self.path, migrate=False), self.path
             )
+
+    def migrate_plugins(self, migrations: Iterable[Migration]) -> dict[str, int]:
+        """Apply the plugins' table migrations this database has not applied yet: per plugin in
+        name order, each version in order in one write transaction with its row in
+        ``plugin_migrations``, under the schema's lock (:mod:`veil.core.store.plugin_tables`).
+        Applying the same list again changes nothing.
+
+        Returns:
+            ``{plugin: version its tables are at}`` for the plugins in ``migrations``.
+
+        Raises:
+            ConfigError: a plugin's versions repeat or leave a gap, or this database holds a
+                newer version of a plugin's tables than the plugin declares (names both).
+            Exception: a migration failed (the engine's error; that version is rolled back,
+                earlier ones stay).
+        """
+        reached: dict[str, int] = {}
+        for plugin, steps in plugin_tables.plan(migrations).items():
+            with self.read_snapshot() as conn:
+                current = plugin_tables.applied_version(conn, plugin)
+            while current < len(steps):
+                with self.transaction() as conn:
+                    self.dialect.lock_schema(conn)
+                    # another process may have applied it between the read and the lock
+                    current = plugin_tables.applied_version(conn, plugin)
+                    if current < len(steps):
+                        step = steps[current]
+                        step.apply(conn, self.engine)
+                        plugin_tables.record_version(conn, plugin, step.version)
+                        current = step.version
+                        log.info(
+                            "%s: tables of %s at version %d%s",
+                            self.path,
+                            plugin,
+                            current,
+                            f" ({step.description})" if step.description else "",
+                        )
+            if current > len(steps):
+                raise ConfigError(
+                    f"{self.path}: the tables of plugin {plugin!r} are at version {current}, "
+                    f"newer than the plugin knows ({len(steps)}); upgrade the plugin"
+                )
+            reached[plugin] = current
+        return reached
+
+    def forget_plugin_migrations(self, plugin: str) -> None:
+        """Forget which versions of ``plugin``'s tables this database applied, so the next
+        :meth:`migrate_plugins` applies them all again: for a plugin whose tables are a view it
+        drops and derives again (the beliefs), called in the same :meth:`transaction` as the
+        drop."""
+        with self.transaction() as conn:
+            self.dialect.lock_schema(conn)
+            plugin_tables.forget(conn, plugin)
 
     @property
     def engine(self) -> str:

@@ -1,6 +1,7 @@
 """Rows of ``.veil/context.db`` as they are stored, damaged or not, and the writes that move
-damaged ones aside: every statement of ``veil doctor``
-(:mod:`veil.default_plugins.doctor.store_check`).
+damaged ones aside or reset them: the statements of ``veil doctor``
+(:mod:`veil.default_plugins.doctor.store_check`) on the core's tables (the copies it keeps go to
+its own table, ``quarantine``: :mod:`veil.default_plugins.doctor.quarantine`).
 
 Text columns that veil parses are read as bytes (``CAST(... AS BLOB)``): a column holding
 invalid UTF-8 would make SQLite's text fetch, and so the whole query, fail. Every function takes
@@ -80,11 +81,6 @@ def foreign_key_problems(conn: Any) -> list[tuple[str, int, str]]:
     return [(r[0], r[1], r[2]) for r in conn.execute("PRAGMA foreign_key_check").fetchall()]
 
 
-def quarantine_count(conn: Any) -> int:
-    """Rows kept in the ``quarantine`` table."""
-    return int(conn.execute("SELECT COUNT(*) FROM quarantine").fetchone()[0])
-
-
 def whole_row(conn: Any, table: str, rowid: int) -> Any:
     """Every column of one row of ``table`` (one of :data:`TABLES`), text read as bytes, by
     name; None when the row is gone.
@@ -98,19 +94,6 @@ def whole_row(conn: Any, table: str, rowid: int) -> Any:
     return conn.execute(
         f"SELECT {select} FROM {table} WHERE {_rowid(conn, table)} = ?", (rowid,)
     ).fetchone()
-
-
-def quarantine(conn: Any, ts: float, table: str, key: str, row_json: str, reason: str) -> None:
-    """Keep a copy of a damaged row in ``quarantine``.
-
-    Args:
-        ts: Unix seconds; key: the row's key as ``veil doctor`` names it; row_json: every
-        column as JSON text; reason: the problems found.
-    """
-    conn.execute(
-        "INSERT INTO quarantine (ts, table_name, row_key, row, reason) VALUES (?, ?, ?, ?, ?)",
-        (ts, table, key, row_json, reason),
-    )
 
 
 def delete_row(conn: Any, table: str, rowid: int) -> None:

@@ -5,8 +5,9 @@ SQLite (:data:`MIGRATIONS`): the version a database is at is stored in ``PRAGMA 
 ``BEGIN IMMEDIATE`` transaction). PostgreSQL (:data:`PG_MIGRATIONS`): in the project schema's
 ``schema_version`` table (:class:`veil.core.store.postgres.PgDatabase` applies them at open, each
 in one transaction, under an advisory lock). A change of the schema appends an entry to both
-lists. Tables of default plugins that are views of the event log
-(the beliefs) are not migrations: :mod:`veil.core.store.belief_tables` creates and rebuilds them.
+lists. Tables that plugins own (the beliefs view, ``veil doctor``'s quarantine) are not here:
+each plugin declares its own migrations (``register_migrations``,
+:mod:`veil.core.store.plugin_tables`), recorded per plugin in ``plugin_migrations``.
 """
 
 from __future__ import annotations
@@ -120,20 +121,24 @@ MIGRATIONS: list[str] = [
     # (compare-and-swap); rows found damaged, moved aside by `veil doctor --repair`.
     """
     ALTER TABLE sessions ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
-    CREATE TABLE quarantine (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        ts REAL NOT NULL,
-        table_name TEXT NOT NULL,
-        row_key TEXT NOT NULL,
-        row TEXT NOT NULL,
-        reason TEXT NOT NULL
+    """,
+    # (The entry above also created ``quarantine`` until the table moved to its owner, the doctor
+    # plugin, whose first migration creates it ``IF NOT EXISTS``: a database that got it here
+    # keeps it and its rows, one that did not gets it from the plugin.)
+    # Tables that plugins own (veil.core.store.plugin_tables): the version of each plugin's
+    # tables this database has applied.
+    """
+    CREATE TABLE plugin_migrations (
+        plugin TEXT PRIMARY KEY,
+        version INTEGER NOT NULL
     );
     """,
 ]
 
 
 PG_MIGRATIONS: list[str] = [
-    # Everything SQLite's first three migrations build, in PostgreSQL's types. ``rowid`` stands in
+    # Everything SQLite's first three migrations build, in PostgreSQL's types (``quarantine``
+    # too until it moved to the doctor plugin's migrations, which adopt it where it exists). ``rowid`` stands in
     # for SQLite's hidden rowid where the statements read it (insertion order, veil doctor);
     # ``COLLATE "C"`` makes text compare byte by byte, as SQLite does; recall_fts holds the
     # tsvector only (contentless, as the FTS5 table); embeddings.embedding is the vector pgvector
@@ -249,14 +254,6 @@ PG_MIGRATIONS: list[str] = [
         sha256 TEXT NOT NULL,
         chars BIGINT NOT NULL
     );
-    CREATE TABLE quarantine (
-        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        ts DOUBLE PRECISION NOT NULL,
-        table_name TEXT NOT NULL,
-        row_key TEXT NOT NULL,
-        row TEXT NOT NULL,
-        reason TEXT NOT NULL
-    );
     CREATE TABLE memory_files (
         path TEXT COLLATE "C" PRIMARY KEY,
         content TEXT NOT NULL,
@@ -290,6 +287,13 @@ PG_MIGRATIONS: list[str] = [
     ALTER TABLE memory_files ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
     CREATE TABLE memory_tags (
         tag TEXT COLLATE "C" PRIMARY KEY
+    )
+    """,
+    # Tables that plugins own (veil.core.store.plugin_tables), as SQLite's fourth migration.
+    """
+    CREATE TABLE plugin_migrations (
+        plugin TEXT COLLATE "C" PRIMARY KEY,
+        version INTEGER NOT NULL
     )
     """,
 ]

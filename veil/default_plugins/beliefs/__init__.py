@@ -77,6 +77,14 @@ def resolve_conflict(session: PluginSession | None, conflict_id: str, keep: str)
     return belief_store(session.veil).resolve(session, conflict_id, keep)
 
 
+@hookimpl
+def register_migrations() -> list[Any]:
+    """The view's tables (:func:`veil.default_plugins.beliefs.tables.migrations`)."""
+    from veil.default_plugins.beliefs.tables import migrations
+
+    return migrations()
+
+
 @hookimpl(optionalhook=True)  # declared by the plugin that fires it
 def rebuild_derived(store: Store) -> list[str]:
     """Rebuild the belief tables from the event log alone (:meth:`BeliefStore.rebuild`)."""

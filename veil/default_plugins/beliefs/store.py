@@ -3,8 +3,9 @@
 The durable record is the ``events`` table (kinds ``belief.assert``, ``belief.reinforce``,
 ``belief.retract``, ``conflict.resolve``), each with time, session, step and tool call id. The
 tables ``beliefs`` and ``belief_conflicts`` are a *view* derived from it: :meth:`rebuild` drops
-and replays them from the log alone. Their statements are in the store layer
-(:mod:`veil.core.store.belief_tables`); this module holds the rule and what each event does.
+and replays them from the log alone. Their statements and migrations are this plugin's
+(:mod:`veil.default_plugins.beliefs.tables`); this module holds the rule and
+what each event does.
 
 Detection rule (no LLM; :mod:`veil.default_plugins.beliefs.claims` holds it and its
 vocabulary): a statement is parsed into a claim ``(subject, predicate, value)`` with
@@ -43,10 +44,17 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from veil import BadRequest, insert_event, new_id
-from veil import belief_tables as tables
+from veil.default_plugins.beliefs import tables
 from veil.default_plugins.beliefs.claims import PATTERNS, Claim, contradicts, parse_claim
 
-__all__ = ["PATTERNS", "BeliefStore", "Claim", "facts_in_tool_output", "parse_claim"]
+__all__ = [
+    "PATTERNS",
+    "BeliefStore",
+    "Claim",
+    "facts_in_tool_output",
+    "replay",
+    "parse_claim",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
     from veil import PluginSession, Store
@@ -98,23 +106,33 @@ def _unambiguous(facts: list[str]) -> list[str]:
     return out
 
 
+def replay(conn: Any) -> None:
+    """Apply every belief event of the log to the view (emptied by the caller), in log order,
+    inside the caller's transaction."""
+    for r in tables.belief_events(conn):
+        BeliefStore._apply(
+            conn,
+            r["kind"],
+            json.loads(r["payload"]),
+            r["session_id"],
+            r["step"],
+            r["tool_call_id"],
+            r["ts"],
+        )
+
+
 class BeliefStore:
     """Beliefs and conflicts over a :class:`~veil.core.store.Store`'s event log.
 
     Args:
-        store: the project's store; the view tables are created if missing.
+        store: the project's store; the view's migrations
+            (:func:`veil.default_plugins.beliefs.tables.migrations`) are applied if it was
+            opened without them (a store a test or a tool opened by itself).
     """
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        try:
-            with store.transaction() as conn:
-                tables.create_tables(conn)
-        except store.dialect.integrity_errors():
-            # a view written before its unique indexes existed holds duplicates: the replay of
-            # the log merges them (a second assertion of an active claim reinforces it)
-            log.warning("%s: duplicate beliefs in the view; rebuilding it from the log", store.path)
-            self.rebuild()
+        store.migrate_plugins(tables.migrations())
 
     # -- writing: every change is an event, then applied to the view ----------------------------
 
@@ -175,7 +193,7 @@ class BeliefStore:
                     "predicate": claim.predicate if claim else None,
                     "value": claim.value if claim else None,
                 }
-                # the row before the event: the view's unique index (belief_tables.UNIQUE_SQL)
+                # the row before the event: the view's unique index (tables.UNIQUE_SQL)
                 # refuses a second active copy even when another process asserted the same
                 # claim between the read above and this insert; it is then reinforced
                 same = self._apply(conn, "belief.assert", payload, **where)
@@ -218,8 +236,8 @@ class BeliefStore:
 
     # -- the view ------------------------------------------------------------------------------
 
+    @staticmethod
     def _apply(
-        self,
         conn: Any,
         kind: str,
         p: dict[str, Any],
@@ -261,7 +279,7 @@ class BeliefStore:
                     tables.reinforce(conn, same)
                 return same
             if p["subject"] is not None:
-                self._detect(conn, p["subject"], p["predicate"], ts, p["belief"])
+                BeliefStore._detect(conn, p["subject"], p["predicate"], ts, p["belief"])
             return p["belief"]
         elif kind == "belief.reinforce":
             tables.reinforce(conn, p["belief"])
@@ -273,7 +291,8 @@ class BeliefStore:
             tables.resolve_conflict(conn, p["conflict"], p["keep"], ts)
         return None
 
-    def _detect(self, conn: Any, subject: str, predicate: str, ts: float, trigger: str) -> None:
+    @staticmethod
+    def _detect(conn: Any, subject: str, predicate: str, ts: float, trigger: str) -> None:
         if not _contradicting(tables.active_about(conn, subject, predicate)):
             return
         if tables.open_conflict_id(conn, subject, predicate) is None:
@@ -282,21 +301,13 @@ class BeliefStore:
             tables.insert_conflict(conn, conflict_id, subject, predicate, ts)
 
     def rebuild(self) -> None:
-        """Drop the view tables and derive them again from the event log alone."""
+        """Drop the view tables, create them again from their migrations and derive their rows
+        from the event log alone (one transaction: a table missing or damaged is rebuilt too)."""
         with self.store.transaction() as conn:
-            tables.drop_tables(conn)
-            tables.create_tables(conn)
-            rows = tables.belief_events(conn)
-            for r in rows:
-                self._apply(
-                    conn,
-                    r["kind"],
-                    json.loads(r["payload"]),
-                    r["session_id"],
-                    r["step"],
-                    r["tool_call_id"],
-                    r["ts"],
-                )
+            tables.drop_view(conn)
+            self.store.forget_plugin_migrations(tables.PLUGIN_NAME)
+            self.store.migrate_plugins(tables.migrations())
+            replay(conn)
 
     # -- reading -------------------------------------------------------------------------------
 

@@ -4,7 +4,9 @@ context item.
 Rules (no model involved, deterministic):
 
 * a user message -> kind ``correction`` when it opens like a correction ("no,", "actually",
-  "that's wrong", "don't"...), else ``intent`` (the task). Both weigh zero for eviction.
+  "that's wrong", "don't"...), else ``intent`` (the task). Both weigh zero for eviction. Its
+  tags become the task's tags (``session.note_task``), against which items are scored; an
+  assistant turn's join them (``session.note_turn``).
 * an assistant message -> its turn kind: ``decision`` (says it decided / will use / chose),
   ``action`` (calls write / edit / bash), ``exploration`` (calls read / grep / ls / recall), else
   ``status``. The model can relabel the current turn with ``veil_turn_meta``.
@@ -82,12 +84,14 @@ def capture_event(session: PluginSession, event: CaptureEvent) -> list[ContextIt
     if event.phase == "user":
         text = msg.get("content") or ""
         runs = distinct_runs(text)  # one scan for the tags, targets and identifiers
+        tags = extract_tags(tags_text(text, runs))
+        session.note_task(tags)  # the message sets the task: its tags are the task's tags
         return [
             ContextItem(
                 content=text,
                 kind=user_kind(text),
                 source="user",
-                tags=extract_tags(tags_text(text, runs)),
+                tags=tags,
                 targets=extract_targets(text, runs=runs),
                 stability=stab.decision,
                 identifiers=content_identifiers(text, runs=runs),

@@ -6,7 +6,9 @@
 After a repair it fires the ``rebuild_derived`` hook, so each plugin that keeps a view derived
 from the store (the ``veil.beliefs`` plugin's beliefs) rebuilds it without the rows that left.
 Blocked, ``veil doctor`` is gone (the CLI says which plugin provides it); nothing else depends on
-it. Its modules are imported only when ``veil doctor`` runs.
+it. Its table, ``quarantine`` (:mod:`veil.default_plugins.doctor.quarantine`), is created when a
+store opens (``register_migrations``); its other modules are imported only when ``veil doctor``
+runs.
 """
 
 from __future__ import annotations
@@ -24,6 +26,14 @@ def register_hookspecs() -> list[Any]:
     from veil.default_plugins.doctor import hookspecs
 
     return [hookspecs]
+
+
+@hookimpl
+def register_migrations() -> list[Any]:
+    """Its table, ``quarantine`` (:func:`veil.default_plugins.doctor.quarantine.migrations`)."""
+    from veil.default_plugins.doctor.quarantine import migrations
+
+    return migrations()
 
 
 @hookimpl

@@ -39,6 +39,7 @@ from typing import Any
 
 from veil import connect_sqlite, raw_rows
 from veil import row_codec as rows
+from veil.default_plugins.doctor import quarantine
 
 
 @dataclass
@@ -215,7 +216,7 @@ def check_store(path: str) -> DoctorReport:
     """
     conn = connect_sqlite(path)
     try:
-        return _check(conn, path)
+        return _check(conn, path, quarantine.has_table(conn))
     finally:
         conn.close()
 
@@ -228,10 +229,11 @@ def check_open_store(store: Any) -> DoctorReport:
     Returns:
         A :class:`DoctorReport` naming the store by ``store.path`` (for PostgreSQL, the server
         without its password and the project)."""
+    store.migrate_plugins(quarantine.migrations())  # where it was opened without the hook's
     return _check(store.conn, store.path)
 
 
-def _check(conn: Any, path: str) -> DoctorReport:
+def _check(conn: Any, path: str, has_quarantine: bool = True) -> DoctorReport:
     report = DoctorReport(path=str(path))
     report.integrity = raw_rows.integrity_problems(conn)
     report.foreign_keys = [
@@ -244,7 +246,7 @@ def _check(conn: Any, path: str) -> DoctorReport:
         *_item_findings(conn),
         *_event_findings(conn),
     ]
-    kept = raw_rows.quarantine_count(conn)
+    kept = quarantine.kept_count(conn) if has_quarantine else 0
     if kept:
         report.notes.append(f"{kept} row(s) kept in the quarantine table")
     return report
@@ -293,6 +295,7 @@ def repair_store(
         check (``repaired=True``) in front of what is left and the views rebuilt in
         ``rebuilt``.
     """
+    store.migrate_plugins(quarantine.migrations())  # where it was opened without the hook's
     conn = store.conn
     before = _check(conn, store.path)
     now = time.time()
@@ -321,7 +324,7 @@ def _repair(
     row = raw_rows.whole_row(conn, table, finding.rowid)
     if row is None:  # gone since the check
         return
-    raw_rows.quarantine(conn, now, table, finding.key, _row_json(row), reason)
+    quarantine.keep(conn, now, table, finding.key, _row_json(row), reason)
     bad = {p.split(":", 1)[0] for p in finding.problems}
     if table == "messages" and bad == {"usage"}:
         # only the token counts are unreadable: the message stays in the conversation

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from veil import ITEM_KINDS, BadRequest, Tool, ToolContext, ToolResult
+from veil import (
+    ITEM_KINDS,
+    BadRequest,
+    Tool,
+    ToolContext,
+    ToolResult,
+    extract_tags,
+    extract_targets,
+)
 
 
 class _ContextOps:
@@ -106,8 +114,18 @@ def remember(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     kind = args.get("kind", "fact")
     if kind not in ITEM_KINDS:
         raise BadRequest(f"kind: expected one of {', '.join(ITEM_KINDS)}")
+    content = _str(args, "content")
+    # tags and targets from the text as it will be stored (redacted): a credential never
+    # becomes a tag; the given tags plus the text's own words
+    stored = ctx.session.veil.redactor.text(content)
     item = ops.remember(
-        ctx.session, _str(args, "content"), kind, _tags(args) or [], tool_call_id=ctx.tool_call_id
+        ctx.session,
+        content,
+        kind,
+        sorted(set(_tags(args) or []) | set(extract_tags(stored))),
+        tool_call_id=ctx.tool_call_id,
+        targets=extract_targets(stored),
+        source="veil_remember",
     )
     return ToolResult(f"remembered as {item.id} ({kind})")
 

@@ -242,7 +242,9 @@ def add_replay_command(cli: click.Group) -> None:
         if report is not None:
             where = f"report written to {report.page}"
             if report.chart is None:
-                where += " (no PNG: it needs matplotlib, pip install 'veil[plot]')"
+                from veil.default_plugins.replay.plot import install_hint
+
+                where += f" (no PNG: it needs matplotlib, {install_hint('matplotlib')})"
             click.echo(where, err=as_json)
 
 

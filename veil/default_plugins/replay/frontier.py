@@ -814,7 +814,7 @@ def plot_frontier(
         PlotUnavailable: matplotlib is not installed.
         OSError: an image cannot be written.
     """
-    from veil.default_plugins.replay.plot import PlotUnavailable
+    from veil.default_plugins.replay.plot import PlotUnavailable, matplotlib_missing
 
     try:
         import matplotlib
@@ -822,9 +822,7 @@ def plot_frontier(
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise PlotUnavailable(
-            "plot: matplotlib is not installed (pip install 'veil[plot]' or matplotlib)"
-        ) from exc
+        raise PlotUnavailable(matplotlib_missing("plot")) from exc
     rows = ratios(result, prices)
     meta = result.get("meta", {})
     n_files, n_steps = len(meta.get("files", [])), sum((meta.get("steps") or {}).values())

@@ -218,7 +218,10 @@ def render_page(result: dict[str, Any], chart: str | None, price: float | None) 
         "from earlier tool output that the policy's prompt no longer holds.</p></section>",
     ]
     if chart is None:
-        body.append("<p class=\"meta\">No PNG: it needs matplotlib (pip install 'veil[plot]').</p>")
+        from veil.default_plugins.replay.plot import install_hint
+
+        hint = _esc(install_hint("matplotlib"))
+        body.append(f'<p class="meta">No PNG: it needs matplotlib ({hint}).</p>')
     else:
         body.append(
             '<section id="chart"><h2>Per step</h2>'
@@ -282,7 +285,7 @@ def draw_chart(result: dict[str, Any], path: Path, price: float | None) -> Path:
         PlotUnavailable: matplotlib is not installed.
         OSError: the image cannot be written.
     """
-    from veil.default_plugins.replay.plot import PlotUnavailable
+    from veil.default_plugins.replay.plot import PlotUnavailable, matplotlib_missing
 
     try:
         import matplotlib
@@ -291,9 +294,7 @@ def draw_chart(result: dict[str, Any], path: Path, price: float | None) -> Path:
         import matplotlib.pyplot as plt
         from matplotlib.ticker import MaxNLocator
     except ImportError as exc:
-        raise PlotUnavailable(
-            "--report: the PNG needs matplotlib (pip install 'veil[plot]' or matplotlib)"
-        ) from exc
+        raise PlotUnavailable(matplotlib_missing("--report: the PNG")) from exc
     total = result["total"]
     names = _policies(total)
     cache_price = result.get("cache_price", 0.1)

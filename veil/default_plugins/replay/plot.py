@@ -8,11 +8,15 @@ thin light tops on dark bars. Panels of a row share their y axis, so policies co
 glance.
 
 matplotlib is imported lazily (Agg backend, no display needed); it is an optional dependency
-(``pip install 'veil[plot]'``).
+(the ``plot`` extra). When it is missing, :func:`install_hint` says how to add it to the
+environment veil runs from: a pipx or uv tool install, or a venv.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,57 @@ MAX_FILES = 4
 CACHED_COLOR = "#1f4e79"
 UNCACHED_COLOR = "#9ecae1"
 BUDGET_COLOR = "#c0392b"
+
+
+PIPX_MARKER = "pipx_metadata.json"
+"""The file pipx writes at the root of each tool's venv (pipx's ``venv.py``)."""
+UV_TOOL_MARKER = "uv-receipt.toml"
+"""The file ``uv tool install`` writes at the root of each tool's environment (uv's tool receipt)."""
+
+
+def install_hint(package: str = "matplotlib", prefix: str | Path | None = None) -> str:
+    """The command that adds ``package`` to the environment veil runs from, for a message.
+
+    - a pipx install (``pipx_metadata.json`` in ``prefix``): ``pipx inject NAME PACKAGE``, NAME
+      the main package pipx recorded (the venv folder's name when unreadable);
+    - a uv tool install (``uv-receipt.toml``): the ``uv tool install`` command veil was
+      installed with, again with ``--reinstall`` and ``--with PACKAGE`` added (uv rebuilds a
+      tool's environment from that command, so the earlier ``--with`` options must stay);
+    - else pip: ``pip install PACKAGE`` when ``prefix`` is the active virtual environment
+      (``VIRTUAL_ENV``), else ``<this interpreter> -m pip install PACKAGE`` so the package lands
+      where veil runs, not in whatever ``pip`` is first on ``PATH``.
+
+    Args:
+        package: the distribution to install.
+        prefix: the environment's root (default ``sys.prefix``).
+    """
+    root = Path(sys.prefix if prefix is None else prefix)
+    if (root / PIPX_MARKER).is_file():
+        name = root.name
+        try:
+            recorded = json.loads((root / PIPX_MARKER).read_text(encoding="utf-8"))
+            name = str(recorded["main_package"]["package"]) or name
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        return f"pipx inject {name} {package}"
+    if (root / UV_TOOL_MARKER).is_file():
+        return (
+            f"run the uv tool install command you installed veil with again, adding "
+            f"--reinstall --with {package}"
+        )
+    active = os.environ.get("VIRTUAL_ENV")
+    try:
+        here = active is not None and Path(active).resolve() == root.resolve()
+    except OSError:
+        here = False
+    if here:
+        return f"pip install {package}"
+    return f"{sys.executable} -m pip install {package}"
+
+
+def matplotlib_missing(what: str) -> str:
+    """``"WHAT: matplotlib is not installed (HINT)"``, HINT from :func:`install_hint`."""
+    return f"{what}: matplotlib is not installed ({install_hint('matplotlib')})"
 
 
 class PlotUnavailable(VeilError):
@@ -67,9 +122,7 @@ def plot_replay(result: dict[str, Any], path: str | Path, *, max_files: int = MA
         import matplotlib.pyplot as plt
         from matplotlib.patches import Patch
     except ImportError as exc:
-        raise PlotUnavailable(
-            "plot: matplotlib is not installed (pip install 'veil[plot]' or matplotlib)"
-        ) from exc
+        raise PlotUnavailable(matplotlib_missing("plot")) from exc
 
     shown = files[:max_files]
     budget = result.get("budget")

@@ -1,14 +1,15 @@
-"""The tables of the beliefs default plugin (:mod:`veil.default_plugins.beliefs.store`):
-``beliefs`` and ``belief_conflicts``, a view derived from the ``belief.*`` and
-``conflict.resolve`` events of the append-only log, with every statement run on them.
+"""The tables of the beliefs default plugin: ``beliefs`` and ``belief_conflicts``, a view derived
+from the ``belief.*`` and ``conflict.resolve`` events of the append-only log, their migrations
+(:func:`migrations`, applied by the store at open through
+``register_migrations``) and every statement run on them.
 
-They live in the store layer, not in the plugin, because they are a view of the core's event
-log in the core's database: ``veil doctor --repair`` rebuilds them after it moves damaged events
-aside, and a change to the ``events`` table must be seen beside the reads that replay it. They
-are created by :func:`create_tables` (``IF NOT EXISTS``), not by a migration, so that they can be
-dropped and rebuilt from the log at any time. The plugin keeps its logic (which statements
-conflict, what an event does to the view) and calls these functions with a connection: the
-store's ``reader`` for reads, an open ``Store.transaction()`` for writes.
+The view is rebuilt from the log at any time (``veil doctor --repair``:
+:meth:`~veil.default_plugins.beliefs.store.BeliefStore.rebuild` drops it, applies its migrations
+again and replays the log), so a change of its tables is a new migration, which a rebuild applies
+too. The plugin's
+logic (which statements conflict, what an event does to the view) calls these functions with a
+connection: the store's ``reader`` for reads, an open ``Store.transaction()`` for writes. The
+same statements run on both engines (``?`` placeholders).
 
 Rows are returned as dicts of the columns: ``beliefs``: ``id, statement, subject, predicate,
 value, status`` (``active`` / ``retracted``) ``, session_id, step, tool_call_id, source,
@@ -18,9 +19,13 @@ status`` (``open`` / ``resolved``) ``, opened_at, resolved_at, kept``. Times are
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from veil.core.store.dialect import dialect_of
+from veil import Migration
+
+log = logging.getLogger(__name__)
+
 
 VIEW_SQL = """
 CREATE TABLE IF NOT EXISTS beliefs (
@@ -60,7 +65,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS belief_conflicts_one_open ON belief_conflicts
     (subject, predicate) WHERE status = 'open'
 """
 """What keeps the view free of duplicates when writers race, on both engines (SQLite and
-PostgreSQL run these statements as written): one *active* belief per claim (subject, predicate,
+PostgreSQL run these statements as written; ``IF NOT EXISTS``: a database an older veil made
+has them already): one *active* belief per claim (subject, predicate,
 value), one per statement (ignoring ASCII case) among those without a claim, and one *open*
 conflict per subject and predicate. A write that would break one is skipped (``ON CONFLICT DO
 NOTHING``, :func:`insert_belief`, :func:`insert_conflict`) and the caller reinforces the belief
@@ -70,26 +76,87 @@ EVENT_KINDS = ("belief.assert", "belief.reinforce", "belief.retract", "conflict.
 """The event kinds the view is derived from."""
 
 
-def create_tables(conn: Any) -> None:
-    """Create the view tables and their unique indexes (:data:`UNIQUE_SQL`) if they are missing
-    (inside the caller's transaction; PostgreSQL: under the schema's migration lock, as two
-    processes creating one table at once may collide).
-
-    Raises:
-        IntegrityError (the engine's): the tables hold duplicates from before the indexes
-            existed (rebuild the view from the log: the replay merges them)."""
-    dialect = dialect_of(conn)
-    dialect.lock_schema(conn)
-    script = PG_VIEW_SQL if dialect.name == "postgresql" else VIEW_SQL
-    for stmt in (script + ";" + UNIQUE_SQL).split(";"):
+def create_view(conn: Any, engine: str) -> None:
+    """Create the view tables (:data:`VIEW_SQL`, or :data:`PG_VIEW_SQL` on PostgreSQL) where
+    they are missing, inside the caller's transaction. ``IF NOT EXISTS``: the tables an older
+    veil created outside a migration are adopted as they are, rows kept."""
+    for stmt in (PG_VIEW_SQL if engine == "postgresql" else VIEW_SQL).split(";"):
         if stmt.strip():
             conn.execute(stmt)
 
 
-def drop_tables(conn: Any) -> None:
+def create_unique_indexes(conn: Any) -> None:
+    """Create :data:`UNIQUE_SQL`'s indexes where they are missing (inside the caller's
+    transaction).
+
+    Raises:
+        IntegrityError (the engine's): the view holds duplicates (:func:`has_duplicates`)."""
+    for stmt in UNIQUE_SQL.split(";"):
+        if stmt.strip():
+            conn.execute(stmt)
+
+
+def has_duplicates(conn: Any) -> bool:
+    """Whether the view holds rows :data:`UNIQUE_SQL` would refuse (a view written before the
+    unique indexes existed): two active beliefs with one claim, or without a claim with one
+    statement ignoring case, or two open conflicts about one subject and predicate."""
+    row = conn.execute(
+        "SELECT 1 FROM beliefs WHERE status = 'active' AND subject IS NOT NULL"
+        " GROUP BY subject, predicate, value HAVING count(*) > 1"
+        " UNION ALL SELECT 1 FROM beliefs WHERE status = 'active' AND subject IS NULL"
+        " GROUP BY lower(statement) HAVING count(*) > 1"
+        " UNION ALL SELECT 1 FROM belief_conflicts WHERE status = 'open'"
+        " GROUP BY subject, predicate HAVING count(*) > 1"
+    ).fetchone()
+    return row is not None
+
+
+def drop_view(conn: Any) -> None:
     """Drop the view tables (inside the caller's transaction; the event log stays)."""
     conn.execute("DROP TABLE IF EXISTS beliefs")
     conn.execute("DROP TABLE IF EXISTS belief_conflicts")
+
+
+def clear(conn: Any) -> None:
+    """Empty the view tables (inside the caller's transaction; the event log stays)."""
+    conn.execute("DELETE FROM beliefs")
+    conn.execute("DELETE FROM belief_conflicts")
+
+
+PLUGIN_NAME = "veil.beliefs"
+"""The key of the view's versions in the store's ``plugin_migrations``."""
+
+
+def migrations() -> list[Migration]:
+    """The view's tables, version by version (``register_migrations``; the store applies the
+    ones a database lacks at open, :meth:`veil.core.store.Store.migrate_plugins`).
+
+    Version 1 is what veil created before plugins owned their tables, so a database made then is
+    adopted unchanged: the tables ``IF NOT EXISTS``; then, where the view holds duplicates from
+    before the unique indexes existed, it is emptied and replayed from the log (the replay merges
+    them: a second assertion of an active claim reinforces it); then the unique indexes.
+    A change of the tables is a new version appended here (a released one is never edited)."""
+
+    def view(conn: Any, engine: str) -> None:
+        from veil.default_plugins.beliefs.store import replay
+
+        create_view(conn, engine)
+        if has_duplicates(conn):
+            log.warning("duplicate beliefs in the view; rebuilding it from the log")
+            clear(conn)
+            create_unique_indexes(conn)
+            replay(conn)
+        else:
+            create_unique_indexes(conn)
+
+    return [
+        Migration(
+            PLUGIN_NAME,
+            1,
+            view,
+            "beliefs and belief_conflicts, one active belief per claim",
+        )
+    ]
 
 
 def belief_events(conn: Any) -> list[Any]:
