@@ -44,39 +44,6 @@ the tool of that name."""
 
 ALLOWED: dict[tuple[str, str, str], str] = {
     # -- NOT MOVED YET (branch policy could not finish them; see its report):
-    # the pointer texts name the memory tools' veil_hydrate (prompt/assemble.py and, for the
-    # last resort's warning, prompt/squeeze.py since branch prompt split prompt/context.py): a
-    # tool should declare that it loads pointers
-    (
-        "veil/core/prompt/assemble.py",
-        "BARE_POINTER",
-        "veil_hydrate",
-    ): "not moved: after branch prompt",
-    (
-        "veil/core/prompt/assemble.py",
-        "HYDRATE_TOOL",
-        "veil_hydrate",
-    ): "not moved: after branch prompt",
-    (
-        "veil/core/prompt/assemble.py",
-        "NO_HYDRATE_NOTE",
-        "veil_hydrate",
-    ): "not moved: after branch prompt",
-    (
-        "veil/core/prompt/assemble.py",
-        "POINTER_NOTE",
-        "veil_hydrate",
-    ): "not moved: after branch prompt",
-    (
-        "veil/core/prompt/assemble.py",
-        "_pointered",
-        "veil_hydrate",
-    ): "not moved: after branch prompt",
-    (
-        "veil/core/prompt/squeeze.py",
-        "_report_squeeze",
-        "veil_hydrate",
-    ): "not moved: after branch prompt",
     # the permission rules' vocabulary names the coding tools (which take a path or a command
     # pattern, which a read(...) rule covers, which acceptEdits runs): the tools should
     # declare it, but rules are validated with the settings, before any tool is registered

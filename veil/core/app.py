@@ -165,8 +165,10 @@ class Veil:
         Raises:
             PluginHookFailed: without ``problems``, a plugin's ``register_tools`` raised;
                 PluginResultInvalid: it returned the wrong type, or a tool whose ``effect`` is
-                not one of :data:`~veil.core.types.TOOL_EFFECTS` (both name the plugin).
-            ConfigError: two plugins register the same tool name.
+                not one of :data:`~veil.core.types.TOOL_EFFECTS` or whose ``loads_pointers``
+                is not a bool (both name the plugin).
+            ConfigError: two plugins register the same tool name, or two tools declare
+                ``loads_pointers`` (the pointer texts name one).
         """
         from veil.core.errors import PluginHookFailed
 
@@ -192,6 +194,14 @@ class Veil:
                     )
                 tool.plugin = plugin_name
                 tools[tool.name] = tool
+        loaders = [t for t in tools.values() if t.loads_pointers]
+        if len(loaders) > 1:
+            raise ConfigError(
+                "tools "
+                + " and ".join(f"{t.name!r} (plugin {t.plugin!r})" for t in loaders)
+                + " both declare loads_pointers; pointers name one tool: disable one of the "
+                "plugins"
+            )
         return tools
 
     @property
@@ -717,12 +727,19 @@ class Veil:
 def _check_effects(plugin: str, tools: list[Tool]) -> None:
     """Refuse a tool whose declared ``effect`` is not one of
     :data:`~veil.core.types.TOOL_EFFECTS` (a misspelt ``"readonly"`` must not pass as
-    anything).
+    anything), or whose ``loads_pointers`` is not a bool (a ``"yes"`` must not pass either).
 
     Raises:
-        PluginResultInvalid: naming the plugin, the tool and its effect.
+        PluginResultInvalid: naming the plugin, the tool and its declaration.
     """
     for tool in tools:
+        if not isinstance(tool.loads_pointers, bool):
+            raise PluginResultInvalid(
+                plugin,
+                "register_tools",
+                f"a Tool {tool.name!r} whose loads_pointers is {tool.loads_pointers!r}",
+                "loads_pointers True or False",
+            )
         if tool.effect not in TOOL_EFFECTS:
             raise PluginResultInvalid(
                 plugin,

@@ -210,6 +210,13 @@ class Tool:
             never asked when one of veil's own plugins registers it (any other plugin's such
             tool asks: veil cannot vouch for what it writes); ``"change"`` (the default):
             anything else (files, the shell, the network), asked under ``permissions.mode``.
+        loads_pointers: the tool loads an evicted item back whole when called with the
+            handle a pointer shows (``#17``, or an item id) as its first argument: the
+            pointer texts the core writes in the prompt (an oversized message's head and
+            tail, the last resort's cuts) and its warnings name this tool, and only while
+            the model is offered it (default plugin ``veil.memory_tools`` declares it on its
+            hydrate tool). At most one registered tool may declare it; with none, pointers
+            say the rest is not shown and name no tool.
         plugin: name of the plugin that registered it (filled in by the core).
     """
 
@@ -218,6 +225,7 @@ class Tool:
     parameters: dict[str, Any]
     handler: ToolHandler
     effect: ToolEffect = "change"
+    loads_pointers: bool = False
     plugin: str = "veil.core"
 
     def schema(self) -> dict[str, Any]:

@@ -347,40 +347,60 @@ MIN_SHOWN_TOKENS = 128
 """Fewest tokens of a protected message shown around its pointer, however small the room."""
 POINTER_NOTE = (
     "[veil: {omitted} tokens of this message are not shown here (too large for the context "
-    'window); veil_hydrate("#{index}") returns the whole message]'
+    'window); {tool}("#{index}") returns the whole message]'
 )
-"""The pointer put in place of the middle of an oversized protected message."""
+"""The pointer put in place of the middle of an oversized protected message; ``{tool}`` is the
+tool that loads pointers (:func:`pointer_tool`)."""
 POINTER_NOTE_NO_TOOL = (
     "[veil: {omitted} tokens of this message are not shown here (too large for the context window)]"
 )
-""":data:`POINTER_NOTE` for a model not offered ``veil_hydrate`` (``veil.memory_tools``
-blocked, the bundled model): the prompt never names a tool the model was not offered."""
-HYDRATE_TOOL = "veil_hydrate"
-"""The tool that follows a pointer (default plugin ``veil.memory_tools``)."""
-NO_HYDRATE_NOTE = "(the model is not offered veil_hydrate, so it cannot load the rest)"
-"""What a warning to the user says of a pointer the model cannot follow."""
+""":data:`POINTER_NOTE` for a model not offered the tool that loads pointers (none registered,
+``veil.memory_tools`` blocked; or the bundled model): the prompt never names a tool the model
+was not offered."""
+NO_HYDRATE_NOTE = "(the model is not offered {tool}, so it cannot load the rest)"
+"""What a warning to the user says of a pointer the model cannot follow, when the tool that
+loads pointers is registered but not offered to the session's model (``{tool}``)."""
+NO_LOADER_NOTE = "(no tool that loads it back is registered, so the model cannot load the rest)"
+"""What a warning to the user says of a pointer the model cannot follow, when no registered
+tool declares :attr:`~veil.core.types.Tool.loads_pointers`."""
 BARE_POINTER = (
     "[veil: message #{index} ({tokens} tokens) is not shown here (the prompt is over its "
-    'budget); veil_hydrate("#{index}") returns it]'
+    'budget); {tool}("#{index}") returns it]'
 )
 """What stands for a message when even its head and tail do not fit
-(:func:`~veil.core.prompt.squeeze.squeeze`)."""
+(:func:`~veil.core.prompt.squeeze.squeeze`); ``{tool}`` as in :data:`POINTER_NOTE`."""
 BARE_POINTER_NO_TOOL = (
     "[veil: message #{index} ({tokens} tokens) is not shown here (the prompt is over its budget)]"
 )
-""":data:`BARE_POINTER` for a model not offered ``veil_hydrate``."""
+""":data:`BARE_POINTER` for a model not offered the tool that loads pointers."""
+
+
+def pointer_tool(session: Session) -> str | None:
+    """The name of the registered tool that declares
+    :attr:`~veil.core.types.Tool.loads_pointers` (at most one may:
+    :meth:`veil.core.app.Veil._collect_tools`), or None when none does."""
+    return next((t.name for t in session.veil.tools.values() if t.loads_pointers), None)
 
 
 def can_hydrate(session: Session) -> bool:
-    """Whether the session's model is offered :data:`HYDRATE_TOOL` (a pointer names it only
-    then)."""
-    return HYDRATE_TOOL in session.offered_tools
+    """Whether the session's model is offered the tool that loads pointers
+    (:func:`pointer_tool`; a pointer names it only then)."""
+    tool = pointer_tool(session)
+    return tool is not None and tool in session.offered_tools
+
+
+def unloadable_note(session: Session) -> str:
+    """What a warning to the user says of a pointer the model cannot follow: the tool that
+    loads pointers is not offered to it (:data:`NO_HYDRATE_NOTE`), or no tool declares it
+    (:data:`NO_LOADER_NOTE`)."""
+    tool = pointer_tool(session)
+    return NO_LOADER_NOTE if tool is None else NO_HYDRATE_NOTE.format(tool=tool)
 
 
 def pointer_text(session: Session, text: str, index: int, limit: int) -> str:
     """``text`` cut to about ``limit`` tokens (the session's tokenizer): its head (two thirds)
     and its tail (one third) around :data:`POINTER_NOTE` naming message ``#index``, which
-    ``veil_hydrate`` resolves to the whole message (:func:`veil.core.context_ops.find_item`).
+    the tool that loads pointers (:func:`pointer_tool`) resolves to the whole message (:func:`veil.core.context_ops.find_item`).
     The head keeps what a request usually starts with, the tail where a log usually ends with
     its error. Unchanged when it already fits."""
     tokens = session.count_text(text)
@@ -397,7 +417,7 @@ def pointer_text(session: Session, text: str, index: int, limit: int) -> str:
         tail = text[len(text) - tail_chars :]
         shown = session.count_text(head) + session.count_text(tail)
         note = (POINTER_NOTE if can_hydrate(session) else POINTER_NOTE_NO_TOOL).format(
-            omitted=max(0, tokens - shown), index=index
+            omitted=max(0, tokens - shown), index=index, tool=pointer_tool(session)
         )
         out = f"{head}\n{note}\n{tail}"
         if session.count_text(out) <= limit or keep <= 16:
@@ -431,9 +451,9 @@ def _pointered(
                 f"message #{idx} ({message.get('role')}, {whole} tokens) is larger than the "
                 f"context window allows; the model sees {tokens} tokens of it and a pointer "
                 + (
-                    f'(veil_hydrate("#{idx}") returns it whole)'
+                    f'({pointer_tool(session)}("#{idx}") returns it whole)'
                     if can_hydrate(session)
-                    else NO_HYDRATE_NOTE
+                    else unloadable_note(session)
                 )
             ),
         )
@@ -465,7 +485,7 @@ def stubbed_messages(
             if i in squeezed and squeezed[i] == 0:
                 tokens = session.count_text(str(msgs[pos].get("content") or ""))
                 pointer = BARE_POINTER if can_hydrate(session) else BARE_POINTER_NO_TOOL
-                bare = pointer.format(index=i, tokens=tokens)
+                bare = pointer.format(index=i, tokens=tokens, tool=pointer_tool(session))
                 msgs[pos] = {**msgs[pos], "content": bare}
             elif i in squeezed:
                 msgs[pos] = _pointered(session, i, msgs[pos], squeezed[i], report=False)

@@ -15,15 +15,16 @@ from typing import TYPE_CHECKING
 from veil.core.errors import PromptTooLarge
 from veil.core.prompt.assemble import (
     MIN_SHOWN_TOKENS,
-    NO_HYDRATE_NOTE,
     can_hydrate,
     current_request,
     is_tool,
     is_user,
     message_tokens,
     newest_step,
+    pointer_tool,
     protected_indices,
     squeezed_messages,
+    unloadable_note,
 )
 from veil.core.prompt.fit import sent_view
 from veil.core.prompt.state import prompt_state
@@ -182,9 +183,9 @@ def _report_squeeze(session: Session, cut: list[int]) -> None:
             f"{len(users)} answered request(s) and {len(cut) - len(users)} other message(s) "
             f"({shown}) are sent as a head, a tail and a pointer "
             + (
-                '(veil_hydrate("#N") returns one whole)'
+                f'({pointer_tool(session)}("#N") returns one whole)'
                 if can_hydrate(session)
-                else NO_HYDRATE_NOTE
+                else unloadable_note(session)
             )
             + "; later ones will be too when needed, without a new warning. A good /compact "
             "frees the room for good"

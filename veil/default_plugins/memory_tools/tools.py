@@ -266,6 +266,7 @@ def memory_tools() -> list[Tool]:
                 ["pointer"],
             ),
             hydrate,
+            loads_pointers=True,  # the core's pointer texts name this tool
         ),
         Tool(
             "veil_history",
