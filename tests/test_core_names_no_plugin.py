@@ -42,26 +42,7 @@ EFFECT_DEFINITIONS = {
 """Where the effect vocabulary a tool declares is defined: ``"read"`` there is the effect, not
 the tool of that name."""
 
-ALLOWED: dict[tuple[str, str, str], str] = {
-    # -- NOT MOVED YET (branch policy could not finish them; see its report):
-    # the permission rules' vocabulary names the coding tools (which take a path or a command
-    # pattern, which a read(...) rule covers, which acceptEdits runs): the tools should
-    # declare it, but rules are validated with the settings, before any tool is registered
-    ("veil/core/safety/permissions.py", "COMMAND_TOOLS", "bash"): "not moved: permissions",
-    ("veil/core/safety/permissions.py", "EDIT_TOOLS", "edit"): "not moved: permissions",
-    ("veil/core/safety/permissions.py", "EDIT_TOOLS", "write"): "not moved: permissions",
-    ("veil/core/safety/permissions.py", "PATH_TOOLS", "edit"): "not moved: permissions",
-    ("veil/core/safety/permissions.py", "PATH_TOOLS", "grep"): "not moved: permissions",
-    ("veil/core/safety/permissions.py", "PATH_TOOLS", "ls"): "not moved: permissions",
-    ("veil/core/safety/permissions.py", "PATH_TOOLS", "read"): "not moved: permissions",
-    ("veil/core/safety/permissions.py", "PATH_TOOLS", "write"): "not moved: permissions",
-    ("veil/core/safety/permissions.py", "READ_COVERED_TOOLS", "edit"): "not moved: permissions",
-    ("veil/core/safety/permissions.py", "READ_COVERED_TOOLS", "grep"): "not moved: permissions",
-    ("veil/core/safety/permissions.py", "READ_COVERED_TOOLS", "ls"): "not moved: permissions",
-    ("veil/core/safety/permissions.py", "deny_rule_covers", "read"): "not moved: permissions",
-    ("veil/core/safety/permissions.py", "evaluate", "read"): "not moved: permissions",
-    ("veil/core/safety/permissions.py", "path_denial", "read"): "not moved: permissions",
-}
+ALLOWED: dict[tuple[str, str, str], str] = {}
 """``(file, scope, name) -> why it is still there``; scope is the enclosing ``Class.function``
 or module-level assignment target (``<module>`` otherwise). Only the occurrences another branch
 is moving out now, and those named "not moved" (open work, issue 33): nothing else."""

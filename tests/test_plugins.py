@@ -69,7 +69,8 @@ def test_firstresult_order_and_description():
     assert info["hooks"]["score"] == ["b", "a"]
     assert info["context_layer"] is False  # a scorer without an eviction policy
     coding = next(p for p in info["plugins"] if p["name"] == "veil.coding_tools")
-    assert coding["hooks"] == ["base_prompt", "register_tools"] and coding["default"] is True
+    assert coding["hooks"] == ["base_prompt", "permission_vocabulary", "register_tools"]
+    assert coding["default"] is True
 
 
 def test_blocked_plugin_is_not_registered_even_when_passed_explicitly():

@@ -125,6 +125,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.safety.permissions import PROMPT_CHOICES as PROMPT_CHOICES
     from veil.core.safety.permissions import PathDenial as PathDenial
     from veil.core.safety.permissions import PermissionRequest as PermissionRequest
+    from veil.core.safety.permissions import PermissionVocabulary as PermissionVocabulary
     from veil.core.safety.permissions import parse_answer as parse_answer
     from veil.core.safety.permissions import path_denial as path_denial
     from veil.core.safety.processes import KILL_GRACE_SECONDS as KILL_GRACE_SECONDS
@@ -368,6 +369,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "PROMPT_CHOICES": ("veil.core.safety.permissions", "PROMPT_CHOICES"),
     "PathDenial": ("veil.core.safety.permissions", "PathDenial"),
     "PermissionRequest": ("veil.core.safety.permissions", "PermissionRequest"),
+    "PermissionVocabulary": ("veil.core.safety.permissions", "PermissionVocabulary"),
     "parse_answer": ("veil.core.safety.permissions", "parse_answer"),
     "path_denial": ("veil.core.safety.permissions", "path_denial"),
     "KILL_GRACE_SECONDS": ("veil.core.safety.processes", "KILL_GRACE_SECONDS"),
@@ -557,6 +559,7 @@ __all__ = [
     "PROMPT_CHOICES",
     "PathDenial",
     "PermissionRequest",
+    "PermissionVocabulary",
     "parse_answer",
     "path_denial",
     "KILL_GRACE_SECONDS",

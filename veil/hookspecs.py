@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.app import Veil
     from veil.core.models.llm import LocalModel
     from veil.core.prompt.items import ItemBatch
-    from veil.core.safety.permissions import PermissionRequest
+    from veil.core.safety.permissions import PermissionRequest, PermissionVocabulary
     from veil.core.session import Session
     from veil.core.session_api import PluginSession, PluginVeil
     from veil.core.settings import Config, SettingsSection
@@ -229,6 +229,24 @@ def run_interactive(veil: Veil, session: Session) -> bool | None:
     :param session: the session to run, new or resumed.
     :return: True when this front end ran the session, or None to let the next implementation
         answer (with none, ``veil`` says no interactive front end is installed).
+    """
+
+
+@hookspec
+def permission_vocabulary() -> PermissionVocabulary | None:
+    """Declare what the permission rules know of this plugin's tools (collected): which take a
+    path or a command pattern in a rule (``bash(pytest*)``, ``edit(src/*)``), which change files
+    (``permissions.mode: acceptEdits`` runs them in the project), and which tool's deny rules
+    also cover others (a ``read(...)`` rule covers ``grep``, ``ls`` and ``edit``). The core names
+    no tool; default plugin ``veil.coding_tools`` declares its six.
+
+    Called when a project's configuration loads (:func:`veil.core.settings.load_config`), of
+    every installed plugin, also one that is blocked, as ``register_settings``: rules in
+    ``permissions.allow`` / ``deny`` are checked then, before any tool is registered. Must not
+    import heavy libraries or read files: it runs at every start.
+
+    :return: a :class:`veil.PermissionVocabulary`; the answers of all plugins are merged. None
+        declares nothing. Anything else stops veil with a one-line error naming the plugin.
     """
 
 

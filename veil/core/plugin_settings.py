@@ -293,3 +293,50 @@ def check_loaded_with(settings: Any, plugins: Iterable[tuple[str, Any]]) -> None
                 "configuration was loaded without this plugin, so the section was not "
                 "validated; load it with load_config(project, plugins=[...]) as well"
             )
+
+
+def plugin_vocabulary(plugins: Iterable[tuple[str, Any]]) -> Any:
+    """Ask every plugin's ``permission_vocabulary`` (blocked ones too, as
+    :func:`collect_sections` asks ``register_settings``) and merge the answers.
+
+    Args:
+        plugins: ``(name, plugin object)`` pairs (:func:`installed_plugins`).
+
+    Returns:
+        A :class:`~veil.core.safety.permissions.PermissionVocabulary` (empty when none answers).
+
+    Raises:
+        ConfigError: an answer is not a PermissionVocabulary, or a hook raised (naming the
+            plugin).
+    """
+    from veil.core.plugins import new_plugin_manager
+    from veil.core.safety.permissions import PermissionVocabulary
+
+    pm = new_plugin_manager()
+    for name, plugin in plugins:
+        if pm.is_registered(plugin) or pm.has_plugin(name):
+            continue
+        try:
+            pm.register(plugin, name=name)
+        except (pluggy.PluginValidationError, ValueError):
+            continue  # a plugin pluggy refuses is reported when it is loaded
+    merged = PermissionVocabulary()
+    for impl in pm.hook.permission_vocabulary.get_hookimpls():
+        plugin_name = pm.get_name(impl.plugin) or "?"
+        try:
+            answer = impl.function()
+        except Exception as exc:  # noqa: BLE001 - a plugin's bug, reported in one line
+            raise ConfigError(
+                f"plugin {plugin_name}: permission_vocabulary failed: "
+                f"{type(exc).__name__}: {exc}. {fix_or_uninstall(plugin_name)}"
+            ) from exc
+        if answer is None:
+            continue
+        if not isinstance(answer, PermissionVocabulary):
+            raise ConfigError(
+                f"plugin {plugin_name}: permission_vocabulary must return a "
+                f"veil.PermissionVocabulary or None, got {type(answer).__name__}. "
+                f"{fix_or_uninstall(plugin_name)}"
+            )
+        merged = merged.merged(answer)
+    return merged

@@ -33,6 +33,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -521,12 +522,27 @@ class PermissionSettings(_Model):
     allow: list[str] = Field(default_factory=list)
     deny: list[str] = Field(default_factory=list)
 
+    _vocabulary: Any = PrivateAttr(default=None)
+
     @field_validator("allow", "deny")
     @classmethod
     def _rules_parse(cls, value: list[str]) -> list[str]:
         from veil.core.safety.permissions import check_rules
 
         return check_rules(value)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Keep the vocabulary the rules were checked with (the plugins' declarations:
+        :func:`veil.core.safety.permissions.current_vocabulary`)."""
+        from veil.core.safety.permissions import current_vocabulary
+
+        self._vocabulary = current_vocabulary()
+
+    @property
+    def vocabulary(self) -> Any:
+        """The :class:`~veil.core.safety.permissions.PermissionVocabulary` the rules were
+        checked with and are applied with."""
+        return self._vocabulary
 
 
 class EmbeddingSettings(_Model):
@@ -1125,11 +1141,20 @@ def load_config(
             one section (naming both); a ``VEIL_<SECTION>__...`` variable names a section no
             installed plugin registers.
     """
-    from veil.core.plugin_settings import collect_sections, installed_plugins, settings_models
-    from veil.core.settings_unknown import check_env_sections
+    from veil.core.plugin_settings import collect_sections, installed_plugins, plugin_vocabulary
+    from veil.core.safety.permissions import loading_vocabulary
 
     found, unimportable = installed_plugins(plugins)
     sections = collect_sections(found, CORE_SECTIONS, unimportable)
+    with loading_vocabulary(plugin_vocabulary(found)):  # rules are checked with the plugins'
+        return _load_config(project_dir, sections)
+
+
+def _load_config(project_dir: str | Path | None, sections: Any) -> Config:
+    """:func:`load_config` once the plugins' settings sections are known."""
+    from veil.core.plugin_settings import settings_models
+    from veil.core.settings_unknown import check_env_sections
+
     settings_cls = settings_models(sections)[0]
     root = Path(project_dir or os.getcwd()).resolve()
     settings_file = veil_file(root, "settings.json")  # no symlink inside .veil/ (issue 17)

@@ -31,7 +31,7 @@ deny lists, deny wins, modes) and Codex (approval modes), in veil's own words:
     matches. Paths are resolved first (``..`` and symbolic links), so ``src/../.git/config`` is
     ``.git/config``.
   - A ``read(...)`` deny rule covers every built-in tool that shows a file's contents or names
-    (:data:`READ_COVERED_TOOLS`): ``grep`` and ``ls`` are refused a path it covers and leave
+    (:attr:`PermissionVocabulary.read_covered_tools`, declared by ``veil.coding_tools``): ``grep`` and ``ls`` are refused a path it covers and leave
     the files it covers out of a search or a listing of a folder, saying how many; ``edit`` is
     refused a file it covers (its answer would tell whether a text is in the file). ``bash``
     is not covered: a command may read any file (``cat .env``); deny those commands with
@@ -74,13 +74,15 @@ allow rules nor widen the mode (``acceptEdits``, ``allow``); only the user's
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import fnmatch
 import functools
 import os
 import re
 import shlex
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -107,20 +109,96 @@ FREE_EFFECTS: dict[str, str] = {
 """The effects that are never asked (:attr:`veil.core.types.Tool.effect`), with the words a
 decision gives for each."""
 
-EDIT_TOOLS = frozenset({"write", "edit"})
-"""Tools that change a file; ``acceptEdits`` runs them inside the project without asking."""
 
-PATH_TOOLS = frozenset({"read", "write", "edit", "grep", "ls"})
-"""Tools whose rule pattern matches the ``path`` argument."""
+@dataclass(frozen=True)
+class PermissionVocabulary:
+    """What the rules know of the tools that take a pattern, declared by the plugins that
+    register them (the ``permission_vocabulary`` hook; default plugin ``veil.coding_tools``
+    declares its six tools'): the core names no tool.
 
-READ_COVERED_TOOLS = frozenset({"grep", "ls", "edit"})
-"""Built-in tools a ``read(...)`` deny rule covers besides ``read``: ``grep`` shows lines of
-files, ``ls`` their names, and ``edit``'s answer tells whether a text is in a file (found,
-found N times, not found). Claude Code applies its Read rules to Grep and Glob alike
-(https://code.claude.com/docs/en/permissions, "Read and Edit")."""
+    Asked of every installed plugin when the settings load (blocked ones too, as
+    ``register_settings``), so a rule such as ``bash(pytest*)`` is checked then, before any tool
+    is registered; answers are merged (:meth:`merged`).
 
-COMMAND_TOOLS = frozenset({"bash"})
-"""Tools whose rule pattern matches the ``command`` argument."""
+    Attributes:
+        path_tools: tools whose rule pattern matches the ``path`` argument.
+        command_tools: tools whose rule pattern matches the ``command`` argument.
+        edit_tools: tools that change a file; ``acceptEdits`` runs them inside the project
+            without asking.
+        read_tool: the tool whose deny rules also cover :attr:`read_covered_tools` (None:
+            none does).
+        read_covered_tools: tools a deny rule of :attr:`read_tool` covers besides it, as they
+            show what it would (a file's lines, its name, whether a text is in it). Claude Code
+            applies its Read rules to Grep and Glob alike
+            (https://code.claude.com/docs/en/permissions, "Read and Edit").
+    """
+
+    path_tools: frozenset[str] = frozenset()
+    command_tools: frozenset[str] = frozenset()
+    edit_tools: frozenset[str] = frozenset()
+    read_tool: str | None = None
+    read_covered_tools: frozenset[str] = frozenset()
+
+    def merged(self, other: PermissionVocabulary) -> PermissionVocabulary:
+        """Both vocabularies in one (sets joined; ``other``'s :attr:`read_tool` when this one
+        has none)."""
+        return PermissionVocabulary(
+            self.path_tools | other.path_tools,
+            self.command_tools | other.command_tools,
+            self.edit_tools | other.edit_tools,
+            self.read_tool or other.read_tool,
+            self.read_covered_tools | other.read_covered_tools,
+        )
+
+    def covered_by_read(self, rule_tool: str, tool: str) -> bool:
+        """Whether a deny rule on ``rule_tool`` covers ``tool`` as the reading tool's does."""
+        return (
+            self.read_tool is not None
+            and rule_tool == self.read_tool
+            and tool in self.read_covered_tools
+        )
+
+
+_LOADING: contextvars.ContextVar[PermissionVocabulary | None] = contextvars.ContextVar(
+    "veil_permission_vocabulary", default=None
+)
+# the vocabulary of the settings being loaded (load_config sets it around validation, with the
+# plugins it was given besides the installed ones)
+
+
+@contextlib.contextmanager
+def loading_vocabulary(vocabulary: PermissionVocabulary) -> Iterator[None]:
+    """Validate rules with ``vocabulary`` inside the block (:func:`veil.core.settings.load_config`:
+    the installed plugins' and the extra ones')."""
+    token = _LOADING.set(vocabulary)
+    try:
+        yield
+    finally:
+        _LOADING.reset(token)
+
+
+@functools.cache
+def installed_vocabulary() -> PermissionVocabulary:
+    """The vocabulary the installed plugins declare (veil's default plugins and the ``veil``
+    entry points; read once per process)."""
+    from veil.core.plugin_settings import installed_plugins, plugin_vocabulary
+
+    return plugin_vocabulary(installed_plugins()[0])
+
+
+def current_vocabulary() -> PermissionVocabulary:
+    """The vocabulary rules are checked with now: the settings being loaded's, else the
+    installed plugins' (:func:`installed_vocabulary`)."""
+    loading = _LOADING.get()
+    return loading if loading is not None else installed_vocabulary()
+
+
+def vocabulary_of(settings: Any) -> PermissionVocabulary:
+    """The vocabulary ``settings`` (a :class:`~veil.core.settings.PermissionSettings`) was
+    validated with, else :func:`current_vocabulary`."""
+    found = getattr(settings, "vocabulary", None)
+    return found if isinstance(found, PermissionVocabulary) else current_vocabulary()
+
 
 PROTECTED_FOLDERS = frozenset({".git", ".veil"})
 """Folder names ``acceptEdits`` still asks about, at any depth of the project: a write under a
@@ -164,11 +242,12 @@ class Rule:
     text: str
 
 
-def parse_rule(text: str) -> Rule:
+def parse_rule(text: str, vocabulary: PermissionVocabulary | None = None) -> Rule:
     """Parse ``tool`` or ``tool(pattern)``.
 
     Args:
         text: the rule as written in settings (``bash(pytest*)``, ``read``, ``Edit(src/*)``).
+        vocabulary: which tools take a pattern; default :func:`current_vocabulary`.
 
     Returns:
         The :class:`Rule`; ``tool(*)`` and ``tool()`` are the whole tool (pattern None).
@@ -188,8 +267,9 @@ def parse_rule(text: str) -> Rule:
     pattern = pattern.strip() if pattern is not None else None
     if pattern in (None, "", "*", "**"):
         return Rule(tool, None, text)
-    if tool not in PATH_TOOLS and tool not in COMMAND_TOOLS:
-        takes = ", ".join(sorted(PATH_TOOLS | COMMAND_TOOLS))
+    known = vocabulary or current_vocabulary()
+    if tool not in known.path_tools and tool not in known.command_tools:
+        takes = ", ".join(sorted(known.path_tools | known.command_tools))
         raise ValueError(
             f"{text!r}: only {takes} take a pattern (the command or the path); write "
             f"{tool!r} alone for every call of it"
@@ -241,14 +321,21 @@ def granted_effect(veil: Any, tool: str) -> str:
 # -- what a call is about ----------------------------------------------------------------------
 
 
-def call_subject(tool: str, arguments: dict[str, Any], project_dir: Path) -> str | None:
-    """What a rule's pattern is matched against: the command of ``bash``, the resolved path of
-    a path tool (relative to ``project_dir`` in POSIX form when inside it, absolute otherwise;
-    ``.`` when a ``grep`` / ``ls`` names no path); None for other tools."""
-    if tool in COMMAND_TOOLS:
+def call_subject(
+    tool: str,
+    arguments: dict[str, Any],
+    project_dir: Path,
+    vocabulary: PermissionVocabulary | None = None,
+) -> str | None:
+    """What a rule's pattern is matched against: the command of a command tool (``bash``), the
+    resolved path of a path tool (relative to ``project_dir`` in POSIX form when inside it,
+    absolute otherwise; ``.`` when a ``grep`` / ``ls`` names no path); None for other tools.
+    ``vocabulary``: which tools those are (default :func:`current_vocabulary`)."""
+    known = vocabulary or current_vocabulary()
+    if tool in known.command_tools:
         command = arguments.get("command")
         return command if isinstance(command, str) else ""
-    if tool in PATH_TOOLS:
+    if tool in known.path_tools:
         raw = arguments.get("path")
         return display_path(raw if isinstance(raw, str) and raw else ".", project_dir)
     return None
@@ -463,7 +550,13 @@ def _path_glob(pattern: str, root: str, home: str) -> _PathGlob:
 
 
 def rule_matches(
-    rule: Rule, tool: str, subject: str | None, project_dir: Path, *, for_allow: bool
+    rule: Rule,
+    tool: str,
+    subject: str | None,
+    project_dir: Path,
+    *,
+    for_allow: bool,
+    vocabulary: PermissionVocabulary | None = None,
 ) -> bool:
     """Whether ``rule`` covers a call of ``tool`` about ``subject`` (:func:`call_subject`).
 
@@ -472,7 +565,8 @@ def rule_matches(
     paths, a deny rule matches in gitignore's manner (:func:`path_matches`: ``.env*`` covers
     ``sub/.env.local``) while an allow rule matches the whole path as written (``src/*`` covers
     ``src/a/b.py``; ``src`` covers only ``src``): a rule widens only what it refuses, never
-    what it lets run unasked.
+    what it lets run unasked. ``vocabulary``: which tools take a command (default
+    :func:`current_vocabulary`).
     """
     if rule.tool != tool.lower():
         return False
@@ -480,7 +574,7 @@ def rule_matches(
         return True
     if subject is None:
         return False
-    if tool in COMMAND_TOOLS:
+    if tool in (vocabulary or current_vocabulary()).command_tools:
         parts = simple_commands(subject)
         if for_allow:
             return bool(parts) and all(_glob(rule.pattern, p) for p in parts)
@@ -516,13 +610,23 @@ def _is_folder(subject: str, project_dir: Path) -> bool:
     return (Path(subject) if not inside_project(subject) else project_dir / subject).is_dir()
 
 
-def deny_rule_covers(rule: Rule, tool: str, subject: str | None, project_dir: Path) -> bool:
+def deny_rule_covers(
+    rule: Rule,
+    tool: str,
+    subject: str | None,
+    project_dir: Path,
+    vocabulary: PermissionVocabulary | None = None,
+) -> bool:
     """Whether the deny rule ``rule`` refuses a call of ``tool`` about ``subject``: a rule for
-    that tool, or a ``read(...)`` rule when ``tool`` is one of :data:`READ_COVERED_TOOLS`."""
+    that tool, or a ``read(...)`` rule when ``tool`` is one the reading tool's rules cover
+    (:meth:`PermissionVocabulary.covered_by_read`; default :func:`current_vocabulary`)."""
+    known = vocabulary or current_vocabulary()
     tool = tool.lower()
-    if rule.tool == "read" and tool in READ_COVERED_TOOLS:
-        return rule_matches(rule, "read", subject, project_dir, for_allow=False)
-    return rule_matches(rule, tool, subject, project_dir, for_allow=False)
+    if known.covered_by_read(rule.tool, tool):
+        return rule_matches(
+            rule, rule.tool, subject, project_dir, for_allow=False, vocabulary=known
+        )
+    return rule_matches(rule, tool, subject, project_dir, for_allow=False, vocabulary=known)
 
 
 @dataclass(frozen=True)
@@ -587,11 +691,12 @@ def path_denial(settings: Any, project_dir: Path, tool: str) -> PathDenial | Non
         project_dir: the project root.
         tool: the tool's name.
     """
+    known = vocabulary_of(settings)
     tool = tool.lower()
     rules = []
     for text in settings.deny:
-        rule = parse_rule(text)
-        if rule.tool == tool or (rule.tool == "read" and tool in READ_COVERED_TOOLS):
+        rule = parse_rule(text, known)
+        if rule.tool == tool or known.covered_by_read(rule.tool, tool):
             rules.append(rule)
     return PathDenial(tuple(rules), project_dir.resolve()) if rules else None
 
@@ -654,12 +759,15 @@ class PermissionDecision:
         return f"{self.request.tool} call" if self.request else "tool call"
 
 
-def session_rule_for(tool: str, subject: str | None) -> str:
-    """The rule an answer of "allow for this session" remembers: for ``bash``, the command's
-    program in prefix form (``bash(pytest:*)``; the first word, two when the first is a
-    runner such as ``npm run`` or ``python -m``); for every other tool, the tool itself
-    (Claude Code's "allow all edits during this session")."""
-    if tool in COMMAND_TOOLS and subject:
+def session_rule_for(
+    tool: str, subject: str | None, vocabulary: PermissionVocabulary | None = None
+) -> str:
+    """The rule an answer of "allow for this session" remembers: for a command tool (``bash``),
+    the command's program in prefix form (``bash(pytest:*)``; the first word, two when the first
+    is a runner such as ``npm run`` or ``python -m``); for every other tool, the tool itself
+    (Claude Code's "allow all edits during this session"). ``vocabulary``: which tools take a
+    command (default :func:`current_vocabulary`)."""
+    if tool in (vocabulary or current_vocabulary()).command_tools and subject:
         parts = simple_commands(subject)
         words = (parts[0] if parts else subject.strip()).split()
         if not words:
@@ -701,22 +809,23 @@ def evaluate(
     Returns:
         A :class:`PermissionDecision`; ``"ask"`` carries the :class:`PermissionRequest`.
     """
-    subject = call_subject(tool, arguments, project_dir)
+    known = vocabulary_of(settings)
+    subject = call_subject(tool, arguments, project_dir, known)
     request = PermissionRequest(
         tool=tool,
         arguments=arguments,
         subject=subject,
         tool_call_id=tool_call_id,
-        session_rule=session_rule_for(tool, subject),
+        session_rule=session_rule_for(tool, subject, known),
         reason="",
     )
     described = request.describe()
     for text in settings.deny:
-        rule = parse_rule(text)
-        if deny_rule_covers(rule, tool, subject, project_dir):
+        rule = parse_rule(text, known)
+        if deny_rule_covers(rule, tool, subject, project_dir, known):
             also = (
-                f" (a read rule covers {tool} too)"
-                if rule.tool == "read" and tool.lower() != "read"
+                f" (a {rule.tool} rule covers {tool} too)"
+                if known.covered_by_read(rule.tool, tool.lower())
                 else ""
             )
             return PermissionDecision(
@@ -726,12 +835,14 @@ def evaluate(
                 request,
             )
     for text in settings.allow:
-        if rule_matches(parse_rule(text), tool, subject, project_dir, for_allow=True):
+        rule = parse_rule(text, known)
+        if rule_matches(rule, tool, subject, project_dir, for_allow=True, vocabulary=known):
             return PermissionDecision(
                 "allow", f"allowed by {text!r} (permissions.allow)", text, request
             )
     for text in session_rules:
-        if rule_matches(parse_rule(text), tool, subject, project_dir, for_allow=True):
+        rule = parse_rule(text, known)
+        if rule_matches(rule, tool, subject, project_dir, for_allow=True, vocabulary=known):
             return PermissionDecision(
                 "allow", f"allowed for this session by {text!r}", text, request
             )
@@ -742,7 +853,8 @@ def evaluate(
         )
     if mode == "allow":
         return PermissionDecision("allow", "permissions.mode is allow (--yes)", request=request)
-    if mode == "acceptEdits" and tool in EDIT_TOOLS and subject and _plain_project_file(subject):
+    edits = tool in known.edit_tools
+    if mode == "acceptEdits" and edits and subject and _plain_project_file(subject):
         return PermissionDecision(
             "allow", "permissions.mode acceptEdits: edits in the project", request=request
         )
@@ -750,7 +862,7 @@ def evaluate(
         return PermissionDecision(
             "deny",
             f"permissions.mode is deny and no allow rule covers {described}; "
-            + _how_to_allow(request, project_dir),
+            + _how_to_allow(request, project_dir, known),
             request=request,
         )
     reason = f"{tool} asks before it runs (permissions.mode {mode})"
@@ -761,7 +873,9 @@ def evaluate(
     )
 
 
-def _how_to_allow(request: PermissionRequest, project_dir: Path) -> str:
+def _how_to_allow(
+    request: PermissionRequest, project_dir: Path, known: PermissionVocabulary
+) -> str:
     """What would let ``request`` run: the allow rule "allow for this session" would remember,
     when that rule covers it, and ``--yes`` always. A command no rule can cover (a redirection
     into a file, a substitution: :func:`simple_commands` cannot judge it; or a chain whose other
@@ -769,7 +883,14 @@ def _how_to_allow(request: PermissionRequest, project_dir: Path) -> str:
     not work."""
     rule = request.session_rule
     everything = "run with --yes (VEIL_PERMISSIONS__MODE=allow) to allow every call"
-    if rule_matches(parse_rule(rule), request.tool, request.subject, project_dir, for_allow=True):
+    if rule_matches(
+        parse_rule(rule, known),
+        request.tool,
+        request.subject,
+        project_dir,
+        for_allow=True,
+        vocabulary=known,
+    ):
         return f'to allow it, add "{rule}" to permissions.allow in {user_settings_hint()}, or ' + (
             everything
         )
@@ -838,7 +959,7 @@ def authorize(
     return PermissionDecision(
         "deny",
         f"{request.describe()} needs permission and nobody could be asked (no interactive "
-        f"terminal); {_how_to_allow(request, session.cwd)}.",
+        f"terminal); {_how_to_allow(request, session.cwd, vocabulary_of(session.config.settings.permissions))}.",
         request=request,
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from veil import PermissionVocabulary
 from veil.hookspecs import hookimpl
 
 PERSONA_PROMPT = """You are veil, a coding agent working in the project at {cwd}.
@@ -17,6 +18,27 @@ When you are done, answer the user plainly. Today is {date}."""
 """veil's own system prompt, when neither the project, the user's client nor the user set one
 (``{cwd}`` and ``{date}`` are replaced by the core). It tells the model to use the tools this
 plugin offers, so it comes with them: with ``veil.coding_tools`` blocked it is not sent."""
+
+
+PERMISSION_VOCABULARY = PermissionVocabulary(
+    path_tools=frozenset({"read", "write", "edit", "grep", "ls"}),
+    command_tools=frozenset({"bash"}),
+    edit_tools=frozenset({"write", "edit"}),
+    read_tool="read",
+    # grep shows lines of files, ls their names, and edit's answer tells whether a text is in a
+    # file (found, found N times, not found): a read(...) deny rule covers them too
+    read_covered_tools=frozenset({"grep", "ls", "edit"}),
+)
+"""What the permission rules know of this plugin's tools: ``read(...)``, ``write(...)``,
+``edit(...)``, ``grep(...)`` and ``ls(...)`` rules match the path, ``bash(...)`` the command;
+``acceptEdits`` runs ``write`` and ``edit`` in the project; a ``read(...)`` deny rule covers
+``grep``, ``ls`` and ``edit`` too (:class:`veil.PermissionVocabulary`)."""
+
+
+@hookimpl
+def permission_vocabulary() -> PermissionVocabulary:
+    """:data:`PERMISSION_VOCABULARY` (asked when the settings load, blocked or not)."""
+    return PERMISSION_VOCABULARY
 
 
 @hookimpl
