@@ -11,7 +11,7 @@ Two tables (milliseconds, median / p95):
 
 1. **Per tool call**, no eviction: ``capture`` = :func:`veil.core.turn.capture` of one tool
    result (the core's capture hook: tags, targets, identifiers, token count, the INSERT, the
-   append to the live columns); ``pressure check`` = :func:`veil.core.prompt.context.manage_pressure`
+   append to the live columns); ``pressure check`` = :func:`veil.core.prompt.fit.manage_pressure`
    with the prompt well under budget, as veil runs it before every model call: the ``evict``
    hook (the controller's tick, no pressure) returns before reading the scores, which are
    computed lazily (:class:`veil.core.types.LazyScores`), so an idle pass scores nothing.
@@ -22,7 +22,7 @@ Two tables (milliseconds, median / p95):
    calls; a second table gives the median call of the blocks with the faster and the slower
    half of the checks (:func:`speed_halves`), so one run on a machine whose speed drifts
    shows what a call costs in each of its states.
-2. **Eviction pass** evicting ~10% of the items: :func:`veil.core.prompt.context.manage_pressure`
+2. **Eviction pass** evicting ~10% of the items: :func:`veil.core.prompt.fit.manage_pressure`
    (score, evict, ``Session.apply_eviction``: stubs, page-in candidates, the live columns
    compacted, the store writes queued), the store writes themselves (tiers, event log and
    ``Tiers.write_moved`` indexing the evicted content for recall, in one SQLite transaction on
@@ -69,7 +69,7 @@ from bench_scoring import NOW, make_items, session_for  # noqa: E402
 from veil.core.app import Veil, open_veil  # noqa: E402
 from veil.core.models.llm import LLM  # noqa: E402
 from veil.core.models.tokens import wait_for_fast_counter  # noqa: E402
-from veil.core.prompt.context import manage_pressure  # noqa: E402
+from veil.core.prompt.fit import manage_pressure  # noqa: E402
 from veil.core.prompt.items import ItemBatch  # noqa: E402
 from veil.core.prompt.tags import content_identifiers  # noqa: E402
 from veil.core.session import Session  # noqa: E402

@@ -23,7 +23,7 @@ from veil.core.app import open_veil
 from veil.core.context_ops import hydrate
 from veil.core.errors import PromptTooLarge
 from veil.core.models.llm import LLM
-from veil.core.prompt.context import SUMMARY_PREFIX
+from veil.core.prompt.assemble import SUMMARY_PREFIX
 from veil.core.settings import load_config
 from veil.hookspecs import hookimpl
 from veil.testing.scripted_server import ScriptedOpenAIServer

@@ -25,7 +25,7 @@ from veil.core.app import open_veil
 from veil.core.errors import NotAvailable, PluginResultInvalid
 from veil.core.models.llm import LLM
 from veil.core.prompt import compaction
-from veil.core.prompt.context import SUMMARY_PREFIX
+from veil.core.prompt.assemble import SUMMARY_PREFIX
 from veil.core.settings import load_config
 from veil.hookspecs import hookimpl
 from veil.testing.scripted_server import ScriptedOpenAIServer

@@ -28,7 +28,7 @@ from veil.core.models.context_refusal import (
     refusal_figures,
 )
 from veil.core.models.llm import LLM
-from veil.core.prompt.context import SUMMARY_PREFIX, pairing_problems
+from veil.core.prompt.assemble import SUMMARY_PREFIX, pairing_problems
 from veil.core.session import LEARNED_WINDOW_KEY
 from veil.core.settings import load_config
 from veil.harness import VeilHarness

@@ -43,6 +43,7 @@ def test_every_default_plugin_is_listed_under_its_own_name(make_veil):
         "veil.memory_tools",
         "veil.capture",
         "veil.manifest",
+        "veil.elision",
         "veil.recall",
         "veil.beliefs",
         "veil.replay",
@@ -212,3 +213,41 @@ def test_blocked_recall_leaves_eviction_running_and_recall_answers_from_memory_f
     else:
         assert {"warm", "cold"} & set(sources)
         assert any(item_id in result for item_id in evicted)
+
+
+# -- veil.coding_tools: the persona that names the tools comes with them (issue 33) -----------------
+
+PERSONA = (
+    "You are veil, a coding agent working in the project at {cwd}.\n"
+    "Use the tools to read, search, edit and run code; do not guess file contents. Keep answers"
+    " short.\nWhen you are done, answer the user plainly. Today is {date}."
+)
+
+
+@pytest.mark.parametrize("blocked", [False, True])
+def test_the_coding_persona_is_sent_only_with_the_coding_tools(
+    make_veil, scripted_server, veil_project, blocked
+):
+    """The system message the provider receives opens with veil's coding persona (the same
+    bytes as before the persona moved to ``veil.coding_tools``) when the coding tools are
+    loaded; blocked, with the core's neutral line, and no message names a tool or the persona."""
+    import datetime as dt
+
+    veil = make_veil(
+        ["done"],
+        server=scripted_server,
+        settings=NO_EMBEDDER,
+        disable=("veil.coding_tools",) if blocked else (),
+    )
+    session = veil.new_session()
+    assert veil.run_turn(session, "hello").final == "done"
+    date = dt.datetime.fromtimestamp(session.created_at, dt.timezone.utc).date().isoformat()
+    sent = scripted_server.requests[0].body["messages"]
+    system = sent[0]["content"]
+    assert sent[0]["role"] == "system"
+    if blocked:
+        assert system.split("\n\n")[0] == f"The project is at {veil_project}. Today is {date}."
+        assert all("Use the tools" not in str(m.get("content")) for m in sent)
+        assert "You are veil" not in system
+    else:
+        assert system.split("\n\n")[0] == PERSONA.format(cwd=veil_project, date=date)

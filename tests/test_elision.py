@@ -1,14 +1,15 @@
-"""Repeated-line elision (veil.core.prompt.elision) and its place in the prompt builder."""
+"""Repeated-line elision (default plugin veil.elision) and its place in the prompt builder."""
 
 from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from veil.core.prompt.context import build_prompt
-from veil.core.prompt.elision import MARKER, elide_repeats
+from veil.default_plugins.elision.repeats import MARKER, elide_repeats
 
 TEST_OUTPUT = "\n".join(
     [
@@ -182,3 +183,39 @@ def test_by_default_nothing_is_elided_over_the_budget(make_veil):
     tool_texts = [m["content"] for m in fitted.messages if m["role"] == "tool"]
     assert tool_texts[0] == "attempt 0\n" + "\n".join([TEST_OUTPUT] * 20)
     assert not any(n.startswith("elided repeated lines") for n in fitted.notes)
+
+
+LOG_LINES = [f"2026-12-07 build step {k:02d}: compiled module_{k:02d}.py" for k in range(20)]
+
+
+@pytest.mark.parametrize("blocked", [False, True])
+def test_a_session_elides_a_repeated_result_only_with_the_plugin_loaded(
+    make_veil, scripted_server, veil_project, blocked
+):
+    """Issue 33: elision is the default plugin ``veil.elision`` (the ``elide_messages`` hook).
+    A real session through the scripted provider reads the same 20-line log twice with
+    ``context.elideRepeats`` on and the kept messages over the budget: the third request sends
+    the first read as one marker for its 20 lines (every one shown again in the second) and the
+    second whole; with the plugin blocked, the first read goes out whole (and the last resort
+    cuts the second behind a pointer to keep to the budget)."""
+    (veil_project / "build.log").write_text("\n".join(LOG_LINES) + "\n")
+
+    def read(n: int) -> dict:
+        return {"tool_calls": [{"id": f"r{n}", "name": "read", "arguments": {"path": "build.log"}}]}
+
+    veil = make_veil(
+        [read(0), read(1), "done"],
+        server=scripted_server,
+        settings={"context": {"elideRepeats": True, "budgetTokens": 560}},
+        disable=("veil.elision",) if blocked else (),
+    )
+    result = veil.run_turn(veil.new_session(), "what did the build compile?")
+    assert result.final == "done"
+    third = scripted_server.requests[2].body["messages"]
+    first, second = (m["content"] for m in third if m.get("role") == "tool")
+    if blocked:  # nothing elided: over the budget, the last resort cuts the newest read instead
+        assert all(line in first for line in LOG_LINES)
+        assert "repeated later in this conversation" not in first + second
+    else:
+        assert first == MARKER.format(n=20)
+        assert all(line in second for line in LOG_LINES)  # the newest read is sent whole

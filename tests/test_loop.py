@@ -6,7 +6,7 @@ import json
 import re
 
 from veil.core.models.tokens import estimate_tokens
-from veil.core.prompt.context import pairing_problems, repair_pairing
+from veil.core.prompt.assemble import pairing_problems, repair_pairing
 from veil.core.types import EvictionPlan, PromptSection, Tool, ToolResult
 from veil.hookspecs import hookimpl
 
@@ -348,7 +348,7 @@ def test_without_a_compaction_plugin_the_refusal_reaches_the_caller(make_veil):
 
 
 def test_an_evicted_turn_takes_its_tool_call_arguments_with_it(make_veil):
-    from veil.core.prompt.context import kept_messages
+    from veil.core.prompt.assemble import kept_messages
     from veil.core.turn import capture
     from veil.core.types import CaptureEvent
 

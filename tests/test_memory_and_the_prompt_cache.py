@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from veil.core.prompt.context import NOTE_PREFIX
+from veil.core.prompt.assemble import NOTE_PREFIX
 
 pytest.importorskip("veil_memoryfiles")
 pytest.importorskip("veil_http")

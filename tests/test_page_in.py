@@ -68,7 +68,7 @@ def test_the_session_pages_in_what_the_policy_brings_back(make_veil):
         }
     ]
     # the kept messages send the paged-in content again, in place
-    from veil.core.prompt.context import kept_messages
+    from veil.core.prompt.assemble import kept_messages
 
     sent = kept_messages(session)
     assert sent[1]["content"].startswith("contents of src/mod_0.py")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from veil.core.prompt.context import pairing_problems
+from veil.core.prompt.assemble import pairing_problems
 from veil.harness import VeilHarness
 
 

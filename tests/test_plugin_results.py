@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import two_step_recording
 from veil.core.errors import PluginHookFailed, PluginResultInvalid
+from veil.core.prompt.context import build_prompt
 from veil.hookspecs import hookimpl
 from veil.testing.cli import install_fake_plugin, run_veil
 from veil.testing.scripted_server import ScriptedOpenAIServer, configure_project
@@ -271,7 +272,7 @@ def _pass_under_pressure(registered: dict, live_items: list) -> None:
     from types import SimpleNamespace
 
     from veil.core import plugins
-    from veil.core.prompt.context import manage_pressure
+    from veil.core.prompt.fit import manage_pressure
 
     pm = plugins.new_plugin_manager()
     for name, plugin in registered.items():
@@ -470,4 +471,40 @@ def test_belief_answers_of_the_wrong_type_name_the_plugin(make_veil):
         context_ops.resolve_conflict(session, "conflict_1", "belief_1")
     assert refused.value.message == (
         "plugin beliefs: hook resolve_conflict returned dict, expected a str"
+    )
+
+
+class _BadOpening:
+    @hookimpl(tryfirst=True)
+    def base_prompt(self):
+        return ["You are a list."]
+
+
+class _ShortElision:
+    @hookimpl(tryfirst=True)
+    def elide_messages(self, messages):
+        return messages[:-1]
+
+
+def test_an_opening_text_that_is_not_a_str_names_the_plugin(make_veil):
+    veil = make_veil(["never"], plugins=[("opening", _BadOpening())])
+    with pytest.raises(PluginResultInvalid) as refused:
+        build_prompt(veil.new_session())
+    assert refused.value.message == (
+        "plugin opening: hook base_prompt returned list, expected a str or None"
+    )
+
+
+def test_an_elision_that_drops_a_message_names_the_plugin(make_veil):
+    """``elide_messages`` must return as many messages as it was given (a change moment, here
+    the first prompt, fires it)."""
+    veil = make_veil(["never"], plugins=[("short", _ShortElision())])
+    session = veil.new_session()
+    session.append({"role": "user", "content": "hello"})
+    session.append({"role": "assistant", "content": "hi"})
+    with pytest.raises(PluginResultInvalid) as refused:
+        build_prompt(session)
+    assert refused.value.message == (
+        "plugin short: hook elide_messages returned 1 messages for 2, expected a list of as many "
+        "messages (dicts) as it was given, or None"
     )

@@ -12,6 +12,8 @@ from veil.hookspecs import hookimpl
 
 DESIGN_HOOKS = {"capture", "score", "evict", "fit_prompt", "summarise", "recall", "render"}
 FIRSTRESULT = {
+    "base_prompt",
+    "elide_messages",
     "score",
     "score_signals",
     "evict",
@@ -67,7 +69,7 @@ def test_firstresult_order_and_description():
     assert info["hooks"]["score"] == ["b", "a"]
     assert info["context_layer"] is False  # a scorer without an eviction policy
     coding = next(p for p in info["plugins"] if p["name"] == "veil.coding_tools")
-    assert coding["hooks"] == ["register_tools"] and coding["default"] is True
+    assert coding["hooks"] == ["base_prompt", "register_tools"] and coding["default"] is True
 
 
 def test_blocked_plugin_is_not_registered_even_when_passed_explicitly():

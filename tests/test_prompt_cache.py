@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from veil.core.prompt.context import NOTE_PREFIX, pairing_problems
+from veil.core.prompt.assemble import NOTE_PREFIX, pairing_problems
 
 
 def _layer_plugins() -> list[tuple[str, object]]:

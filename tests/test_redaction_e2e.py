@@ -20,8 +20,8 @@ import pytest
 
 from veil.core.app import open_veil
 from veil.core.models.llm import LLM
+from veil.core.prompt.assemble import kept_messages
 from veil.core.prompt.compaction import run_full
-from veil.core.prompt.context import kept_messages
 from veil.core.settings import load_config
 from veil.hookspecs import hookimpl
 from veil.testing.scripted_model import ScriptedModel

@@ -109,7 +109,7 @@ def test_close_lands_queued_writes(tmp_path):
 
 
 def test_an_eviction_pass_records_tiers_event_and_recall_index_behind(make_veil):
-    from veil.core.prompt.context import pointer_stub
+    from veil.core.prompt.assemble import pointer_stub
     from veil.core.types import ContextItem
 
     veil = make_veil()

@@ -88,6 +88,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.plugins import call_impl as call_impl
     from veil.core.plugins import checked_list as checked_list
     from veil.core.plugins import results_by_plugin as results_by_plugin
+    from veil.core.prompt.assemble import NOTE_PREFIX as NOTE_PREFIX
+    from veil.core.prompt.assemble import SUMMARY_PREFIX as SUMMARY_PREFIX
+    from veil.core.prompt.assemble import completion_reserve as completion_reserve
+    from veil.core.prompt.assemble import context_report as context_report
     from veil.core.prompt.compaction import auto_stopped as auto_compaction_stopped
     from veil.core.prompt.compaction import conversation_tokens as conversation_tokens
     from veil.core.prompt.compaction import (
@@ -98,11 +102,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from veil.core.prompt.compaction import run_default as run_default_compaction
     from veil.core.prompt.compaction import visible as has_visible_text
     from veil.core.prompt.compaction_cut import content_text as content_text_with_parts
-    from veil.core.prompt.context import NOTE_PREFIX as NOTE_PREFIX
-    from veil.core.prompt.context import SUMMARY_PREFIX as SUMMARY_PREFIX
     from veil.core.prompt.context import build_prompt as build_prompt
-    from veil.core.prompt.context import completion_reserve as completion_reserve
-    from veil.core.prompt.context import context_report as context_report
     from veil.core.prompt.excerpts import shown_lines as shown_lines
     from veil.core.prompt.items import BatchChange as BatchChange
     from veil.core.prompt.items import ItemBatch as ItemBatch
@@ -303,11 +303,11 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "redact": ("veil.core.models.llm", "redact"),
     "CLIENT_PROMPT_SOURCE": ("veil.core.safety.prompt_trust", "CLIENT_PROMPT_SOURCE"),
     # The prompt: notes, summaries, items, tags
-    "NOTE_PREFIX": ("veil.core.prompt.context", "NOTE_PREFIX"),
-    "SUMMARY_PREFIX": ("veil.core.prompt.context", "SUMMARY_PREFIX"),
+    "NOTE_PREFIX": ("veil.core.prompt.assemble", "NOTE_PREFIX"),
+    "SUMMARY_PREFIX": ("veil.core.prompt.assemble", "SUMMARY_PREFIX"),
     "build_prompt": ("veil.core.prompt.context", "build_prompt"),
-    "completion_reserve": ("veil.core.prompt.context", "completion_reserve"),
-    "context_report": ("veil.core.prompt.context", "context_report"),
+    "completion_reserve": ("veil.core.prompt.assemble", "completion_reserve"),
+    "context_report": ("veil.core.prompt.assemble", "context_report"),
     "ItemBatch": ("veil.core.prompt.items", "ItemBatch"),
     "BatchChange": ("veil.core.prompt.items", "BatchChange"),
     "shown_lines": ("veil.core.prompt.excerpts", "shown_lines"),

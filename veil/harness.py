@@ -270,8 +270,8 @@ class VeilHarness:
     def fixed_tokens(self, tools: list[dict[str, Any]] | None = None) -> tuple[int, int]:
         """Tokens of the system message veil would send now and of the tool schemas ``tools``
         (the memory tools when None), before any message
-        (:func:`veil.core.prompt.context.fixed_prompt_tokens`)."""
-        from veil.core.prompt.context import fixed_prompt_tokens
+        (:func:`veil.core.prompt.assemble.fixed_prompt_tokens`)."""
+        from veil.core.prompt.assemble import fixed_prompt_tokens
 
         return fixed_prompt_tokens(self.session, self.tools() if tools is None else tools)
 

@@ -267,6 +267,29 @@ def session_start(session: PluginSession) -> None:
     """
 
 
+@hookspec(firstresult=True)
+def base_prompt(session: PluginSession) -> str | None:
+    """The opening text of the system message when nobody set one (firstresult: the first
+    answer is used).
+
+    Called every time a prompt is built, only when neither the project (an approved
+    ``systemPrompt`` or ``loop.systemPrompt``), the user's client (``veil proxy``) nor the user
+    (``VEIL_LOOP__SYSTEM_PROMPT``) set a system prompt of its own, or when the project's is not
+    approved (it is then quoted after this text). Default plugin ``veil.coding_tools`` answers
+    it with veil's coding persona, which names its tools; with no answer the core opens the
+    system message with a neutral line (the project's folder and the date,
+    :data:`veil.core.prompt.assemble.NEUTRAL_PROMPT`). The text is the first part of the system
+    message, which must stay byte-identical for the session (DESIGN.md "The prompt's prefix
+    stays put"): return the same text at every call.
+
+    :param session: the session whose prompt is being built.
+    :return: the text, in which the core replaces ``{cwd}`` by the session's folder and
+        ``{date}`` by the session's start date (ISO ``YYYY-MM-DD``, as in a user's own prompt),
+        or None to let the next implementation answer. Anything but a str is
+        :class:`~veil.core.errors.PluginResultInvalid`.
+    """
+
+
 @hookspec
 def system_prompt_sections(session: PluginSession) -> list[PromptSection] | PromptSection | None:
     """Contribute sections of the system prompt (collected).
@@ -415,8 +438,8 @@ def fit_prompt(
     (``veil_compaction``'s observation masking answers it). The order of what the core does to
     them (DESIGN.md "One turn, as data flows"): 1. ``fit_prompt`` (pluggy's call order: last
     registered first, ``tryfirst`` / ``trylast`` move one); 2. collapsing the steps that left
-    the prompt whole; 3. elision of repeated lines when over the budget
-    (``context.elideRepeats``); 4. eviction (``score``, ``evict``); 5. full compaction
+    the prompt whole; 3. ``elide_messages`` (repeated lines when over the budget,
+    ``context.elideRepeats``); 4. eviction (``score``, ``evict``); 5. full compaction
     (``summarise``) over ``compaction.threshold`` x the window; 6. the last resort, cutting
     results behind pointers to fit the window.
 
@@ -436,6 +459,32 @@ def fit_prompt(
         call was evicted and whose results are all stubbed or masked is left out whole. The
         core reads these positions, never the text that replaced a result; anything but a list
         of positions in ``messages`` is :class:`~veil.core.errors.PluginResultInvalid`.
+    """
+
+
+@hookspec(firstresult=True)
+def elide_messages(
+    session: PluginSession, messages: list[Message], budget_tokens: int
+) -> list[Message] | None:
+    """Rewrite the kept messages losslessly before eviction is asked to free room (firstresult:
+    the first answer is used).
+
+    Called by the core at a change moment only (an eviction pass, a masking block, a compaction,
+    a message already sent that now reads differently, or messages over ``budget_tokens``),
+    after ``fit_prompt`` and the collapse of the steps that left the prompt. What it returns is
+    sent unchanged at every later call until the next change moment, new messages appended as
+    they come, so the prompt's prefix stays put; the core counts what it saved and lets eviction
+    use that room. Default plugin ``veil.elision`` answers it with repeated-line elision when
+    ``context.elideRepeats`` is on; blocked, nothing is elided.
+
+    :param session: the session whose prompt is being built.
+    :param messages: the kept messages as they would be sent (masked, stubbed, steps that left
+        the prompt collapsed, pairing repaired; no system prompt, summary or note). Do not change
+        them: return new dicts.
+    :param budget_tokens: the tokens the kept messages may take.
+    :return: a list of as many messages, each the one at its position or a copy with its
+        ``content`` rewritten, or None to send them as they are. Anything else is
+        :class:`~veil.core.errors.PluginResultInvalid`.
     """
 
 

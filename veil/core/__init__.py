@@ -12,8 +12,8 @@ Subpackages:
   PostgreSQL store (``store.url``), and the write-behind thread.
 * :mod:`veil.core.models`: reaching a model (litellm, a local model a plugin registers), token
   counting, embeddings.
-* :mod:`veil.core.prompt`: assembling and fitting what is sent (masking, elision, eviction
-  passes, full compaction).
+* :mod:`veil.core.prompt`: assembling and fitting what is sent (the masking and elision hooks,
+  eviction passes, full compaction).
 * :mod:`veil.core.safety`: what keeps a stranger's repository from steering veil (redaction,
   permissions, trust, path containment, process groups); none of it can be blocked.
 

@@ -36,7 +36,7 @@ symbols)."""
 def find_item(session: Session, item_id: str, field: str = "id") -> ContextItem:
     """The item with ``item_id`` (a pointer may be given with brackets or quotes around it), or
     the item a stub's message handle ``#N`` names: the evicted item of message N of this
-    session (:func:`veil.core.prompt.context.stub_handle`).
+    session (:func:`veil.core.prompt.assemble.stub_handle`).
 
     Args:
         session: the session asking.

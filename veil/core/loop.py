@@ -347,11 +347,11 @@ def refit_after_refusal(
 def _force_compaction(session: Session) -> bool:
     """Run full compaction now (the provider refused the prompt as too long); True if it ran.
 
-    It summarises what the prompt holds (:func:`veil.core.prompt.context.prompt_view`: stubs stay
+    It summarises what the prompt holds (:func:`veil.core.prompt.fit.prompt_view`: stubs stay
     stubs, collapsed steps stay out), with the stored index of each message so the cut lands
     where it was chosen in the history."""
     from veil.core.prompt.compaction import run_full, set_just_compacted
-    from veil.core.prompt.context import prompt_view
+    from veil.core.prompt.fit import prompt_view
 
     set_just_compacted(session, False)
     indices, messages = prompt_view(session)

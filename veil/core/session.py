@@ -121,13 +121,8 @@ class Session:
         # eviction round only
         self.paged_out: dict[str, ContextItem] = {}
         self.page_in_open = False
-        # what the last change moment sent of the kept messages (veil.core.prompt.context._view):
-        # reused unchanged until a message already sent reads differently
-        self._frozen_view: Any = None
-        # where the anchored context note (the manifest's counts) sits since the last change
-        # moment (veil.core.prompt.context._place_anchored)
-        self._note_anchor: Any = None
-        # plugin name -> the object that plugin keeps for this session (plugin_state)
+        # plugin name -> the object that plugin keeps for this session (plugin_state); the prompt
+        # path keeps its own there too (veil.core.prompt.state.PromptState)
         self._plugin_state: dict[str, Any] = {}
         if resumed:
             stored = veil.store.items(self.id, ("warm", "cold"))
@@ -393,7 +388,7 @@ class Session:
         """Put what stands for each of ``items`` in the prompt now that it left: its excerpt
         (:func:`veil.core.prompt.excerpts.render_excerpt`) when it keeps lines, else its pointer
         stub."""
-        from veil.core.prompt.context import excerpt_stub, pointer_stub
+        from veil.core.prompt.assemble import excerpt_stub, pointer_stub
 
         stubs = self.stubs
         for item in items:

@@ -437,10 +437,10 @@ class ContextSettings(_Model):
     ``budget_tokens``: tokens the kept messages may take (None: the model's window minus the
     completion reserve and the system prompt). ``initial_stability``: the FSRS stability an
     item gets when captured, by kind (days). ``elide_repeats`` (off): over budget, first replace
-    runs of lines that a newer message repeats by a marker (lossless;
-    :mod:`veil.core.prompt.elision`). Off since issue 29: with excerpts, a superseded copy already
-    keeps only the lines that differ, and elision's rewrites of old messages at each pass break
-    the cached prefix. Replay of the 84 recordings at budget 8,000 (bench/RESULTS.md, issue 29):
+    runs of lines that a newer message repeats by a marker (lossless; default plugin
+    ``veil.elision``, :mod:`veil.default_plugins.elision.repeats`; blocked, nothing is elided).
+    Off since issue 29: with excerpts, a superseded copy already keeps only the lines that
+    differ, and elision's rewrites of old messages at each pass break the cached prefix. Replay of the 84 recordings at budget 8,000 (bench/RESULTS.md, issue 29):
     on 0.739x full history's effective tokens, 834 identifier / 1,030 line misses; off 0.653x,
     869 / 1,053 (cached input at 0.1 of the price).
     ``rescue_embeddings``: how turns get the embeddings the rescue of old turns compares

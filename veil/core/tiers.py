@@ -52,7 +52,7 @@ SEARCHABLE_TIERS = ("warm", "cold")
 """The tiers an item that left the prompt can be in (and be searched in, unless forgotten)."""
 COLD_PREVIEW_CHARS = 240
 """Characters (whitespace collapsed) a cold item keeps in ``items.content``: longer than the
-preview in :func:`veil.core.prompt.context.pointer_stub`, so a stub rebuilt from the store when a
+preview in :func:`veil.core.prompt.assemble.pointer_stub`, so a stub rebuilt from the store when a
 session is resumed reads the same."""
 ZLIB_LEVEL = 6
 

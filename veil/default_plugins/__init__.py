@@ -21,6 +21,7 @@ DEFAULT_PLUGINS: tuple[tuple[str, str], ...] = (
     ("veil.capture", "veil.default_plugins.capture"),
     ("veil.beliefs", "veil.default_plugins.beliefs"),
     ("veil.manifest", "veil.default_plugins.manifest"),
+    ("veil.elision", "veil.default_plugins.elision"),
     ("veil.memory_tools", "veil.default_plugins.memory_tools"),
     ("veil.coding_tools", "veil.default_plugins.coding_tools"),
     ("veil.replay", "veil.default_plugins.replay"),

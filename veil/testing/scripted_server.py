@@ -195,9 +195,9 @@ class RecordedRequest:
 
     def user_texts(self) -> list[str]:
         """The contents of the request's ``user`` messages, in order, less veil's context notes
-        (:data:`veil.core.prompt.context.NOTE_PREFIX`: veil's own trailing messages, not the user's
+        (:data:`veil.core.prompt.assemble.NOTE_PREFIX`: veil's own trailing messages, not the user's
         words)."""
-        from veil.core.prompt.context import NOTE_PREFIX
+        from veil.core.prompt.assemble import NOTE_PREFIX
 
         body = self.body if isinstance(self.body, dict) else {}
         messages = body.get("messages") or []

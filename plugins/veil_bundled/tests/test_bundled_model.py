@@ -206,7 +206,7 @@ def _call(call_id: str, name: str, arguments: str = "{}") -> dict:
 
 
 def test_render_prompt_keeps_the_system_text_short_and_leaves_out_context_notes():
-    from veil.core.prompt.context import NOTE_PREFIX, SUMMARY_PREFIX
+    from veil.core.prompt.assemble import NOTE_PREFIX, SUMMARY_PREFIX
 
     messages = [
         {

@@ -289,7 +289,7 @@ def render_prompt(messages: list[dict], tools: list[dict] | None = None) -> str:
     """SmolLM2's ChatML prompt for OpenAI-format ``messages``, ending with the assistant header.
 
     The system text is kept short (:func:`_system_text`) and veil's context notes (user
-    messages starting with :data:`veil.core.prompt.context.NOTE_PREFIX`, the manifest's counts) are
+    messages starting with :data:`veil.core.prompt.assemble.NOTE_PREFIX`, the manifest's counts) are
     left out: the model echoed them as answers. With ``tools``, :func:`tools_instruction` is
     appended to the system message and assistant turns are rendered in the JSON reply format.
     Tool results (consecutive ``tool`` messages) become one user turn, ``Result of <name>:``

@@ -19,7 +19,7 @@ from veil.core.errors import (
 )
 from veil.core.models.llm import LLM
 from veil.core.prompt import compaction
-from veil.core.prompt.context import SUMMARY_PREFIX
+from veil.core.prompt.assemble import SUMMARY_PREFIX
 from veil.core.settings import load_config
 from veil.testing.scripted_model import ScriptedModel
 

@@ -12,8 +12,8 @@ from veil_compaction.testing import ScriptedSummariser, step
 
 from veil.core.errors import ProviderError
 from veil.core.prompt import compaction
+from veil.core.prompt.assemble import SUMMARY_PREFIX, pairing_problems, repair_pairing
 from veil.core.prompt.compaction_cut import session_index
-from veil.core.prompt.context import SUMMARY_PREFIX, pairing_problems, repair_pairing
 from veil.testing.scripted_model import ScriptedModel
 
 

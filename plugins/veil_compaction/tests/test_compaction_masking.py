@@ -10,7 +10,8 @@ import pytest
 from veil_compaction.masking import MASK, mask_observations
 from veil_compaction.testing import step
 
-from veil.core.prompt.context import fitted_messages, pairing_problems
+from veil.core.prompt.assemble import pairing_problems
+from veil.core.prompt.fit import fitted_messages
 from veil.testing.scripted_model import ScriptedModel
 
 

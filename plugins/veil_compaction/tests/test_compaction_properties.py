@@ -19,8 +19,8 @@ from veil_compaction.testing import ScriptedSummariser
 
 from veil.core.errors import CompactionRejected
 from veil.core.prompt import compaction
+from veil.core.prompt.assemble import pairing_problems, repair_pairing
 from veil.core.prompt.compaction_cut import is_boundary, session_index
-from veil.core.prompt.context import pairing_problems, repair_pairing
 
 MANY = settings(max_examples=2000, deadline=None)
 SOME = settings(

@@ -50,11 +50,25 @@ protects go to stubs, oldest first, then pinned ones, largest first, then the li
 protected turns kept, oldest first ("over budget: protected", reported), as in
 :mod:`veil_fsrs.eviction`'s stage 4; the newest step stays.
 
-Everything is deterministic: ties go to the older item and the lower line.
+Everything is deterministic: ties go to the older item and the lower line; a line's value
+adds its names' weights in the order the session first saw the names.
+
+**What a pass costs** (issue 29: at most 10 ms at 10,000 items). A pass does no Python work
+per item of the prompt: which items are fixed or candidates, their order, the window and the
+names already held are numpy over the batch's columns (:mod:`veil_fsrs.batch_index`) and
+over the names' statistics kept as arrays (:meth:`NameStats.columns`, brought up to date with
+the few names captured since the last pass). Only the candidates it may change are read, and
+of those only the ones owning a name not held yet (the others can only be stubs): each one's
+(name, line) pairs are kept with its lines between passes, then laid end to end, so the best
+line per name, the lines' values, the greedy's order, the excerpts' costs and the plan are
+array operations over all of them at once. The result is the same plan, bit for bit, as
+trying each line in turn (plugins/veil_fsrs/tests/test_levels_reference.py keeps that
+version and compares; bench/bench_scoring.py's ``levels pass`` times it).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
@@ -63,8 +77,8 @@ from typing import Any
 
 import numpy as np
 
-from veil import ContextItem, EvictionPlan, ItemBatch, identifier_tokens
-from veil_fsrs.batch_index import index_for
+from veil import ITEM_KINDS, ContextItem, EvictionPlan, ItemBatch, identifier_tokens
+from veil_fsrs.batch_index import TURN_SOURCES, index_for
 from veil_fsrs.reference_weights import (
     AGE_BOUNDS,
     MAX_COUNT,
@@ -120,6 +134,8 @@ MAX_CANDIDATES = 2_000
 LINE_SCAN_CHARS = 4_000
 """Characters of one line searched for names (a minified file's one line stays bounded)."""
 
+_STATS_TOKENS = itertools.count()
+
 _TOOL_CALL_LINE = re.compile(r"^[A-Za-z_][\w.-]*\(")
 
 
@@ -134,12 +150,16 @@ class LineInfo:
         anchor: for a turn, the line a protected turn keeps at least (:func:`_anchor`);
             None for other items.
         where: name -> the lines holding it, in order.
+        pairs: :func:`_name_lines`' cache (per :class:`NameStats`), not part of the value.
     """
 
     names: list[frozenset[str]]
     tokens: np.ndarray
     anchor: int | None
     where: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    pairs: dict[int, tuple[int, int, np.ndarray, np.ndarray, int, int]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
 
 def line_info(item: ContextItem) -> LineInfo:
@@ -199,8 +219,16 @@ class NameStats:
         self.last_assistant_step: dict[str, int] = {}
         self.owner: dict[str, str] = {}
         self.owned: dict[str, set[str]] = {}
+        self.ids: dict[str, int] = {}  # name -> its number, in the order names were first seen
+        self.item_numbers: dict[str, int] = {}  # item id -> its number, in the order first added
+        self.adds: dict[str, int] = {}  # item id -> how many times it was accounted
         self._owner_order: dict[str, tuple[float, int]] = {}
         self._seq = 0
+        # the per-name arrays a pass reads (columns()), brought up to date lazily: a capture
+        # only notes which names changed, a pass copies those few from the dicts
+        self._dirty: set[str] = set()
+        self._columns = _NameColumns.empty()
+        self.token = next(_STATS_TOKENS)  # tells the line caches of two sessions apart
 
     def add(self, item: ContextItem, names: frozenset[str]) -> None:
         """Account ``item`` (holding ``names``)."""
@@ -211,7 +239,13 @@ class NameStats:
         )
         turn = item.source == "assistant"
         step = int(item.step)
+        ids = self.ids
+        self.item_numbers.setdefault(item.id, len(self.item_numbers))
+        self.adds[item.id] = self.adds.get(item.id, 0) + 1
+        self._dirty.update(names)
         for name in names:
+            if name not in ids:
+                ids[name] = len(ids)
             if turn:
                 self.assistant[name] = self.assistant.get(name, 0) + 1
                 self.last_assistant_step[name] = step
@@ -240,6 +274,160 @@ class NameStats:
         s = NEVER if said is None else bisect_left(AGE_BOUNDS, step - 1 - said)
         return table[a][g][r][s]
 
+    def columns(self) -> _NameColumns:
+        """The statistics as arrays indexed by name number (:attr:`ids`), current as of now:
+        the names added to since the last call are copied from the dicts (O(changed))."""
+        dirty = self._dirty
+        if not dirty:
+            return self._columns
+        cols = self._columns = self._columns.grown(len(self.ids))
+        names = list(dirty)
+        dirty.clear()
+        count = len(names)
+        where = np.fromiter((self.ids[x] for x in names), dtype=np.int64, count=count)
+        cols.assistant[where] = np.fromiter(
+            (self.assistant.get(x, 0) for x in names), dtype=np.int64, count=count
+        )
+        cols.results[where] = np.fromiter(
+            (self.results.get(x, 0) for x in names), dtype=np.int64, count=count
+        )
+        last, said = self.last_step, self.last_assistant_step
+        cols.seen[where] = np.fromiter((x in last for x in names), dtype=bool, count=count)
+        cols.last[where] = np.fromiter((last.get(x, 0) for x in names), np.int64, count=count)
+        cols.said[where] = np.fromiter((x in said for x in names), dtype=bool, count=count)
+        cols.said_step[where] = np.fromiter(
+            (said.get(x, 0) for x in names), dtype=np.int64, count=count
+        )
+        owner, numbers = self.owner, self.item_numbers
+        cols.owner[where] = np.fromiter(
+            (numbers[owner[x]] if x in owner else -1 for x in names), np.int64, count=count
+        )
+        return cols
+
+    def weights(self, names: np.ndarray, step: int) -> np.ndarray:
+        """:meth:`weight` of each name number in ``names`` (int64) at ``step``, float64, the
+        same values (the same table cells, looked up with numpy)."""
+        cols = self.columns()
+        a = np.minimum(cols.assistant[names], MAX_COUNT)
+        r = np.minimum(cols.results[names], RESULT_COUNT_MAX)
+        g = np.searchsorted(AGE_BOUNDS, step - 1 - cols.last[names], side="left")
+        s = np.where(
+            cols.said[names],
+            np.searchsorted(AGE_BOUNDS, step - 1 - cols.said_step[names], side="left"),
+            NEVER,
+        )
+        return np.where(cols.seen[names], _weight_array()[a, g, r, s], 0.0)
+
+
+@dataclass
+class _NameColumns:
+    """Per name number: turns that mentioned it (``assistant``), other items that held it
+    (``results``), whether it was seen and the last step (``seen``, ``last``), whether a turn
+    said it and when (``said``, ``said_step``), and its owner's item number (-1: none). Arrays
+    may be longer than the names known (spare room)."""
+
+    assistant: np.ndarray
+    results: np.ndarray
+    seen: np.ndarray
+    last: np.ndarray
+    said: np.ndarray
+    said_step: np.ndarray
+    owner: np.ndarray
+
+    @classmethod
+    def empty(cls) -> _NameColumns:
+        return cls(
+            *(np.zeros(0, dtype=d) for d in (np.int64, np.int64, bool, np.int64)),
+            np.zeros(0, dtype=bool),
+            np.zeros(0, dtype=np.int64),
+            np.full(0, -1, dtype=np.int64),
+        )
+
+    def grown(self, size: int) -> _NameColumns:
+        """These columns with room for ``size`` names (doubling; new rows unseen, unowned)."""
+        if size <= len(self.owner):
+            return self
+        capacity = max(size, 2 * len(self.owner), 1024)
+        fresh = []
+        for old in (
+            self.assistant,
+            self.results,
+            self.seen,
+            self.last,
+            self.said,
+            self.said_step,
+            self.owner,
+        ):
+            array = (
+                np.zeros(capacity, dtype=old.dtype)
+                if old is not self.owner
+                else np.full(capacity, -1, dtype=np.int64)
+            )
+            array[: len(old)] = old
+            fresh.append(array)
+        return _NameColumns(*fresh)
+
+
+_WEIGHTS: np.ndarray | None = None
+
+
+def _weight_array() -> np.ndarray:
+    """:func:`weight_table` as a float64 array ``[assistant, age, results, assistant_age]``."""
+    global _WEIGHTS
+    if _WEIGHTS is None:
+        _WEIGHTS = np.asarray(weight_table(), dtype=np.float64)
+    return _WEIGHTS
+
+
+_Pairs = tuple[int, int, np.ndarray, np.ndarray, int, int]
+"""What :func:`_name_lines` keeps per item: ``(adds, known, names, lines, line_count,
+pair_count)`` (``adds``: how many times ``stats`` had accounted the item then; ``known``: -1
+when every name of the item had a number, else how many names ``stats`` knew then)."""
+
+
+def _name_lines(info: LineInfo, stats: NameStats, item_id: str) -> _Pairs:
+    """One pair per (name, line holding it) of ``info`` (the lines of item ``item_id``):
+    ``names`` and ``lines`` (int64, sorted by name number then line).
+
+    Only pairs whose name the item may own are kept: names ``stats`` does not know are left
+    out (they weigh nothing), and once ``stats`` accounted the item, only the names it owns
+    then. Kept in ``info.pairs``, which stays a superset of what the item owns: a name's
+    owner only ever moves to the item being accounted (:meth:`NameStats.add`), so an item's
+    names only leave it until it is accounted again (``adds``), and before it is accounted
+    the pairs are rebuilt when ``stats`` learns new names while some were unknown."""
+    key = stats.token
+    adds = stats.adds.get(item_id, 0)
+    cached = info.pairs.get(key)
+    if cached is not None and cached[0] == adds and (adds > 0 or cached[1] in (-1, len(stats.ids))):
+        return cached
+    ids = stats.ids
+    names: list[int] = []
+    lines: list[int] = []
+    complete = True
+    for name, spots in info.where.items():
+        number = ids.get(name)
+        if number is None:
+            complete = False
+            continue
+        names.extend([number] * len(spots))
+        lines.extend(spots)
+    name_array = np.array(names, dtype=np.int64)
+    line_array = np.array(lines, dtype=np.int64)
+    if adds > 0:  # what the item owns now (its names can only leave it, see above)
+        owned = stats.columns().owner[name_array] == stats.item_numbers[item_id]
+        name_array, line_array = name_array[owned], line_array[owned]
+    order = np.lexsort((line_array, name_array))
+    found = (
+        adds,
+        -1 if complete else len(ids),
+        name_array[order],
+        line_array[order],
+        len(info.tokens),
+        len(order),
+    )
+    info.pairs[key] = found
+    return found
+
 
 @dataclass
 class _Candidate:
@@ -263,30 +451,18 @@ def _retention(
     turn_weights: Mapping[str, float],
     cosine: np.ndarray | None,
 ) -> np.ndarray:
+    """:func:`_retention_of` for a list of items (the page-in candidates); ``scores`` None:
+    0.5 each."""
     score = (
         np.full(len(items), 0.5)
         if scores is None
-        else np.clip(np.asarray(scores, dtype=np.float64).reshape(-1), 0.0, 1.0)
+        else np.asarray(scores, dtype=np.float64).reshape(-1)
     )
     weight = np.array(
-        [
-            turn_weights.get(i.kind, 1.0) if i.source in ("user", "assistant") else 1.0
-            for i in items
-        ],
+        [turn_weights.get(i.kind, 1.0) if i.source in TURN_SOURCES else 1.0 for i in items],
         dtype=np.float64,
     )
-    e = (1.0 - score) * weight
-    if cosine is not None:
-        e = e * (1.0 - cosine)
-    return 1.0 - np.clip(e, 0.0, 1.0)
-
-
-def _current_cost(c: _Candidate, pointer_tokens: int) -> float:
-    if c.live:
-        return float(c.item.tokens)
-    if c.current:
-        return _excerpt_cost(c.info, c.current)
-    return float(pointer_tokens)
+    return _retention_of(score, weight, cosine)
 
 
 def _excerpt_cost(info: LineInfo, lines: Sequence[int]) -> float:
@@ -373,233 +549,218 @@ def plan_levels(
         raise ValueError("scores: every score must be a finite number in [0, 1]")
     target = (threshold if low_water is None else min(low_water, threshold)) * budget
     turn_weights = settings.turn_weights.model_dump()
+    stale = superseded or {}
 
     # -- what is fixed, what is a candidate -------------------------------------------------
-    cosine = None
     index = index_for(items)
     cols = index.cols
     turn_window = cols["step"] > current_step - settings.protected_turns
     result_window = cols["step"] > current_step - settings.protected_results
+    cosine = None
     if embeddings:
         turn = index.is_turn
         cosine = max_cosine(index, turn & ~turn_window, turn & turn_window, embeddings)
         cosine[cosine <= settings.rescue_cosine] = 0.0
-    retention = _retention(items, score, turn_weights, cosine)
-    whole_fixed: list[int] = []
-    candidates: list[_Candidate] = []
-    stale = superseded or {}
-    weight_of = settings.retention_weight
-    for pos, item in enumerate(items):
-        zero_weight = item.source in ("user", "assistant") and turn_weights.get(item.kind, 1.0) == 0
-        if (
-            item.pinned
-            or item.kind in ("correction", "intent")
-            or zero_weight
-            or item.message_index is None
-            or item.source not in ("assistant", "tool_result")
-            or (item.source != "assistant" and bool(result_window[pos]))
-        ):
-            whole_fixed.append(pos)
-            continue
-        candidates.append(
-            _Candidate(
-                item,
-                lines_of,
-                True,
-                max(0.05, 1.0 + weight_of * (float(retention[pos]) - 0.5)),
-                None,
-                item.source == "assistant" and bool(turn_window[pos]),
-                item.id in stale,
-            )
-        )
+    kind_weight = _kind_weights(index, turn_weights)
+    retention = _retention_of(score, kind_weight, cosine)
+    source, message = _sources(index, items)
+    assistant = source == _ASSISTANT
+    fixed = (
+        cols["pinned"]
+        | index.kind_mask("correction")
+        | index.kind_mask("intent")
+        | (kind_weight == 0)  # a turn of a zero-weight kind (1.0 for every other item)
+        | np.isnan(message)
+        | ~(assistant | (source == _TOOL_RESULT))
+        | (~assistant & result_window)
+    )
+    whole_fixed = np.flatnonzero(fixed)
+    cand = _live_candidates(
+        index, np.flatnonzero(~fixed), message, assistant, turn_window, retention, settings
+    )
     if paged_out:
-        paged_retention = _retention(paged_out, paged_scores, turn_weights, None)
-        for pos, item in enumerate(paged_out):
-            if item.message_index is None or item.source not in ("assistant", "tool_result"):
-                continue
-            candidates.append(
-                _Candidate(
-                    item,
-                    lines_of,
-                    False,
-                    max(0.05, 1.0 + weight_of * (float(paged_retention[pos]) - 0.5)),
-                    item.excerpt,
-                    item.source == "assistant"
-                    and item.step > current_step - settings.protected_turns,
-                    item.id in stale,
-                )
-            )
-    candidates.sort(key=lambda c: (c.item.message_index, c.item.step))
-    if not candidates:
-        return _over_budget(plan, items, whole_fixed, [], used_tokens, budget, pointer_tokens)
+        cand = cand.joined(
+            _paged_candidates(paged_out, paged_scores, turn_weights, settings, current_step, stale)
+        )
+    cand = cand.sorted()
+    k_all = len(cand.ids)
+    if not k_all:
+        return _over_budget(
+            plan, items, whole_fixed.tolist(), [], used_tokens, budget, pointer_tokens
+        )
+    objects = _Objects(items, paged_out or ())
 
     # -- what a pass may reach: the newest candidates, WINDOW x the target of them ------------
-    current = [_current_cost(c, pointer_tokens) for c in candidates]
-    base = float(used_tokens) - sum(current)  # what stays whatever this pass does
-    start, acc = len(candidates), 0.0
-    while start > 0 and len(candidates) - start < MAX_CANDIDATES:
-        if acc + current[start - 1] > WINDOW * target and acc > 0:
-            break
-        start -= 1
-        acc += current[start]
-    for k in range(start):  # older: a live one leaves as a stub, a warm one stays as it is
-        c = candidates[k]
-        if c.live and not c.protected_turn:  # a protected turn never leaves the prompt
-            plan.to_warm.append(c.item.id)
-            plan.reasons[c.item.id] = LOW_VALUE
-            c.live, current[k] = False, float(pointer_tokens)
+    current = cand.tokens.copy()  # a live candidate's current size: the item's tokens
+    for k in np.flatnonzero(~cand.live).tolist():  # out of the prompt: an excerpt or a stub
+        shown = cand.current[k]
+        current[k] = (
+            _excerpt_cost(lines_of(objects.of(cand, k)), shown) if shown else pointer_tokens
+        )
+    base = float(used_tokens) - sum(current.tolist())  # what stays whatever this pass does
+    start = k_all - _window(current, target)
+    old = np.flatnonzero(cand.live[:start] & ~cand.protected[:start])
+    if len(old):  # older: a live one leaves as a stub (a protected turn never leaves the prompt)
+        stubbed = cand.ids[old].tolist()
+        plan.to_warm.extend(stubbed)
+        plan.reasons.update(dict.fromkeys(stubbed, LOW_VALUE))
+        cand.live[old] = False
+        current[old] = float(pointer_tokens)
+    current_list = current.tolist()
 
     # -- a shallow pass if it can reach the target, else a deep one ---------------------------
     need = float(used_tokens) - target
     cut = start
     reach = settings.shallow_reach
     if reach > 0:
-        acc, cut = 0.0, len(candidates)
+        acc, cut = 0.0, k_all
         while cut > start and acc < reach * need:
             cut -= 1
-            acc += current[cut]
-        prefix_cost = sum(current[:cut])
-        room_left = target - base - prefix_cost - pointer_tokens * (len(candidates) - cut)
+            acc += current_list[cut]
+        prefix_cost = sum(current_list[:cut])
+        room_left = target - base - prefix_cost - pointer_tokens * (k_all - cut)
         if cut == start or room_left < 0.2 * need:
             cut = start
-    kept_prefix, suffix = candidates[:cut], candidates[cut:]
+    suffix = np.arange(cut, k_all)
 
     # -- names already held whatever happens ----------------------------------------------------
-    owned_by = stats.owned
-    covered: set[str] = set()
-    for pos in whole_fixed:
-        covered.update(owned_by.get(items[pos].id, ()))
-    for c in kept_prefix:
-        own = owned_by.get(c.item.id)
-        if not own:
-            continue
-        shown = _shown(c)
-        if shown is None:
-            covered.update(own)
-        elif shown:
-            lines_shown = set(shown)
-            where = c.info.where
-            covered.update(x for x in own if any(i in lines_shown for i in where.get(x, ())))
-    room = target - base - sum(current[:cut]) - pointer_tokens * len(suffix)
+    names = stats.columns()
+    owner = names.owner[: len(stats.ids)]
+    numbers = stats.item_numbers
+    # item numbers (NameStats.item_numbers) of the candidates the rest reads (-2: an item it
+    # never saw, which owns nothing and matches no owner, not even "none": -1)
+    kept_live = np.flatnonzero(cand.live[:cut])
+    kept_shown = [k for k in np.flatnonzero(~cand.live[:cut]).tolist() if cand.current[k]]
+    cand_numbers = np.full(k_all, -2, dtype=np.int64)
+    read = np.concatenate((kept_live, np.array(kept_shown, dtype=np.int64), suffix))
+    ids = cand.ids[read].tolist()
+    cand_numbers[read] = np.fromiter((numbers.get(x, -2) for x in ids), np.int64, count=len(ids))
+    whole = np.zeros(len(numbers) + 1, dtype=bool)  # item number -> shown whole; [-1]: none
+    whole[[numbers.get(x, -1) for x in index.ids[whole_fixed].tolist()]] = True
+    whole[np.maximum(cand_numbers[kept_live], -1)] = True
+    whole[-1] = False
+    covered = whole[owner]  # a name its owner shows whole is held
+    for k in kept_shown:  # a kept excerpt holds the names it owns on the lines it shows
+        if cand_numbers[k] >= 0:
+            item = objects.of(cand, k)
+            _, _, pair_names, pair_lines, _, _ = _name_lines(lines_of(item), stats, item.id)
+            mine = (owner[pair_names] == cand_numbers[k]) & np.isin(pair_lines, cand.current[k])
+            covered[pair_names[mine]] = True
+    room = target - base - sum(current_list[:cut]) - pointer_tokens * len(suffix)
 
-    # -- the greedy over lines ------------------------------------------------------------------
-    chosen: list[set[int]] = [set() for _ in suffix]
+    # -- the lines of the candidates that may keep some ---------------------------------------
+    # Only the protected turns (their anchor) and the candidates owning a name not held yet
+    # are read: the others can only be stubs, and reading their lines would cost a split.
+    owns = np.zeros(len(numbers) + 1, dtype=bool)  # item number -> owns a name not held
+    owns[owner[(owner >= 0) & ~covered]] = True
+    owning = owns[np.maximum(cand_numbers[suffix], -1)]  # -2 (unknown) reads the unset slot
+    lined = suffix[owning | cand.protected[suffix]]
+    lined_items = objects.many(cand, lined)
+    lines = _Lines.of([lines_of(item) for item in lined_items], [i.id for i in lined_items], stats)
+    if stale:  # only the candidates a pass may change read it
+        cand.superseded[suffix] = [x in stale for x in cand.ids[suffix].tolist()]
+
+    # -- protected turns keep their anchor line ------------------------------------------------
+    taken = np.zeros(lines.total, dtype=bool)  # per line of ``lines``: chosen
     spent = 0.0
-    for k, c in enumerate(suffix):  # protected turns keep their anchor line
-        if c.protected_turn and c.info.anchor is not None:
-            chosen[k].add(c.info.anchor)
-            spent += float(c.info.tokens[c.info.anchor]) + MARKER_TOKENS
-            own = owned_by.get(c.item.id)
-            if own:
-                covered.update(own & c.info.names[c.info.anchor])
-    weights: dict[str, float] = {}
-    # The names each candidate may bring (owned by it, not held yet; without one it is a
-    # stub). Each name counts on one line of its owner: the one with the fewest tokens per
-    # owned name (the first of those), so a line's value is fixed for the pass and the greedy
-    # is one sort (a name on several lines of one item is worth keeping once).
-    keys: list[tuple[int, int]] = []
-    values: list[float] = []
-    costs: list[float] = []
-    half_marker = MARKER_TOKENS / 2
-    for k, c in enumerate(suffix):
-        own = (owned_by.get(c.item.id) or set()) - covered
-        if not own:
+    for j in np.flatnonzero(cand.protected[lined]).tolist():
+        anchor = lines.infos[j].anchor
+        if anchor is None:
             continue
-        where = c.info.where
-        tokens = c.info.tokens
-        per_line: dict[int, int] = {}
-        for name in own:
-            for i in where.get(name, ()):
-                per_line[i] = per_line.get(i, 0) + 1
-        line_value: dict[int, float] = {}
-        for name in own:
-            spots = where.get(name)
-            if not spots:
-                continue
-            best = spots[0]
-            for i in spots[1:]:  # the cheapest line per name it owns, then the first
-                if tokens[i] / per_line[i] < tokens[best] / per_line[best]:
-                    best = i
-            w = weights.get(name)
-            if w is None:
-                w = weights[name] = stats.weight(name, current_step)
-            line_value[best] = line_value.get(best, 0.0) + w
-        tokens = c.info.tokens
-        for i, value in line_value.items():
-            if value > 0 and i not in chosen[k]:
-                keys.append((k, i))
-                values.append(value * c.multiplier * (SUPERSEDED_FACTOR if c.superseded else 1.0))
-                costs.append(float(tokens[i]) + half_marker)
-    if keys:
-        ratio = np.asarray(values) / np.asarray(costs)
-        # best value per token first; ties: the older item, then the lower line
-        order = np.lexsort((np.array([i for _, i in keys]), np.array([k for k, _ in keys]), -ratio))
-        for pos in order.tolist():
-            k, i = keys[pos]
-            lines = chosen[k]
-            cost = float(suffix[k].info.tokens[i])
-            if (i - 1) not in lines and (i + 1) not in lines:
-                cost += MARKER_TOKENS
-            if spent + cost > room:
-                continue
-            lines.add(i)
-            spent += cost
+        at = int(lines.start[j]) + anchor
+        taken[at] = True
+        spent += float(lines.tokens[at]) + MARKER_TOKENS
+        pairs = slice(lines.pair_start[j], lines.pair_start[j + 1])  # the item's own pairs
+        pair_name = lines.pair_name[pairs]
+        mine = (lines.pair_line[pairs] == at) & (owner[pair_name] == cand_numbers[lined[j]])
+        covered[pair_name[mine]] = True
+
+    # -- what each line is worth, then the greedy over lines ---------------------------------
+    factor = np.where(cand.superseded[lined], SUPERSEDED_FACTOR, 1.0)
+    keys = _line_values(
+        lines,
+        owner,
+        covered,
+        cand_numbers[lined],
+        cand.multiplier[lined],
+        factor,
+        taken,
+        stats,
+        current_step,
+    )
+    if len(keys):
+        spent = _greedy(lines, keys, taken, spent, room)
 
     # -- excerpts worth showing whole, then the room left brings more back whole -------------
-    level: list[tuple[int, ...] | None] = []  # None: whole; () : stub; lines: excerpt
+    chosen = np.flatnonzero(taken)
+    excerpted, cost, bounds = _excerpt_costs(lines, chosen)  # the candidates (j) keeping lines
+    shows = lined[excerpted]  # the same, as candidates (k)
+    whole_size = cand.tokens[shows]
+    stale_ones = cand.superseded[shows]
+    show_whole = np.zeros(len(shows), dtype=bool)
     total = spent
-    whole_share = settings.excerpt_whole_share
-    for k, c in enumerate(suffix):
-        lines = tuple(sorted(chosen[k]))
-        if not lines:
-            level.append(())
-            continue
-        cost = _excerpt_cost(c.info, lines)
-        whole = float(c.item.tokens)
-        if c.superseded:  # a stale copy keeps at most the lines that differ
-            level.append(lines)
-        elif cost >= whole_share * whole and total - cost + whole <= room:
-            total += whole - cost
-            level.append(None)
-        else:
-            level.append(lines)
-    upgrades = sorted(
-        (float(c.item.tokens) - _excerpt_cost(c.info, level[k]), k)
-        for k, c in enumerate(suffix)
-        if level[k] and not c.superseded
-    )
-    for extra, k in upgrades:
-        if total + extra > room:
-            break
-        total += extra
-        level[k] = None
+    # an excerpt costing at least excerpt_whole_share of its item is shown whole, in order,
+    # while that fits (a stale copy keeps at most the lines that differ)
+    for e in np.flatnonzero(
+        (cost >= settings.excerpt_whole_share * whole_size) & ~stale_ones
+    ).tolist():
+        c, w = float(cost[e]), float(whole_size[e])
+        if total - c + w <= room:
+            total += w - c
+            show_whole[e] = True
+    # then the room left brings excerpts back whole, the cheapest first (ties: the older)
+    rest = np.flatnonzero(~show_whole & ~stale_ones)
+    extra = whole_size[rest] - cost[rest]
+    order = np.lexsort((rest, extra))
+    rest, extra = rest[order], extra[order]
+    sums = np.cumsum(np.concatenate(([total], extra)))  # the running total, added in order
+    fits = int(np.argmax(sums[1:] > room)) if (sums[1:] > room).any() else len(rest)
+    show_whole[rest[:fits]] = True
+    total = float(sums[fits])
 
     # -- the plan ---------------------------------------------------------------------------------
-    for k, c in enumerate(suffix):
-        lv = level[k]
-        item_id = c.item.id
-        if c.live:
-            if lv is None:
-                continue
+    # candidate -> None: whole; lines: an excerpt (absent: a stub)
+    level: dict[int, tuple[int, ...] | None] = dict.fromkeys(shows[show_whole].tolist())
+    for e in np.flatnonzero(~show_whole).tolist():
+        level[int(shows[e])] = _shown_lines(lines, chosen, bounds, e, excerpted[e])
+    whole_now = np.zeros(k_all, dtype=bool)
+    whole_now[shows[show_whole]] = True
+    ids_all = cand.ids
+    for k in np.flatnonzero(~cand.live[suffix] | ~whole_now[suffix]).tolist():
+        k += cut
+        lv = level.get(k, ())
+        item_id = ids_all[k]
+        stale_k = cand.superseded[k]
+        if cand.live[k]:
             plan.to_warm.append(item_id)
             if lv:
                 plan.excerpts[item_id] = lv
-            plan.reasons[item_id] = SUPERSEDED if c.superseded else EXCERPT if lv else LOW_VALUE
+            plan.reasons[item_id] = SUPERSEDED if stale_k else EXCERPT if lv else LOW_VALUE
         elif lv is None:
             plan.to_live.append(item_id)
             plan.reasons[item_id] = "paged in"
-        elif lv != (c.current or ()):
+        elif lv != (cand.current[k] or ()):
             plan.excerpts[item_id] = lv
-            plan.reasons[item_id] = SUPERSEDED if c.superseded else EXCERPT if lv else LOW_VALUE
-    estimate = base + sum(current[:cut]) + pointer_tokens * len(suffix) + total
-    return _over_budget(plan, items, whole_fixed, suffix, estimate, budget, pointer_tokens, level)
-
-
-def _shown(c: _Candidate) -> tuple[int, ...] | None:
-    """Lines a kept candidate shows: None when whole, ``()`` for a stub."""
-    if c.live:
-        return None
-    return c.current or ()
+            plan.reasons[item_id] = SUPERSEDED if stale_k else EXCERPT if lv else LOW_VALUE
+    estimate = base + sum(current_list[:cut]) + pointer_tokens * len(suffix) + total
+    if estimate <= budget:
+        return plan
+    kept = [
+        _Candidate(
+            objects.of(cand, k),
+            lines_of,
+            bool(cand.live[k]),
+            float(cand.multiplier[k]),
+            cand.current[k],
+            bool(cand.protected[k]),
+            bool(cand.superseded[k]),
+        )
+        for k in suffix.tolist()
+    ]
+    levels = [level.get(k, ()) for k in suffix.tolist()]
+    return _over_budget(
+        plan, items, whole_fixed.tolist(), kept, estimate, budget, pointer_tokens, levels
+    )
 
 
 def _over_budget(
@@ -684,3 +845,402 @@ def _over_budget(
             f"evicted (intents, corrections, pinned items, the newest step)"
         )
     return plan
+
+
+_ASSISTANT, _TOOL_RESULT = 1, 2
+_SOURCE_CODES = {"assistant": _ASSISTANT, "tool_result": _TOOL_RESULT}
+
+
+def _sources(index: Any, items: ItemBatch) -> tuple[np.ndarray, np.ndarray]:
+    """``(source, message)`` per item: ``_ASSISTANT``, ``_TOOL_RESULT`` or 0 (int8), and the
+    message index (float64, NaN for None). Kept per batch version (``index.memo``)."""
+
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        n = len(items)
+        source = np.fromiter((_SOURCE_CODES.get(i.source, 0) for i in items), np.int8, count=n)
+        message = np.fromiter(
+            (np.nan if i.message_index is None else i.message_index for i in items),
+            np.float64,
+            count=n,
+        )
+        return source, message
+
+    return index.memo("veil_fsrs.levels.sources", build)
+
+
+def _kind_weights(index: Any, turn_weights: Mapping[str, float]) -> np.ndarray:
+    """Per item: its kind's turn weight for a turn (user or assistant), else 1.0 (float64)."""
+    if not set(turn_weights) <= set(ITEM_KINDS):  # a kind the codes cannot tell apart
+        items = index.items
+        return np.array(
+            [turn_weights.get(i.kind, 1.0) if i.source in TURN_SOURCES else 1.0 for i in items],
+            dtype=np.float64,
+        )
+    by_code = np.array([turn_weights.get(k, 1.0) for k in ITEM_KINDS] + [1.0])  # -1: unknown
+    return np.where(index.is_turn, by_code[index.kind_code], 1.0)
+
+
+def _retention_of(score: np.ndarray, weight: np.ndarray, cosine: np.ndarray | None) -> np.ndarray:
+    """Retention in [0, 1] per item from its score, its kind's weight and the rescue cosine
+    (the scorer's formula, as :mod:`veil_fsrs.eviction` applies it)."""
+    e = (1.0 - np.clip(score, 0.0, 1.0)) * weight
+    if cosine is not None:
+        e = e * (1.0 - cosine)
+    return 1.0 - np.clip(e, 0.0, 1.0)
+
+
+@dataclass
+class _Candidates:
+    """The items a pass may change, as arrays in one order (one row per candidate).
+
+    ``ids``: item ids (object); ``live``: in the prompt now; ``multiplier``: what its lines'
+    values are multiplied by; ``protected``: a protected turn; ``superseded``: a stale
+    result; ``message`` / ``step``: its order; ``tokens``: its whole size; ``current``: the
+    excerpt lines it shows now when out of the prompt (None: a stub or live); ``paged`` /
+    ``position``: where the item is (``paged_out`` or the batch, and its position there).
+    """
+
+    ids: np.ndarray
+    live: np.ndarray
+    multiplier: np.ndarray
+    protected: np.ndarray
+    superseded: np.ndarray
+    message: np.ndarray
+    step: np.ndarray
+    tokens: np.ndarray
+    current: list[tuple[int, ...] | None]
+    paged: np.ndarray
+    position: np.ndarray
+
+    def joined(self, other: _Candidates) -> _Candidates:
+        """These rows, then ``other``'s."""
+        fields = {
+            name: np.concatenate((getattr(self, name), getattr(other, name)))
+            for name in self.__dataclass_fields__
+            if name != "current"
+        }
+        return _Candidates(current=self.current + other.current, **fields)
+
+    def sorted(self) -> _Candidates:
+        """The rows by message order, then step; ties keep their order (a stable sort)."""
+        message, step = self.message, self.step
+        later = message[1:] > message[:-1]
+        if np.all(later | ((message[1:] == message[:-1]) & (step[1:] >= step[:-1]))):
+            return self  # the batch's order already (live items come in message order)
+        order = np.lexsort((step, message))
+        fields = {
+            name: getattr(self, name)[order]
+            for name in self.__dataclass_fields__
+            if name != "current"
+        }
+        fields["current"] = [self.current[k] for k in order.tolist()]
+        return _Candidates(**fields)
+
+
+def _live_candidates(
+    index: Any,
+    pos: np.ndarray,
+    message: np.ndarray,
+    assistant: np.ndarray,
+    turn_window: np.ndarray,
+    retention: np.ndarray,
+    settings: Any,
+) -> _Candidates:
+    """The live items at positions ``pos`` of the batch as candidates."""
+    ids = index.ids[pos]
+    count = len(pos)
+    return _Candidates(
+        ids=ids,
+        live=np.ones(count, dtype=bool),
+        multiplier=np.maximum(0.05, 1.0 + settings.retention_weight * (retention[pos] - 0.5)),
+        protected=assistant[pos] & turn_window[pos],
+        superseded=np.zeros(count, dtype=bool),  # set for the candidates a pass may change
+        message=message[pos],
+        step=index.cols["step"][pos],
+        tokens=index.cols["tokens"][pos],
+        current=[None] * count,
+        paged=np.zeros(count, dtype=bool),
+        position=pos,
+    )
+
+
+def _paged_candidates(
+    paged_out: Sequence[ContextItem],
+    paged_scores: Any,
+    turn_weights: Mapping[str, float],
+    settings: Any,
+    current_step: int,
+    stale: Mapping[str, str],
+) -> _Candidates:
+    """The items out of the prompt (page-in candidates) a pass may change, as candidates:
+    turns and tool results with a message."""
+    retention = _retention(paged_out, paged_scores, turn_weights, None)
+    rows = [
+        pos
+        for pos, item in enumerate(paged_out)
+        if item.message_index is not None and item.source in ("assistant", "tool_result")
+    ]
+    chosen = [paged_out[pos] for pos in rows]
+    weight_of = settings.retention_weight
+    return _Candidates(
+        ids=np.array([i.id for i in chosen] or [], dtype=object),
+        live=np.zeros(len(rows), dtype=bool),
+        multiplier=np.array(
+            [max(0.05, 1.0 + weight_of * (float(retention[pos]) - 0.5)) for pos in rows],
+            dtype=np.float64,
+        ),
+        protected=np.array(
+            [
+                i.source == "assistant" and i.step > current_step - settings.protected_turns
+                for i in chosen
+            ],
+            dtype=bool,
+        ),
+        superseded=np.array([i.id in stale for i in chosen], dtype=bool),
+        message=np.array([float(i.message_index) for i in chosen], dtype=np.float64),
+        step=np.array([float(i.step) for i in chosen], dtype=np.float64),
+        tokens=np.array([float(i.tokens) for i in chosen], dtype=np.float64),
+        current=[i.excerpt for i in chosen],
+        paged=np.ones(len(rows), dtype=bool),
+        position=np.array(rows, dtype=np.int64),
+    )
+
+
+@dataclass
+class _Objects:
+    """Where candidates' items are: the batch and the page-in candidates."""
+
+    items: ItemBatch
+    paged_out: Sequence[ContextItem]
+
+    def of(self, cand: _Candidates, k: int) -> ContextItem:
+        """The item of candidate ``k``."""
+        where = int(cand.position[k])
+        return self.paged_out[where] if cand.paged[k] else self.items[where]
+
+    def many(self, cand: _Candidates, ks: np.ndarray) -> list[ContextItem]:
+        """The items of candidates ``ks``, in that order."""
+        items, paged_out = self.items, self.paged_out
+        return [
+            paged_out[where] if paged else items[where]
+            for where, paged in zip(
+                cand.position[ks].tolist(), cand.paged[ks].tolist(), strict=True
+            )
+        ]
+
+
+def _window(current: np.ndarray, target: float) -> int:
+    """How many of the newest candidates a pass reads: the newest whose current sizes
+    (``current``, float64, oldest first) add up to ``WINDOW x target`` (the one that crosses
+    it only when it is the first), at most ``MAX_CANDIDATES``. The sums are those of adding
+    sizes one at a time from the newest (``cumsum`` adds in order)."""
+    limit = min(len(current), MAX_CANDIDATES)
+    if limit == 0:
+        return 0
+    acc = np.cumsum(current[::-1])[:limit]
+    before = np.concatenate(([0.0], acc[:-1]))
+    stop = (acc > WINDOW * target) & (before > 0)
+    return int(np.argmax(stop)) if stop.any() else limit
+
+
+@dataclass
+class _Lines:
+    """The lines of some candidates laid end to end: candidate ``j``'s lines are
+    ``start[j] .. start[j] + count[j] - 1``; ``tokens`` per line (float64); ``pair_name`` /
+    ``pair_line`` / ``pair_item``: one row per (name, line holding it), by candidate, then
+    name number, then line (line numbers global); candidate ``j``'s rows are
+    ``pair_start[j] .. pair_start[j + 1] - 1``."""
+
+    infos: list[LineInfo]
+    start: np.ndarray
+    count: np.ndarray
+    tokens: np.ndarray
+    pair_name: np.ndarray
+    pair_line: np.ndarray
+    pair_item: np.ndarray
+    pair_start: np.ndarray
+
+    @property
+    def total(self) -> int:
+        return len(self.tokens)
+
+    @classmethod
+    def of(cls, infos: list[LineInfo], ids: list[str], stats: NameStats) -> _Lines:
+        """The lines of ``infos`` (of the items ``ids``), in that order (their pairs:
+        :func:`_name_lines`)."""
+        if not infos:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls(infos, empty, empty, np.zeros(0), empty, empty, empty, np.zeros(1, np.int64))
+        _, _, names, lines, counts, sizes = zip(
+            *[_name_lines(info, stats, x) for info, x in zip(infos, ids, strict=True)],
+            strict=True,
+        )
+        count = np.array(counts, dtype=np.int64)
+        start = np.zeros(len(infos), dtype=np.int64)
+        np.cumsum(count[:-1], out=start[1:])
+        pair_item = np.repeat(np.arange(len(infos)), sizes)
+        pair_start = np.zeros(len(infos) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=pair_start[1:])
+        return cls(
+            infos,
+            start,
+            count,
+            np.concatenate([info.tokens for info in infos]),
+            np.concatenate(names),
+            np.concatenate(lines) + start[pair_item],
+            pair_item,
+            pair_start,
+        )
+
+    def item_of(self, line: np.ndarray) -> np.ndarray:
+        """The candidate (``j``) each global line number belongs to."""
+        return np.searchsorted(self.start, line, side="right") - 1
+
+
+def _line_values(
+    lines: _Lines,
+    owner: np.ndarray,
+    covered: np.ndarray,
+    numbers: np.ndarray,
+    multiplier: np.ndarray,
+    factor: np.ndarray,
+    taken: np.ndarray,
+    stats: NameStats,
+    step: int,
+) -> np.ndarray:
+    """The lines the greedy may take, best value per token first (global line numbers).
+
+    A candidate may bring the names it owns (``owner[name] == numbers[j]``) not held yet
+    (``covered``). Each such name counts on one line: the one with the fewest tokens per such
+    name, the first of those, so a line's value is fixed for the pass and the greedy is one
+    sort. A line's value is the sum of its names' weights (:meth:`NameStats.weights`, added in
+    name-number order), x ``multiplier[j]`` x ``factor[j]``; its cost its tokens and half a
+    marker. Ties: the older candidate, then the lower line. Lines already ``taken`` (anchors)
+    are left out.
+    """
+    name, at, item = lines.pair_name, lines.pair_line, lines.pair_item
+    own = (owner[name] == numbers[item]) & ~covered[name]
+    if not own.any():
+        return np.zeros(0, dtype=np.int64)
+    name, at, item = name[own], at[own], item[own]
+    per_line = np.bincount(at, minlength=lines.total)  # names each line may bring
+    cost = lines.tokens[at] / per_line[at]
+    # pairs come by candidate, then name, then line: a name's pairs are one run, and its line
+    # is the first of the run whose cost is the run's least
+    run = np.flatnonzero(np.diff(name, prepend=-1) | np.diff(item, prepend=-1))
+    least = np.minimum.reduceat(cost, run)
+    ties = np.flatnonzero(cost == np.repeat(least, np.diff(np.append(run, len(cost)))))
+    runs_of = np.searchsorted(run, ties, side="right") - 1
+    first = ties[np.diff(runs_of, prepend=-1) != 0]
+    value = np.bincount(at[first], weights=stats.weights(name[first], step), minlength=lines.total)
+    keys = np.flatnonzero((value > 0) & ~taken)  # ascending: by candidate, then line
+    j = lines.item_of(keys)
+    gain = value[keys] * multiplier[j] * factor[j]
+    ratio = gain / (lines.tokens[keys] + MARKER_TOKENS / 2)
+    return keys[np.argsort(-ratio, kind="stable")]  # ties keep the older, then the lower line
+
+
+def _greedy(lines: _Lines, keys: np.ndarray, taken: np.ndarray, spent: float, room: float) -> float:
+    """Take the lines ``keys`` in order while they fit in ``room`` tokens (a line that opens a
+    new run, one whose neighbours in its item are not taken yet, also pays a marker); marks
+    them in ``taken`` and returns the tokens spent (``spent`` plus theirs, added in order).
+
+    The same choice as trying each line in turn, in two steps: the longest run of first lines
+    that fits even if each paid a marker is taken at once (each would be, as no line costs
+    more than that), then each line left is tried in turn, skipping at once those that no
+    longer fit without a marker (what is spent only grows).
+    """
+    j = lines.item_of(keys)
+    low = lines.start[j]
+    high = low + lines.count[j] - 1
+    tokens = lines.tokens[keys]
+    upper = np.cumsum(np.concatenate(([spent], tokens + MARKER_TOKENS)))
+    sure = int(np.searchsorted(upper[1:], room, side="right"))  # upper[1:] only grows
+    if sure:
+        spent = _take_all(taken, keys[:sure], low[:sure], high[:sure], tokens[:sure], spent)
+    if sure == len(keys):
+        return spent
+    rest = np.arange(sure, len(keys))
+    rest = rest[spent + tokens[rest] <= room]
+    if not len(rest):
+        return spent
+    all_tokens = lines.tokens.tolist()
+    mark = taken.tolist()
+    for g, lo, hi in zip(keys[rest].tolist(), low[rest].tolist(), high[rest].tolist(), strict=True):
+        cost = all_tokens[g]
+        if not (g > lo and mark[g - 1]) and not (g < hi and mark[g + 1]):
+            cost += MARKER_TOKENS
+        if spent + cost > room:
+            continue
+        mark[g] = True
+        spent += cost
+    taken[:] = mark
+    return spent
+
+
+def _take_all(
+    taken: np.ndarray,
+    keys: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    tokens: np.ndarray,
+    spent: float,
+) -> float:
+    """Take every line of ``keys`` in order (global line numbers; ``low`` / ``high``: the
+    first and last line of each one's item; ``tokens``: each one's): a line pays a marker
+    when neither neighbour in its item was taken before it. Returns ``spent`` plus their
+    costs, added in order (``cumsum`` adds one at a time)."""
+    rank = np.full(len(taken) + 2, len(keys), dtype=np.int64)  # when each line is taken
+    rank[1:-1][taken] = -1  # before any key (anchors); [0] and [-1]: no neighbour
+    rank[keys + 1] = np.arange(len(keys))
+    order = np.arange(len(keys))
+    left = (keys > low) & (rank[keys] < order)  # rank[g - 1 + 1]: the line before g
+    right = (keys < high) & (rank[keys + 2] < order)
+    cost = tokens + np.where(left | right, 0.0, float(MARKER_TOKENS))
+    taken[keys] = True
+    return float(np.cumsum(np.concatenate(([spent], cost)))[-1])
+
+
+_SEQUENTIAL_SUM = 8
+"""numpy's ``sum`` adds fewer than this many float64 values one at a time, in order (more:
+pairwise, in blocks of 8): :func:`_excerpt_costs` adds short excerpts' lines the same way,
+column by column, so its costs are bit for bit :func:`_excerpt_cost`'s."""
+
+
+def _excerpt_costs(lines: _Lines, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_excerpt_cost` of every candidate of ``lines`` keeping some of the ``chosen``
+    lines (global line numbers, ascending), without a call per candidate.
+
+    Returns:
+        ``(excerpted, cost, bounds)``: the candidates (``j``, ascending), their excerpts'
+        estimated tokens (float64), and where each one's lines are in ``chosen``
+        (``chosen[bounds[e]:bounds[e + 1]]``).
+    """
+    j = lines.item_of(chosen)
+    first = np.flatnonzero(np.diff(j, prepend=-1))
+    bounds = np.append(first, len(chosen))
+    size = np.diff(bounds)
+    excerpted = j[first]
+    group = np.repeat(np.arange(len(first)), size)
+    place = np.arange(len(chosen)) - first[group]  # position within its excerpt
+    tokens = lines.tokens[chosen]
+    total = np.zeros(len(first))
+    short = size[group] < _SEQUENTIAL_SUM
+    for column in range(_SEQUENTIAL_SUM - 1):
+        at = short & (place == column)
+        total[group[at]] += tokens[at]
+    for e in np.flatnonzero(size >= _SEQUENTIAL_SUM).tolist():
+        total[e] = tokens[bounds[e] : bounds[e + 1]].sum()
+    local = chosen - lines.start[j]
+    before = np.where(place == 0, -1, np.roll(local, 1))
+    runs = np.bincount(group, weights=local > before + 1, minlength=len(first))
+    last = local[bounds[1:] - 1]
+    runs += last < lines.count[excerpted] - 1  # lines elided after the last shown
+    return excerpted, total + MARKER_TOKENS * runs.astype(np.int64), bounds
+
+
+def _shown_lines(
+    lines: _Lines, chosen: np.ndarray, bounds: np.ndarray, e: int, j: int
+) -> tuple[int, ...]:
+    """The lines (the item's own numbers) excerpt ``e`` of candidate ``j`` shows."""
+    return tuple((chosen[bounds[e] : bounds[e + 1]] - lines.start[j]).tolist())

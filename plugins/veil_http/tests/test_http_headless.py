@@ -100,6 +100,7 @@ def test_serve_with_only_the_http_plugin_has_no_plugin_routes(tmp_path):
         "veil.capture",
         "veil.coding_tools",
         "veil.doctor",
+        "veil.elision",
         "veil.manifest",
         "veil.memory_tools",
         "veil.recall",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anthropic
 import pytest
 
-from veil.core.prompt.context import NOTE_PREFIX
+from veil.core.prompt.assemble import NOTE_PREFIX
 
 TOOLS = [
     {

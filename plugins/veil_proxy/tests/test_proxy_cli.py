@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from veil.core.prompt.context import NOTE_PREFIX
+from veil.core.prompt.assemble import NOTE_PREFIX
 from veil.testing.scripted_server import ScriptedOpenAIServer, configure_project
 
 

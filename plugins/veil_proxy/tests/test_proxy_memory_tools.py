@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import openai
 
-from veil.core.prompt.context import NOTE_PREFIX
+from veil.core.prompt.assemble import NOTE_PREFIX
 
 CLIENT_TOOLS = [
     {

@@ -7,7 +7,7 @@ import json
 import httpx
 import openai
 
-from veil.core.prompt.context import NOTE_PREFIX
+from veil.core.prompt.assemble import NOTE_PREFIX
 from veil.harness import VeilHarness
 from veil.hookspecs import hookimpl
 from veil.testing.scripted_server import openai_prompt_tokens

@@ -183,7 +183,7 @@ def test_resuming_shows_the_last_exchanges(home):
 
 
 def test_last_exchanges_skips_context_notes():
-    from veil.core.prompt.context import NOTE_PREFIX
+    from veil.core.prompt.assemble import NOTE_PREFIX
 
     history = [
         {"role": "user", "content": "hi"},

@@ -30,7 +30,7 @@ def last_exchanges(
 ) -> list[tuple[str, str, int]]:
     """The last ``count`` exchanges of a history: ``(user text, final answer text, tool calls
     made)`` in order, an exchange being a user message and the messages up to the next one.
-    veil's own context notes (:data:`veil.core.prompt.context.NOTE_PREFIX`) are not user messages."""
+    veil's own context notes (:data:`veil.core.prompt.assemble.NOTE_PREFIX`) are not user messages."""
     from veil import NOTE_PREFIX
 
     exchanges: list[tuple[str, str, int]] = []

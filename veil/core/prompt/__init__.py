@@ -1,4 +1,7 @@
-"""What is sent to the model: assembling and fitting the prompt (``context``), lossless elision
-(``elision``), full compaction (``compaction``, ``compaction_cut``), and the columnar item views
-(``items``) and rule-based tags (``tags``) scorers read.
+"""What is sent to the model, read top down: ``context`` (``build_prompt`` runs the steps in
+order), ``assemble`` (the parts: system message, summary, kept messages with
+stubs and pointers, notes, pairing), ``fit`` (the ``fit_prompt`` and ``elide_messages`` hooks and
+the eviction rounds), ``squeeze`` (the last resort), ``state`` (what stays put between prompts);
+full compaction (``compaction``, ``compaction_cut``); the columnar item views (``items``) and
+rule-based tags (``tags``) scorers read. Repeated-line elision is default plugin ``veil.elision``.
 """

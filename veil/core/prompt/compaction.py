@@ -6,7 +6,7 @@ core owns the mechanism; plugins make the decisions (when, what, the summary tex
 
 1. what is folded: the ``plan_compaction`` hook (firstresult; ``veil_compaction`` by default)
    is asked, with what the prompt holds of the history after the summary
-   (:func:`veil.core.prompt.context.prompt_view`: stubs stay stubs, collapsed steps stay out),
+   (:func:`veil.core.prompt.fit.prompt_view`: stubs stay stubs, collapsed steps stay out),
    whether automatic full compaction runs now and how many of those messages it folds
    (:func:`run_full`), and what one run of seed 000's defaultCompaction folds
    (:func:`run_default`: manual ``/compact`` and ``autoThreshold``); the core checks the answer
@@ -100,7 +100,7 @@ def default_compaction_settings(session: Session) -> DefaultCompaction:
 
 def summary_messages(summary: str | None) -> list[Message]:
     """The system message the core sends for a summary (none when there is no summary)."""
-    from veil.core.prompt.context import SUMMARY_PREFIX
+    from veil.core.prompt.assemble import SUMMARY_PREFIX
 
     if not summary:
         return []
@@ -115,8 +115,8 @@ def conversation_tokens(session: Session, summary: str | None, messages: list[Me
 
 def pinned_before(session: Session, size: int) -> list[Message]:
     """The current request's user messages before ``size``: what the core sends verbatim after
-    the summary when ``compact_size`` is ``size`` (:func:`veil.core.prompt.context.pinned_requests`)."""
-    from veil.core.prompt.context import current_request
+    the summary when ``compact_size`` is ``size`` (:func:`veil.core.prompt.assemble.pinned_requests`)."""
+    from veil.core.prompt.assemble import current_request
 
     history = session.messages
     return [history[i] for i in current_request(history) if i < size]
@@ -487,7 +487,7 @@ def run_default(
 
     In every case the session is unchanged.
     """
-    from veil.core.prompt.context import prompt_view
+    from veil.core.prompt.fit import prompt_view
 
     session.ensure_open()
     settings = default_compaction_settings(session)

@@ -973,7 +973,7 @@ def _number_problems(row: dict[str, Any]) -> list[str]:
       compare-and-swap takes a damaged stored version for 0: :func:`_swap`); for
       ``compact_size`` the whole history is sent again, nothing stored is lost.
     - ``created_at``, ``updated_at``: the other one when it is sound, else now (the prompt's
-      date comes from ``created_at``: :func:`veil.core.prompt.context.session_date`).
+      date comes from ``created_at``: :func:`veil.core.prompt.assemble.session_date`).
     - ``closed_at`` (not null and not a number): now, so the session reads as closed, as the
       row says it was meant to be.
     """

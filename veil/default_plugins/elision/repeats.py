@@ -1,4 +1,5 @@
-"""Repeated-line elision: the lossless first step when the prompt is over its budget.
+"""Repeated-line elision (default plugin ``veil.elision``): the lossless first step when the
+prompt is over its budget.
 
 Coding sessions repeat themselves: the same test output after each attempt, a file shown again
 after an edit, a heredoc the agent wrote and then printed. When the kept messages exceed the
