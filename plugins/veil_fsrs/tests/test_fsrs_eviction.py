@@ -372,7 +372,16 @@ def controller(state=None) -> Controller:
 
 def test_controller_lowers_on_a_burst_of_pressure_evictions():
     c = Controller(
-        {}, ControllerSettings(threshold=0.7, min=0.6, max=0.85, step=0.05, low_water=0.75)
+        {},
+        ControllerSettings(
+            threshold=0.7,
+            min=0.6,
+            max=0.85,
+            step=0.05,
+            low_water=0.75,
+            low_water_min=0.6,
+            low_water_max=0.9,
+        ),
     )
     for t in (0.0, 30.0):
         c.record_pass(t, ["x"], pressure=True)
@@ -871,7 +880,14 @@ def test_a_pass_frees_room_down_to_the_low_water_mark():
 
 def test_the_controller_moves_the_low_water_mark_on_its_signals():
     settings = ControllerSettings(
-        threshold=1.0, min=0.98, max=1.0, step=0.01, low_water=0.75, low_water_step=0.05
+        threshold=1.0,
+        min=0.98,
+        max=1.0,
+        step=0.01,
+        low_water=0.75,
+        low_water_step=0.05,
+        low_water_min=0.6,
+        low_water_max=0.9,
     )
     c = Controller({}, settings)
     assert c.low_water == 0.75
@@ -885,13 +901,18 @@ def test_the_controller_moves_the_low_water_mark_on_its_signals():
     c.tick(5000.0)
     assert c.low_water == 0.9  # low_water_max
     # never above the threshold in effect
-    low = Controller({}, ControllerSettings(threshold=0.7, min=0.6, max=0.85, low_water=0.8))
+    low = Controller(
+        {},
+        ControllerSettings(
+            threshold=0.7, min=0.6, max=0.85, low_water=0.8, low_water_min=0.6, low_water_max=0.9
+        ),
+    )
     assert low.low_water == 0.7
 
 
 def test_the_low_water_settings_must_be_ordered():
     with pytest.raises(ValueError, match="lowWaterMin <= lowWater <= lowWaterMax"):
-        ControllerSettings(low_water=0.95, low_water_max=0.9)
+        ControllerSettings(low_water=0.95, low_water_min=0.6, low_water_max=0.9)
 
 
 def test_the_cache_cap_keeps_a_step_no_dearer_than_the_whole_history():
@@ -925,7 +946,9 @@ def test_the_cache_allowance_scales_what_a_step_may_cost():
 
 
 def test_a_pass_frees_down_to_the_cache_cap_when_the_history_is_short():
-    settings = ControllerSettings(threshold=1.0, min=0.98, max=1.0, low_water=0.9)
+    settings = ControllerSettings(
+        threshold=1.0, min=0.98, max=1.0, low_water=0.9, low_water_min=0.6, low_water_max=0.9
+    )
     items = [item(f"s{k}", tokens=100) for k in range(10)]
     scores = [0.1 * k for k in range(10)]
 
@@ -950,6 +973,12 @@ def test_a_pass_frees_down_to_the_cache_cap_when_the_history_is_short():
     # the same history with cacheAllowance 10: a step may cost 10 x 0.1 x 2,000 = 2,000; at 0.9
     # passes cost 100 x 0.9 / 0.1 = 900 and the cached prompt 0.1 x 1,000 x 1.9 / 2 = 95: 0.9
     settings = ControllerSettings(
-        threshold=1.0, min=0.98, max=1.0, low_water=0.9, cache_allowance=10
+        threshold=1.0,
+        min=0.98,
+        max=1.0,
+        low_water=0.9,
+        cache_allowance=10,
+        low_water_min=0.6,
+        low_water_max=0.9,
     )
     assert len(run(lambda: (2000.0, 20)).to_warm) == 2

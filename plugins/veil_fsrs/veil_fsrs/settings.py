@@ -37,22 +37,27 @@ class ControllerSettings(SettingsSection):
     The low-water mark (issue 18): a pass that starts because the prompt passed ``threshold`` x
     the budget frees room down to ``low_water`` x the budget, so the next steps only append and
     the prompt's prefix (what provider prompt caches and llama.cpp's KV cache reuse) stays put
-    until the next pass. ``low_water`` (0.6) moves by ``low_water_step`` (0.05) within
-    [``low_water_min``, ``low_water_max``] ([0.6, 0.9]) on the same signals as the threshold:
-    down on a burst of passes (each pass re-sends the whole prompt uncached, so passes that come
-    often should free more), up on a calm period and when an evicted item is asked for again
-    (it freed too much). It never exceeds the threshold in effect. With ``cache_price`` (what
-    the provider bills cached input, 0.1 of the uncached price; None: off) a pass also caps the
-    mark where the session would cost more per step than sending its whole history
-    (``veil_fsrs.controller.cache_cap``): a session just over the budget frees more per pass, a
-    long one keeps more. ``cache_allowance`` (1) scales what the cap lets a step cost against
-    the whole history's: replay (bench/RESULTS.md, session 12; 22 of the 84 files, subsets A+B)
-    gave 1 -> 0.81 x full history's effective tokens / 382 misses, 1.5 -> 0.91 / 343, 2.5 ->
-    1.05 / 317 (the masking baseline: 1.72 / 319): a knob for a user who pays for fewer misses
-    with more cost; the default keeps a session no dearer than its whole history. Defaults chosen by replay
-    (bench/RESULTS.md, issue 18; 20 of the 84 mini-swe-agent files, masking off, effective
-    tokens at a cache price of 0.1 / misses): 0.9 gave 1.218 x full history's / 54, 0.75
-    1.011 / 55, 0.6 0.805 / 75, 0.5 (down to 0.4) 0.717 / 131; the masking baseline 1.863 / 98. DESIGN.md's reference defaults are 0.7 within [0.6, 0.85]; replaying
+    until the next pass. By default the mark is fixed at 0.7 (``low_water``, ``low_water_min``
+    and ``low_water_max`` all 0.7). Widening [``low_water_min``, ``low_water_max``] lets it move
+    by ``low_water_step`` (0.05) on the same signals as the threshold: up on a calm period and
+    when an evicted item is asked for again (it freed too much); and with ``cache_price`` (what
+    the provider bills cached input, 0.1 of the uncached price; None: off) a pass caps it where
+    the session would cost more per step than sending its whole history
+    (``veil_fsrs.controller.cache_cap``). It never exceeds the threshold in effect.
+    ``cache_allowance`` (1) scales what the cap lets a step cost against the whole history's.
+
+    Why fixed at 0.7 (issue 29, bench/RESULTS.md; the 79 of the 84 mini-swe-agent recordings
+    with steps, effective tokens at a cache price of 0.1 / identifier misses / line misses): the
+    adaptive mark of the earlier default (0.9 capped within [0.6, 0.9]) kept the prompt full and
+    re-sent it uncached at every pass; at budget 8,000 it cost 0.653x full history's with
+    869 / 1,053 misses, the fixed 0.7 costs 0.581x with 926 / 1,112. On ten of the files (subset
+    0) across budgets, a fixed 0.6 gave the lowest curve (0.445 / 329 lines at 4,000, 0.562 / 137
+    at 6,000, 0.664 / 61 at 8,000), 0.7 next (0.494 / 251, 0.633 / 102), the adaptive mark last
+    (0.537 / 233, 0.679 / 90, 0.770 / 46), and 0.5 worse than 0.6 (0.430 / 419 at 4,000); 0.7 keeps
+    budget 8,000 under masking in blocks' misses (1,056 / 1,430), which 0.6 would not on that
+    subset's ratios (+34%).
+
+    The threshold: DESIGN.md's reference defaults are 0.7 within [0.6, 0.85]; replaying
     the recorded sessions (bench/RESULTS.md) showed that misses follow how full the prompt is
     kept (at an 8k budget, each 5% of the budget left empty costs ~10% more misses; [0.95, 1.0]
     in steps of 0.05 gave 462 misses, [0.98, 1.0] in steps of 0.01 433), so veil evicts at the
@@ -68,9 +73,9 @@ class ControllerSettings(SettingsSection):
     burst_window: float = Field(default=60.0, gt=0)
     calm_period: float = Field(default=300.0, gt=0)
     rerequest_window: float = Field(default=1800.0, gt=0)
-    low_water: float = Field(default=0.9, gt=0, le=1)
-    low_water_min: float = Field(default=0.6, gt=0, le=1)
-    low_water_max: float = Field(default=0.9, gt=0, le=1)
+    low_water: float = Field(default=0.7, gt=0, le=1)
+    low_water_min: float = Field(default=0.7, gt=0, le=1)
+    low_water_max: float = Field(default=0.7, gt=0, le=1)
     low_water_step: float = Field(default=0.05, gt=0, le=0.5)
     cache_price: float | None = Field(default=0.1, ge=0, le=1)
     cache_allowance: float = Field(default=1.0, gt=0, le=10)
@@ -85,7 +90,7 @@ class ControllerSettings(SettingsSection):
         if not self.low_water_min <= self.low_water <= self.low_water_max:
             raise ValueError(
                 f"need lowWaterMin <= lowWater <= lowWaterMax, got {self.low_water_min}, "
-                f"{self.low_water}, {self.low_water_max} (defaults: 0.6, 0.9, 0.9)"
+                f"{self.low_water}, {self.low_water_max} (defaults: 0.7, 0.7, 0.7)"
             )
         return self
 
