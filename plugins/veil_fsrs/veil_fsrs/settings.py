@@ -108,9 +108,11 @@ class TurnWeights(SettingsSection):
 
 TARGET_TOKENS = 8_000
 """The prompt size a pass aims at when no budget is set and the model's window is larger: the
-largest budget of the frontier whose effective cost stays at most 0.8x full history's (84
-recorded sessions, cached input at 0.1x: 8,000 costs 0.739x with 834 identifier misses, 12,000
-0.900x with 289; bench/RESULTS.md, issue 29)."""
+default budget's size. With a 128,000-token window and no budget, the 79 recorded sessions with
+steps cost 0.587x full history's effective tokens (cached input at 0.1x) with 880 identifier and
+1,054 line misses under the fixed low-water mark of 0.7 (issue 29's target: at most 0.8x; it
+was 0.660x with 811 / 975 under the earlier adaptive mark). A larger target would miss less for
+more cost; bench/RESULTS.md, issue 29, has the frontier to choose from."""
 
 
 class FsrsContextSettings(SettingsSection):
