@@ -37,7 +37,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
@@ -186,16 +186,7 @@ def collect_sections(
             section registered again (by the core or another plugin, named), a malformed
             answer or a hook that raised (naming the plugin).
     """
-    from veil.core.plugins import new_plugin_manager
-
-    pm = new_plugin_manager()
-    for name, plugin in plugins:
-        if pm.is_registered(plugin) or pm.has_plugin(name):
-            continue
-        try:
-            pm.register(plugin, name=name)
-        except (pluggy.PluginValidationError, ValueError):
-            continue  # a plugin pluggy refuses is reported when it is loaded
+    pm = _settings_plugin_manager(plugins)
     models: dict[str, tuple[type[BaseModel], ...]] = {}
     owners: dict[str, tuple[str, ...]] = {}
     field_owner: dict[tuple[str, str], str] = {
@@ -204,17 +195,7 @@ def collect_sections(
         for name in core.model_fields
     }
     # registration order (pluggy lists implementations from the first registered)
-    for impl in pm.hook.register_settings.get_hookimpls():
-        plugin_name = pm.get_name(impl.plugin) or "?"
-        try:
-            answer = impl.function()
-        except Exception as exc:  # noqa: BLE001 - a plugin's bug, reported in one line
-            raise ConfigError(
-                f"plugin {plugin_name}: register_settings failed: {type(exc).__name__}: {exc}. "
-                f"{fix_or_uninstall(plugin_name)}"
-            ) from exc
-        if answer is None:
-            continue
+    for plugin_name, answer in _answers(pm, "register_settings"):
         if not isinstance(answer, Mapping):
             raise ConfigError(
                 f"plugin {plugin_name}: register_settings must return a dict of section name "
@@ -309,8 +290,26 @@ def plugin_vocabulary(plugins: Iterable[tuple[str, Any]]) -> Any:
         ConfigError: an answer is not a PermissionVocabulary, or a hook raised (naming the
             plugin).
     """
-    from veil.core.plugins import new_plugin_manager
     from veil.core.safety.permissions import PermissionVocabulary
+
+    pm = _settings_plugin_manager(plugins)
+    merged = PermissionVocabulary()
+    for plugin_name, answer in _answers(pm, "permission_vocabulary"):
+        if not isinstance(answer, PermissionVocabulary):
+            raise ConfigError(
+                f"plugin {plugin_name}: permission_vocabulary must return a "
+                f"veil.PermissionVocabulary or None, got {type(answer).__name__}. "
+                f"{fix_or_uninstall(plugin_name)}"
+            )
+        merged = merged.merged(answer)
+    return merged
+
+
+def _settings_plugin_manager(plugins: Iterable[tuple[str, Any]]) -> Any:
+    """A plugin manager holding ``plugins`` (blocked ones too: their settings and vocabulary are
+    asked while settings load), each object once; one pluggy refuses is left out here and
+    reported when it is loaded."""
+    from veil.core.plugins import new_plugin_manager
 
     pm = new_plugin_manager()
     for name, plugin in plugins:
@@ -320,23 +319,24 @@ def plugin_vocabulary(plugins: Iterable[tuple[str, Any]]) -> Any:
             pm.register(plugin, name=name)
         except (pluggy.PluginValidationError, ValueError):
             continue  # a plugin pluggy refuses is reported when it is loaded
-    merged = PermissionVocabulary()
-    for impl in pm.hook.permission_vocabulary.get_hookimpls():
+    return pm
+
+
+def _answers(pm: Any, hook: str) -> Iterator[tuple[str, Any]]:
+    """``(plugin name, answer)`` for each implementation of the no-argument ``hook`` in
+    registration order (pluggy lists the first registered first), leaving out None.
+
+    Raises:
+        ConfigError: an implementation raised, naming the plugin and the hook.
+    """
+    for impl in getattr(pm.hook, hook).get_hookimpls():
         plugin_name = pm.get_name(impl.plugin) or "?"
         try:
             answer = impl.function()
         except Exception as exc:  # noqa: BLE001 - a plugin's bug, reported in one line
             raise ConfigError(
-                f"plugin {plugin_name}: permission_vocabulary failed: "
-                f"{type(exc).__name__}: {exc}. {fix_or_uninstall(plugin_name)}"
-            ) from exc
-        if answer is None:
-            continue
-        if not isinstance(answer, PermissionVocabulary):
-            raise ConfigError(
-                f"plugin {plugin_name}: permission_vocabulary must return a "
-                f"veil.PermissionVocabulary or None, got {type(answer).__name__}. "
+                f"plugin {plugin_name}: {hook} failed: {type(exc).__name__}: {exc}. "
                 f"{fix_or_uninstall(plugin_name)}"
-            )
-        merged = merged.merged(answer)
-    return merged
+            ) from exc
+        if answer is not None:
+            yield plugin_name, answer
