@@ -982,3 +982,30 @@ def test_a_pass_frees_down_to_the_cache_cap_when_the_history_is_short():
         low_water_max=0.9,
     )
     assert len(run(lambda: (2000.0, 20)).to_warm) == 2
+
+
+def test_by_default_a_pass_frees_down_to_a_fixed_low_water_mark_of_0_7():
+    """Issue 29's default (bench/RESULTS.md): the mark is 0.7 of the budget, whatever the
+    history. By hand: ten groups of 100 tokens, budget 1,000, 1,050 in use: down to 700 means
+    freeing 350, so the four lowest scorers go (the adaptive mark before, 0.9, freed two), and
+    a long or a short history changes nothing (the cache cap is held to [0.7, 0.7])."""
+    settings = ControllerSettings()
+    assert (settings.low_water, settings.low_water_min, settings.low_water_max) == (0.7, 0.7, 0.7)
+    items = [item(f"s{k}", tokens=100) for k in range(10)]
+    scores = [0.1 * k for k in range(10)]
+
+    def run(history):
+        return evict_pass(
+            ItemBatch(items),
+            scores,
+            1000,
+            1050,
+            settings=reference_settings(),
+            controller=Controller({}, settings),
+            current_step=STEP,
+            now=NOW,
+            history=history,
+        )
+
+    for history in (None, lambda: (2000.0, 20), lambda: (1_000_000.0, 100)):
+        assert sorted(run(history).to_warm) == ["s0", "s1", "s2", "s3"]
